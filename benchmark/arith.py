@@ -1,0 +1,97 @@
+"""``arith``: seeded synthetic multi-step arithmetic word problems, generated in code.
+
+Success: the final answer's last number equals the exact integer result.
+Licence: generated here; no external data.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import ClassVar, Literal
+
+from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.numeric import extract_number, numbers_equal
+
+_ACTORS = ["A bakery", "A library", "A warehouse", "A farm", "A school", "A workshop"]
+_UNITS = ["items", "crates", "books", "tokens", "parts", "boxes"]
+# One phrasing per operation, so the scripted model can read a problem back.
+_PHRASES = {
+    "+": "Then it gains {n} more {unit}.",
+    "-": "Then it loses {n} {unit}.",
+    "*": "Then its count of {unit} is multiplied by {n}.",
+}
+_STEP_RE = re.compile(
+    r"gains (?P<add>\d+) more|loses (?P<sub>\d+)|multiplied by (?P<mul>\d+)"
+)
+_START_RE = re.compile(r"starts with (\d+)")
+
+
+def generate(index: int, seed: int) -> tuple[str, list[tuple[str, int]], int, int]:
+    """Problem ``index`` of the set for ``seed``: (question, ops, start, answer)."""
+    rng = random.Random(f"arith:{seed}:{index}")
+    actor, unit = rng.choice(_ACTORS), rng.choice(_UNITS)
+    start = rng.randint(5, 60)
+    value, ops = start, []
+    for _ in range(rng.randint(3, 5)):
+        op = rng.choice("+-*") if value < 400 else rng.choice("+-")
+        if op == "+":
+            n = rng.randint(2, 40)
+        elif op == "-":
+            n = rng.randint(1, max(1, value - 1))
+        else:
+            n = rng.randint(2, 4)
+        value = apply(value, op, n)
+        ops.append((op, n))
+    lines = [f"{actor} starts with {start} {unit}."]
+    lines += [_PHRASES[op].format(n=n, unit=unit) for op, n in ops]
+    lines.append(f"How many {unit} does it have at the end?")
+    return " ".join(lines), ops, start, value
+
+
+def apply(value: int, op: str, n: int) -> int:
+    """One arithmetic step."""
+    return value + n if op == "+" else value - n if op == "-" else value * n
+
+
+def parse(question: str) -> tuple[int, list[tuple[str, int]]] | None:
+    """Read an ``arith`` problem back into (start, ops); None if it is not one."""
+    m = _START_RE.search(question)
+    if not m:
+        return None
+    ops = []
+    for s in _STEP_RE.finditer(question):
+        if s["add"]:
+            ops.append(("+", int(s["add"])))
+        elif s["sub"]:
+            ops.append(("-", int(s["sub"])))
+        else:
+            ops.append(("*", int(s["mul"])))
+    return (int(m.group(1)), ops) if ops else None
+
+
+class ArithBenchmark(Benchmark):
+    """Synthetic multi-step arithmetic (3-5 operations on an integer).
+
+    Success: the last number in the answer equals the exact result.
+    Data licence: generated in code, no external data.
+    """
+
+    name: ClassVar[str] = "arith"
+    answer_kind: ClassVar[Literal["number"]] = "number"
+    license: ClassVar[str] = "generated (project licence)"
+    success_definition: ClassVar[str] = "last number in the answer == exact integer result"
+
+    def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
+        count = limit if limit is not None else int(self.options.get("count", 50))
+        tasks = []
+        for i in range(count):
+            q, ops, start, answer = generate(i, seed)
+            tasks.append(Task(task_id=f"arith_{seed}_{i:04d}", question=q, reference=answer,
+                              metadata={"start": start, "ops": ops}))
+        return tasks
+
+    def evaluate(self, task: Task, answer: str) -> Evaluation:
+        got = extract_number(answer)
+        ok = got is not None and numbers_equal(got, task.reference)
+        return Evaluation(success=ok, score=float(ok), details={"parsed": got, "expected": task.reference})

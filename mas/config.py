@@ -1,0 +1,266 @@
+"""Experiment configuration: a TOML file loaded into pydantic models.
+
+Every key is validated once, at load time, and an error names the file, the
+dotted key and what was expected. CLI flags override values after loading via
+:func:`apply_overrides`, so a run's metadata always records the effective
+config.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+BUILTIN_ROUTES = ("scripted", "embedded")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for the person who wrote the file."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RateLimit(_Strict):
+    """Client-side limits for one endpoint."""
+
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """Upper bound on request starts per minute; None means unlimited."""
+    max_concurrent: int | None = Field(default=None, ge=1)
+    """Upper bound on requests in flight at once; None means unlimited."""
+
+
+class ModelRoute(_Strict):
+    """One chat model endpoint.
+
+    ``provider`` picks the client: ``openai`` is any OpenAI-compatible HTTP
+    endpoint (OpenAI, OpenRouter, vLLM, llama.cpp); ``embedded`` is the local
+    model this project serves itself; ``scripted`` is the deterministic test
+    double and must be asked for by name.
+    """
+
+    provider: Literal["openai", "embedded", "scripted"] = "openai"
+    model: str = ""
+    """Model name sent to the endpoint (e.g. ``openai/gpt-4o-mini``)."""
+    base_url: str | None = None
+    """Endpoint root ending in ``/v1``; None means the provider default."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (never the key)."""
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, ge=1)
+    """Upper bound on generated tokens per call."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
+    price_input_per_1m: float = Field(default=0.0, ge=0)
+    """USD per one million input tokens, for ``cost_usd``."""
+    price_output_per_1m: float = Field(default=0.0, ge=0)
+    """USD per one million output tokens, for ``cost_usd``."""
+    context_window: int = Field(default=8192, ge=256)
+    """Tokens the model accepts; long prompts are fitted to this."""
+    scripted_latency_ms: float = Field(default=0.0, ge=0)
+    """Scripted provider only: simulated latency per call (ms)."""
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+
+    def cost_usd(self, token_in: int, token_out: int) -> float:
+        """Price of one call in USD."""
+        return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
+
+
+class EmbeddedSettings(_Strict):
+    """The local llama.cpp server behind the ``embedded`` route."""
+
+    model: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    cache_dir: str | None = None
+    """Where the assembled GGUF and the server build live; None: the user cache dir."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+    """0 picks a free port."""
+    ctx_size: int = Field(default=16384, ge=512)
+    """Total KV-cache tokens, shared by the parallel slots."""
+    parallel: int = Field(default=4, ge=1)
+    """Server slots decoding concurrently (continuous batching)."""
+    threads: int = Field(default=0, ge=0)
+    """CPU threads; 0 means the number of cores."""
+    startup_timeout_s: float = Field(default=180.0, gt=0)
+
+
+class MasSettings(_Strict):
+    """Settings of the multi-agent topologies."""
+
+    agents: int = Field(default=3, ge=1)
+    """Debaters in ``debate``, workers in ``orchestrator`` and ``supervisor``."""
+    max_rounds: int = Field(default=3, ge=1)
+    """Upper bound on debate rounds after the first answers."""
+    minimum_discussion_rounds: int = Field(default=1, ge=0)
+    """Discussion rounds the controller may not stop before."""
+    rounds: int = Field(default=1, ge=1)
+    """Outer plan-work-critique cycles of ``orchestrator``."""
+    max_tool_iterations: int = Field(default=6, ge=1)
+    """Tool calls an agent may make in one turn before it must answer."""
+    termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    final_vote_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    personas: list[str] = Field(default_factory=list)
+    """Optional personas assigned round-robin to agents inside their role."""
+
+
+class SandboxSettings(_Strict):
+    """Limits of the Python-execution tool and of code evaluation."""
+
+    timeout_s: float = Field(default=5.0, gt=0)
+    memory_mb: int = Field(default=512, ge=32)
+
+
+class InjectSettings(_Strict):
+    """Scripted-model error injection (ground truth for attribution tests)."""
+
+    rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Fraction of runs, chosen with the seed, that get one wrong step."""
+    agent: str | None = None
+    """Inject at this agent only (exact name); None: any agent."""
+    step: int | None = Field(default=None, ge=0)
+    """Inject at this trajectory step index; None: a seeded position."""
+
+
+class ExperimentConfig(_Strict):
+    """Everything a run needs besides the benchmark task."""
+
+    seed: int = 0
+    output_root: str = "artifacts"
+    concurrency: int = Field(default=4, ge=1)
+    """Runs executing at once."""
+    models: dict[str, ModelRoute] = Field(default_factory=lambda: {"default": ModelRoute(provider="embedded")})
+    """Named routes; ``default`` is required, ``judge`` is optional."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Role name -> route name (e.g. ``critic = "openrouter"``)."""
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    mas: MasSettings = Field(default_factory=MasSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    inject: InjectSettings = Field(default_factory=InjectSettings)
+    benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
+
+    @field_validator("models")
+    @classmethod
+    def _has_default(cls, routes: dict[str, ModelRoute]) -> dict[str, ModelRoute]:
+        if "default" not in routes:
+            raise ValueError("a [models.default] route is required")
+        return routes
+
+    @model_validator(mode="after")
+    def _roles_exist(self) -> ExperimentConfig:
+        for role, route in self.roles.items():
+            if route not in self.models and route not in BUILTIN_ROUTES:
+                raise ValueError(f"roles.{role} names route {route!r}, which is not under [models]")
+        return self
+
+    def route(self, name: str) -> ModelRoute:
+        """The route called ``name``: a configured one, or a built-in (scripted, embedded)."""
+        if name in self.models:
+            return self.models[name]
+        if name in BUILTIN_ROUTES:
+            return ModelRoute(provider=name, model=name)
+        known = sorted(set(self.models) | set(BUILTIN_ROUTES))
+        raise ConfigError(f"unknown model route {name!r}; known routes: {', '.join(known)}")
+
+    def route_for_role(self, role: str) -> ModelRoute:
+        """The route an agent in ``role`` uses: ``roles.<role>``, then ``models.<role>``, then default."""
+        if role in self.roles:
+            return self.route(self.roles[role])
+        if role in self.models:
+            return self.models[role]
+        return self.models["default"]
+
+    def redacted(self) -> dict[str, Any]:
+        """The config as plain data, safe for artifacts (it never holds keys, only env names)."""
+        return self.model_dump(mode="json")
+
+
+def _format_validation_error(path: str, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        got = e.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  {key}: {e['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
+    """Validate a config mapping; errors name ``source`` and the dotted key."""
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(source, err)) from None
+
+
+def load_config(path: str | Path | None) -> ExperimentConfig:
+    """Load a TOML experiment config; ``None`` gives the built-in defaults.
+
+    >>> load_config(None).models["default"].provider
+    'embedded'
+    """
+    if path is None:
+        return ExperimentConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: config file not found")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{p}: malformed TOML: {err}") from None
+    return parse_config(data, str(p))
+
+
+def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig:
+    """Return a copy with CLI overrides applied; ``None`` values are ignored.
+
+    ``model`` replaces every route (default, judge, roles) with the named one,
+    so ``--model scripted`` gives a run with no real model anywhere.
+    """
+    data = cfg.model_dump()
+    model = overrides.pop("model", None)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        target, *rest = key.split(".")
+        if rest:
+            data.setdefault(target, {})[rest[0]] = value
+        else:
+            data[target] = value
+    new = parse_config(data, "<command line>")
+    if model is not None:
+        chosen = new.route(model)
+        new.models = {"default": chosen}
+        new.roles = {}
+    return new
+
+
+def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:
+    """Read the route's API key from the environment; raise if it is needed and absent.
+
+    Hosted OpenAI-compatible routes need a key; a route with a ``base_url`` on
+    the loopback interface (a local llama.cpp or vLLM) may run without one.
+    """
+    if route.provider != "openai":
+        return None
+    env = route.api_key_env
+    if env is None:
+        local = route.base_url is not None and any(
+            h in route.base_url for h in ("127.0.0.1", "localhost", "[::1]")
+        )
+        if local:
+            return None
+        env = "OPENROUTER_API_KEY" if route.base_url and "openrouter" in route.base_url else "OPENAI_API_KEY"
+    key = os.environ.get(env)
+    if not key:
+        raise ConfigError(
+            f"models.{route_name}: the route {route.model!r} needs an API key in the environment "
+            f"variable {env}, which is not set"
+        )
+    return key
