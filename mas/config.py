@@ -13,12 +13,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from mas.errors import UserError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration problem, phrased for the person who wrote the file."""
 
 
