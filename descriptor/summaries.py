@@ -1,0 +1,178 @@
+"""Rebuild every descriptor file of an experiment from its run files alone.
+
+Layout read: ``<root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json}``.
+Written (atomically, deterministically, so a rerun is byte-identical):
+
+- per task: ``descriptor.json/.csv``, ``analysis.json``, ``task_summary.json``;
+- per system: ``<root>/<benchmark>/<system>/summary.json/.csv`` (one row per task);
+- at the root: ``experiment_summary.json/.csv`` (benchmark x system roll-ups),
+  ``economics.json/.csv``, ``topology.json`` and ``plots/*.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.run_files import RunIssue, load_task_runs, run_indices
+from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PASS_AT_K, check_consistency, compute_task_descriptor, mean
+from descriptor.task_files import write_task_files
+from mas.errors import UserError
+
+ROLLUP_FIELDS: tuple[str, ...] = (
+    "benchmark", "system", "n_tasks", "n_runs", "success_rate", "completion_rate", "eval_avg_score",
+    "tokens_total", "cost_total", "latency_p95", "tool_calls_total", "communication_count", "handoff_count",
+    *(f"pass_at_{k}" for k in PASS_AT_K), "stability", "tokens_cv", "cost_per_success",
+)
+# Roll-up field -> descriptor field it averages over tasks.
+_AVERAGED = {
+    "success_rate": "Q1_success_rate",
+    "completion_rate": "Q2_completion_rate",
+    "eval_avg_score": "eval_avg_score",
+    "tokens_total": "C2_tokens_total",
+    "cost_total": "C3_cost_total",
+    "latency_p95": "C1_latency_p95",
+    "tool_calls_total": "C4_tool_calls_total",
+    "communication_count": "D2_communication_count",
+    "handoff_count": "D3_handoff_count",
+    **{f"pass_at_{k}": f"pass_at_{k}" for k in PASS_AT_K},
+    "stability": "stability",
+    "tokens_cv": "tokens_cv",
+}
+
+
+class ExperimentSummary(BaseModel):
+    """What ``summarize-experiment`` rebuilt."""
+
+    experiment_root: str
+    rollups: list[dict[str, Any]]
+    """One row per benchmark x system (keys :data:`ROLLUP_FIELDS`)."""
+    descriptors: list[dict[str, Any]]
+    """Every task descriptor, sorted by benchmark, system, task."""
+    economics: list[dict[str, Any]]
+    issues: list[RunIssue]
+    """Skipped runs and damaged trace lines."""
+    n_runs: int
+
+
+def find_task_dirs(root: Path) -> list[Path]:
+    """``<root>/<benchmark>/<system>/<task_id>`` directories holding at least one run file."""
+    out = []
+    for d in sorted(root.glob("*/*/*")):
+        if d.is_dir() and not d.name.startswith(".") and run_indices(d):
+            out.append(d)
+    return out
+
+
+def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str) -> dict[str, Any]:
+    """Task-averaged roll-up of one system's descriptors.
+
+    A field that is blank for any task is blank in the roll-up (averaging a
+    subset would compare different task sets). ``cost_per_success`` is
+    recomputed from the roll-up: tokens_total / success_rate.
+    """
+    row: dict[str, Any] = {"benchmark": benchmark, "system": system, "n_tasks": len(descriptors),
+                           "n_runs": sum(d["n_runs"] for d in descriptors)}
+    for out_key, key in _AVERAGED.items():
+        values = [d[key] for d in descriptors]
+        row[out_key] = None if any(v is None for v in values) else mean(values)
+    row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if row["success_rate"] > 0 else None
+    return row
+
+
+def _describe_tasks(root: Path) -> tuple[list[dict[str, Any]], list[RunIssue], int]:
+    descriptors: list[dict[str, Any]] = []
+    issues: list[RunIssue] = []
+    n_runs = 0
+    for task_dir in find_task_dirs(root):
+        identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
+        runs, found = load_task_runs(task_dir, identity)
+        # Paths relative to the root keep the written files identical wherever the tree lives.
+        found = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in found]
+        issues.extend(found)
+        if not runs:
+            continue
+        n_runs += len(runs)
+        d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
+        check_consistency(d, str(task_dir))
+        write_task_files(task_dir, runs, d, found)
+        descriptors.append(d)
+    return descriptors, issues, n_runs
+
+
+def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in descriptors:
+        groups.setdefault((d["benchmark"], d["system"]), []).append(d)
+    rollups = []
+    for (benchmark, system), ds in sorted(groups.items()):
+        row = rollup(ds, benchmark, system)
+        rollups.append(row)
+        sys_dir = root / benchmark / system
+        write_json_atomic(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
+        write_csv_atomic(sys_dir / "summary.csv", ds, DESCRIPTOR_FIELDS)
+    return rollups
+
+
+def _benchmark_blocks(rollups: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    blocks: dict[str, Any] = {}
+    for row in rollups:
+        b = blocks.setdefault(row["benchmark"], {"systems": {}})
+        b["systems"][row["system"]] = row
+    for b in blocks.values():
+        rows = list(b["systems"].values())
+        b["n_systems"] = len(rows)
+        b["best_system_by_success"] = sorted(rows, key=lambda r: (-r["success_rate"], r["system"]))[0]["system"]
+    return blocks
+
+
+def summarize_experiment(
+    experiment_root: str | Path,
+    *,
+    lam: float | None = None,
+    cost_unit: str = "tokens",
+    baseline: str = "sas",
+    seed: int = 0,
+    plots: bool = True,
+) -> ExperimentSummary:
+    """Rebuild all task, system and experiment files under ``experiment_root``.
+
+    ``lam``/``cost_unit``/``baseline``/``seed`` configure the economics (see
+    :mod:`descriptor.economics`). Raises :class:`UserError` when the root is
+    not a directory or holds no finished run, and
+    :class:`~descriptor.task_descriptor.PipelineError` when result and eval
+    files disagree.
+    """
+    from descriptor.economics import EconomicsSettings, compute_economics, write_economics
+    from descriptor.topology_analysis import analyse_topology
+
+    root = Path(experiment_root)
+    if not root.is_dir():
+        raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
+    settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline, seed=seed)
+    descriptors, issues, n_runs = _describe_tasks(root)
+    if not descriptors:
+        raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
+    rollups = _write_system_summaries(root, descriptors)
+    economics = compute_economics(descriptors, settings)
+    write_economics(root, economics, settings)
+    topology = analyse_topology(descriptors, settings)
+    write_json_atomic(root / "topology.json", topology)
+    write_json_atomic(root / "experiment_summary.json", {
+        "n_runs": n_runs,
+        "n_task_descriptors": len(descriptors),
+        "rollups": rollups,
+        "benchmarks": _benchmark_blocks(rollups),
+        "issues": [i.model_dump() for i in issues],
+    })
+    write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
+    if plots:
+        from descriptor.plots import write_plots
+
+        write_plots(root / "plots", descriptors, rollups, topology, settings)
+    return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
+                             economics=economics, issues=issues, n_runs=n_runs)

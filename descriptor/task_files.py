@@ -1,0 +1,117 @@
+"""Per-task output files: descriptor.json/.csv, analysis.json, task_summary.json.
+
+``analysis.json`` adds what a person debugging a system wants next to the
+numbers: the evaluation summary, which stage (event type) and which actor
+spent the most tokens and latency, and where the controller stopped loops
+(``verify`` events of ``system:controller`` carrying ``payload.reason``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.run_files import RunIssue, RunRecord
+from descriptor.schema import TraceEvent, is_system_actor
+from descriptor.task_descriptor import DESCRIPTOR_FIELDS
+
+CONTROLLER = "system:controller"
+
+
+def _spend(events: Sequence[TraceEvent], key: str) -> dict[str, dict[str, float]]:
+    """Tokens, latency (ms), cost (USD) and event count grouped by ``actor`` or ``event_type``."""
+    out: dict[str, dict[str, float]] = {}
+    for ev in events:
+        name = getattr(ev, key)
+        row = out.setdefault(name, {"tokens": 0.0, "latency_ms": 0.0, "cost_usd": 0.0, "events": 0.0})
+        row["tokens"] += ev.token_in + ev.token_out
+        row["latency_ms"] += ev.latency_ms
+        row["cost_usd"] += ev.cost_usd
+        row["events"] += 1
+    return dict(sorted(out.items()))
+
+
+def _top(groups: dict[str, dict[str, float]], field: str) -> str | None:
+    """Name with the largest ``field`` (ties: alphabetical first); None when all are zero."""
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][field], kv[0]))
+    return ranked[0][0] if ranked and ranked[0][1][field] > 0 else None
+
+
+def _stalls(run: RunRecord) -> list[dict[str, Any]]:
+    """Controller verify events with a reason, with the agent that acted just before."""
+    out = []
+    last_agent: str | None = None
+    for ev in run.events:
+        if ev.actor == CONTROLLER and ev.event_type == "verify" and ev.payload.get("reason"):
+            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": str(ev.payload["reason"]), "after_actor": last_agent})
+        elif not is_system_actor(ev.actor):
+            last_agent = ev.actor
+    return out
+
+
+def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> dict[str, Any]:
+    """The ``analysis.json`` object of one task."""
+    events = [ev for r in runs for ev in r.events]
+    by_stage, by_actor = _spend(events, "event_type"), _spend(events, "actor")
+    stalls = [s for r in runs for s in _stalls(r)]
+    return {
+        "evaluation": {
+            "n_runs": len(runs),
+            "success_rate": descriptor["eval_success_rate"],
+            "completion_rate": descriptor["eval_completion_rate"],
+            "avg_score": descriptor["eval_avg_score"],
+            "runs": [
+                {
+                    "run_index": r.run_index,
+                    "run_id": r.run_id,
+                    "success": r.eval_success,
+                    "completion": r.completion,
+                    "score": r.eval_score,
+                    "tokens_total": r.metrics.tokens_total,
+                    "latency_total": r.metrics.latency_total,
+                    "cost_total": r.metrics.cost_total,
+                    "loop_score": r.metrics.loop_score,
+                }
+                for r in runs
+            ],
+        },
+        "descriptor": descriptor,
+        "bottlenecks": {
+            "by_stage": by_stage,
+            "by_actor": by_actor,
+            "top_stage_by_tokens": _top(by_stage, "tokens"),
+            "top_stage_by_latency": _top(by_stage, "latency_ms"),
+            "top_actor_by_tokens": _top(by_actor, "tokens"),
+            "top_actor_by_latency": _top(by_actor, "latency_ms"),
+        },
+        "loop_stalls": {
+            "count": len(stalls),
+            "by_reason": dict(sorted(Counter(s["reason"] for s in stalls).items())),
+            "by_actor": dict(sorted(Counter(str(s["after_actor"]) for s in stalls).items())),
+            "events": stalls,
+        },
+        "issues": [i.model_dump() for i in issues],
+    }
+
+
+def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> dict[str, Any]:
+    """The short ``task_summary.json`` object: identity, headline rates and what was left out."""
+    keys = ("benchmark", "system", "task_id", "n_runs", "success_rate", "eval_avg_score", "tokens_total")
+    out = {k: descriptor[k] for k in keys}
+    out["completion_rate"] = descriptor["Q2_completion_rate"]
+    out["cost_total"] = descriptor["C3_cost_total"]
+    out["run_indices"] = [r.run_index for r in runs]
+    out["skipped_runs"] = sorted({i.path for i in issues if not i.included})
+    out["damaged_traces"] = [{"path": i.path, "line": i.line} for i in issues if i.kind == "damaged_trace"]
+    return out
+
+
+def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> None:
+    """Write the four per-task files atomically into ``task_dir``."""
+    write_json_atomic(task_dir / "descriptor.json", descriptor)
+    write_csv_atomic(task_dir / "descriptor.csv", [descriptor], DESCRIPTOR_FIELDS)
+    write_json_atomic(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
+    write_json_atomic(task_dir / "task_summary.json", task_summary(runs, descriptor, issues))
