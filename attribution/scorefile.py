@@ -1,0 +1,147 @@
+"""Step-score files: the JSONL format ``score-steps`` writes and conformal prediction reads.
+
+One JSON object per line::
+
+    {"id": "ag-12", "n_steps": 4, "step_scores": [0.1, 0.7, 0.1, 0.1],
+     "mistake_step": 1, "mistake_agent": "Coder", "nfe": 4}
+
+Steps are 0-indexed. ``step_scores[i]`` is the scorer's likelihood in [0, 1]
+that step ``i`` is the decisive error. ``mistake_step`` is null for runs whose
+decisive step is unknown (new failed runs); such records can be predicted on
+but are skipped for calibration and evaluation. Extra keys are kept.
+
+Also holds the small atomic-write helpers the conformal commands use
+(``mas.io`` did not exist when this was written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+from mas.errors import UserError
+
+
+class ScoreRecord(BaseModel):
+    """One line of a score file: per-step error likelihoods of one failed trajectory."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str = Field(min_length=1)
+    """Trajectory id, unique within the file."""
+    n_steps: StrictInt = Field(ge=1)
+    """Number of trajectory steps (ℓ)."""
+    step_scores: list[float]
+    """Likelihood in [0, 1] that each step is the decisive error; length ``n_steps``."""
+    mistake_step: StrictInt | None = None
+    """0-indexed decisive error step, or null when unknown."""
+    mistake_agent: str | None = None
+    """Agent responsible for the decisive error, when known."""
+    nfe: StrictInt | None = None
+    """Scorer model calls spent on this trajectory, when the scorer reports it."""
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> "ScoreRecord":
+        if len(self.step_scores) != self.n_steps:
+            raise ValueError(
+                f"step_scores: expected {self.n_steps} values (n_steps), got {len(self.step_scores)}"
+            )
+        for i, s in enumerate(self.step_scores):
+            if not (math.isfinite(s) and 0.0 <= s <= 1.0):
+                raise ValueError(f"step_scores[{i}]: expected a number in [0, 1], got {s!r}")
+        if self.mistake_step is not None and not 0 <= self.mistake_step < self.n_steps:
+            raise ValueError(
+                f"mistake_step: expected an integer in [0, {self.n_steps - 1}] or null, "
+                f"got {self.mistake_step}"
+            )
+        return self
+
+
+def _describe(err: ValidationError) -> str:
+    """First validation error as 'field: message' (pydantic's own text is long)."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "record"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"field '{loc}': {msg}" if not msg.startswith(loc) else msg
+
+
+def parse_score_lines(lines: list[str], source: str) -> list[ScoreRecord]:
+    """Parse score-file lines; ``source`` names the file in error messages.
+
+    Raises ``UserError`` naming file, line and field on the first bad line,
+    and on duplicate ids or a file without records.
+    """
+    records: list[ScoreRecord] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{source} line {lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(obj, dict):
+            raise UserError(f"{source} line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        try:
+            rec = ScoreRecord.model_validate(obj)
+        except ValidationError as err:
+            raise UserError(f"{source} line {lineno}: {_describe(err)}") from None
+        if rec.id in seen:
+            raise UserError(
+                f"{source} line {lineno}: field 'id': duplicate id {rec.id!r} (first on line {seen[rec.id]})"
+            )
+        seen[rec.id] = lineno
+        records.append(rec)
+    if not records:
+        raise UserError(f"{source}: no score records (expected one JSON object per line)")
+    return records
+
+
+def read_score_file(path: str | Path) -> list[ScoreRecord]:
+    """Read and validate a score file; bad input raises ``UserError``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: score file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read score file ({err})") from None
+    return parse_score_lines(text.splitlines(), str(path))
+
+
+def fingerprint(path: str | Path) -> str:
+    """``sha256:<hex>`` of the file's bytes: identifies the exact data a calibration used."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return f"sha256:{digest}"
+
+
+def labelled(records: list[ScoreRecord]) -> tuple[list[ScoreRecord], int]:
+    """Records with a known ``mistake_step``, and how many were skipped for lacking one."""
+    kept = [r for r in records if r.mistake_step is not None]
+    return kept, len(records) - len(kept)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Atomic, strict JSON (no NaN/Infinity literals: encode ∞ as "inf" before calling)."""
+    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
