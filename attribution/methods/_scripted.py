@@ -1,0 +1,53 @@
+"""Scripted-model responders for the LLM attribution contracts (tests only).
+
+They read the rendered log lines ``[i] agent: text`` in the prompt and treat a
+step whose text contains the marker word ``ERROR`` as the decisive error, so
+tests can check each method's plumbing end to end. Call-specific positions
+(step under review, ranges) arrive as invoke metadata (``attr_*`` keys).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mas.scripted import ScriptedContext, responder
+
+_LINE_RE = re.compile(r"^\[(\d+)\] ([^:\n]+): (.*)$", re.M)
+
+
+def _lines(ctx: ScriptedContext) -> list[tuple[int, str, str]]:
+    return [(int(m.group(1)), m.group(2).strip(), m.group(3)) for m in _LINE_RE.finditer(ctx.text())]
+
+
+def _marked(ctx: ScriptedContext) -> list[tuple[int, str]]:
+    return [(i, a) for i, a, text in _lines(ctx) if "ERROR" in text]
+
+
+def _first(ctx: ScriptedContext) -> tuple[int, str]:
+    marked = _marked(ctx)
+    if marked:
+        return marked[0]
+    lines = _lines(ctx)
+    return (lines[0][0], lines[0][1]) if lines else (0, "unknown")
+
+
+@responder("attribution.all_at_once.answer")
+def _all_at_once(ctx: ScriptedContext) -> str:
+    step, agent = _first(ctx)
+    return json.dumps({"reason": "the marked step is wrong", "agent": agent, "step": step})
+
+
+@responder("attribution.step_by_step.judge_step")
+def _judge_step(ctx: ScriptedContext) -> str:
+    i = int(ctx.metadata.get("attr_step", -1))
+    flagged = any(s == i for s, _ in _marked(ctx))
+    return json.dumps({"reason": "checked the step", "error": "yes" if flagged else "no"})
+
+
+@responder("attribution.binary_search.halve")
+def _halve(ctx: ScriptedContext) -> str:
+    lo, mid, hi = ctx.metadata.get("attr_range", [0, 0, 0])
+    inside = [s for s, _ in _marked(ctx) if lo <= s <= hi]
+    part = "B" if inside and inside[0] > mid else "A"
+    return f'Looking at it... {{"reason": "the marker", "part": "{part}"}}'

@@ -1,0 +1,204 @@
+"""The three Who&When baselines with our own prompts: all-at-once, step-by-step, binary search.
+
+- ``all_at_once``: the whole (fitted) log in one prompt; the model names the
+  agent and the step.
+- ``step_by_step``: the log is replayed step by step; at each step the model
+  says whether this step is the decisive error; the first "yes" wins.
+- ``binary_search``: the candidate range is halved until one step is left;
+  at each split the model says which half holds the decisive error. On an odd
+  length the middle step goes to the FIRST (earlier) half: ``[lo, hi]`` splits
+  into ``[lo, (lo+hi)//2]`` and ``[(lo+hi)//2 + 1, hi]``.
+
+Each asks for a one-sentence reason before the answer field (small models
+answer better after saying why) and parses the reply tolerantly; a reply with
+no usable answer falls back to :func:`attribution.prompting.heuristic_guess`
+and the fallback is recorded in ``details["fallbacks"]``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from attribution.methods import _scripted  # noqa: F401  (scripted responders for these contracts)
+from attribution.methods.base import Method, MethodContext, Prediction, register_method
+from attribution.prompting import (
+    LLMSession,
+    agent_names,
+    case_header,
+    display_agent,
+    finish,
+    heuristic_guess,
+    messages,
+    new_session,
+    render_steps,
+    resolve_agent,
+    resolve_step,
+    step_views,
+)
+from attribution.trajectory import Trajectory
+
+SYSTEM = (
+    "You review the log of a multi-agent team that failed its task. The decisive error is the earliest step "
+    "whose mistake caused the failure. Be brief. Answer in JSON only."
+)
+
+
+def _agent_line(traj: Trajectory) -> str:
+    return "Agents: " + ", ".join(agent_names(traj))
+
+
+def _yes(value: Any, text: str) -> bool:
+    """A yes/true answer from a parsed field, else from the reply text's first yes/no word."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value >= 0.5
+    if isinstance(value, str) and value.strip():
+        return value.strip().lower().startswith(("y", "true", "1"))
+    m = re.search(r"\b(yes|no)\b", text or "", re.I)
+    return bool(m and m.group(1).lower() == "yes")
+
+
+# --------------------------------------------------------------- all at once
+
+
+async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    session = new_session(ctx, "all_at_once")
+    header = case_header(traj, ctx.with_ground_truth)
+    ask = (
+        "Which agent made the decisive error, and at which step? Reply with JSON only:\n"
+        '{"reason": "<one sentence>", "agent": "<agent name>", "step": <step number>}'
+    )
+
+    def build(budget: int):
+        steps, report = render_steps(step_views(traj), budget - 200)
+        user = f"{header}\n{_agent_line(traj)}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
+        return messages(SYSTEM, user), report
+
+    reply = await session.ask("answer", build)
+    obj = session.parse("answer", reply) or {}
+    agent, step = resolve_agent(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
+    agent, step = _complete(session, traj, agent, step, reply)
+    return finish(session, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
+
+
+def _complete(session: LLMSession, traj: Trajectory, agent: str | None, step: int | None, reply: str):
+    """Fill a missing agent or step from the other one, or from the reply text, or the heuristic."""
+    if step is None and (m := re.search(r"step\D{0,3}(\d+)", reply or "", re.I)):
+        step = resolve_step(traj, m.group(1))
+    if agent is None and step is not None:
+        agent = display_agent(traj.steps[step].agent)
+    if step is None and agent is not None:
+        own = [s.index for s in traj.steps if resolve_agent(traj, s.agent) == agent]
+        step = own[0] if own else None
+        session.note_fallback("answer", "step_from_agent")
+    if agent is None or step is None:
+        agent, step = heuristic_guess(traj)
+        session.note_fallback("answer", "heuristic")
+    return agent, step
+
+
+@register_method("all_at_once")
+def all_at_once() -> Method:
+    """One call over the whole fitted log."""
+    return _all_at_once
+
+
+# --------------------------------------------------------------- step by step
+
+
+async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    session = new_session(ctx, "step_by_step")
+    header = case_header(traj, ctx.with_ground_truth)
+    verdicts: list[dict[str, Any]] = []
+    for i in range(traj.n_steps):
+        ask = (
+            f"Is step [{i}] (by {display_agent(traj.steps[i].agent)}) the decisive error? Reply with JSON only:\n"
+            '{"reason": "<one sentence>", "error": "yes" or "no"}'
+        )
+
+        def build(budget: int, i: int = i, ask: str = ask):
+            steps, report = render_steps(step_views(traj, range(i + 1), focus={i}), budget - 200, focus={i})
+            user = f"{header}\n\nLog up to the step under review:\n{steps}\n\n{ask}"
+            return messages(SYSTEM, user), report
+
+        reply = await session.ask("judge_step", build, meta={"attr_step": i})
+        obj = session.parse("judge_step", reply) or {}
+        flagged = _yes(obj.get("error"), reply)
+        verdicts.append({"step": i, "error": flagged})
+        if flagged:
+            agent = display_agent(traj.steps[i].agent)
+            return finish(session, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
+    agent, step = heuristic_guess(traj)
+    session.note_fallback("judge_step", "no_step_flagged_heuristic")
+    return finish(session, agent, step, 0.0, {"verdicts": verdicts})
+
+
+@register_method("step_by_step")
+def step_by_step() -> Method:
+    """One call per step until the model flags one (at most ``n_steps`` calls)."""
+    return _step_by_step
+
+
+# --------------------------------------------------------------- binary search
+
+
+def split_range(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Halves of the inclusive range ``[lo, hi]``; on odd lengths the middle step goes to the first half.
+
+    >>> split_range(0, 4)
+    ((0, 2), (3, 4))
+    >>> split_range(3, 4)
+    ((3, 3), (4, 4))
+    """
+    if hi <= lo:
+        raise ValueError(f"cannot split a range of one step: [{lo}, {hi}]")
+    mid = (lo + hi) // 2
+    return (lo, mid), (mid + 1, hi)
+
+
+async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    session = new_session(ctx, "binary_search")
+    header = case_header(traj, ctx.with_ground_truth)
+    lo, hi = 0, traj.n_steps - 1
+    path: list[dict[str, Any]] = []
+    while lo < hi:
+        (a0, a1), (b0, b1) = split_range(lo, hi)
+        ask = (
+            f"The decisive error is somewhere in steps {lo}-{hi}. Is it in part A (steps {a0}-{a1}) "
+            f"or part B (steps {b0}-{b1})? Reply with JSON only:\n"
+            '{"reason": "<one sentence>", "part": "A" or "B"}'
+        )
+        focus = set(range(lo, hi + 1))
+
+        def build(budget: int, ask: str = ask, focus: set[int] = focus, hi: int = hi):
+            steps, report = render_steps(step_views(traj, range(hi + 1), focus=focus), budget - 200, focus=focus)
+            user = f"{header}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
+            return messages(SYSTEM, user), report
+
+        reply = await session.ask("halve", build, meta={"attr_range": [lo, a1, hi]})
+        part = _part(session, reply)
+        path.append({"range": [lo, hi], "part": part})
+        lo, hi = (a0, a1) if part == "A" else (b0, b1)
+    agent = display_agent(traj.steps[lo].agent)
+    return finish(session, agent, lo, 0.5, {"path": path})
+
+
+def _part(session: LLMSession, reply: str) -> str:
+    obj = session.parse("halve", reply) or {}
+    value = str(obj.get("part", "")).strip().upper()
+    if value[:1] in ("A", "B"):
+        return value[:1]
+    m = re.search(r"\bpart\s*([AB])\b", reply or "", re.I)
+    if m:
+        return m.group(1).upper()
+    # Decisive errors sit early far more often than late: default to the earlier half.
+    session.note_fallback("halve", "default_first_half")
+    return "A"
+
+
+@register_method("binary_search")
+def binary_search() -> Method:
+    """About log2(n_steps) calls; see :func:`split_range` for odd lengths."""
+    return _binary_search

@@ -1,0 +1,460 @@
+"""Shared plumbing of the LLM attribution methods: fitting, calling, parsing.
+
+Fitting: a trajectory is rendered one line block per step (``[i] agent:
+text``). When the rendering does not fit the prompt budget (the route's
+context window minus the reply reserve), step texts are cut to a common
+per-step cap (head and tail kept, focus steps get a larger share); when even
+a minimum cap does not fit, steps far from the focus are collapsed into
+``… steps a–b omitted …`` lines. Every fit is recorded (:class:`FitReport`).
+Tokens are estimated as characters / 4 (no tokenizer of the served model is
+available offline); if the server still refuses a prompt as too long, the
+call is rebuilt with a smaller budget, so no method fails on length.
+
+Calling: :class:`LLMSession` wraps one case: it calls the model with the
+contract name as metadata, counts calls (NFE), input/output tokens from
+``response.usage_metadata`` (estimated when absent), wall time, fits and JSON
+fallbacks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from attribution.trajectory import Trajectory, normalize_agent
+from mas.jsonparse import parse_json_object
+
+CHARS_PER_TOKEN = 4
+REPLY_RESERVE_TOKENS = 512
+"""Tokens kept free for the model's answer (also sent as ``max_tokens``)."""
+SAFETY_MARGIN_TOKENS = 96
+MIN_STEP_CHARS = 48
+"""Below this per-step cap a step says nothing; windowing takes over instead."""
+QUERY_CHARS = 1200
+ANSWER_CHARS = 300
+_OVERFLOW_RE = re.compile(r"context|too long|exceed|maximum.{0,20}tokens|too many tokens", re.I)
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text`` (characters / 4, rounded up).
+
+    >>> estimate_tokens("abcdefghi")
+    3
+    """
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def clip(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` keeping head and tail, the cut marked.
+
+    >>> clip("a" * 10 + "b" * 10, 12)
+    'aaaa…[8]…bbbb'
+    """
+    text = text or ""
+    if len(text) <= max_chars:
+        return text
+    if max_chars < 12:
+        return text[: max(0, max_chars - 1)] + "…"
+    cut = len(text) - max_chars + 4
+    marker = f"…[{cut}]…"
+    keep = max(0, max_chars - len(marker))
+    head = (keep * 2 + 2) // 3
+    return text[:head] + marker + text[len(text) - (keep - head) :] if keep > head else text[:head] + marker
+
+
+@dataclass(kw_only=True, slots=True)
+class StepView:
+    """One step as a prompt shows it (its text may already be a summary)."""
+
+    index: int
+    agent: str
+    text: str
+    weight: float = 1.0
+    """Relative share of the budget when texts must be cut (focus steps > 1)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class FitReport:
+    """How one prompt's step list was fitted to its budget."""
+
+    mode: str
+    """``full``, ``compressed`` (texts cut) or ``windowed`` (steps omitted)."""
+    n_steps: int
+    shown_steps: int
+    cap_chars: int | None
+    budget_tokens: int
+    prompt_tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "n_steps": self.n_steps,
+            "shown_steps": self.shown_steps,
+            "cap_chars": self.cap_chars,
+            "budget_tokens": self.budget_tokens,
+            "prompt_tokens": self.prompt_tokens,
+        }
+
+
+def _line(v: StepView, cap: int | None) -> str:
+    body = " ".join((v.text or "").split())
+    if cap is not None:
+        body = clip(body, max(MIN_STEP_CHARS // 2, int(cap * v.weight)))
+    return f"[{v.index}] {v.agent}: {body}"
+
+
+def _cap_for(views: Sequence[StepView], budget_chars: int) -> int | None:
+    """Largest per-step cap whose rendering fits ``budget_chars``; None if MIN_STEP_CHARS does not."""
+    lo, hi = MIN_STEP_CHARS, max(MIN_STEP_CHARS, max(len(v.text) for v in views))
+    if sum(len(_line(v, lo)) + 1 for v in views) > budget_chars:
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(len(_line(v, mid)) + 1 for v in views) <= budget_chars:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _window(views: Sequence[StepView], budget_chars: int, focus: set[int]) -> tuple[list[str], int]:
+    """Keep steps by priority (focus, near focus, first, last) at the minimum cap; collapse the rest."""
+    anchors = sorted(focus) or [views[0].index, views[-1].index]
+
+    def priority(v: StepView) -> tuple[float, int]:
+        dist = min(abs(v.index - a) for a in anchors)
+        edge = 0 if v.index in (views[0].index, views[-1].index) else 1
+        return (dist if dist <= 1 else dist + edge * 0.5, v.index)
+
+    kept: set[int] = set()
+    used = 0
+    for v in sorted(views, key=priority):
+        cost = len(_line(v, MIN_STEP_CHARS)) + 1 + 40  # 40: room for an omission marker
+        if used + cost > budget_chars:
+            break
+        kept.add(v.index)
+        used += cost
+    lines: list[str] = []
+    gap: list[int] = []
+    for v in views:
+        if v.index in kept:
+            if gap:
+                lines.append(f"… steps {gap[0]}–{gap[-1]} omitted …")
+                gap = []
+            lines.append(_line(v, MIN_STEP_CHARS))
+        else:
+            gap.append(v.index)
+    if gap:
+        lines.append(f"… steps {gap[0]}–{gap[-1]} omitted …")
+    return lines, len(kept)
+
+
+def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] | None = None) -> tuple[str, FitReport]:
+    """Render ``views`` within ``budget_tokens``; the report says how.
+
+    >>> text, rep = render_steps([StepView(index=0, agent="a", text="hi")], 100)
+    >>> text, rep.mode
+    ('[0] a: hi', 'full')
+    """
+    if not views:
+        return "(no steps)", FitReport(mode="full", n_steps=0, shown_steps=0, cap_chars=None, budget_tokens=budget_tokens)
+    budget_chars = max(0, budget_tokens) * CHARS_PER_TOKEN
+    full = "\n".join(_line(v, None) for v in views)
+    if len(full) <= budget_chars:
+        return full, FitReport(mode="full", n_steps=len(views), shown_steps=len(views), cap_chars=None, budget_tokens=budget_tokens)
+    cap = _cap_for(views, budget_chars)
+    if cap is not None:
+        text = "\n".join(_line(v, cap) for v in views)
+        return text, FitReport(mode="compressed", n_steps=len(views), shown_steps=len(views), cap_chars=cap, budget_tokens=budget_tokens)
+    lines, shown = _window(views, budget_chars, focus or set())
+    report = FitReport(mode="windowed", n_steps=len(views), shown_steps=shown, cap_chars=MIN_STEP_CHARS, budget_tokens=budget_tokens)
+    return "\n".join(lines), report
+
+
+def step_views(traj: Trajectory, indices: Sequence[int] | None = None, focus: set[int] | None = None) -> list[StepView]:
+    """Plain views of ``traj``'s steps (all, or ``indices``); focus steps weigh 3×."""
+    focus = focus or set()
+    idx = range(traj.n_steps) if indices is None else indices
+    return [
+        StepView(index=i, agent=traj.steps[i].agent, text=traj.steps[i].content, weight=3.0 if i in focus else 1.0)
+        for i in idx
+    ]
+
+
+def case_header(traj: Trajectory, with_ground_truth: bool) -> str:
+    """The task (and, when allowed, its correct answer) as every prompt states it."""
+    parts = [f"Task: {clip(' '.join(traj.query.split()), QUERY_CHARS)}"]
+    if with_ground_truth and traj.ground_truth:
+        parts.append(f"Correct answer: {clip(str(traj.ground_truth), ANSWER_CHARS)}")
+    if traj.final_answer:
+        parts.append(f"The team's final answer: {clip(str(traj.final_answer), ANSWER_CHARS)}")
+    parts.append("The team FAILED this task.")
+    return "\n".join(parts)
+
+
+def display_agent(name: str) -> str:
+    """Agent name without its trailing " (…)", case kept."""
+    return re.sub(r"\s*\([^()]*\)\s*$", "", name or "").strip() or name
+
+
+def agent_names(traj: Trajectory) -> list[str]:
+    """Distinct agents by normalised key, shown with their first spelling."""
+    seen: dict[str, str] = {}
+    for s in traj.steps:
+        seen.setdefault(s.agent_key, display_agent(s.agent))
+    return list(seen.values())
+
+
+def resolve_agent(traj: Trajectory, name: Any) -> str | None:
+    """The trajectory agent (display spelling) the model meant by ``name``, or None."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    key = normalize_agent(name.strip().strip("'\"`"))
+    names = {normalize_agent(a): a for a in agent_names(traj)}
+    if key in names:
+        return names[key]
+    hits = [a for k, a in names.items() if k and (k in key or key in k)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def resolve_step(traj: Trajectory, value: Any) -> int | None:
+    """``value`` as a step index of ``traj``, or None when absent or outside it."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and float(value).is_integer():
+        i = int(value)
+    elif isinstance(value, str) and (m := re.search(r"-?\d+", value)):
+        i = int(m.group())
+    else:
+        return None
+    return i if 0 <= i < traj.n_steps else None
+
+
+def to_unit(value: Any, default: float | None = None) -> float | None:
+    """A probability/confidence in [0, 1] from a number, "0.7", "70%" or "high"."""
+    words = {"very high": 0.9, "high": 0.8, "medium": 0.5, "moderate": 0.5, "low": 0.2, "very low": 0.1}
+    if isinstance(value, bool) or value is None:
+        return default
+    if isinstance(value, str):
+        s = value.strip().lower()
+        if s in words:
+            return words[s]
+        m = re.search(r"-?\d+(?:\.\d+)?", s)
+        if not m:
+            return default
+        x = float(m.group()) / (100.0 if "%" in s else 1.0)
+    elif isinstance(value, (int, float)):
+        x = float(value)
+    else:
+        return default
+    if x > 1.0 and x <= 100.0:
+        x /= 100.0
+    return min(1.0, max(0.0, x)) if math.isfinite(x) else default
+
+
+_KV_RE = re.compile(r'"?([A-Za-z_][\w ]{0,30}?)"?\s*[:=]\s*("([^"\n]*)"|-?\d+(?:\.\d+)?|true|false|yes|no)', re.I)
+
+
+def parse_loose(text: str) -> dict[str, Any] | None:
+    """A JSON object from model text, else ``key: value`` pairs scraped from it, else None."""
+    obj = parse_json_object(text)
+    if obj is not None:
+        return obj
+    pairs: dict[str, Any] = {}
+    for m in _KV_RE.finditer(text or ""):
+        key = m.group(1).strip().lower().replace(" ", "_")
+        val = m.group(3) if m.group(3) is not None else m.group(2)
+        pairs.setdefault(key, val)
+    return pairs or None
+
+
+def _fit(
+    build: Callable[[int], tuple[list[BaseMessage], FitReport | None]], limit: int
+) -> tuple[list[BaseMessage], FitReport | None, int]:
+    """Messages from ``build`` whose whole prompt fits ``limit`` tokens (the fixed text is subtracted)."""
+    steps_budget = limit
+    msgs, report = build(steps_budget)
+    total = sum(estimate_tokens(str(m.content)) for m in msgs)
+    for _ in range(6):
+        if total <= limit or report is None or report.n_steps == 0:
+            break
+        steps_budget = max(16, steps_budget - (total - limit) - 16)
+        msgs, report = build(steps_budget)
+        total = sum(estimate_tokens(str(m.content)) for m in msgs)
+    return msgs, report, total
+
+
+class ModelCallError(RuntimeError):
+    """The model call failed for a reason other than prompt length."""
+
+
+@dataclass(kw_only=True, slots=True)
+class LLMSession:
+    """Calls and accounting for one method on one case."""
+
+    model: Any
+    context_window: int
+    method: str
+    reply_tokens: int = REPLY_RESERVE_TOKENS
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    fits: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens a whole prompt (system + user) may use."""
+        reply = min(self.reply_tokens, max(64, self.context_window // 4))
+        return max(128, self.context_window - reply - SAFETY_MARGIN_TOKENS)
+
+    @property
+    def truncated(self) -> bool:
+        """True when any prompt of this case was compressed or windowed."""
+        return any(f["mode"] != "full" for f in self.fits)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+    async def ask(
+        self,
+        stage: str,
+        build: Callable[[int], tuple[list[BaseMessage], FitReport | None]],
+        *,
+        temperature: float | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> str:
+        """Call the model with the prompt ``build(budget)`` makes; returns the reply text.
+
+        ``build`` receives the token budget left for the variable part (steps)
+        and returns the messages and its fit report. On a length refusal the
+        prompt is rebuilt with 60 % of the budget (up to 3 times).
+        """
+        limit = self.prompt_budget
+        for attempt in range(4):
+            messages, report, prompt_tokens = _fit(build, limit)
+            try:
+                reply = await self._invoke(stage, messages, temperature, meta)
+            except ModelCallError as err:
+                if attempt < 3 and _OVERFLOW_RE.search(str(err)):
+                    limit = int(limit * 0.6)
+                    continue
+                raise
+            self._record_fit(stage, report, prompt_tokens, attempt)
+            return reply
+        raise ModelCallError(f"{self.method}.{stage}: prompt still too long after 3 refits")  # pragma: no cover
+
+    def _record_fit(self, stage: str, report: FitReport | None, prompt_tokens: int, refits: int) -> None:
+        if report is None:
+            self.fits.append({"stage": stage, "mode": "full", "prompt_tokens": prompt_tokens, "refits": refits})
+            return
+        report.prompt_tokens = prompt_tokens
+        self.fits.append({"stage": stage, **report.as_dict(), "refits": refits})
+
+    async def _invoke(
+        self, stage: str, messages: list[BaseMessage], temperature: float | None, meta: dict[str, Any] | None
+    ) -> str:
+        kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        runnable = self.model.bind(**kwargs) if hasattr(self.model, "bind") else self.model
+        config = {"metadata": {"contract": f"attribution.{self.method}.{stage}", **(meta or {})}}
+        self.calls += 1
+        try:
+            response = await runnable.ainvoke(messages, config=config)
+        except Exception as err:  # the client's error types vary by provider
+            raise ModelCallError(f"{self.method}.{stage}: {type(err).__name__}: {err}") from err
+        text = response.content if isinstance(response.content, str) else str(response.content)
+        usage = getattr(response, "usage_metadata", None) or {}
+        self.tokens_in += int(usage.get("input_tokens") or sum(estimate_tokens(str(m.content)) for m in messages))
+        self.tokens_out += int(usage.get("output_tokens") or estimate_tokens(text))
+        return text
+
+    def parse(self, stage: str, text: str) -> dict[str, Any] | None:
+        """Tolerant JSON parse of a reply; a scrape or a miss is recorded as a fallback."""
+        obj = parse_json_object(text)
+        if obj is not None:
+            return obj
+        loose = parse_loose(text)
+        self.fallbacks.append({"stage": stage, "kind": "scraped" if loose else "unusable", "reply": clip(text, 200)})
+        return loose
+
+    def note_fallback(self, stage: str, kind: str) -> None:
+        """Record that a stage fell back to a non-model decision (``kind`` says which)."""
+        self.fallbacks.append({"stage": stage, "kind": kind})
+
+    def accounting(self) -> dict[str, Any]:
+        """Calls, tokens, fits and fallbacks of this case, for ``Prediction.details``."""
+        return {
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "fits": self.fits,
+            "fallbacks": self.fallbacks,
+            "context_window": self.context_window,
+        }
+
+
+def messages(system: str, user: str) -> list[BaseMessage]:
+    """A system + user message pair."""
+    return [SystemMessage(content=system), HumanMessage(content=user)]
+
+
+ERROR_CUE_RE = re.compile(
+    r"\b(error|exception|traceback|failed|failure|incorrect|wrong|not found|unable|cannot|can't|invalid|"
+    r"mistake|exitcode: [1-9]|timed? ?out|no results?|unfortunately)\b",
+    re.I,
+)
+_HUMAN_KEYS = {"human", "user", "computer_terminal", "system"}
+
+
+def heuristic_guess(traj: Trajectory) -> tuple[str | None, int | None]:
+    """Model-free fallback: the first non-human step with an error cue, else the first non-human step.
+
+    Used only when a model's replies are unusable; every use is recorded.
+    """
+    actors = [s for s in traj.steps if s.agent_key not in _HUMAN_KEYS] or list(traj.steps)
+    if not actors:
+        return None, None
+    for s in traj.steps:
+        if not ERROR_CUE_RE.search(s.content or ""):
+            continue
+        # A terminal or user reporting an error points at the actor who spoke before it.
+        prior = [a for a in actors if a.index <= s.index]
+        if prior:
+            return display_agent(prior[-1].agent), prior[-1].index
+    return display_agent(actors[0].agent), actors[0].index
+
+
+def new_session(ctx: Any, method: str) -> LLMSession:
+    """A session on ``ctx``'s model and window (``ctx``: a method or scorer context)."""
+    from attribution.methods.base import require_model
+
+    model = require_model(ctx, method)
+    reply = min(int(getattr(ctx, "max_output_tokens", REPLY_RESERVE_TOKENS)), REPLY_RESERVE_TOKENS)
+    return LLMSession(model=model, context_window=int(ctx.context_window), method=method, reply_tokens=reply)
+
+
+def finish(session: LLMSession, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]) -> Any:
+    """The :class:`~attribution.methods.base.Prediction` of a case, with the session's accounting."""
+    from attribution.methods.base import Prediction
+
+    modes = {f["mode"] for f in session.fits}
+    truncated: bool | str = "windowed" if "windowed" in modes else "compressed" if "compressed" in modes else False
+    return Prediction(
+        agent=agent,
+        step=step,
+        confidence=min(1.0, max(0.0, float(confidence))),
+        tokens=session.tokens_in + session.tokens_out,
+        seconds=session.seconds,
+        nfe=session.calls,
+        details={**details, **session.accounting()},
+        truncated=truncated,
+    )
