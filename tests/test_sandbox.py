@@ -1,0 +1,209 @@
+"""The code sandbox: normal code runs, limits hold, side effects are blocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mas.sandbox import MAX_OUTPUT_CHARS, SandboxResult, arun_python, run_python
+
+
+def _last_error(result: SandboxResult) -> str:
+    lines = [ln for ln in result.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def test_normal_code_and_stdout() -> None:
+    r = run_python("import math\nfor i in range(3):\n    print(i, math.factorial(i + 3))")
+    assert r.ok and r.exit_code == 0 and not r.timed_out and r.limit is None
+    assert r.stdout == "0 6\n1 24\n2 120\n"
+    assert r.duration_ms > 0
+
+
+def test_stderr_and_exit_code_of_failing_code() -> None:
+    r = run_python("import sys\nprint('partial')\nsys.stderr.write('boom\\n')\nraise SystemExit(3)")
+    assert not r.ok and r.exit_code == 3
+    assert r.stdout == "partial\n" and "boom" in r.stderr
+
+
+def test_exception_traceback_is_captured() -> None:
+    r = run_python("def f():\n    return 1 / 0\nf()")
+    assert not r.ok and r.exit_code == 1
+    assert "ZeroDivisionError" in r.stderr
+
+
+def test_stdin_is_passed() -> None:
+    r = run_python("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))", stdin="1 2 3\n")
+    assert r.ok and r.stdout == "6\n"
+
+
+def test_no_stdin_reads_eof() -> None:
+    r = run_python("import sys\nprint(repr(sys.stdin.read()))")
+    assert r.stdout == "''\n"
+
+
+def test_timeout_kills_infinite_loop() -> None:
+    r = run_python("while True:\n    pass", timeout_s=0.5)
+    assert r.timed_out and not r.ok and r.limit == "timeout"
+    assert r.exit_code is not None and r.exit_code < 0
+    assert r.duration_ms < 3000
+
+
+def test_timeout_keeps_output_so_far() -> None:
+    r = run_python("import time\nprint('started', flush=True)\ntime.sleep(30)", timeout_s=0.5)
+    assert r.timed_out and r.stdout == "started\n"
+
+
+def test_memory_limit() -> None:
+    r = run_python("x = bytearray(400 * 2**20)\nprint('allocated')", memory_mb=128)
+    assert not r.ok and r.limit == "memory"
+    assert "MemoryError" in r.stderr and "allocated" not in r.stdout
+
+
+def test_memory_within_limit_is_fine() -> None:
+    r = run_python("x = bytearray(20 * 2**20)\nprint(len(x))", memory_mb=256)
+    assert r.ok and r.stdout == f"{20 * 2**20}\n"
+
+
+def test_output_is_truncated() -> None:
+    r = run_python("print('x' * 200_000)")
+    assert r.ok and len(r.stdout) < MAX_OUTPUT_CHARS + 100
+    assert "output truncated" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import socket\nsocket.create_connection(('127.0.0.1', 9))",
+        "import socket\nsocket.getaddrinfo('example.com', 80)",
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+        "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9/')",
+    ],
+    ids=["connect", "dns", "inet-socket", "urllib"],
+)
+def test_network_is_blocked(code: str) -> None:
+    r = run_python(code)
+    assert not r.ok
+    assert "sandbox: network access" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("code", "event"),
+    [
+        ("import subprocess\nsubprocess.run(['true'])", "subprocess.Popen"),
+        ("import os\nos.system('true')", "os.system"),
+        ("import os\nos.fork()", "os.fork"),
+        ("import os\nos.execv('/bin/true', ['true'])", "os.exec"),
+        ("import os\nos.posix_spawn('/bin/true', ['true'], {})", "os.posix_spawn"),
+        ("import _posixsubprocess\n_posixsubprocess.fork_exec()", "starting processes"),
+        ("import os\nos.kill(1, 0)", "os.kill"),
+        ("import ctypes\nctypes.CDLL(None).system(b'true')", "ctypes.dlopen"),
+        ("import gc\ngc.get_objects()", "gc.get_objects"),
+    ],
+)
+def test_processes_and_escapes_are_blocked(code: str, event: str) -> None:
+    r = run_python(code)
+    assert not r.ok
+    assert "sandbox:" in _last_error(r) and event in _last_error(r), r.stderr
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "open({path!r}, 'w').write('x')",
+        "open({path!r}, 'a').write('x')",
+        "import os\nos.close(os.open({path!r}, os.O_WRONLY | os.O_CREAT))",
+        "import pathlib\npathlib.Path({path!r}).write_text('x')",
+        "import os\nopen('ok.txt', 'w').close()\nos.rename('ok.txt', {path!r})",
+        "import shutil\nopen('ok.txt', 'w').close()\nshutil.copy('ok.txt', {path!r})",
+    ],
+    ids=["open-w", "open-a", "os.open", "pathlib", "rename", "shutil.copy"],
+)
+def test_writes_outside_workdir_are_blocked(tmp_path: Path, template: str) -> None:
+    target = tmp_path / f"outside_{uuid.uuid4().hex}.txt"
+    r = run_python(template.format(path=str(target)))
+    assert not r.ok and "outside the working directory" in r.stderr, r.stderr
+    assert not target.exists()
+
+
+def test_relative_escape_and_destructive_ops_are_blocked(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    for code in (f"import os\nos.remove({str(victim)!r})",
+                 f"import os\nos.chmod({str(victim)!r}, 0)",
+                 f"import shutil\nshutil.rmtree({str(tmp_path)!r})",
+                 "open('../../../escape.txt', 'w')",
+                 f"import os\nos.chdir({str(tmp_path)!r})",
+                 f"import os\nos.symlink({str(victim)!r}, 'link')"):
+        r = run_python(code)
+        assert not r.ok and "sandbox:" in r.stderr, (code, r.stderr)
+    assert victim.read_text() == "keep"
+
+
+def test_writes_inside_workdir_work_and_dir_is_removed() -> None:
+    code = (
+        "import os, tempfile, json\n"
+        "os.mkdir('d')\n"
+        "open('d/a.txt', 'w').write('hi')\n"
+        "os.rename('d/a.txt', 'd/b.txt')\n"
+        "with tempfile.NamedTemporaryFile('w', delete=False) as f:\n"
+        "    f.write('t')\n"
+        "print(json.dumps({'cwd': os.getcwd(), 'b': open('d/b.txt').read(), 'tmp': f.name}))"
+    )
+    r = run_python(code)
+    assert r.ok, r.stderr
+    info = json.loads(r.stdout)
+    assert info["b"] == "hi" and info["tmp"].startswith(info["cwd"])
+    assert not os.path.exists(info["cwd"])
+
+
+def test_environment_carries_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    r = run_python("import os\nprint(os.environ.get('OPENAI_API_KEY'))")
+    assert r.stdout == "None\n"
+
+
+def test_common_libraries_still_import() -> None:
+    r = run_python("import numpy, fractions, itertools, collections, json\nprint(int(numpy.arange(4).sum()))")
+    assert r.ok, r.stderr
+    assert r.stdout == "6\n"
+
+
+def test_invalid_limits_are_rejected() -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        run_python("pass", timeout_s=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        run_python("pass", memory_mb=1)
+
+
+async def test_async_variant_runs_concurrently() -> None:
+    import asyncio
+    results = await asyncio.gather(
+        arun_python("print('a')"),
+        arun_python("while True:\n    pass", timeout_s=0.5),
+        arun_python("import sys\nprint(sys.stdin.read()[::-1])", stdin="abc"),
+    )
+    assert [r.ok for r in results] == [True, False, True]
+    assert results[0].stdout == "a\n" and results[2].stdout == "cba\n"
+    assert results[1].timed_out
+
+
+async def test_async_cancel_kills_child_and_cleans_up() -> None:
+    import asyncio
+    import glob
+    import tempfile
+    marker = uuid.uuid4().hex  # other sandboxes may run in parallel: find ours by its code
+    task = asyncio.create_task(arun_python(f"# {marker}\nimport time\ntime.sleep(30)", timeout_s=30))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for code_file in glob.glob(os.path.join(tempfile.gettempdir(), "mas-sandbox-*", "io", "main.py")):
+        try:
+            assert marker not in Path(code_file).read_text()
+        except FileNotFoundError:
+            pass
