@@ -1,0 +1,113 @@
+"""Commands: ``list-benchmarks``, ``benchmark-info``, ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from mas.config import ExperimentConfig, apply_overrides, load_config
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
+    """The config file (or defaults) with this command's overrides applied."""
+    cfg = load_config(getattr(args, "config", None))
+    overrides = {
+        "model": getattr(args, "model", None),
+        "output_root": getattr(args, "output_root", None),
+        "seed": getattr(args, "seed", None),
+        "concurrency": getattr(args, "concurrency", None),
+    }
+    if getattr(args, "inject_errors", None) is not None:
+        overrides["inject.rate"] = args.inject_errors
+    return apply_overrides(cfg, **overrides)
+
+
+def print_table(rows: list[dict[str, object]], title: str) -> None:
+    """A rich table of ``rows`` (plain text when not on a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    if not rows:
+        Console().print(f"{title}: (no rows)")
+        return
+    for col in rows[0]:
+        table.add_column(col, justify="right" if isinstance(rows[0][col], int | float) else "left")
+    for row in rows:
+        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
+    Console(width=140).print(table)
+
+
+def cmd_list_benchmarks(args: argparse.Namespace) -> int:
+    from benchmark.registry import list_benchmarks
+
+    for name in list_benchmarks():
+        print(name)
+    return 0
+
+
+def cmd_benchmark_info(args: argparse.Namespace) -> int:
+    from benchmark.registry import get_benchmark
+
+    bench = get_benchmark(args.benchmark)
+    info = bench.info()
+    info["example_task"] = bench.load_tasks(1)[0].question
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from mas.experiment import ExperimentRequest, run_experiment, summary_rows
+    from mas.logging import configure_logging
+
+    configure_logging()
+    cfg = load_effective_config(args)
+    req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
+                            task_limit=args.task_limit, runs_per_task=args.runs_per_task)
+    if args.experiment_id:
+        req.experiment_id = args.experiment_id
+    results = asyncio.run(run_experiment(req))
+    print(f"wrote {len(results)} runs under {req.experiment_root}")
+    try:
+        from descriptor.summaries import summarize_experiment
+
+        summarize_experiment(req.experiment_root)
+        print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
+    except ImportError:
+        pass
+    print_table(summary_rows(results), f"experiment {req.experiment_id}")
+    return 0
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``run`` and the sweep commands."""
+    p.add_argument("--config", help="experiment TOML (default: built-in defaults)")
+    p.add_argument("--benchmark", action="append", help="benchmark name; repeat for several")
+    p.add_argument("--task-limit", type=int, default=3, help="tasks per benchmark (default 3)")
+    p.add_argument("--runs-per-task", type=int, default=1, help="repeated runs per task and system (default 1)")
+    p.add_argument("--systems", default="sas", help="comma-separated systems (default: sas)")
+    p.add_argument("--model", help="route for every role: scripted, embedded, or a [models.NAME] route")
+    p.add_argument("--output-root", help="artifact root directory (default from config: artifacts)")
+    p.add_argument("--experiment-id", help="experiment directory name (default: a UTC timestamp)")
+    p.add_argument("--seed", type=int, help="base seed")
+    p.add_argument("--concurrency", type=int, help="runs at once")
+    p.add_argument("--inject-errors", type=float, metavar="RATE",
+                   help="scripted model only: fraction of runs that get one wrong step")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
+    p.set_defaults(func=cmd_list_benchmarks)
+
+    p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")
+    p.add_argument("--benchmark", required=True)
+    p.set_defaults(func=cmd_benchmark_info)
+
+    p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
+    add_run_arguments(p)
+    p.set_defaults(func=cmd_run)

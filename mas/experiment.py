@@ -1,0 +1,115 @@
+"""An experiment: benchmarks × systems × tasks × repeated runs, run concurrently.
+
+Everything is validated before the first run starts (benchmarks, systems,
+counts, API keys, the embedded server), so bad input never leaves a
+half-made experiment behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmark.base import Benchmark
+from benchmark.registry import get_benchmark
+from descriptor.schema import RunResult
+from mas.config import ExperimentConfig, require_api_key
+from mas.errors import UserError
+from mas.runner import RunSpec, execute_run, run_seed
+from mas.systems import SYSTEMS
+
+
+@dataclass(kw_only=True, slots=True)
+class ExperimentRequest:
+    """What ``main.py run`` asks for."""
+
+    cfg: ExperimentConfig
+    benchmarks: list[str]
+    systems: list[str]
+    task_limit: int
+    runs_per_task: int
+    experiment_id: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    tracing: bool = True
+
+    @property
+    def output_root(self) -> Path:
+        return Path(self.cfg.output_root)
+
+    @property
+    def experiment_root(self) -> Path:
+        return self.output_root / self.experiment_id
+
+
+def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
+    """Check everything a sweep needs before any run starts; returns the benchmark adapters."""
+    if req.task_limit < 1:
+        raise UserError(f"--task-limit must be at least 1 (got {req.task_limit})")
+    if req.runs_per_task < 1:
+        raise UserError(f"--runs-per-task must be at least 1 (got {req.runs_per_task})")
+    if not req.benchmarks:
+        raise UserError("no benchmark given; see `python main.py list-benchmarks`")
+    unknown = [s for s in req.systems if s not in SYSTEMS]
+    if unknown or not req.systems:
+        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+    if "/" in req.experiment_id or not req.experiment_id.strip():
+        raise UserError(f"--experiment-id must be a plain name (got {req.experiment_id!r})")
+    benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
+    for name, route in req.cfg.models.items():
+        require_api_key(route, name)
+    return benches
+
+
+def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[RunSpec]:
+    """Every run of the experiment, in a stable order (tasks outermost, then run index, then system)."""
+    specs = []
+    for bname, bench in benches.items():
+        for task in bench.load_tasks(req.task_limit, seed=req.cfg.seed):
+            for r in range(req.runs_per_task):
+                for system in req.systems:
+                    specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
+                                         benchmark=bname, system=system, task=task, run_index=r,
+                                         seed=run_seed(req.cfg.seed, r)))
+    return specs
+
+
+def prepare_models(cfg: ExperimentConfig) -> None:
+    """Start the embedded server up front when any route uses it (a clear error now, not mid-sweep)."""
+    if any(r.provider == "embedded" for r in cfg.models.values()):
+        from mas.llama_server import ensure_server
+
+        ensure_server(cfg.embedded)
+
+
+async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
+    """Run (or resume) the whole experiment with at most ``cfg.concurrency`` runs at once."""
+    benches = validate_request(req)
+    specs = plan_runs(req, benches)
+    prepare_models(req.cfg)
+    sem = asyncio.Semaphore(req.cfg.concurrency)
+
+    async def one(spec: RunSpec) -> RunResult:
+        async with sem:
+            return await execute_run(spec, req.cfg, benches[spec.benchmark], tracing=req.tracing)
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
+
+
+def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:
+    """Per (benchmark, system): runs, success rate, completion rate, mean tokens, cost (USD) and wall time (s)."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.benchmark, r.system), []).append(r)
+    rows = []
+    for (bench, system), rs in sorted(groups.items()):
+        n = len(rs)
+        rows.append({
+            "benchmark": bench, "system": system, "runs": n,
+            "success_rate": sum(r.success for r in rs) / n,
+            "completion_rate": sum(r.completion for r in rs) / n,
+            "tokens_mean": sum(r.tokens_total for r in rs) / n,
+            "cost_usd_total": sum(r.cost_total_usd for r in rs),
+            "wall_s_mean": sum(r.wall_time_s for r in rs) / n,
+        })
+    return rows

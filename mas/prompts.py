@@ -1,0 +1,75 @@
+"""Prompt text and output contracts of the runtime's agents.
+
+Small models do better when they reason before they answer, so every answer
+schema puts ``reasoning`` first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "answer_artifact": {"type": "string"},
+        "confidence": {"type": "number"},
+    },
+    "required": ["reasoning", "answer_artifact", "confidence"],
+}
+
+ROLE_BRIEFS = {
+    "solver": "You are a careful problem solver working alone.",
+    "worker": "You are a specialist worker. Solve the sub-task you are given; be concise.",
+    "debater": "You are one of several independent debaters. Solve the task yourself.",
+    "planner": "You are the planner. Break the task into a few short, concrete sub-tasks.",
+    "critic": "You are the critic. Check the workers' answers against the task and point out errors.",
+    "aggregator": "You are the aggregator. Produce the single final answer from the workers' results and the critique.",
+    "supervisor": "You are the supervisor. Route the task to specialist workers, then give the final answer.",
+}
+
+TOOL_PROTOCOL = """Tools you may use:
+- calculator: evaluate an arithmetic expression. Arguments: {"expression": "12 * (3 + 4)"}
+- python: run a short Python program and read what it prints. Arguments: {"code": "print(2**10)"}
+To call a tool, reply with ONLY a JSON block like
+```json
+{"name": "calculator", "arguments": {"expression": "12 * 7"}}
+```
+and wait for the result. Call a tool whenever a computation or a check is needed; never invent tool results."""
+
+ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (reasoning first):
+{"reasoning": "<short step-by-step reasoning>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
+
+CODE_HINT = "The answer_artifact must be the complete Python function (signature and body), as plain code."
+
+
+def system_prompt(role: str, *, persona: str | None = None, tools: bool = True, answer_kind: str = "text") -> str:
+    """The system message of an agent in ``role``; a persona specialises, never overrides, the role."""
+    parts = [ROLE_BRIEFS.get(role, ROLE_BRIEFS["solver"])]
+    if persona:
+        parts.append(f"Your perspective: {persona}. Keep to your role's rules.")
+    if tools:
+        parts.append(TOOL_PROTOCOL)
+    parts.append(ANSWER_FORMAT)
+    if answer_kind == "code":
+        parts.append(CODE_HINT)
+    return "\n\n".join(parts)
+
+
+def task_message(question: str) -> str:
+    return f"Task:\n{question}"
+
+
+def relay_packet(sender: str, answer: str, confidence: float, reasoning: str = "") -> str:
+    """How one agent's output is shown to another (a fixed shape both people and parsers can read)."""
+    line = f"[{sender}] answer: {answer} (confidence {confidence:.2f})"
+    return f"{line}\n  reasoning: {reasoning[:400]}" if reasoning else line
+
+
+def force_answer_note() -> str:
+    return "You have used all your tool calls. Give your final answer now, as the JSON described."
+
+
+def tool_result_message(name: str, ok: bool, output: str) -> str:
+    status = "result" if ok else "error"
+    return f"Tool {name} {status}:\n{output}\nContinue: call another tool or give the final answer JSON."

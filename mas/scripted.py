@@ -1,0 +1,189 @@
+"""The scripted chat model: a deterministic test double, selected by name only.
+
+It answers every contract the runtime sends (agent turns, judges, attribution
+prompts) through responders registered per contract name. The contract, actor
+and step index reach it as invoke metadata, never inside the prompt, so real
+models see the same prompts.
+
+It can inject one wrong step into a run (ground truth for attribution and
+rollback tests). Injection is one-shot: once fired it is recorded and never
+repeats, also when the run is resumed from an earlier checkpoint.
+
+Variants by route model name: ``scripted`` (everything), ``scripted:nojudge``
+(judge contracts raise, so callers exercise their lexical fallback),
+``scripted:text-tools`` (tool calls written as fenced JSON text instead of
+native ``tool_calls``, like small local models do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr
+
+
+@dataclass(kw_only=True, slots=True)
+class InjectionPlan:
+    """Where to inject the one wrong step; ``agent``/``step`` None mean any."""
+
+    agent: str | None = None
+    step: int | None = None
+    fired: bool = False
+    """True once injected (or when resuming a run whose injection already fired)."""
+    fired_at: dict[str, Any] | None = None
+    """``{"agent": ..., "step": ...}`` of the injected step."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ScriptedContext:
+    """What a responder sees for one call."""
+
+    messages: list[BaseMessage]
+    metadata: dict[str, Any]
+    rng: random.Random
+    inject: bool
+    """True when this call is the injected wrong step."""
+    text_tools: bool
+    """Write tool calls as fenced JSON text instead of native tool_calls."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
+
+    @property
+    def contract(self) -> str:
+        return str(self.metadata.get("contract", ""))
+
+    @property
+    def actor(self) -> str:
+        return str(self.metadata.get("mas_actor", ""))
+
+    def text(self) -> str:
+        """All message contents joined, oldest first."""
+        return "\n".join(str(m.content) for m in self.messages)
+
+
+Responder = Callable[[ScriptedContext], "str | AIMessage"]
+RESPONDERS: dict[str, Responder] = {}
+JUDGE_CONTRACTS: set[str] = set()
+
+
+def responder(contract: str, *, judge: bool = False) -> Callable[[Responder], Responder]:
+    """Register the scripted answer for ``contract`` (module that owns the prompt owns this too)."""
+
+    def deco(fn: Responder) -> Responder:
+        RESPONDERS[contract] = fn
+        if judge:
+            JUDGE_CONTRACTS.add(contract)
+        return fn
+
+    return deco
+
+
+class ScriptedModelError(RuntimeError):
+    """The scripted model was asked for something it has no responder for."""
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Deterministic given ``seed``; see the module docstring."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    seed: int = 0
+    variant: str = "scripted"
+    latency_ms: float = 0.0
+    """Simulated wall time per call (ms); asyncio.sleep, so concurrent calls overlap."""
+    injection: InjectionPlan | None = None
+    calls: int = Field(default=0)
+    _bound_kwargs: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"variant": self.variant, "seed": self.seed}
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        # The runtime binds tools for real models; the scripted model knows them already.
+        return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
+
+    def _should_inject(self, meta: dict[str, Any]) -> bool:
+        plan = self.injection
+        step = meta.get("mas_step")
+        if plan is None or plan.fired or step is None:
+            return False
+        if plan.agent is not None and meta.get("mas_actor") != plan.agent:
+            return False
+        if plan.step is not None and step < plan.step:
+            return False
+        plan.fired = True
+        plan.fired_at = {"agent": meta.get("mas_actor"), "step": step}
+        return True
+
+    def _respond(self, messages: list[BaseMessage], meta: dict[str, Any], kwargs: dict[str, Any]) -> ChatResult:
+        contract = str(meta.get("contract", ""))
+        if contract not in RESPONDERS:
+            raise ScriptedModelError(f"scripted model has no responder for contract {contract!r}")
+        if self.variant == "scripted:nojudge" and contract in JUDGE_CONTRACTS:
+            raise ScriptedModelError(f"scripted:nojudge does not answer judge contract {contract!r}")
+        digest = hashlib.sha256(
+            f"{self.seed}|{contract}|{meta.get('mas_actor')}|{meta.get('mas_step')}|".encode()
+            + "\n".join(str(m.content) for m in messages).encode()
+        ).hexdigest()
+        ctx = ScriptedContext(
+            messages=list(messages),
+            metadata=dict(meta),
+            rng=random.Random(int(digest[:16], 16)),
+            inject=self._should_inject(meta),
+            text_tools=self.variant == "scripted:text-tools",
+            kwargs=kwargs,
+        )
+        out = RESPONDERS[contract](ctx)
+        msg = out if isinstance(out, AIMessage) else AIMessage(content=out)
+        prompt_tokens = sum(_approx_tokens(str(m.content)) for m in messages)
+        completion_tokens = _approx_tokens(str(msg.content) + str(msg.tool_calls or ""))
+        msg.usage_metadata = {
+            "input_tokens": prompt_tokens,
+            "output_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        msg.response_metadata = {"model_name": self.variant, "scripted_injected": ctx.inject}
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_ms:
+            time.sleep(self.latency_ms / 1000)
+        meta = dict(run_manager.metadata) if run_manager else {}
+        return self._respond(messages, meta, kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_ms:
+            await asyncio.sleep(self.latency_ms / 1000)
+        meta = dict(run_manager.metadata) if run_manager else {}
+        return self._respond(messages, meta, kwargs)

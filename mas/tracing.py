@@ -1,0 +1,172 @@
+"""Writing traces: a :class:`Tracer` per run fans events out to processors.
+
+The current tracer lives in a ``ContextVar`` so graph nodes and the LLM layer
+pick it up without passing it around. A failing processor is logged and
+skipped; it never breaks a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from descriptor.schema import EventType, TraceEvent
+from mas.redact import redact
+
+log = structlog.get_logger(__name__)
+
+
+def utc_now_iso() -> str:
+    """Current time as ISO-8601 UTC with microseconds."""
+    return datetime.now(UTC).isoformat()
+
+
+class TraceProcessor(Protocol):
+    """Receives every event of a run (write a file, print progress, export)."""
+
+    def on_event(self, event: TraceEvent) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlWriter:
+    """Appends one JSON line per event and flushes it, so a crash leaves a readable prefix."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def on_event(self, event: TraceEvent) -> None:
+        self._fh.write(event.model_dump_json(exclude_none=True) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class ListCollector:
+    """Keeps events in memory (tests, progress accounting)."""
+
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    def on_event(self, event: TraceEvent) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+
+class Tracer:
+    """Numbers and emits the events of one run.
+
+    ``step_index`` counts trajectory steps (agent outputs) across the run; a
+    resumed run starts it at the checkpoint's ``steps_done`` so indices stay
+    comparable with the original trace.
+    """
+
+    def __init__(self, run_id: str, processors: list[TraceProcessor], *, enabled: bool = True,
+                 first_step: int = 0) -> None:
+        self.run_id = run_id
+        self.processors = processors
+        self.enabled = enabled
+        self.seq = 0
+        self.next_step = first_step
+        self.totals = {"token_in": 0, "token_out": 0, "cost_usd": 0.0, "llm_calls": 0}
+
+    def emit(
+        self,
+        actor: str,
+        event_type: EventType,
+        payload: dict[str, Any] | None = None,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        token_in: int = 0,
+        token_out: int = 0,
+        latency_ms: float = 0.0,
+        cost_usd: float = 0.0,
+        state_id: str | None = None,
+        step: bool = False,
+        **extra: Any,
+    ) -> TraceEvent | None:
+        """Record one event; ``step=True`` makes it a trajectory step with the next ``step_index``."""
+        self.totals["token_in"] += token_in
+        self.totals["token_out"] += token_out
+        self.totals["cost_usd"] += cost_usd
+        if not self.enabled:
+            if step:
+                self.next_step += 1
+            return None
+        payload = dict(payload or {})
+        if step:
+            payload["step_index"] = self.next_step
+            self.next_step += 1
+        now = utc_now_iso()
+        event = TraceEvent(
+            run_id=self.run_id,
+            seq=self.seq,
+            timestamp_start=start or now,
+            timestamp_end=end or now,
+            actor=actor,
+            event_type=event_type,
+            payload=redact(payload),
+            token_in=token_in,
+            token_out=token_out,
+            latency_ms=latency_ms,
+            cost_usd=cost_usd,
+            state_id=state_id,
+            **redact(extra),
+        )
+        self.seq += 1
+        for proc in self.processors:
+            try:
+                proc.on_event(event)
+            except Exception as err:  # a broken processor must not break the run
+                log.warning("trace processor failed", processor=type(proc).__name__, error=str(err))
+        return event
+
+    def close(self) -> None:
+        for proc in self.processors:
+            with contextlib.suppress(Exception):
+                proc.close()
+
+
+_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("mas_tracer", default=None)
+
+
+def current_tracer() -> Tracer:
+    """The tracer of the run in progress (a disabled one outside any run)."""
+    tracer = _current.get()
+    return tracer if tracer is not None else Tracer("untraced", [], enabled=False)
+
+
+@contextlib.contextmanager
+def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
+    """Make ``tracer`` current for the enclosed code (and tasks it starts)."""
+    token = _current.set(tracer)
+    try:
+        yield tracer
+    finally:
+        _current.reset(token)
+
+
+class Stopwatch:
+    """Start/end timestamps and elapsed ms of a block."""
+
+    def __enter__(self) -> Stopwatch:
+        self.start = utc_now_iso()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end = utc_now_iso()
+        self.ms = (time.perf_counter() - self._t0) * 1000
