@@ -177,6 +177,11 @@ class ExperimentConfig(_Strict):
             return self.models[role]
         return self.models["default"]
 
+    def used_routes(self) -> dict[str, ModelRoute]:
+        """Routes a run will call: default, judge (if configured) and those named in ``roles``."""
+        names = ["default", *(["judge"] if "judge" in self.models else []), *self.roles.values()]
+        return {n: self.route(n) for n in dict.fromkeys(names)}
+
     def redacted(self) -> dict[str, Any]:
         """The config as plain data, safe for artifacts (it never holds keys, only env names)."""
         return self.model_dump(mode="json")

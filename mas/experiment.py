@@ -56,7 +56,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     if "/" in req.experiment_id or not req.experiment_id.strip():
         raise UserError(f"--experiment-id must be a plain name (got {req.experiment_id!r})")
     benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
-    for name, route in req.cfg.models.items():
+    for name, route in req.cfg.used_routes().items():
         require_api_key(route, name)
     return benches
 
@@ -76,7 +76,7 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
 
 def prepare_models(cfg: ExperimentConfig) -> None:
     """Start the embedded server up front when any route uses it (a clear error now, not mid-sweep)."""
-    if any(r.provider == "embedded" for r in cfg.models.values()):
+    if any(r.provider == "embedded" for r in cfg.used_routes().values()):
         from mas.llama_server import ensure_server
 
         ensure_server(cfg.embedded)
