@@ -391,12 +391,23 @@ class LLMSession:
         """Record that a stage fell back to a non-model decision (``kind`` says which)."""
         self.fallbacks.append({"stage": stage, "kind": kind})
 
+    def fit_summary(self) -> dict[str, Any]:
+        """Per-mode call counts, the largest prompt (tokens) and the first 20 non-full fits."""
+        modes: dict[str, int] = {}
+        for f in self.fits:
+            modes[f["mode"]] = modes.get(f["mode"], 0) + 1
+        return {
+            "modes": modes,
+            "max_prompt_tokens": max((f["prompt_tokens"] for f in self.fits), default=0),
+            "fitted": [f for f in self.fits if f["mode"] != "full"][:20],
+        }
+
     def accounting(self) -> dict[str, Any]:
         """Calls, tokens, fits and fallbacks of this case, for ``Prediction.details``."""
         return {
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
-            "fits": self.fits,
+            "fit": self.fit_summary(),
             "fallbacks": self.fallbacks,
             "context_window": self.context_window,
         }

@@ -75,3 +75,81 @@ async def test_binary_search_reaches_marked_step_on_odd_and_even_lengths(n: int,
     ranges = [p["range"] for p in pred.details["path"]]
     assert ranges[0] == [0, n - 1]
     assert pred.nfe == len(ranges)
+
+
+# ------------------------------------------------------------------ ECHO voting
+
+from attribution.methods.echo import (  # noqa: E402
+    Analysis,
+    Conclusion,
+    agent_votes,
+    disagreement,
+    parse_analysis,
+    sample_panel,
+    step_votes,
+    vote,
+)
+
+
+def analysis(agent: str | None, step: int | None, conf: float, alts: list[tuple[str, int, float]] = ()) -> Analysis:
+    return Analysis(
+        role="general",
+        conclusion=Conclusion(agents=[agent] if agent else [], step=step, confidence=conf),
+        alternatives=[Conclusion(agents=[a], step=s, confidence=c) for a, s, c in alts],
+    )
+
+
+def test_vote_confidence_weighted_winner_beats_majority() -> None:
+    panel = [analysis("Coder", 2, 0.9), analysis("Planner", 1, 0.4), analysis("Planner", 1, 0.35)]
+    res = vote(agent_votes(panel))
+    assert res.winner == "Coder" and res.consensus
+    assert res.scores == pytest.approx({"Coder": 0.9, "Planner": 0.75})
+    assert vote(step_votes(panel)).winner == 2
+
+
+def test_vote_ignores_votes_below_delta() -> None:
+    # Two weak votes for Planner (0.2 + 0.25 = 0.45) lose to one vote of 0.35: only votes >= δ = 0.3 count.
+    panel = [analysis("Planner", 1, 0.2), analysis("Planner", 1, 0.25), analysis("Coder", 2, 0.35)]
+    res = vote(agent_votes(panel))
+    assert res.winner == "Coder" and res.consensus and res.share == pytest.approx(1.0)
+
+
+def test_vote_without_consensus_takes_heaviest_single_vote() -> None:
+    panel = [analysis("Planner", 1, 0.1), analysis("Coder", 2, 0.25), analysis("Verifier", 4, 0.2)]
+    res = vote(agent_votes(panel))
+    assert res.winner == "Coder" and not res.consensus and res.scores == {}
+    assert vote([]).winner is None
+
+
+def test_alternatives_vote_at_half_weight() -> None:
+    # Alternative (Coder, 0.8) counts 0.4 >= δ; together with a primary 0.5 it beats Planner's 0.7.
+    panel = [analysis("Planner", 1, 0.7, alts=[("Coder", 2, 0.8)]), analysis("Coder", 2, 0.5)]
+    assert vote(agent_votes(panel)).winner == "Coder"
+
+
+def test_disagreement_flags_review_when_spread_exceeds_half() -> None:
+    calm = disagreement([analysis("A", 1, 0.6), analysis("A", 1, 0.8)], "agent")
+    assert calm == {"conclusion_diversity": 0.5, "confidence_spread": 0.2, "review": False}
+    torn = disagreement([analysis("A", 1, 0.9), analysis("B", 3, 0.3), analysis("C", 2, 0.35)], "step")
+    assert torn["conclusion_diversity"] == 1.0 and torn["review"] is True
+
+
+def test_parse_analysis_discards_steps_outside_trajectory_and_unknown_agents() -> None:
+    traj = TRAJS[0]
+    obj = {
+        "summary": "s",
+        "agents": [{"agent": "coder", "error_likelihood": "80%"}, {"agent": "Ghost", "error_likelihood": 1}],
+        "conclusion": {"agents": ["Coder", "Ghost"], "step": 17, "confidence": 0.9},
+        "alternatives": [{"agents": ["Planner"], "step": "step 1", "confidence": "high"}],
+    }
+    a = parse_analysis(traj, "general", obj)
+    assert a.evaluations == {"Coder": 0.8}
+    assert a.conclusion.agents == ["Coder"] and a.conclusion.step is None and a.discarded_steps == 1
+    assert a.alternatives[0].step == 1 and a.alternatives[0].confidence == 0.8
+    assert step_votes([a]) == [(1, 0.4)]
+
+
+def test_sample_panel_is_seeded_and_distinct() -> None:
+    assert sample_panel(3, 7) == sample_panel(3, 7)
+    assert len(set(sample_panel(6, 1))) == 6
+    assert {r for s in range(20) for r in sample_panel(3, s)} >= {"conservative", "liberal"}

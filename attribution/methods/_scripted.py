@@ -51,3 +51,35 @@ def _halve(ctx: ScriptedContext) -> str:
     inside = [s for s, _ in _marked(ctx) if lo <= s <= hi]
     part = "B" if inside and inside[0] > mid else "A"
     return f'Looking at it... {{"reason": "the marker", "part": "{part}"}}'
+
+
+def _agents_in(ctx: ScriptedContext) -> list[str]:
+    return list(dict.fromkeys(a for _, a, _ in _lines(ctx)))
+
+
+@responder("attribution.echo.agent_panel")
+def _echo_agents(ctx: ScriptedContext) -> str:
+    step, agent = _first(ctx)
+    conf = round(0.6 + 0.3 * ctx.rng.random(), 2)
+    evals = [
+        {"agent": a, "error_likelihood": 0.8 if a == agent else 0.1, "evidence": "marker" if a == agent else "none"}
+        for a in _agents_in(ctx)
+    ]
+    others = [a for a in _agents_in(ctx) if a != agent]
+    alts = [{"agents": [others[0]], "step": step + 1, "confidence": 0.2}] if others else []
+    return json.dumps({
+        "summary": "one step carries the marker",
+        "agents": evals,
+        "conclusion": {"type": "wrong result", "agents": [agent], "step": step, "confidence": conf},
+        "alternatives": alts,
+    })
+
+
+@responder("attribution.echo.step_panel")
+def _echo_steps(ctx: ScriptedContext) -> str:
+    step, _ = _first(ctx)
+    return json.dumps({
+        "summary": "the marked step",
+        "conclusion": {"step": step, "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2)},
+        "alternatives": [{"step": 999, "confidence": 0.9}],
+    })
