@@ -239,15 +239,20 @@ def nfe_count(method: str, n: int, q_hat: float, suffix_in: int, prefix_in: int,
     return lf_count + rf_count - overlap
 
 
-def prediction_set(s: Sequence[float], method: str, q_hat: float, agg: Aggregator, u: float = 1.0) -> PredictionSet:
+def prediction_set(
+    s: Sequence[float], method: str, q_hat: float, agg: Aggregator, u: float = 1.0, twf_fallback: bool = True
+) -> PredictionSet:
     """The conformal set of one trajectory at threshold ``q_hat``.
+
+    ``twf_fallback=False`` keeps twf's empty intersection empty (the nested
+    core of twf, whose coverage is exact; the fallback only adds coverage).
 
     >>> prediction_set([0.1, 0.6, 0.2, 0.1], "lf", 0.1, Aggregator()).steps
     (2, 3)
     """
     h = step_thresholds(s, method, agg, u)
     steps = tuple(int(i) for i in np.flatnonzero(h <= q_hat))
-    fallback = method == "twf" and not steps
+    fallback = twf_fallback and method == "twf" and not steps
     if fallback:
         steps = (int(np.argmax(s)),)
     suffix_in = prefix_in = 0
@@ -268,7 +273,9 @@ def removal_rate(set_size: int, n: int) -> float:
     return 1.0 - set_size / n
 
 
-def choose_method(records: Sequence[ScoreRecord], alpha: float, agg: Aggregator) -> tuple[str, dict[str, float]]:
+def choose_method(
+    records: Sequence[ScoreRecord], alpha: float, agg: Aggregator, twf_fallback: bool = True
+) -> tuple[str, dict[str, float]]:
     """The ``auto`` rule: among rf, lf, twf, the method whose sets, calibrated on
     ``records``, remove the largest mean share of steps on those same records
     (in-sample removal rate at its own q_hat). Ties go to rf, then lf, then twf.
@@ -279,8 +286,10 @@ def choose_method(records: Sequence[ScoreRecord], alpha: float, agg: Aggregator)
     for method in AUTO_CANDIDATES:
         hs = [step_thresholds(r.step_scores, method, agg) for r in records]
         q = conformal_quantile([h[r.mistake_step] for h, r in zip(hs, records)], alpha)
-        sizes = [max(int(np.sum(h <= q)), 1 if method == "twf" else 0) for h in hs]
-        rates[method] = float(np.mean([removal_rate(k, r.n_steps) for k, r in zip(sizes, records)]))
+        least = 1 if method == "twf" and twf_fallback else 0
+        sizes = [max(int(np.sum(h <= q)), least) for h in hs]
+        # Rounded so that mathematically equal rates tie whatever the summation order.
+        rates[method] = round(float(np.mean([removal_rate(k, r.n_steps) for k, r in zip(sizes, records)])), 12)
     best = max(AUTO_CANDIDATES, key=lambda m: (rates[m], -AUTO_CANDIDATES.index(m)))
     return best, rates
 
@@ -297,10 +306,14 @@ class Fitted:
     n: int  # labelled calibration trajectories used
     n_skipped: int  # records skipped for a null mistake_step
     seed: int
+    twf_fallback: bool = True  # twf: empty intersection -> top-1 step
     auto_rates: dict[str, float] | None = None
 
 
-def fit(records: Sequence[ScoreRecord], method: str, alpha: float, agg: Aggregator, seed: int = 0) -> Fitted:
+def fit(
+    records: Sequence[ScoreRecord], method: str, alpha: float, agg: Aggregator, seed: int = 0,
+    twf_fallback: bool = True,
+) -> Fitted:
     """Calibrate ``method`` on the labelled records (null ``mistake_step`` skipped)."""
     if method not in METHODS:
         raise UserError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
@@ -310,21 +323,23 @@ def fit(records: Sequence[ScoreRecord], method: str, alpha: float, agg: Aggregat
         raise UserError("no record has a mistake_step: nothing to calibrate on")
     resolved, rates = (method, None)
     if method == "auto":
-        resolved, rates = choose_method(usable, alpha, agg)
+        resolved, rates = choose_method(usable, alpha, agg, twf_fallback)
     scores = [
         nonconformity(r.step_scores, r.mistake_step, resolved, agg, record_u(seed, r.id)) for r in usable
     ]
     return Fitted(
         method=method, resolved_method=resolved, agg=agg, alpha=alpha,
         q_hat=conformal_quantile(scores, alpha), n=len(usable), n_skipped=skipped,
-        seed=seed, auto_rates=rates,
+        seed=seed, twf_fallback=twf_fallback, auto_rates=rates,
     )
 
 
 def predict(fitted: Fitted, record: ScoreRecord) -> PredictionSet:
     """The calibrated set for one trajectory (its ``mistake_step`` is not used)."""
     u = record_u(fitted.seed, record.id)
-    return prediction_set(record.step_scores, fitted.resolved_method, fitted.q_hat, fitted.agg, u)
+    return prediction_set(
+        record.step_scores, fitted.resolved_method, fitted.q_hat, fitted.agg, u, fitted.twf_fallback
+    )
 
 
 # --- calibration files --------------------------------------------------------
@@ -364,6 +379,8 @@ class Calibration(BaseModel):
     """Records skipped because their mistake_step was null."""
     seed: int
     """Seed of crsvp's per-trajectory interpolation draws."""
+    twf_fallback: bool = True
+    """twf: replace an empty intersection by the top-1 step."""
     fingerprint: str
     """sha256 of the calibration score file's bytes."""
     scores_path: str
@@ -388,19 +405,21 @@ class Calibration(BaseModel):
             method=self.method, resolved_method=self.resolved_method,
             agg=Aggregator(kind=self.aggregator, lam=self.lam, beta=self.beta),
             alpha=self.alpha, q_hat=self.q_hat, n=self.n, n_skipped=self.n_skipped,
-            seed=self.seed, auto_rates=self.auto_rates,
+            seed=self.seed, twf_fallback=self.twf_fallback, auto_rates=self.auto_rates,
         )
 
 
 def calibrate_file(
-    scores_path: str | Path, method: str, alpha: float, agg: Aggregator, seed: int, out: str | Path
+    scores_path: str | Path, method: str, alpha: float, agg: Aggregator, seed: int, out: str | Path,
+    twf_fallback: bool = True,
 ) -> Calibration:
     """Fit on a score file and write ``out`` (calibration.json) atomically."""
     records = read_score_file(scores_path)
-    f = fit(records, method, alpha, agg, seed)
+    f = fit(records, method, alpha, agg, seed, twf_fallback)
     cal = Calibration(
         method=f.method, resolved_method=f.resolved_method, aggregator=agg.kind, lam=agg.lam,
         beta=agg.beta, alpha=alpha, q_hat=f.q_hat, n=f.n, n_skipped=f.n_skipped, seed=seed,
+        twf_fallback=twf_fallback,
         fingerprint=fingerprint(scores_path), scores_path=str(scores_path), auto_rates=f.auto_rates,
     )
     write_json_atomic(out, cal.model_dump(mode="json"))

@@ -1,0 +1,95 @@
+"""CLI commands of conformal error attribution: ``conformal``, ``calibrate``, ``predict-set``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from attribution.conformal import AGGREGATORS, METHODS, Aggregator
+
+
+def _add_set_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scores", required=True, help="score file (JSONL written by score-steps)")
+    p.add_argument("--aggregator", choices=AGGREGATORS, default="sum",
+                   help="set score g: normalised sum (default), max + length penalty, or normalised LogSumExp")
+    p.add_argument("--lam", type=float, default=1.0, help="max aggregator: weight of the length penalty (default 1.0)")
+    p.add_argument("--beta", type=float, default=10.0, help="lse aggregator: inverse temperature (default 10.0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of splits and crsvp's interpolation draws (default 0)")
+    p.add_argument("--no-twf-fallback", dest="twf_fallback", action="store_false",
+                   help="twf: keep an empty intersection empty instead of falling back to the top-1 step")
+
+
+def _agg(args: argparse.Namespace) -> Aggregator:
+    return Aggregator(kind=args.aggregator, lam=args.lam, beta=args.beta)
+
+
+def _conformal(args: argparse.Namespace) -> int:
+    from attribution.conformal_eval import run_conformal
+
+    res = run_conformal(args.scores, args.method, args.alpha, args.splits, args.seed, _agg(args), args.out,
+                        plots=not args.no_plots, twf_fallback=args.twf_fallback)
+    print(f"{res['method']} alpha={res['alpha']} on {res['n']} labelled trajectories "
+          f"({res['n_skipped_null_mistake']} skipped: null mistake_step), {res['splits']} splits of "
+          f"{res['n_cal']} calibration / {res['n_test']} test")
+    print(f"  EC  {res['ec_mean']:.4f} ± {res['ec_std']:.4f}  (target {res['target_coverage']:.2f}, "
+          f"upper bound {res['coverage_upper_bound']:.4f})")
+    print(f"  RR  {res['rr_mean']:.4f} ± {res['rr_std']:.4f}")
+    print(f"  NFE {res['nfe_mean']:.2f} ± {res['nfe_std']:.2f}  (mean steps {res['mean_steps']:.1f})")
+    print(f"wrote {args.out}/results.json")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from attribution.conformal import calibrate_file
+
+    cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback)
+    q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
+    print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories "
+          f"({cal.n_skipped} skipped: null mistake_step); wrote {args.out}")
+    return 0
+
+
+def _predict_set(args: argparse.Namespace) -> int:
+    from attribution.conformal import predict_file
+    from attribution.scorefile import write_text_atomic
+
+    rows = predict_file(args.calibration, args.scores)
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if args.out:
+        write_text_atomic(args.out, text)
+        print(f"wrote {len(rows)} sets to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``conformal``, ``calibrate`` and ``predict-set``."""
+    p = sub.add_parser("conformal", help="evaluate a conformal method over random calibration/test splits",
+                       description="Writes DIR/results.json (EC, RR, NFE mean ± std over splits), "
+                                   "DIR/coverage_curve.json and PNG plots. Records with a null "
+                                   "mistake_step are skipped.")
+    _add_set_options(p)
+    p.add_argument("--method", required=True, choices=METHODS, help="conformal algorithm")
+    p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
+    p.add_argument("--splits", type=int, default=1000, help="random even calibration/test splits (default 1000)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--no-plots", action="store_true", help="skip the coverage curve and PNG plots")
+    p.set_defaults(func=_conformal)
+
+    p = sub.add_parser("calibrate", help="fit a conformal threshold on a score file",
+                       description='Writes calibration.json; an infinite threshold is written as "inf".')
+    _add_set_options(p)
+    p.add_argument("--method", required=True, choices=METHODS, help="conformal algorithm")
+    p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
+    p.add_argument("--out", required=True, help="calibration.json to write")
+    p.set_defaults(func=_calibrate)
+
+    p = sub.add_parser("predict-set", help="conformal step sets for new failed runs",
+                       description="Prints one JSON object per record: id, set, set_size, restart_step, nfe, "
+                                   "covered (null when mistake_step is unknown).")
+    p.add_argument("--calibration", required=True, help="calibration.json from calibrate")
+    p.add_argument("--scores", required=True, help="score file of the runs to predict on")
+    p.add_argument("--out", help="write the JSON lines here instead of stdout")
+    p.set_defaults(func=_predict_set)
