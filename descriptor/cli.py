@@ -18,9 +18,8 @@ def print_summary(summary: ExperimentSummary) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    err = Console(stderr=True, highlight=False)
-    for issue in summary.issues:
-        err.print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), markup=False)
+    for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
+        print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
     table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs)")
     for col in ("benchmark", "system", "tasks", "success", "completion", "tokens/run", "cost/run (USD)"):
         table.add_column(col, justify="left" if col in ("benchmark", "system") else "right")

@@ -238,7 +238,8 @@ class Report:
             if want is None:
                 self.blanks += 1
             if want is not got and not (want is None and got is None):
-                self.errors.append(f"{where}: {key}: expected {'blank' if want is None else want!r}, got {'blank' if got is None else got!r}")
+                show = lambda v: "blank" if v is None else repr(v)  # noqa: E731
+                self.errors.append(f"{where}: {key}: expected {show(want)}, got {show(got)}")
             return
         if isinstance(want, str):
             if want != got:

@@ -1,0 +1,171 @@
+"""summarize-experiment on hand-made experiment directories, checked by the independent verifier."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import main
+from descriptor.summaries import summarize_experiment
+from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PipelineError
+from mas.errors import UserError
+from tests.descriptor_fixtures import build_experiment, ev, write_run
+
+REPO = Path(__file__).resolve().parents[1]
+VERIFY = REPO / "scripts" / "verify_descriptor.py"
+
+
+def verify(root: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(VERIFY), str(root), *extra], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> tuple[Path, object]:
+    root = build_experiment(tmp_path_factory.mktemp("exp"), tasks=3, runs=4, seed=7)
+    return root, summarize_experiment(root, plots=False)
+
+
+def test_all_files_written(experiment):
+    root, summary = experiment
+    for system in ("sas", "debate"):
+        for t in range(3):
+            task = root / "arith" / system / f"t{t}"
+            for name in ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json"):
+                assert (task / name).is_file(), task / name
+        assert (root / "arith" / system / "summary.json").is_file()
+        with open(root / "arith" / system / "summary.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        assert len(rows) == 3 and list(rows[0]) == list(DESCRIPTOR_FIELDS)
+    for name in ("experiment_summary.json", "experiment_summary.csv", "economics.json", "economics.csv", "topology.json"):
+        assert (root / name).is_file()
+    assert summary.n_runs == 24 and len(summary.descriptors) == 6 and len(summary.rollups) == 2
+
+
+def test_blank_cells_in_csv(experiment):
+    root, _ = experiment
+    with open(root / "arith" / "sas" / "t0" / "descriptor.csv") as fh:
+        row = next(csv.DictReader(fh))
+    assert row["pass_at_5"] == "" and row["pass_at_8"] == ""  # n = 4 < k
+    assert row["pass_at_3"] != "" and row["stability"] != ""
+    d = json.loads((root / "arith" / "debate" / "t0" / "descriptor.json").read_text())
+    assert d["D1_tool_error_rate"] is None  # debate makes no tool calls
+
+
+def test_independent_verifier_agrees(experiment):
+    root, _ = experiment
+    out = verify(root)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "OK" in out.stdout
+
+
+def test_verifier_catches_tampering(tmp_path):
+    root = build_experiment(tmp_path, systems=("sas",), tasks=1, runs=2)
+    summarize_experiment(root, plots=False)
+    path = root / "arith" / "sas" / "t0" / "descriptor.json"
+    d = json.loads(path.read_text())
+    d["C2_tokens_total"] += 1e-6
+    d["pass_at_3"] = 0.0  # must be blank for n = 2
+    path.write_text(json.dumps(d))
+    out = verify(root)
+    assert out.returncode == 1
+    assert "C2_tokens_total" in out.stdout and "pass_at_3: expected blank" in out.stdout
+
+
+def test_idempotent(tmp_path):
+    root = build_experiment(tmp_path, tasks=2, runs=3, seed=3)
+    summarize_experiment(root, plots=False)
+    names = ["experiment_summary.json", "experiment_summary.csv", "economics.json", "topology.json",
+             "arith/sas/summary.csv", "arith/debate/t1/analysis.json"]
+    first = {n: (root / n).read_bytes() for n in names}
+    summarize_experiment(root, plots=False)
+    assert {n: (root / n).read_bytes() for n in names} == first
+
+
+def test_analysis_bottlenecks_and_stalls(experiment):
+    root, _ = experiment
+    a = json.loads((root / "arith" / "debate" / "t0" / "analysis.json").read_text())
+    assert a["bottlenecks"]["top_stage_by_tokens"] == "act"
+    assert a["bottlenecks"]["top_actor_by_tokens"] in {"a", "b"}
+    stalls = a["loop_stalls"]
+    assert stalls["count"] == sum(stalls["by_reason"].values())
+    assert set(stalls["by_reason"]) <= {"no_progress"}
+    assert len(a["evaluation"]["runs"]) == 4
+
+
+def test_truncated_last_line_reported_and_rest_summarised(tmp_path, capsys):
+    root = build_experiment(tmp_path, systems=("sas",), tasks=2, runs=3)
+    damaged = root / "arith" / "sas" / "t1" / "run_2.trace.jsonl"
+    text = damaged.read_text()
+    damaged.write_text(text[: len(text) - 40])  # cut the last line mid-object
+    n_lines = len(damaged.read_text().splitlines())
+    code = main.main(["summarize-experiment", "--experiment-root", str(root), "--no-plots"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert f"arith/sas/t1/run_2.trace.jsonl:{n_lines}" in err and "damaged_trace" in err
+    d = json.loads((root / "arith" / "sas" / "t1" / "descriptor.json").read_text())
+    assert d["n_runs"] == 3  # included with the valid prefix
+    summary = json.loads((root / "experiment_summary.json").read_text())
+    assert summary["issues"][0]["path"] == "arith/sas/t1/run_2.trace.jsonl"
+    assert summary["issues"][0]["included"] is True
+    assert verify(root).returncode == 0
+
+
+def test_damage_in_the_middle_skips_the_run(tmp_path):
+    root = build_experiment(tmp_path, systems=("sas",), tasks=1, runs=3)
+    path = root / "arith" / "sas" / "t0" / "run_1.trace.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1][:10]
+    path.write_text("\n".join(lines) + "\n")
+    s = summarize_experiment(root, plots=False)
+    assert s.descriptors[0]["n_runs"] == 2
+    assert [(i.kind, i.line, i.included) for i in s.issues] == [("damaged_trace", 2, False)]
+    assert verify(root).returncode == 0
+
+
+def test_unfinished_run_skipped(tmp_path):
+    task = tmp_path / "arith" / "sas" / "t0"
+    write_run(task, 0, [ev("a", "act", tin=5, content="x")], success=True)
+    write_run(task, 1, [ev("a", "act", tin=7, content="y")], success=False, finished=False)
+    s = summarize_experiment(tmp_path, plots=False)
+    assert s.n_runs == 1 and s.descriptors[0]["C2_tokens_total"] == 5.0
+    assert [i.kind for i in s.issues] == ["unfinished"]
+
+
+def test_q1_eval_mismatch_is_a_pipeline_error(tmp_path):
+    task = tmp_path / "arith" / "sas" / "t0"
+    write_run(task, 0, [ev("a", "act", content="x")], success=True)
+    write_run(task, 1, [ev("a", "act", content="y")], success=False, eval_success=True)
+    with pytest.raises(PipelineError, match="Q1_success_rate=0.5.*eval_success_rate=1.0"):
+        summarize_experiment(tmp_path, plots=False)
+    assert main.main(["summarize-experiment", "--experiment-root", str(tmp_path), "--no-plots"]) == 2
+
+
+def test_q2_follows_eval_completion_when_present(tmp_path):
+    task = tmp_path / "arith" / "sas" / "t0"
+    write_run(task, 0, [ev("a", "act", content="x")], success=False, completion=True, eval_extra={"completion": False})
+    with pytest.raises(PipelineError, match="Q2_completion_rate"):
+        summarize_experiment(tmp_path, plots=False)
+
+
+def test_empty_root_and_missing_root(tmp_path):
+    with pytest.raises(UserError, match="no finished run"):
+        summarize_experiment(tmp_path)
+    with pytest.raises(UserError, match="not a directory"):
+        summarize_experiment(tmp_path / "nope")
+
+
+def test_zero_step_run_and_single_task_single_system_with_plots(tmp_path):
+    task = tmp_path / "arith" / "sas" / "t0"
+    write_run(task, 0, [], success=False, completion=False)
+    s = summarize_experiment(tmp_path, plots=True)
+    d = s.descriptors[0]
+    assert d["P1_steps_total"] == 0.0 and d["P2_backtrack_rate"] == 0.0 and d["tokens_cv"] is None
+    assert s.economics == []  # no MAS to compare
+    for name in ("quality_vs_cost.png", "success_ci.png", "pca.png"):
+        assert (tmp_path / "plots" / name).stat().st_size > 0
+    assert verify(tmp_path).returncode == 0
