@@ -59,23 +59,23 @@ class ServerRecord(BaseModel):
 # ---------------------------------------------------------------- processes
 
 
-def pid_alive(pid: int) -> bool:
-    """True when ``pid`` is a live (not zombie) llama-server process."""
+def any_pid_alive(pid: int) -> bool:
+    """True when process ``pid`` exists and is not a zombie (an exited, unreaped child)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        # The state letter follows the ")" closing the command name.
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` is a live llama-server; a recycled PID of another program is not."""
+    try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and b"llama-server" in cmdline
-
-
-def _anypid_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    return b"llama-server" in cmdline and any_pid_alive(pid)
 
 
 def terminate(pid: int, proc: subprocess.Popen | None = None) -> None:
@@ -171,7 +171,7 @@ def live_users(paths: CachePaths) -> list[int]:
     """PIDs of processes still registered as users; marks of dead processes are removed."""
     live = []
     for mark in users_dir(paths).glob("*"):
-        if mark.name.isdigit() and _anypid_alive(int(mark.name)):
+        if mark.name.isdigit() and any_pid_alive(int(mark.name)):
             live.append(int(mark.name))
         else:
             mark.unlink(missing_ok=True)
