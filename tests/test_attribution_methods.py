@@ -153,3 +153,105 @@ def test_sample_panel_is_seeded_and_distinct() -> None:
     assert sample_panel(3, 7) == sample_panel(3, 7)
     assert len(set(sample_panel(6, 1))) == 6
     assert {r for s in range(20) for r in sample_panel(3, s)} >= {"conservative", "liberal"}
+
+
+# ------------------------------------------------------------------ CHIEF
+
+import random  # noqa: E402
+
+from attribution.methods._chief_graph import (  # noqa: E402
+    build_graph,
+    fallback_subtasks,
+    loop_start,
+    repair_subtasks,
+    self_corrected,
+)
+from attribution.methods.chief import screen_candidates  # noqa: E402
+
+
+def covered(subs, n: int) -> list[int]:
+    return [i for s in subs for i in range(s.start, s.end + 1)]
+
+
+@pytest.mark.parametrize(
+    "raw,n",
+    [
+        ([{"start": 0, "end": 3}, {"start": 2, "end": 5}], 8),  # overlap + tail gap
+        ([{"start": 3, "end": 5}, {"start": 8, "end": 9}], 10),  # head gap + middle gap
+        ([{"start": 5, "end": 2}, {"start": -4, "end": 1}, {"start": 7, "end": 99}], 9),  # reversed, negative, beyond
+        ([{"start": 0, "end": 9}, {"start": 2, "end": 4}], 10),  # nested: dropped
+        ([{"start": "step 0", "end": "2"}, {"start": 3.0, "end": 4}, "junk", {"name": "no range"}], 5),
+        ([{"start": i, "end": i} for i in range(30)], 30),  # too many: merged to MAX_SUBTASKS
+    ],
+)
+def test_repair_subtasks_covers_every_step_exactly_once(raw, n: int) -> None:
+    subs = repair_subtasks(raw, n)
+    assert covered(subs, n) == list(range(n))
+    assert 1 <= len(subs) <= 8
+    assert [s.index for s in subs] == list(range(len(subs)))
+
+
+def test_repair_subtasks_random_proposals_always_cover() -> None:
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(1, 140)
+        raw = [{"start": rng.randint(-5, n + 5), "end": rng.randint(-5, n + 5)} for _ in range(rng.randint(1, 12))]
+        subs = repair_subtasks(raw, n)
+        assert covered(subs, n) == list(range(n)), (raw, n)
+    assert repair_subtasks([], 5) == [] and repair_subtasks(None, 5) == []
+
+
+@pytest.mark.parametrize("n", [1, 4, 10, 37, 130])
+def test_fallback_subtasks_cover(n: int) -> None:
+    traj = make_traj([f"A{i % 2}" for i in range(n)], 0)
+    assert covered(fallback_subtasks(traj), n) == list(range(n))
+
+
+def test_graph_edges_loops_and_self_correction() -> None:
+    texts = [
+        ("human", "Count rows in data.csv please."),
+        ("Coder", "I will load data.csv and count rows with pandas now."),
+        ("Computer_terminal", "exitcode: 1 error: file not found"),
+        ("Coder", "I will load data.csv and count rows with pandas now."),
+        ("Computer_terminal", "output 1234"),
+        ("Coder", "Apologies, corrected: the count is 1234 rows."),
+        ("Computer_terminal", "ok"),
+        ("Verifier", "Verified 1234."),
+    ]
+    traj = Trajectory(id="g", query="q", steps=[Step(index=i, agent=a, content=t) for i, (a, t) in enumerate(texts)])
+    subs = repair_subtasks([{"start": 0, "end": 2}, {"start": 3, "end": 7}], traj.n_steps)
+    graph = build_graph(traj, subs)
+    kinds = {(e["level"], e["type"]) for e in graph.edges}
+    assert {("step", "data"), ("step", "control"), ("agent", "handoff"), ("subtask", "sequential"), ("subtask", "data")} <= kinds
+    assert 1 in graph.step_sources(3, "control") and loop_start(graph, 3) == 1
+    assert 4 in graph.step_sources(5, "data")  # 1234 first written at step 4
+    assert set(graph.otar) == {(0, "human"), (0, "coder"), (0, "computer_terminal"), (1, "coder"), (1, "computer_terminal"), (1, "verifier")}
+    assert set(graph.otar[(0, "coder")]) == {"observation", "thought", "action", "result"}
+    assert graph.otar[(0, "coder")]["result"].startswith("[error]")
+    assert self_corrected(traj, 3) == 5 and self_corrected(traj, 7) is None
+    order, log = screen_candidates(traj, graph, [3, 7])
+    assert order == [7] and log[0]["rule"] == "pruned_self_corrected"
+    order, log = screen_candidates(traj, graph, [3])  # never prune the last candidate; loop goes to its start
+    assert order == [1] and log[-1]["rule"] == "loop_to_first_iteration"
+
+
+async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> None:
+    traj = TRAJS[1]
+    pred = await METHODS["chief"]()(traj, ctx())
+    spans = [(s["start"], s["end"]) for s in pred.details["subtasks"]]
+    assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
+    assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
+    assert set(pred.details["oracles"][0]) >= {"goal", "preconditions", "key_evidence", "acceptance"}
+    assert pred.step == 5 and pred.nfe == 5  # decompose, 2 oracles, agent, counterfactual (single-step agent)
+
+
+async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier"]
+    traj = make_traj(agents, 4)
+    steps = list(traj.steps)
+    steps[2] = steps[2].model_copy(update={"content": "SOURCE value 1717 computed from the wrong sheet."})
+    steps[4] = steps[4].model_copy(update={"content": "ERROR total is 1717 using the STALE value."})
+    traj = traj.model_copy(update={"steps": steps})
+    pred = await METHODS["chief"]()(traj, ctx())
+    assert pred.step == 2 and pred.agent == "Coder"
+    assert pred.details["counterfactuals"][0]["source_step"] == 2

@@ -83,3 +83,45 @@ def _echo_steps(ctx: ScriptedContext) -> str:
         "conclusion": {"step": step, "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2)},
         "alternatives": [{"step": 999, "confidence": 0.9}],
     })
+
+
+@responder("attribution.chief.decompose")
+def _chief_decompose(ctx: ScriptedContext) -> str:
+    # Deliberately overlapping and gapped ranges: the method must repair them into a cover.
+    n = int(ctx.metadata.get("attr_n_steps", 1))
+    half = n // 2
+    subs = [{"name": "plan and compute", "start": 0, "end": half}, {"name": "check", "start": half, "end": max(half, n - 2)}]
+    return json.dumps({"reason": "two phases", "subtasks": subs})
+
+
+@responder("attribution.chief.oracle")
+def _chief_oracle(ctx: ScriptedContext) -> str:
+    lo, hi = ctx.metadata.get("attr_range", [0, 0])
+    failed = any(lo <= s <= hi for s, _ in _marked(ctx))
+    return json.dumps({
+        "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
+        "acceptance": "no ERROR", "reason": "checked", "satisfied": "no" if failed else "yes",
+    })
+
+
+@responder("attribution.chief.agent")
+def _chief_agent(ctx: ScriptedContext) -> str:
+    return json.dumps({"reason": "marker", "agent": _first(ctx)[1]})
+
+
+@responder("attribution.chief.step")
+def _chief_step(ctx: ScriptedContext) -> str:
+    return json.dumps({"reason": "marker", "step": _first(ctx)[0], "alternatives": []})
+
+
+@responder("attribution.chief.counterfactual")
+def _chief_counterfactual(ctx: ScriptedContext) -> str:
+    # A step saying STALE used corrupted data: point back to the step saying SOURCE.
+    step = int(ctx.metadata.get("attr_step", -1))
+    marked = any(s == step for s, _ in _marked(ctx))
+    stale = any(i == step and "STALE" in text for i, _, text in _lines(ctx))
+    source = next((i for i, _, text in _lines(ctx) if "SOURCE" in text and i < step), None)
+    return json.dumps({
+        "reason": "marker", "fix_here_succeeds": "yes" if marked and not stale else "no",
+        "input_was_wrong": "yes" if stale and source is not None else "no", "source_step": source if stale else None,
+    })

@@ -1,0 +1,271 @@
+"""CHIEF's hierarchical causal graph, built without model calls once subtasks are known.
+
+- Subtasks: contiguous step ranges covering every step exactly once
+  (:func:`repair_subtasks` turns whatever the model proposed into such a
+  cover; :func:`fallback_subtasks` makes one when it proposed nothing usable).
+- Per subtask and agent an Observation-Thought-Action-Result tuple
+  (:func:`otar`), extracted by regular expressions from the steps.
+- Typed edges: subtask ``sequential``/``data``; agent ``handoff``; step
+  ``data`` (a value first written in one step reused in a later one) and
+  ``control`` (a step repeating an earlier step of the same agent: a loop).
+- Deviation-aware pruning helpers (:func:`self_corrected`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from attribution.methods._echo_context import HANDOFF_RE, key_decisions, summary
+from attribution.prompting import ERROR_CUE_RE, clip, display_agent
+from attribution.trajectory import Trajectory
+
+MAX_SUBTASKS = 8
+LOOP_SIMILARITY = 0.6
+"""Word-set Jaccard similarity above which a step repeats an earlier one (a loop)."""
+_VALUE_RE = re.compile(r"\b\d[\d,.]*\d\b|\b\d{2,}\b|\b[\w-]+\.(?:csv|xlsx|json|txt|py|pdf|html?)\b|\"[^\"\n]{3,40}\"")
+_CODE_RE = re.compile(r"```(?:\w+)?\s*\n?(.*?)(?:```|$)", re.S)
+CORRECTION_RE = re.compile(
+    r"\b(apolog\w*|correct(?:ed|ion)|let me fix|my mistake|revis\w*|instead|re-?run|fixed|updated? (?:code|approach))\b", re.I
+)
+_HUMAN_KEYS = {"human", "user", "computer_terminal", "system"}
+
+
+@dataclass(kw_only=True, slots=True)
+class Subtask:
+    index: int
+    name: str
+    start: int
+    end: int
+    """Inclusive last step."""
+
+    @property
+    def steps(self) -> range:
+        return range(self.start, self.end + 1)
+
+
+@dataclass(kw_only=True, slots=True)
+class CausalGraph:
+    subtasks: list[Subtask]
+    otar: dict[tuple[int, str], dict[str, str]]
+    """(subtask index, agent) -> {observation, thought, action, result}."""
+    edges: list[dict[str, Any]] = field(default_factory=list)
+    """{"level": subtask|agent|step, "src", "dst", "type"}."""
+
+    def step_sources(self, step: int, kind: str = "data") -> list[int]:
+        return sorted({e["src"] for e in self.edges if e["level"] == "step" and e["type"] == kind and e["dst"] == step})
+
+    def subtask_of(self, step: int) -> Subtask:
+        return next(s for s in self.subtasks if s.start <= step <= s.end)
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return int(v)
+    if isinstance(v, str) and (m := re.search(r"-?\d+", v)):
+        return int(m.group())
+    return None
+
+
+def repair_subtasks(raw: Any, n_steps: int, max_subtasks: int = MAX_SUBTASKS) -> list[Subtask]:
+    """Contiguous subtasks covering ``0..n_steps-1`` exactly once, from the model's proposal.
+
+    Ranges are clipped to the trajectory, reversed ones swapped, overlaps cut
+    (the earlier subtask keeps the shared steps), gaps given to the subtask
+    before them (the first subtask is stretched to step 0, the last to the
+    final step), and the smallest neighbours merged until at most
+    ``max_subtasks`` remain. Returns [] when nothing usable was proposed.
+
+    >>> [(s.start, s.end) for s in repair_subtasks([{"start": 0, "end": 3}, {"start": 2, "end": 5}], 8)]
+    [(0, 3), (4, 7)]
+    """
+    spans: list[tuple[int, int, str]] = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        a, b = _as_int(item.get("start")), _as_int(item.get("end", item.get("start")))
+        if a is None or b is None or n_steps == 0:
+            continue
+        a, b = sorted((min(max(a, 0), n_steps - 1), min(max(b, 0), n_steps - 1)))
+        spans.append((a, b, str(item.get("name") or item.get("goal") or "")[:80]))
+    spans.sort(key=lambda t: (t[0], t[1]))
+    cover: list[list[Any]] = []
+    cursor = 0
+    for a, b, name in spans:
+        a = max(a, cursor)
+        if a > b:
+            continue  # wholly inside an earlier subtask
+        if cover and a > cursor:
+            cover[-1][1] = a - 1  # gap: the subtask before it owns the steps
+        elif not cover:
+            a = 0
+        cover.append([a, b, name])
+        cursor = b + 1
+    if not cover:
+        return []
+    cover[-1][1] = n_steps - 1
+    while len(cover) > max_subtasks:
+        k = min(range(len(cover) - 1), key=lambda i: cover[i + 1][1] - cover[i][0])
+        cover[k] = [cover[k][0], cover[k + 1][1], cover[k][2] or cover[k + 1][2]]
+        del cover[k + 1]
+    return [Subtask(index=i, name=c[2] or f"subtask {i + 1}", start=c[0], end=c[1]) for i, c in enumerate(cover)]
+
+
+def fallback_subtasks(traj: Trajectory, size: int = 4) -> list[Subtask]:
+    """Equal chunks of about ``size`` steps (at most MAX_SUBTASKS), used when decomposition failed."""
+    n = traj.n_steps
+    k = max(1, min(MAX_SUBTASKS, math.ceil(n / size)))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    raw = [{"start": bounds[i], "end": bounds[i + 1] - 1, "name": f"part {i + 1}"} for i in range(k)]
+    return repair_subtasks(raw, n)
+
+
+def _values(text: str) -> set[str]:
+    return {m.group().strip('"').lower() for m in _VALUE_RE.finditer(text or "")}
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]{3,}", (text or "").lower()))
+
+
+def _action(text: str) -> str:
+    code = _CODE_RE.search(text or "")
+    if code and code.group(1).strip():
+        return "code: " + clip(" ".join(code.group(1).split()), 140)
+    hand = [s for s in re.split(r"(?<=[.!?])\s+", text or "") if HANDOFF_RE.search(s)]
+    return clip(" ".join(hand) or summary(text, 140), 140)
+
+
+def otar(traj: Trajectory, sub: Subtask, agent_key: str) -> dict[str, str]:
+    """Observation-Thought-Action-Result of one agent inside one subtask."""
+    mine = [i for i in sub.steps if traj.steps[i].agent_key == agent_key]
+    first, last = mine[0], mine[-1]
+    before = traj.steps[first - 1].content if first > 0 else traj.query
+    after = traj.steps[last + 1].content if last + 1 < traj.n_steps else "(end of log)"
+    texts = " ".join(traj.steps[i].content or "" for i in mine)
+    return {
+        "observation": summary(before, 120),
+        "thought": clip(key_decisions(texts, "decision_quality", 160), 160),
+        "action": _action(traj.steps[last].content or ""),
+        "result": ("[error] " if ERROR_CUE_RE.search(after or "") else "") + summary(after, 120),
+    }
+
+
+def build_graph(traj: Trajectory, subtasks: list[Subtask]) -> CausalGraph:
+    """OTAR tuples and typed subtask/agent/step edges (see the module docstring)."""
+    graph = CausalGraph(subtasks=subtasks, otar={})
+    for sub in subtasks:
+        for key in dict.fromkeys(traj.steps[i].agent_key for i in sub.steps):
+            graph.otar[(sub.index, key)] = otar(traj, sub, key)
+    first_seen: dict[str, int] = {}
+    words = [_words(s.content) for s in traj.steps]
+    for s in traj.steps:
+        for v in sorted(_values(s.content)):
+            src = first_seen.setdefault(v, s.index)
+            if src != s.index:
+                graph.edges.append({"level": "step", "src": src, "dst": s.index, "type": "data"})
+        for j in range(s.index - 1, -1, -1):
+            prev = traj.steps[j]
+            if prev.agent_key == s.agent_key and words[j] and words[s.index]:
+                sim = len(words[j] & words[s.index]) / len(words[j] | words[s.index])
+                if sim >= LOOP_SIMILARITY:
+                    graph.edges.append({"level": "step", "src": j, "dst": s.index, "type": "control"})
+                    break
+        if s.index and traj.steps[s.index - 1].agent_key != s.agent_key:
+            graph.edges.append({"level": "agent", "src": traj.steps[s.index - 1].agent_key, "dst": s.agent_key, "type": "handoff", "step": s.index})
+    graph.edges = _dedupe(graph.edges)
+    for a, b in zip(subtasks, subtasks[1:]):
+        graph.edges.append({"level": "subtask", "src": a.index, "dst": b.index, "type": "sequential"})
+    for e in [e for e in graph.edges if e["level"] == "step" and e["type"] == "data"]:
+        sa, sb = graph.subtask_of(e["src"]).index, graph.subtask_of(e["dst"]).index
+        if sa != sb:
+            graph.edges.append({"level": "subtask", "src": sa, "dst": sb, "type": "data"})
+    graph.edges = _dedupe(graph.edges)
+    return graph
+
+
+def _dedupe(edges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for e in edges:
+        key = (e["level"], e["src"], e["dst"], e["type"])
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+def loop_start(graph: CausalGraph, step: int) -> int:
+    """Earliest step of the repetition chain ``step`` belongs to (itself when not in a loop)."""
+    cur = step
+    for _ in range(64):
+        srcs = graph.step_sources(cur, "control")
+        if not srcs:
+            return cur
+        cur = srcs[0]
+    return cur
+
+
+def self_corrected(traj: Trajectory, step: int, horizon: int = 6) -> int | None:
+    """A later step of the same agent that corrects ``step`` and is not itself followed by an error.
+
+    Returns that step's index, or None when the error was never corrected.
+    """
+    agent = traj.steps[step].agent_key
+    for j in range(step + 1, min(traj.n_steps, step + 1 + horizon)):
+        s = traj.steps[j]
+        if s.agent_key != agent or not CORRECTION_RE.search(s.content or ""):
+            continue
+        nxt = traj.steps[j + 1].content if j + 1 < traj.n_steps else ""
+        if not ERROR_CUE_RE.search(nxt or ""):
+            return j
+    return None
+
+
+def actors(traj: Trajectory, sub: Subtask) -> list[str]:
+    """Display names of the non-human agents speaking in ``sub`` (all speakers when none)."""
+    keys = list(dict.fromkeys(traj.steps[i].agent_key for i in sub.steps))
+    real = [k for k in keys if k not in _HUMAN_KEYS] or keys
+    first = {traj.steps[i].agent_key: display_agent(traj.steps[i].agent) for i in reversed(sub.steps)}
+    return [first[k] for k in real]
+
+
+# A small built-in exemplar set for decomposition (few-shot), chosen by agent-name overlap.
+EXEMPLARS: list[dict[str, Any]] = [
+    {
+        "agents": {"planner", "coder", "computer_terminal", "verifier", "expert", "assistant", "user"},
+        "log": "[0] user: task\n[1] Planner: plan in 3 steps\n[2] Coder: code to load the file\n"
+        "[3] Computer_terminal: output 12\n[4] Coder: fixed code\n[5] Computer_terminal: output 14\n[6] Verifier: checks, answer 14",
+        "subtasks": '[{"name": "understand and plan", "start": 0, "end": 1}, '
+        '{"name": "compute the value", "start": 2, "end": 5}, {"name": "verify and answer", "start": 6, "end": 6}]',
+    },
+    {
+        "agents": {"orchestrator", "websurfer", "filesurfer", "coder", "computerterminal", "human"},
+        "log": "[0] human: question\n[1] Orchestrator: facts and plan\n[2] Orchestrator: ask WebSurfer to search\n"
+        "[3] WebSurfer: search results\n[4] Orchestrator: ask WebSurfer to open page\n[5] WebSurfer: page text\n[6] Orchestrator: final answer",
+        "subtasks": '[{"name": "plan", "start": 0, "end": 1}, {"name": "find the source", "start": 2, "end": 5}, '
+        '{"name": "answer", "start": 6, "end": 6}]',
+    },
+]
+
+
+def pick_exemplar(traj: Trajectory) -> dict[str, Any]:
+    """The exemplar whose agents overlap most with ``traj``'s (ties: the first)."""
+    keys = {s.agent_key.replace(" ", "_") for s in traj.steps}
+    return max(EXEMPLARS, key=lambda ex: len(keys & ex["agents"]))
+
+
+__all__ = [
+    "CausalGraph",
+    "Subtask",
+    "actors",
+    "build_graph",
+    "fallback_subtasks",
+    "loop_start",
+    "pick_exemplar",
+    "repair_subtasks",
+    "self_corrected",
+]
