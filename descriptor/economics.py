@@ -68,9 +68,8 @@ class EconomicsSettings(BaseModel):
 
 def _shares(diff: np.ndarray, tol: float) -> tuple[float, float, float]:
     n = len(diff)
-    win = float(np.sum(diff > tol)) / n
-    lose = float(np.sum(diff < -tol)) / n
-    return win, 1.0 - win - lose, lose
+    win, lose = int(np.sum(diff > tol)), int(np.sum(diff < -tol))
+    return win / n, (n - win - lose) / n, lose / n
 
 
 def _ci(samples: np.ndarray, level: float) -> tuple[float | None, float | None]:

@@ -313,7 +313,9 @@ def economics(ds, lam, unit, baseline):
                "C_mas": fmean([a[cost] for a in m]), "C_sas": fmean([b[cost] for b in s]),
                "win_share": len([x for x in du if x > 1e-12]) / n, "lose_share": len([x for x in du if x < -1e-12]) / n,
                "quality_win_share": len([x for x in g if x > 1e-12]) / n,
-               "quality_lose_share": len([x for x in g if x < -1e-12]) / n}
+               "quality_lose_share": len([x for x in g if x < -1e-12]) / n,
+               "tie_share": len([x for x in du if abs(x) <= 1e-12]) / n,
+               "quality_tie_share": len([x for x in g if abs(x) <= 1e-12]) / n}
         row["U_mas"] = row["Q_mas"] - lam * row["C_mas"]
         row["U_sas"] = row["Q_sas"] - lam * row["C_sas"]
         row["gain_per_1k_tokens"] = row["G"] / (extra / 1000) if extra > 0 else None
