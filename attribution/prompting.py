@@ -103,7 +103,7 @@ class FitReport:
 
 
 def _line(v: StepView, cap: int | None) -> str:
-    body = " ".join((v.text or "").split())
+    body = v.text
     if cap is not None:
         body = clip(body, max(MIN_STEP_CHARS // 2, int(cap * v.weight)))
     return f"[{v.index}] {v.agent}: {body}"
@@ -165,6 +165,8 @@ def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] 
     if not views:
         return "(no steps)", FitReport(mode="full", n_steps=0, shown_steps=0, cap_chars=None, budget_tokens=budget_tokens)
     budget_chars = max(0, budget_tokens) * CHARS_PER_TOKEN
+    # Whitespace runs carry no meaning for the model; collapse them once.
+    views = [StepView(index=v.index, agent=v.agent, text=" ".join((v.text or "").split()), weight=v.weight) for v in views]
     full = "\n".join(_line(v, None) for v in views)
     if len(full) <= budget_chars:
         return full, FitReport(mode="full", n_steps=len(views), shown_steps=len(views), cap_chars=None, budget_tokens=budget_tokens)

@@ -255,3 +255,39 @@ async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
     pred = await METHODS["chief"]()(traj, ctx())
     assert pred.step == 2 and pred.agent == "Coder"
     assert pred.details["counterfactuals"][0]["source_step"] == 2
+
+
+# ------------------------------------------------------------------ LLM step scorers
+
+from attribution.scorers.base import ScorerContext  # noqa: E402
+from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments  # noqa: E402
+
+
+def test_parse_probability_and_segments() -> None:
+    assert parse_probability("0.35") == 0.35
+    assert parse_probability("I think .2 because") == 0.2
+    assert parse_probability("about 85%") == 0.85
+    assert parse_probability("step 7 is wrong") is None
+    assert parse_probability("") is None
+    for n, k in [(1, 40), (10, 40), (130, 40), (41, 40), (7, 3)]:
+        segs = segments(n, k)
+        assert len(segs) <= k and [i for s in segs for i in s] == list(range(n))
+
+
+async def test_llm_naive_scores_marked_step_highest_with_one_call_per_step() -> None:
+    sctx = ScorerContext(model=ScriptedChatModel(seed=0), route="scripted")
+    out = await llm_naive()(TRAJS, sctx)
+    for traj, res in zip(TRAJS, out, strict=True):
+        assert res.id == traj.id and res.n_steps == traj.n_steps and res.nfe == traj.n_steps
+        assert max(range(res.n_steps), key=res.step_scores.__getitem__) == traj.mistake_step
+        assert res.tokens > 0 and res.details["unusable"] == 0
+
+
+async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
+    sctx = ScorerContext(model=ScriptedChatModel(seed=0), route="scripted")
+    traj = make_traj([f"A{i % 3}" for i in range(12)], 7)
+    (res,) = await llm_roles(k=3, max_calls=4)([traj], sctx)
+    assert res.nfe == 3 * 4 and len(res.details["roles"]) == 3
+    top = max(res.step_scores)
+    assert [i for i, s in enumerate(res.step_scores) if s == top] == [6, 7, 8]  # the segment holding step 7
+    assert all(0.0 <= s <= 1.0 for s in res.step_scores)

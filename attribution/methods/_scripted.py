@@ -125,3 +125,20 @@ def _chief_counterfactual(ctx: ScriptedContext) -> str:
         "reason": "marker", "fix_here_succeeds": "yes" if marked and not stale else "no",
         "input_was_wrong": "yes" if stale and source is not None else "no", "source_step": source if stale else None,
     })
+
+
+def _score(ctx: ScriptedContext, noise: float) -> str:
+    steps = set(ctx.metadata.get("attr_steps", []))
+    hit = any(s in steps for s, _ in _marked(ctx))
+    p = (0.85 if hit else 0.1) + noise * (ctx.rng.random() - 0.5)
+    return f"{min(1.0, max(0.0, p)):.2f}"
+
+
+@responder("attribution.llm_naive.score")
+def _naive_score(ctx: ScriptedContext) -> str:
+    return _score(ctx, 0.0)
+
+
+@responder("attribution.llm_roles.score")
+def _roles_score(ctx: ScriptedContext) -> str:
+    return "Probability: " + _score(ctx, 0.1)

@@ -1,0 +1,126 @@
+"""LLM step scorers: a probability per step from the model.
+
+- ``llm_naive``: one call per step (or per segment of consecutive steps when
+  the trajectory has more than ``max_calls`` steps; every step of a segment
+  gets the segment's probability), the probability as the only output.
+- ``llm_roles``: the same per-step/segment question asked by ``k`` ECHO
+  analyst roles (role instruction and temperature), averaged per step.
+
+A reply with no readable probability counts as 0.5 (uninformative) and is
+recorded in ``details["unusable"]``. NFE is the number of model calls.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+from attribution.methods import _scripted  # noqa: F401  (scripted responders)
+from attribution.methods.echo import ROLES, sample_panel
+from attribution.prompting import LLMSession, case_header, messages, new_session, render_steps, step_views
+from attribution.scorers.base import Scorer, ScorerContext, StepScores, per_trajectory, register_scorer
+from attribution.trajectory import Trajectory
+
+SCORE_REPLY_TOKENS = 24
+"""Completion budget per scoring call (tokens): the answer is one number."""
+_PROB_RE = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%|(?<![\w.])(0?\.\d+|1\.0+|[01])(?!\d|\.\d)")
+
+BASE_SYSTEM = (
+    "You review the log of a multi-agent team that failed its task. The decisive error is the earliest step "
+    "whose mistake caused the failure. Reply with only a probability between 0 and 1."
+)
+
+
+def parse_probability(text: str) -> float | None:
+    """The first probability in ``text`` (``0.7``, ``.7``, ``70%``), or None.
+
+    >>> parse_probability("Probability: 0.85"), parse_probability("70 %"), parse_probability("step 3")
+    (0.85, 0.7, None)
+    """
+    for m in _PROB_RE.finditer(text or ""):
+        if m.group(1) is not None:
+            value = float(m.group(1)) / 100.0
+        else:
+            value = float(m.group(2))
+        if 0.0 <= value <= 1.0:
+            return value
+    return None
+
+
+def segments(n_steps: int, max_calls: int) -> list[range]:
+    """Consecutive step ranges, at most ``max_calls`` of them, covering ``0..n_steps-1``.
+
+    >>> [list(r) for r in segments(5, 2)]
+    [[0, 1, 2], [3, 4]]
+    """
+    size = max(1, math.ceil(n_steps / max(1, max_calls)))
+    return [range(a, min(n_steps, a + size)) for a in range(0, n_steps, size)]
+
+
+async def _score_segment(session: LLMSession, traj: Trajectory, header: str, seg: range, system: str,
+                         temperature: float | None) -> float | None:
+    label = f"step {seg.start}" if len(seg) == 1 else f"one of steps {seg.start}-{seg[-1]}"
+    ask = f"Probability that the decisive error is {label}? Reply with only a number between 0 and 1."
+    focus = set(seg)
+
+    def build(budget: int):
+        views = step_views(traj, range(seg[-1] + 1), focus=focus)
+        text, report = render_steps(views, budget - 150, focus=focus)
+        return messages(system, f"{header}\n\nLog up to the step(s) under review:\n{text}\n\n{ask}"), report
+
+    reply = await session.ask("score", build, temperature=temperature, meta={"attr_steps": list(seg)})
+    return parse_probability(reply)
+
+
+async def score_trajectory(traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
+                           max_calls: int) -> StepScores:
+    """Average over ``roles`` (None: the plain prompt) of per-segment probabilities."""
+    start = time.perf_counter()
+    session = new_session(ctx, method)
+    session.reply_tokens = SCORE_REPLY_TOKENS
+    header = case_header(traj, ctx.with_ground_truth)
+    segs = segments(traj.n_steps, max_calls)
+    totals = [0.0] * traj.n_steps
+    unusable = 0
+    for role in roles:
+        system = BASE_SYSTEM if role is None else f"You are a {role} analyst. {ROLES[role][1]} {BASE_SYSTEM}"
+        temperature = None if role is None else ROLES[role][0]
+        for seg in segs:
+            p = await _score_segment(session, traj, header, seg, system, temperature)
+            if p is None:
+                unusable += 1
+                p = 0.5
+            for i in seg:
+                totals[i] += p
+    scores = [min(1.0, max(0.0, t / len(roles))) for t in totals]
+    return StepScores(
+        id=traj.id,
+        n_steps=traj.n_steps,
+        step_scores=scores,
+        nfe=session.calls,
+        tokens=session.tokens_in + session.tokens_out,
+        seconds=time.perf_counter() - start,
+        details={"segment_size": len(segs[0]) if segs else 0, "roles": [r for r in roles if r], "unusable": unusable,
+                 "truncated": session.truncated, **session.accounting()},
+    )
+
+
+@register_scorer("llm_naive")
+def llm_naive(max_calls: int = 40) -> Scorer:
+    """One call per step (segments when ``n_steps > max_calls``)."""
+
+    async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
+        return await score_trajectory(traj, ctx, "llm_naive", [None], max_calls)
+
+    return per_trajectory(one)
+
+
+@register_scorer("llm_roles")
+def llm_roles(k: int = 3, max_calls: int = 40) -> Scorer:
+    """``k`` ECHO roles (sampled with the seed) each scoring every step/segment; averaged."""
+
+    async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
+        return await score_trajectory(traj, ctx, "llm_roles", list(sample_panel(k, ctx.seed)), max_calls)
+
+    return per_trajectory(one)
