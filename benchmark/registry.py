@@ -1,0 +1,52 @@
+"""Benchmark names to adapter classes, and construction with checked options.
+
+>>> list_benchmarks()
+['arith', 'gsm8k', 'humaneval', 'mbpp']
+>>> get_benchmark("arith").load_tasks(1)[0].task_id
+'arith_0_0000'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmark.arith import ArithBenchmark
+from benchmark.base import Benchmark
+from benchmark.gsm8k import GSM8KBenchmark
+from benchmark.humaneval import HumanEvalBenchmark
+from benchmark.mbpp import MBPPBenchmark
+from mas.errors import UserError
+
+BENCHMARKS: dict[str, type[Benchmark]] = {
+    "arith": ArithBenchmark,
+    "gsm8k": GSM8KBenchmark,
+    "humaneval": HumanEvalBenchmark,
+    "mbpp": MBPPBenchmark,
+}
+
+# Adapters that do not declare ``option_names`` themselves.
+_DECLARED_OPTIONS: dict[str, tuple[str, ...]] = {"arith": ("count",)}
+
+
+def list_benchmarks() -> list[str]:
+    """Known benchmark names, sorted."""
+    return sorted(BENCHMARKS)
+
+
+def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark:
+    """The adapter for ``name`` built with ``options`` (from ``[benchmarks.<name>]`` in the config).
+
+    Raises ``UserError`` for an unknown name (listing the known ones) or an
+    unknown option (listing the accepted ones).
+    """
+    cls = BENCHMARKS.get(name)
+    if cls is None:
+        raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())}")
+    options = dict(options or {})
+    allowed = getattr(cls, "option_names", None) or _DECLARED_OPTIONS.get(name)
+    if allowed is not None:
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise UserError(f"benchmarks.{name}: unknown option(s) {', '.join(unknown)}; "
+                            f"accepted: {', '.join(allowed) or '(none)'}")
+    return cls(**options)
