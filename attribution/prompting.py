@@ -34,6 +34,8 @@ CHARS_PER_TOKEN = 4
 REPLY_RESERVE_TOKENS = 512
 """Tokens kept free for the model's answer (also sent as ``max_tokens``)."""
 SAFETY_MARGIN_TOKENS = 96
+MAX_REFITS = 5
+"""Rebuilds of a prompt the server refused as too long, each with half the budget."""
 MIN_STEP_CHARS = 48
 """Below this per-step cap a step says nothing; windowing takes over instead."""
 QUERY_CHARS = 1200
@@ -338,21 +340,21 @@ class LLMSession:
 
         ``build`` receives the token budget left for the variable part (steps)
         and returns the messages and its fit report. On a length refusal the
-        prompt is rebuilt with 60 % of the budget (up to 3 times).
+        prompt is rebuilt with half the budget (up to MAX_REFITS times).
         """
         limit = self.prompt_budget
-        for attempt in range(4):
+        for attempt in range(MAX_REFITS + 1):
             messages, report, prompt_tokens = _fit(build, limit)
             try:
                 reply = await self._invoke(stage, messages, temperature, meta)
             except ModelCallError as err:
-                if attempt < 3 and _OVERFLOW_RE.search(str(err)):
-                    limit = int(limit * 0.6)
+                if attempt < MAX_REFITS and _OVERFLOW_RE.search(str(err)):
+                    limit = max(64, limit // 2)
                     continue
                 raise
             self._record_fit(stage, report, prompt_tokens, attempt)
             return reply
-        raise ModelCallError(f"{self.method}.{stage}: prompt still too long after 3 refits")  # pragma: no cover
+        raise ModelCallError(f"{self.method}.{stage}: prompt still too long after {MAX_REFITS} refits")  # pragma: no cover
 
     def _record_fit(self, stage: str, report: FitReport | None, prompt_tokens: int, refits: int) -> None:
         if report is None:

@@ -291,3 +291,62 @@ async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
     top = max(res.step_scores)
     assert [i for i, s in enumerate(res.step_scores) if s == top] == [6, 7, 8]  # the segment holding step 7
     assert all(0.0 <= s <= 1.0 for s in res.step_scores)
+
+
+# ------------------------------------------------------------------ fitting long logs
+
+from attribution.prompting import render_steps, step_views  # noqa: E402
+
+
+def long_traj(n: int = 130, error_at: int = 61) -> Trajectory:
+    """A hand-crafted-sized log: 130 steps, every tenth step 20k characters."""
+    agents = ["human"] + [("Orchestrator (thought)", "Orchestrator (-> WebSurfer)", "WebSurfer")[i % 3] for i in range(n - 1)]
+    traj = make_traj(agents, error_at, tid="long", filler="lorem ipsum dolor " * 40)
+    steps = [s if s.index % 10 else s.model_copy(update={"content": s.content + " page text" * 2000}) for s in traj.steps]
+    return traj.model_copy(update={"steps": steps})
+
+
+class ShortWindowModel(ScriptedChatModel):
+    """Refuses prompts over ``max_chars`` the way an OpenAI-compatible server does."""
+
+    max_chars: int = 10**9
+
+    def _respond(self, messages, meta, kwargs):
+        size = sum(len(str(m.content)) for m in messages)
+        if size > self.max_chars:
+            raise ValueError(f"This model's maximum context length is exceeded ({size} chars)")
+        return super()._respond(messages, meta, kwargs)
+
+
+@pytest.mark.parametrize("method", LLM_METHODS)
+async def test_long_trajectory_is_fitted_to_the_window(method: str) -> None:
+    traj = long_traj()
+    window = 2048
+    pred = await METHODS[method]()(traj, ctx(context_window=window, max_output_tokens=256))
+    assert pred.truncated in ("compressed", "windowed")
+    fit = pred.details["fit"]
+    assert fit["fitted"] and fit["max_prompt_tokens"] <= window - 256
+    # The scripted model counts input tokens itself (chars / 4): no call overran the window.
+    assert pred.details["tokens_in"] <= pred.nfe * (window - 256)
+    assert pred.step is not None and 0 <= pred.step < traj.n_steps
+
+
+async def test_length_refusal_triggers_a_smaller_refit() -> None:
+    traj = long_traj(40, 20)
+    model = ShortWindowModel(seed=0, max_chars=5000)  # far below what the window admits
+    pred = await METHODS["all_at_once"]()(traj, MethodContext(model=model, context_window=8192))
+    assert pred.nfe > 1 and pred.details["fit"]["fitted"][0]["refits"] >= 1
+    assert pred.step == 20
+
+
+def test_render_steps_modes_and_budget() -> None:
+    traj = long_traj()
+    views = step_views(traj, focus={61})
+    for budget in (100000, 3000, 800, 50):
+        text, rep = render_steps(views, budget, focus={61})
+        assert len(text) <= budget * 4 or rep.mode == "windowed"
+        assert rep.n_steps == traj.n_steps
+    assert render_steps(views, 10**6)[1].mode == "full"
+    assert render_steps(views, 3000)[1].mode == "compressed"
+    text, rep = render_steps(views, 800, focus={61})
+    assert rep.mode == "windowed" and "[61]" in text and "omitted" in text and len(text) <= 800 * 4
