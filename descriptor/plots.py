@@ -17,11 +17,11 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (backend first)
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from descriptor._io import write_bytes_atomic  # noqa: E402
-from descriptor.economics import EconomicsSettings  # noqa: E402
+from descriptor._io import write_bytes_atomic
+from descriptor.economics import EconomicsSettings
 
 PLOT_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,7 @@ def _edges(events: Sequence[TraceEvent]) -> list[tuple[str, str]]:
 def handoff_count(events: Sequence[TraceEvent]) -> int:
     """Actor switches across consecutive non-system events (tools count as actors)."""
     actors = [ev.actor for ev in events if not is_system_actor(ev.actor)]
-    return sum(1 for a, b in zip(actors, actors[1:]) if a != b)
+    return sum(1 for a, b in pairwise(actors) if a != b)
 
 
 def compute_run_metrics(events: Sequence[TraceEvent]) -> RunMetrics:

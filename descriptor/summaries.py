@@ -18,9 +18,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.economics import EconomicsSettings, compute_economics, write_economics
 from descriptor.run_files import RunIssue, load_task_runs, run_indices
-from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PASS_AT_K, check_consistency, compute_task_descriptor, mean
+from descriptor.task_descriptor import (
+    DESCRIPTOR_FIELDS,
+    PASS_AT_K,
+    check_consistency,
+    compute_task_descriptor,
+    mean,
+)
 from descriptor.task_files import write_task_files
+from descriptor.topology_analysis import analyse_topology
 from mas.errors import UserError
 
 ROLLUP_FIELDS: tuple[str, ...] = (
@@ -126,7 +134,7 @@ def _benchmark_blocks(rollups: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for b in blocks.values():
         rows = list(b["systems"].values())
         b["n_systems"] = len(rows)
-        b["best_system_by_success"] = sorted(rows, key=lambda r: (-r["success_rate"], r["system"]))[0]["system"]
+        b["best_system_by_success"] = min(rows, key=lambda r: (-r["success_rate"], r["system"]))["system"]
     return blocks
 
 
@@ -147,9 +155,6 @@ def summarize_experiment(
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
     files disagree.
     """
-    from descriptor.economics import EconomicsSettings, compute_economics, write_economics
-    from descriptor.topology_analysis import analyse_topology
-
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
@@ -170,7 +175,7 @@ def summarize_experiment(
         "issues": [i.model_dump() for i in issues],
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
-    if plots:
+    if plots:  # matplotlib is imported only when plotting
         from descriptor.plots import write_plots
 
         write_plots(root / "plots", descriptors, rollups, topology, settings)

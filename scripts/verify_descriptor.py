@@ -178,7 +178,7 @@ def load_task(task_dir, identity):
         trace = task_dir / f"run_{r}.trace.jsonl"
         if not trace.exists():
             continue
-        events, status = read_events(trace)
+        events, _status = read_events(trace)
         if events is None:
             continue
         comp = ev.get("completion", res["completion"])
@@ -238,7 +238,7 @@ class Report:
             if want is None:
                 self.blanks += 1
             if want is not got and not (want is None and got is None):
-                show = lambda v: "blank" if v is None else repr(v)  # noqa: E731
+                show = lambda v: "blank" if v is None else repr(v)
                 self.errors.append(f"{where}: {key}: expected {show(want)}, got {show(got)}")
             return
         if isinstance(want, str):

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 from descriptor.economics import EconomicsSettings, compute_economics
-from descriptor.topology_analysis import analyse_topology, mahalanobis_matrix, pareto_frontier, zscore
-from descriptor.topology_analysis import TOPOLOGY_FEATURES
+from descriptor.topology_analysis import (
+    TOPOLOGY_FEATURES,
+    analyse_topology,
+    mahalanobis_matrix,
+    pareto_frontier,
+    zscore,
+)
 from mas.errors import UserError
 
 

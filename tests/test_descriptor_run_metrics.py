@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from descriptor.run_metrics import compute_run_metrics, loop_score, loop_signature, run_metrics_from_file
+from descriptor.run_metrics import (
+    compute_run_metrics,
+    loop_score,
+    loop_signature,
+    run_metrics_from_file,
+)
 from descriptor.schema import TraceEvent, TraceReadError
 from tests.descriptor_fixtures import ev, write_trace
 
