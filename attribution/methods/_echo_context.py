@@ -59,6 +59,7 @@ def context_type(text: str, changed_speaker: bool) -> str:
     return "general"
 
 
+SHORT_TYPE = {"error_propagation": "error", "handoff": "handoff", "decision_quality": "decision", "general": "general"}
 _TYPE_RE = {"error_propagation": ERROR_CUE_RE, "handoff": HANDOFF_RE, "decision_quality": DECISION_RE}
 
 
@@ -118,13 +119,13 @@ def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
         level = level_of(s.index, focus)
         text = s.content or ""
         if level == 2:
-            text = f"(key, {ctype}) " + key_decisions(text, ctype)
+            text = f"(key {SHORT_TYPE[ctype]}) " + key_decisions(text, ctype)
         elif level == 3:
             text = "(summary) " + summary(text)
         elif level == 4:
             if ctype == "general" and s.index not in (0, last):
                 continue
-            text = f"(milestone, {ctype}) " + clip(" ".join(text.split()), LEVEL_LIMITS[4])
+            text = f"(milestone {SHORT_TYPE[ctype]}) " + clip(" ".join(text.split()), LEVEL_LIMITS[4])
         views.append(StepView(index=s.index, agent=display_agent(s.agent), text=text, weight=LEVEL_WEIGHTS[level]))
     return views
 

@@ -56,7 +56,7 @@ ALT_WEIGHT = 0.5
 """Alternative hypotheses vote with this fraction of their confidence."""
 REVIEW_SPREAD = 0.5
 MAX_STEP_FOCUS = 8
-"""Steps of the elected agent given full context in the step pass (earliest first)."""
+"""Steps of the elected agent given full context in the step pass (proposed ones, then earliest)."""
 
 ROLES: dict[str, tuple[float, str]] = {
     "conservative": (0.3, "You blame an agent only on clear evidence and give low confidence when unsure."),
@@ -254,7 +254,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
     session = new_session(ctx, "echo")
     roles = sample_panel(k, ctx.seed)
     header = case_header(traj, ctx.with_ground_truth)
-    note = "Lines marked (key)/(summary)/(milestone) are shortened; missing step numbers were left out."
+    note = "Lines marked (key ...)/(summary)/(milestone ...) are shortened; missing step numbers were left out."
 
     hot = hotspots(traj)
 
@@ -274,7 +274,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         session.note_fallback("agent_panel", "heuristic")
 
     own = [s.index for s in traj.steps if display_agent(s.agent) == agent or resolve_agent(traj, s.agent) == agent]
-    focus = set(own[:MAX_STEP_FOCUS]) or hot
+    focus = step_focus(first, agent, own) or hot
 
     def step_prompt(role: str, budget: int):
         text, report = _views(traj, focus, budget - 250)
@@ -299,6 +299,17 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         "summaries": [a.summary for a in first],
     }
     return finish(session, agent, step, confidence, details)
+
+
+def step_focus(analyses: Sequence[Analysis], agent: str, own: list[int]) -> set[int]:
+    """Steps given full context in the step pass: the agent's steps the analysts proposed, then its earliest."""
+    proposed = [
+        c.step
+        for a in analyses
+        for c in ([a.conclusion] if a.conclusion else []) + a.alternatives
+        if c.step is not None and c.step in own
+    ]
+    return set(list(dict.fromkeys(proposed + own))[:MAX_STEP_FOCUS])
 
 
 def _by_likelihood(analyses: Sequence[Analysis]) -> str | None:
