@@ -8,6 +8,7 @@ step has a checkpoint to resume from; multi-agent stages run whole turns.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +113,9 @@ async def agent_step(
     res = await call_llm(bound, messages, contract="agent.turn", actor=agent.name, step=tracer.next_step,
                          tools=TOOLS if use_tools else None, json_schema=None if use_tools else ANSWER_SCHEMA,
                          metadata={"mas_role": agent.role})
-    common = {"role": agent.role, "content": res.text[:CONTENT_LIMIT], **(payload or {})}
+    # A native tool call has no text; its rendering is what the step said.
+    content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
+    common = {"role": agent.role, "content": content[:CONTENT_LIMIT], **(payload or {})}
     if agent.persona:
         common["persona"] = agent.persona
     if res.tool_calls:

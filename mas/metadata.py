@@ -59,7 +59,7 @@ def run_metadata(cfg: ExperimentConfig, spec: RunSpec, *, models: ModelSet, stat
         "seed": spec.seed,
         "status": status,
         "started_at": utc_now_iso(),
-        "task": {"question": spec.task.question, "reference": spec.task.reference},
+        "task": {"question": spec.task.question, "reference": spec.task.reference, "metadata": spec.task.metadata},
         "thread_id": spec.run_id,
         "checkpoint_db": spec.path(".checkpoints.sqlite").name,
         "config": cfg.redacted(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -29,6 +29,8 @@ class SASState(TypedDict, total=False):
     answer: dict[str, Any] | None
     notes: Annotated[list[str], operator.add]
     """Notes added on rollback (shown to the agent as extra context)."""
+    notes_seen: int
+    """How many ``notes`` the agent has been shown."""
 
 
 def build_sas(rt: RunContext):
@@ -39,15 +41,17 @@ def build_sas(rt: RunContext):
 
     async def agent(state: SASState, config: RunnableConfig) -> dict[str, Any]:
         history = list(state.get("messages") or [])
-        new: list[AnyMessage] = []
+        notes = state.get("notes") or []
+        unseen = notes[state.get("notes_seen", 0):]
         if not history:
-            extra = "\n".join(state.get("notes") or [])
-            new = opening_messages(rt, SOLVER, extra)
-            history = list(new)
+            new: list[AnyMessage] = opening_messages(rt, SOLVER, "\n".join(unseen))
+        else:
+            new = [HumanMessage(n) for n in unseen]
+        history += new
         allow = state.get("tool_iterations", 0) < rt.cfg.mas.max_tool_iterations
         out = await agent_step(rt, SOLVER, history, answer_event="finalize", allow_tools=allow,
                                state_id=state_id_of(config))
-        update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1}
+        update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1, "notes_seen": len(notes)}
         if out.answer is not None:
             update["answer"] = out.answer.to_dict()
             update["pending_tools"] = []

