@@ -79,6 +79,8 @@ def make_chat_model(
 
         handle = ensure_server(cfg.embedded)
         base_url, model_name, api_key = handle.base_url, handle.model, "sk-local-no-key"
+        # One request can use at most one slot's share of the server's context.
+        route = route.model_copy(update={"context_window": min(route.context_window, handle.ctx_per_slot)})
         # llama-server reads max_tokens; ChatOpenAI sends max_completion_tokens.
         extra_body["max_tokens"] = route.max_tokens
         extra_body["cache_prompt"] = True
