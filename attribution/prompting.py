@@ -369,6 +369,10 @@ class LLMSession:
         kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
         if temperature is not None:
             kwargs["temperature"] = temperature
+        extra = getattr(self.model, "extra_body", None)
+        if isinstance(extra, dict) and "max_tokens" in extra:
+            # llama-server reads max_tokens from the body the route set; override it per call too.
+            kwargs["extra_body"] = {**extra, "max_tokens": self.reply_tokens}
         runnable = self.model.bind(**kwargs) if hasattr(self.model, "bind") else self.model
         config = {"metadata": {"contract": f"attribution.{self.method}.{stage}", **(meta or {})}}
         self.calls += 1

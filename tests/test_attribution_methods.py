@@ -350,3 +350,45 @@ def test_render_steps_modes_and_budget() -> None:
     assert render_steps(views, 3000)[1].mode == "compressed"
     text, rep = render_steps(views, 800, focus={61})
     assert rep.mode == "windowed" and "[61]" in text and "omitted" in text and len(text) <= 800 * 4
+
+
+# ------------------------------------------------------------------ unusable replies, ground truth
+
+from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+
+from attribution.prompting import case_header, parse_loose  # noqa: E402
+
+
+class BabblingModel(ScriptedChatModel):
+    """Answers every prompt with prose and no JSON, like a confused small model; reports no usage."""
+
+    def _respond(self, messages, meta, kwargs):
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Let me think about the agents carefully"))])
+
+
+@pytest.mark.parametrize("method", LLM_METHODS)
+async def test_unusable_replies_fall_back_and_are_recorded(method: str) -> None:
+    traj = TRAJS[1]
+    pred = await METHODS[method]()(traj, MethodContext(model=BabblingModel(seed=0)))
+    assert pred.agent is not None and pred.step is not None and 0 <= pred.step < traj.n_steps
+    assert pred.details["fallbacks"], "a fallback must be recorded"
+    assert pred.tokens > 0  # estimated when the model reports no usage
+
+
+async def test_llm_naive_counts_unusable_replies() -> None:
+    (res,) = await llm_naive()([TRAJS[0]], ScorerContext(model=BabblingModel(seed=0)))
+    assert res.details["unusable"] == TRAJS[0].n_steps and set(res.step_scores) == {0.5}
+
+
+def test_ground_truth_only_shown_when_allowed() -> None:
+    assert "Correct answer: 42" in case_header(TRAJS[0], True)
+    assert "42" not in case_header(TRAJS[0], False)
+    assert "Correct answer" not in case_header(TRAJS[2], True)  # no ground truth known
+
+
+def test_parse_loose_scrapes_key_values() -> None:
+    assert parse_loose('agent: "Coder", step: 3, confidence: 0.8') == {"agent": "Coder", "step": "3", "confidence": "0.8"}
+    assert parse_loose('```json\n{"step": 2,}\n```') == {"step": 2}
+    assert parse_loose("nothing here") is None
