@@ -26,7 +26,7 @@ def _spend(events: Sequence[TraceEvent], key: str) -> dict[str, dict[str, float]
     out: dict[str, dict[str, float]] = {}
     for ev in events:
         name = getattr(ev, key)
-        row = out.setdefault(name, {"tokens": 0.0, "latency_ms": 0.0, "cost_usd": 0.0, "events": 0.0})
+        row = out.setdefault(name, {"tokens": 0, "latency_ms": 0.0, "cost_usd": 0.0, "events": 0})
         row["tokens"] += ev.token_in + ev.token_out
         row["latency_ms"] += ev.latency_ms
         row["cost_usd"] += ev.cost_usd
