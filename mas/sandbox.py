@@ -18,9 +18,9 @@ blocked imports, inside the child):
 - signals to other processes: ``os.kill``, ``os.killpg``, ``signal.pthread_kill``;
 - writes outside the working directory: ``open``/``os.open`` with any write
   flag, remove/rename/mkdir/rmdir/chmod/chown/truncate/utime/xattr and
-  ``shutil.rmtree`` on paths outside it; ``os.symlink``/``os.link`` and
-  ``os.open`` of directories (so ``dir_fd`` tricks are out); ``chdir``
-  outside the working directory;
+  ``shutil.rmtree`` on paths outside it; ``os.symlink``/``os.link``;
+  ``os.open`` of directories outside it and relative write paths containing
+  ``..`` (the audit events do not carry ``dir_fd``); ``chdir`` outside it;
 - using ``ctypes``: it is imported before the hook (pandas and sympy import it)
   and every later ``ctypes.*`` audit event (dlopen, dlsym, foreign calls,
   ``from_address``, ...) is refused; re-importing ``_ctypes`` or
@@ -120,11 +120,12 @@ def _install(work):
     NOIMPORT = frozenset(("_ctypes", "_posixsubprocess"))
     ROOT, ALLOW = work, ("/dev/null",)
 
+    def text(p):
+        p = fspath(p)
+        return p.decode("utf-8", "surrogateescape") if isinstance(p, Bytes) else p
+
     def resolve(p):
         # Lexical resolution with captured C functions: no monkeypatchable os.path code.
-        p = fspath(p)
-        if isinstance(p, Bytes):
-            p = p.decode("utf-8", "surrogateescape")
         if not p.startswith("/"):
             p = getcwd() + "/" + p
         parts = []
@@ -138,6 +139,10 @@ def _install(work):
 
     def inside(p):
         if isinstance(p, Int):
+            return False
+        p = text(p)
+        if not p.startswith("/") and ".." in p.split("/"):
+            # The audit event does not carry dir_fd, so a relative ".." cannot be resolved safely.
             return False
         r = resolve(p)
         return r == ROOT or r.startswith(ROOT + "/") or r in ALLOW
@@ -155,7 +160,7 @@ def _install(work):
                     isdir = S_ISDIR(stat_(path).st_mode)
                 except OSError:
                     isdir = False
-                if isdir:
+                if isdir and not inside(path):
                     raise PermErr(f"sandbox: os.open of directory {path!r} is blocked")
         elif event == "import":
             if args[0] in NOIMPORT:

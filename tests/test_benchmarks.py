@@ -227,3 +227,19 @@ def test_mbpp_setup_code_runs_after_the_answer() -> None:
     task = next(t for t in bench.load_tasks() if t.task_id == "mbpp_0367")
     assert "root = Node(1)" in task.question
     assert bench.evaluate(task, task.reference["code"]).success
+
+
+# ---------------------------------------------------------------- whole sets (slow)
+
+@pytest.mark.slow
+def test_every_humaneval_canonical_solution_passes() -> None:
+    bench = get_benchmark("humaneval")
+    failed = [t.task_id for t in bench.load_tasks() if not bench.evaluate(t, t.reference["canonical_solution"]).success]
+    assert failed == []
+
+
+@pytest.mark.slow
+def test_every_mbpp_reference_solution_passes() -> None:
+    bench = get_benchmark("mbpp")
+    failed = [t.task_id for t in bench.load_tasks() if not bench.evaluate(t, t.reference["code"]).success]
+    assert failed == []

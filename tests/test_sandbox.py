@@ -144,6 +144,16 @@ def test_relative_escape_and_destructive_ops_are_blocked(tmp_path: Path) -> None
     assert victim.read_text() == "keep"
 
 
+def test_dir_fd_escape_is_blocked_and_rmtree_inside_works() -> None:
+    escape = ("import os\nos.makedirs('a/b/c')\nfd = os.open('.', os.O_RDONLY)\nos.chdir('a/b/c')\n"
+              "os.open('../../../../escape.txt', os.O_CREAT | os.O_WRONLY, dir_fd=fd)")
+    r = run_python(escape)
+    assert not r.ok and "sandbox:" in r.stderr
+    r = run_python("import os, shutil\nos.makedirs('a/b')\nopen('a/b/f', 'w').close()\n"
+                   "shutil.rmtree('a')\nprint(os.listdir('.'))")
+    assert r.ok and r.stdout == "[]\n", r.stderr
+
+
 def test_writes_inside_workdir_work_and_dir_is_removed() -> None:
     code = (
         "import os, tempfile, json\n"
