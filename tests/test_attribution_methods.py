@@ -6,10 +6,29 @@ the scripted responders (``attribution/methods/_scripted.py``) look for.
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from attribution.methods import METHODS, MethodContext, Prediction
+from attribution.methods._chief_graph import build_graph, fallback_subtasks, loop_start, repair_subtasks, self_corrected
 from attribution.methods.baselines import split_range
+from attribution.methods.chief import screen_candidates
+from attribution.methods.echo import (
+    Analysis,
+    Conclusion,
+    agent_votes,
+    disagreement,
+    parse_analysis,
+    sample_panel,
+    step_votes,
+    vote,
+)
+from attribution.prompting import case_header, parse_loose, render_steps, step_views
+from attribution.scorers.base import ScorerContext
+from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
 from attribution.trajectory import Step, Trajectory
 from mas.scripted import ScriptedChatModel
 
@@ -79,16 +98,6 @@ async def test_binary_search_reaches_marked_step_on_odd_and_even_lengths(n: int,
 
 # ------------------------------------------------------------------ ECHO voting
 
-from attribution.methods.echo import (  # noqa: E402
-    Analysis,
-    Conclusion,
-    agent_votes,
-    disagreement,
-    parse_analysis,
-    sample_panel,
-    step_votes,
-    vote,
-)
 
 
 def analysis(agent: str | None, step: int | None, conf: float, alts: list[tuple[str, int, float]] = ()) -> Analysis:
@@ -157,16 +166,7 @@ def test_sample_panel_is_seeded_and_distinct() -> None:
 
 # ------------------------------------------------------------------ CHIEF
 
-import random  # noqa: E402
 
-from attribution.methods._chief_graph import (  # noqa: E402
-    build_graph,
-    fallback_subtasks,
-    loop_start,
-    repair_subtasks,
-    self_corrected,
-)
-from attribution.methods.chief import screen_candidates  # noqa: E402
 
 
 def covered(subs, n: int) -> list[int]:
@@ -259,8 +259,6 @@ async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
 
 # ------------------------------------------------------------------ LLM step scorers
 
-from attribution.scorers.base import ScorerContext  # noqa: E402
-from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments  # noqa: E402
 
 
 def test_parse_probability_and_segments() -> None:
@@ -294,8 +292,6 @@ async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
 
 
 # ------------------------------------------------------------------ fitting long logs
-
-from attribution.prompting import render_steps, step_views  # noqa: E402
 
 
 def long_traj(n: int = 130, error_at: int = 61) -> Trajectory:
@@ -354,10 +350,6 @@ def test_render_steps_modes_and_budget() -> None:
 
 # ------------------------------------------------------------------ unusable replies, ground truth
 
-from langchain_core.messages import AIMessage  # noqa: E402
-from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
-
-from attribution.prompting import case_header, parse_loose  # noqa: E402
 
 
 class BabblingModel(ScriptedChatModel):
