@@ -1,13 +1,14 @@
-"""An experiment: benchmarks × systems × tasks × repeated runs, run concurrently.
+"""An experiment: benchmarks × systems × tasks × repeated runs, run as a resumable sweep.
 
 Everything is validated before the first run starts (benchmarks, systems,
-counts, API keys, the embedded server), so bad input never leaves a
-half-made experiment behind.
+counts, executor, API keys, the embedded server), so bad input never leaves
+a half-made experiment behind. The sweep itself (resume, manifest, clean
+stop on signals, progress) is :func:`mas.sweep.run_sweep`; where runs
+execute is :mod:`mas.executors`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,8 +18,14 @@ from benchmark.registry import get_benchmark
 from descriptor.schema import RunResult
 from mas.config import ExperimentConfig, require_api_key
 from mas.errors import UserError
-from mas.runner import RunSpec, execute_run, run_seed
+from mas.executors import EXECUTORS, SweepJob
+from mas.progress import ProgressMode
+from mas.runner import RunSpec, run_seed
+from mas.sweep import SweepInterrupted, run_sweep
 from mas.systems import SYSTEMS
+
+__all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
+           "validate_request"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -32,6 +39,12 @@ class ExperimentRequest:
     runs_per_task: int
     experiment_id: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     tracing: bool = True
+    executor: str = "local"
+    """``local`` (asyncio in this process) or ``dask``; see :mod:`mas.executors`."""
+    scheduler_address: str | None = None
+    """``dask`` only: scheduler to connect to; None starts an in-process LocalCluster."""
+    progress: ProgressMode = "auto"
+    """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
 
     @property
     def output_root(self) -> Path:
@@ -53,8 +66,12 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
-    if "/" in req.experiment_id or not req.experiment_id.strip():
+    if "/" in req.experiment_id or not req.experiment_id.strip() or req.experiment_id in (".", ".."):
         raise UserError(f"--experiment-id must be a plain name (got {req.experiment_id!r})")
+    if req.executor not in EXECUTORS:
+        raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
+    if req.scheduler_address and req.executor != "dask":
+        raise UserError("--scheduler-address is only used with --executor dask")
     benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
     for name, route in req.cfg.used_routes().items():
         require_api_key(route, name)
@@ -67,7 +84,7 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
     for bname, bench in benches.items():
         for task in bench.load_tasks(req.task_limit, seed=req.cfg.seed):
             for r in range(req.runs_per_task):
-                for system in req.systems:
+                for system in dict.fromkeys(req.systems):
                     specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
                                          benchmark=bname, system=system, task=task, run_index=r,
                                          seed=run_seed(req.cfg.seed, r)))
@@ -83,17 +100,27 @@ def prepare_models(cfg: ExperimentConfig) -> None:
 
 
 async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
-    """Run (or resume) the whole experiment with at most ``cfg.concurrency`` runs at once."""
+    """Run (or resume) the whole experiment with at most ``cfg.concurrency`` runs at once.
+
+    Returns every run's result in plan order. Raises :class:`SweepInterrupted`
+    when stopped by SIGINT/SIGTERM and :class:`UserError` when a run crashed
+    outside its graph (it is redone on the next invocation).
+    """
     benches = validate_request(req)
     specs = plan_runs(req, benches)
     prepare_models(req.cfg)
-    sem = asyncio.Semaphore(req.cfg.concurrency)
-
-    async def one(spec: RunSpec) -> RunResult:
-        async with sem:
-            return await execute_run(spec, req.cfg, benches[spec.benchmark], tracing=req.tracing)
-
-    return list(await asyncio.gather(*(one(s) for s in specs)))
+    job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
+                   scheduler_address=req.scheduler_address,
+                   bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
+    request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
+               "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
+    outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                              executor=req.executor, request=request, progress=req.progress)
+    if outcome.crashed:
+        shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
+        raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
+                        f"({shown}); run the same command again to redo them")
+    return outcome.results
 
 
 def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:

@@ -1,0 +1,203 @@
+"""Where the runs of a sweep execute: this process (asyncio) or a Dask cluster.
+
+Both executors take the same :class:`SweepJob` and call ``on_done`` once per
+run, in completion order, on the sweep's event loop. Cancelling the
+coroutine stops scheduling and cancels the runs in flight; their partial
+files stay behind and are cleared when the run is redone (see
+:func:`mas.runner.execute_run`).
+
+``local`` runs ``execute_run`` coroutines on the sweep's own event loop,
+at most ``concurrency`` at once. ``dask`` fans whole runs out to
+``dask.distributed`` workers (chosen over Ray: pure Python, a light
+install, an in-process ``LocalCluster`` for CI, and a plain
+``tcp://host:8786`` scheduler for a real cluster). A worker runs each run
+on one event loop per worker process, so route limits (``max_concurrent``)
+are shared by the runs of that process, and writes the run's directory
+itself: the output root must be on a filesystem every worker and the
+client see at the same path (NFS, a shared volume).
+
+Pointing it at a cluster::
+
+    dask scheduler                                   # on host A, listens on :8786
+    dask worker tcp://A:8786 --nthreads 16           # on each worker host, in the project checkout
+    python main.py run ... --executor dask --scheduler-address tcp://A:8786 --concurrency 64
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import structlog
+
+from benchmark.base import Benchmark
+from descriptor.schema import RunResult
+from mas.config import ExperimentConfig
+from mas.runner import RunSpec, execute_run
+
+log = structlog.get_logger(__name__)
+
+ExecutorName = Literal["local", "dask"]
+OnDone = Callable[[RunSpec, RunResult | None, BaseException | None], None]
+"""Called once per run with its result, or with the exception that escaped ``execute_run``."""
+
+
+@dataclass(kw_only=True, slots=True)
+class SweepJob:
+    """Everything an executor needs besides the run list."""
+
+    cfg: ExperimentConfig
+    benches: dict[str, Benchmark]
+    concurrency: int
+    """Runs in flight at once (across all workers for ``dask``)."""
+    tracing: bool = True
+    scheduler_address: str | None = None
+    """``dask`` only: ``tcp://host:8786``; None starts an in-process LocalCluster."""
+    bench_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Adapter options by benchmark name, so a remote worker can rebuild the adapter."""
+
+
+async def run_local(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None:
+    """Run ``specs`` on this event loop with ``job.concurrency`` workers pulling from one queue."""
+    pending = iter(specs)
+
+    async def worker() -> None:
+        for spec in pending:  # the iterator is shared: each worker takes the next unstarted run
+            try:
+                result = await execute_run(spec, job.cfg, job.benches[spec.benchmark], tracing=job.tracing)
+            except Exception as err:  # a broken run must not stop the sweep
+                on_done(spec, None, err)
+            else:
+                on_done(spec, result, None)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(min(job.concurrency, len(specs)))]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ---- dask ---------------------------------------------------------------------------------
+# Worker-side state: one event loop thread per worker process, and the runs in flight on it.
+_worker_loop: asyncio.AbstractEventLoop | None = None
+_worker_lock = threading.Lock()
+_inflight: dict[str, concurrent.futures.Future[RunResult]] = {}
+_bench_cache: dict[tuple[str, str], Benchmark] = {}
+
+
+def _loop_for_worker() -> asyncio.AbstractEventLoop:
+    global _worker_loop
+    with _worker_lock:
+        if _worker_loop is None or _worker_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="mas-run-loop", daemon=True).start()
+            _worker_loop = loop
+        return _worker_loop
+
+
+def _bench_on_worker(name: str, options: dict[str, Any] | None) -> Benchmark:
+    from benchmark.registry import get_benchmark
+
+    key = (name, repr(sorted((options or {}).items())))
+    with _worker_lock:
+        if key not in _bench_cache:
+            _bench_cache[key] = get_benchmark(name, options)
+        return _bench_cache[key]
+
+
+def execute_on_worker(spec: RunSpec, cfg: ExperimentConfig, bench_options: dict[str, Any] | None,
+                      tracing: bool) -> dict[str, Any]:
+    """A Dask task: run one whole run on the worker's event loop; returns the RunResult as JSON data."""
+    bench = _bench_on_worker(spec.benchmark, bench_options)
+    fut = asyncio.run_coroutine_threadsafe(execute_run(spec, cfg, bench, tracing=tracing), _loop_for_worker())
+    _inflight[spec.run_id] = fut
+    try:
+        return fut.result().model_dump(mode="json")
+    finally:
+        _inflight.pop(spec.run_id, None)
+
+
+def cancel_on_worker() -> int:
+    """Cancel every run in flight on this worker process (called through ``Client.run``)."""
+    futs = list(_inflight.values())
+    for fut in futs:
+        fut.cancel()  # cancels the asyncio task on the worker loop, like the local executor does
+    return len(futs)
+
+
+async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
+    from distributed import Client, LocalCluster
+
+    if job.scheduler_address:
+        client = await Client(job.scheduler_address, asynchronous=True)
+        return client, None
+    # In-process workers (threads): starts in about a second, no pickling across processes; for CI
+    # and single machines. Each run still executes as a Dask task on a worker thread.
+    cluster = await LocalCluster(n_workers=1, threads_per_worker=job.concurrency, processes=False,
+                                 asynchronous=True, dashboard_address=None)
+    client = await Client(cluster, asynchronous=True)
+    return client, cluster
+
+
+async def run_dask(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None:
+    """Submit ``specs`` to Dask, at most ``job.concurrency`` in flight, and collect results as they finish."""
+    from distributed import as_completed
+
+    client, cluster = await _dask_client(job)
+    futures: dict[Any, RunSpec] = {}
+    queue = iter(specs)
+
+    def submit_next() -> Any | None:
+        spec = next(queue, None)
+        if spec is None:
+            return None
+        fut = client.submit(execute_on_worker, spec, job.cfg, job.bench_options.get(spec.benchmark), job.tracing,
+                            key=f"run-{spec.run_id}", pure=False)
+        futures[fut] = spec
+        return fut
+
+    try:
+        first = [f for f in (submit_next() for _ in range(job.concurrency)) if f is not None]
+        done_iter = as_completed(first, with_results=False)
+        async for fut in done_iter:
+            spec = futures.pop(fut)
+            try:
+                data = await fut
+            except Exception as err:
+                on_done(spec, None, err)
+            else:
+                on_done(spec, RunResult.model_validate(data), None)
+            nxt = submit_next()
+            if nxt is not None:
+                done_iter.add(nxt)
+    except asyncio.CancelledError:
+        await _cancel_dask(client, list(futures))
+        raise
+    finally:
+        await client.close()
+        if cluster is not None:
+            await cluster.close()
+
+
+async def _cancel_dask(client: Any, futures: list[Any]) -> None:
+    """Drop queued runs and cancel the ones running on workers (best effort, bounded in time)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(_cancel_dask_now(client, futures)), timeout=30)
+    except (TimeoutError, OSError) as err:
+        log.warning("could not cancel every dask run; unfinished runs are redone on the next invocation",
+                    error=str(err))
+
+
+async def _cancel_dask_now(client: Any, futures: list[Any]) -> None:
+    await client.cancel(futures, force=True)
+    cancelled = await client.run(cancel_on_worker)
+    log.info("cancelled dask runs in flight", per_worker=cancelled)
+
+
+EXECUTORS: dict[str, Callable[[list[RunSpec], SweepJob, OnDone], Any]] = {"local": run_local, "dask": run_dask}
