@@ -1,7 +1,7 @@
 """Benchmark names to adapter classes, and construction with checked options.
 
 >>> list_benchmarks()
-['arith', 'gsm8k', 'humaneval', 'mbpp']
+['arith', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym']
 >>> get_benchmark("arith").load_tasks(1)[0].task_id
 'arith_0_0000'
 """
@@ -15,6 +15,7 @@ from benchmark.base import Benchmark
 from benchmark.gsm8k import GSM8KBenchmark
 from benchmark.humaneval import HumanEvalBenchmark
 from benchmark.mbpp import MBPPBenchmark
+from benchmark.reasoning_gym import ReasoningGymBenchmark
 from mas.errors import UserError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "gsm8k": GSM8KBenchmark,
     "humaneval": HumanEvalBenchmark,
     "mbpp": MBPPBenchmark,
+    "reasoning_gym": ReasoningGymBenchmark,
 }
 
 # Adapters that do not declare ``option_names`` themselves.

@@ -34,7 +34,7 @@ def test_unknown_option_is_rejected() -> None:
         get_benchmark("gsm8k", {"colour": "red"})
 
 
-@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp"])
+@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp", "reasoning_gym"])
 def test_every_adapter_documents_success_and_licence(name: str) -> None:
     info = get_benchmark(name).info()
     assert info["license"] and info["success_definition"]
@@ -227,6 +227,47 @@ def test_mbpp_setup_code_runs_after_the_answer() -> None:
     task = next(t for t in bench.load_tasks() if t.task_id == "mbpp_0367")
     assert "root = Node(1)" in task.question
     assert bench.evaluate(task, task.reference["code"]).success
+
+
+# ---------------------------------------------------------------- reasoning_gym (optional package)
+
+def test_reasoning_gym_right_wrong_and_determinism() -> None:
+    pytest.importorskip("reasoning_gym")
+    bench = get_benchmark("reasoning_gym", {"dataset": "basic_arithmetic"})
+    tasks = bench.load_tasks(3, seed=1)
+    assert [t.task_id for t in tasks] == [f"rg_basic_arithmetic_1_{i:04d}" for i in range(3)]
+    assert [t.question for t in get_benchmark("reasoning_gym").load_tasks(5, seed=1)[:3]] == \
+        [t.question for t in tasks]
+    json.dumps([(t.reference, t.metadata) for t in tasks])  # lands in run metadata
+    task = tasks[0]
+    assert bench.evaluate(task, task.reference["answer"]).success
+    wrong = bench.evaluate(task, str(int(task.reference["answer"]) + 1))
+    assert not wrong.success and wrong.score == 0.0
+
+
+def test_reasoning_gym_bad_dataset_and_config() -> None:
+    pytest.importorskip("reasoning_gym")
+    with pytest.raises(UserError, match="unknown dataset 'nope'"):
+        get_benchmark("reasoning_gym", {"dataset": "nope"}).load_tasks(1)
+    with pytest.raises(UserError, match="benchmarks.reasoning_gym.config: rejected"):
+        get_benchmark("reasoning_gym", {"config": {"no_such_field": 1}}).load_tasks(1)
+
+
+def test_reasoning_gym_missing_package_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from benchmark import reasoning_gym as rg_mod
+    real = importlib.import_module
+
+    def fake(name: str, *args: object) -> object:
+        if name == "reasoning_gym":
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", fake)
+    rg_mod._dataset.cache_clear()
+    with pytest.raises(UserError, match=r"pip install reasoning-gym==0\.1\.25"):
+        get_benchmark("reasoning_gym").load_tasks(1, seed=123)
 
 
 # ---------------------------------------------------------------- whole sets (slow)
