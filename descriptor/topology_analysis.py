@@ -7,7 +7,7 @@
   rows, so few tasks or collinear features never crash.
 - Pareto frontier on (quality up, cost down): mean Q1_success_rate and mean
   cost (in the economics cost unit) per system.
-- PCA (scikit-learn) of the scaled task rows to 2-D; UMAP too when the
+- PCA (numpy SVD, equal to scikit-learn's full-SVD PCA) of the scaled task rows to 2-D; UMAP too when the
   ``umap`` package is importable and there are at least 5 rows.
 
 Blank ``D1_tool_error_rate`` (no tool calls) is read as 0 here only.
@@ -76,17 +76,25 @@ def pareto_frontier(points: dict[str, tuple[float, float]]) -> list[str]:
 
 
 def pca_embedding(z: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
-    """2-D PCA coordinates of the rows of ``z`` and explained variance ratios (None if degenerate)."""
+    """2-D PCA coordinates of the rows of ``z`` and explained variance ratios (None if degenerate).
+
+    Plain numpy SVD of the centred rows: the same numbers as scikit-learn's
+    ``PCA(svd_solver="full")`` (checked in the tests) without its import,
+    which costs seconds on a loaded machine. Sign convention: the largest
+    absolute loading of each component is positive.
+    """
     n = len(z)
     coords = np.zeros((n, 2))
     if n < 2 or not np.any(z.std(axis=0) > 0):
         return coords, None
-    from sklearn.decomposition import PCA
-
-    k = min(2, n, z.shape[1])
-    pca = PCA(n_components=k, svd_solver="full")
-    coords[:, :k] = pca.fit_transform(z)
-    return coords, [float(v) for v in pca.explained_variance_ratio_]
+    centred = z - z.mean(axis=0)
+    _, sv, vt = np.linalg.svd(centred, full_matrices=False)
+    k = min(2, len(sv))
+    signs = np.sign(vt[np.arange(k), np.argmax(np.abs(vt[:k]), axis=1)])
+    comps = vt[:k] * signs[:, None]
+    coords[:, :k] = centred @ comps.T
+    ratio = sv**2 / np.sum(sv**2)
+    return coords, [float(v) for v in ratio[:k]]
 
 
 def umap_embedding(z: np.ndarray, seed: int) -> list[list[float]] | None:

@@ -109,3 +109,18 @@ def test_topology_degenerate_inputs(descs):
     assert len(t["pca"]["points"]) == len(descs)
     assert t["pareto_frontier"]
     assert all(np.isfinite([p["x"] for p in t["pca"]["points"]]))
+
+
+def test_pca_matches_scikit_learn():
+    from sklearn.decomposition import PCA
+
+    from descriptor.topology_analysis import pca_embedding
+
+    z = zscore(np.random.default_rng(3).normal(size=(9, 5)))
+    coords, ratio = pca_embedding(z)
+    ref = PCA(n_components=2, svd_solver="full").fit(z)
+    assert ratio == pytest.approx(ref.explained_variance_ratio_.tolist())
+    ref_coords = ref.transform(z)
+    for j in range(2):  # components are defined up to sign
+        sign = np.sign(coords[:, j] @ ref_coords[:, j])
+        assert coords[:, j] == pytest.approx(sign * ref_coords[:, j])
