@@ -32,6 +32,8 @@ LOOP_TYPES = {"plan", "act", "tool_call", "verify", "revise", "finalize"}
 RUN_FILE = re.compile(r"^run_(\d+)\.(trace\.jsonl|result\.json|eval\.json)$")
 KS = (1, 3, 5, 8)
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
+TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json")
+ROOT_FILES = ("experiment_summary.json", "experiment_summary.csv", "economics.json", "economics.csv", "topology.json")
 
 
 def is_system(actor):
@@ -178,12 +180,13 @@ def load_task(task_dir, identity):
         trace = task_dir / f"run_{r}.trace.jsonl"
         if not trace.exists():
             continue
-        events, _status = read_events(trace)
+        events, status = read_events(trace)
         if events is None:
             continue
         comp = ev.get("completion", res["completion"])
         runs.append({"r": r, "success": res["success"], "completion": res["completion"], "eval_success": ev["success"],
-                     "eval_score": float(ev["score"]), "eval_completion": comp, "m": run_metrics(events)})
+                     "eval_score": float(ev["score"]), "eval_completion": comp, "m": run_metrics(events),
+                     "damaged": status == "prefix"})
     return runs
 
 
@@ -334,6 +337,9 @@ def verify(root, tol, lam, unit, baseline):
         d, runs = task_descriptor(runs, identity)
         descs.append(d)
         rel = task_dir.relative_to(root)
+        for name in TASK_FILES:
+            if not (task_dir / name).is_file():
+                rep.errors.append(f"{rel}/{name}: missing")
         rep.compare(f"{rel}/descriptor.json", d, load_json(task_dir / "descriptor.json"))
         rows = csv_rows(task_dir / "descriptor.csv") if (task_dir / "descriptor.csv").exists() else [None]
         rep.compare(f"{rel}/descriptor.csv", d, rows[0])
@@ -343,7 +349,8 @@ def verify(root, tol, lam, unit, baseline):
             rep.compare(f"{rel}/analysis.json run {x['r']}", x["m"], written.get(x["r"]),
                         ["tokens_total", "latency_total", "cost_total", "loop_score"])
             tm = task_dir / f"run_{x['r']}.trace_metrics.json"
-            if tm.exists():
+            # the runtime wrote trace_metrics from the whole trace; a damaged one no longer matches it
+            if tm.exists() and not x["damaged"]:
                 got = load_json(tm)
                 rep.compare(f"{rel}/{tm.name}", x["m"], got, [k for k in x["m"] if got and k in got])
     if not descs:
@@ -369,6 +376,9 @@ def verify(root, tol, lam, unit, baseline):
         rep.compare(f"experiment_summary.csv {bench}/{system}", r, exp_csv.get((bench, system)))
     if len(exp_rows) != len(groups):
         rep.errors.append(f"experiment_summary.json: {len(exp_rows)} roll-up rows, expected {len(groups)}")
+    for name in ROOT_FILES:
+        if not (root / name).is_file():
+            rep.errors.append(f"{name}: missing")
     econ = load_json(root / "economics.json") or {}
     econ_rows = {(r["benchmark"], r["system"]): r for r in econ.get("rows", [])}
     for key, want in economics(descs, lam, unit, baseline).items():
