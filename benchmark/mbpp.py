@@ -59,6 +59,8 @@ def _load_problems(data_path: str | None) -> tuple[dict, ...]:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise UserError(f"{where}: expected a string field 'text'")
         tests = _as_list(doc.get("test_list"), f"{where} field test_list")
+        if not tests:  # no tests would make every answer that runs a "pass"
+            raise UserError(f"{where} field test_list: expected at least one assert, got none")
         code = str(doc.get("code", "")).replace("\r\n", "\n")
         problems.append({
             "native_id": str(doc.get("task_id", i)),
@@ -109,7 +111,8 @@ class MBPPBenchmark(Benchmark):
                         "Return the complete function (plus any imports it needs) in a single "
                         "```python code block, without the tests.")
             native = p["native_id"]
-            task_id = f"mbpp_{int(native):04d}" if native.isdigit() else f"mbpp_{re.sub(r'[^A-Za-z0-9_-]', '_', native)}"
+            slug = f"{int(native):04d}" if native.isdigit() else re.sub(r"[^A-Za-z0-9_-]", "_", native)
+            task_id = f"mbpp_{slug}"
             tasks.append(Task(task_id=task_id, question=question, reference=dict(p),
                               metadata={"entry_point": p["entry_point"], "native_id": native}))
         return tasks

@@ -222,6 +222,19 @@ def test_mbpp_tasks_reference_passes_wrong_fails() -> None:
     assert not result.success and "AssertionError" in result.details["stderr_tail"]
 
 
+def test_mbpp_data_path_without_tests_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mbpp.jsonl"
+    path.write_text(json.dumps({"task_id": 1, "text": "Add.", "code": "", "test_list": "[]"}) + "\n")
+    with pytest.raises(UserError, match=r"mbpp.jsonl: row 1 field test_list: expected at least one assert"):
+        get_benchmark("mbpp", {"data_path": str(path)}).load_tasks()
+    path.write_text(json.dumps({"task_id": 1, "text": "Add.", "test_list": ["assert add(1, 2) == 3"]}) + "\n")
+    bench = get_benchmark("mbpp", {"data_path": str(path)})
+    task = bench.load_tasks()[0]
+    assert task.task_id == "mbpp_0001" and task.metadata["entry_point"] == "add"
+    assert bench.evaluate(task, "def add(a, b):\n    return a + b").success
+    assert not bench.evaluate(task, "def add(a, b):\n    return a - b").success
+
+
 def test_mbpp_setup_code_runs_after_the_answer() -> None:
     bench = get_benchmark("mbpp")
     task = next(t for t in bench.load_tasks() if t.task_id == "mbpp_0367")
