@@ -30,7 +30,8 @@ blocked imports, inside the child):
 
 Resource limits: ``RLIMIT_AS`` = ``memory_mb`` (allocations beyond it raise
 ``MemoryError``), ``RLIMIT_CPU`` = timeout + 1 s, ``RLIMIT_FSIZE`` = 32 MiB per
-file (stdout/stderr are files too, so a print loop is cut off), ``RLIMIT_NPROC``
+file (stdout/stderr are files too, so a runaway print loop ends in
+``OSError: File too large``), ``RLIMIT_NPROC``
 = 0 and ``RLIMIT_CORE`` = 0.  The wall-clock timeout kills the whole process
 group with SIGKILL.
 
@@ -56,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_OUTPUT_CHARS = 20_000
-"""Each of stdout/stderr is cut to this many characters (head kept, note appended)."""
+"""Each of stdout/stderr is cut to about this many characters (head and tail kept, a note between)."""
 FILE_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 """``RLIMIT_FSIZE`` in the child: the largest file (including stdout/stderr) it may write."""
 
@@ -256,16 +257,26 @@ def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None) -> 
 
 
 def _read_capped(path: Path) -> str:
+    """The file's text, or its head and tail around a note when longer than ``MAX_OUTPUT_CHARS``.
+
+    The tail is kept because that is where tracebacks and final results are.
+    """
+    half = MAX_OUTPUT_CHARS // 2
     try:
         with path.open("rb") as f:
-            data = f.read(MAX_OUTPUT_CHARS * 4 + 1)
-            rest = f.seek(0, os.SEEK_END) - f.tell() if len(data) > MAX_OUTPUT_CHARS else 0
+            size = f.seek(0, os.SEEK_END)
+            f.seek(0)
+            if size <= MAX_OUTPUT_CHARS * 4:  # a UTF-8 char is at most 4 bytes
+                head = tail = f.read().decode("utf-8", errors="replace")
+                if len(head) <= MAX_OUTPUT_CHARS:
+                    return head
+            else:
+                head = f.read(half * 4).decode("utf-8", errors="replace")
+                f.seek(size - half * 4)
+                tail = f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > MAX_OUTPUT_CHARS or rest > 0:
-        text = text[:MAX_OUTPUT_CHARS] + "\n[sandbox: output truncated]\n"
-    return text
+    return head[:half] + f"\n[sandbox: output truncated, {size:,} bytes in all]\n" + tail[-half:]
 
 
 def _finish(prep: _Prepared, exit_code: int | None, timed_out: bool, start: float,
@@ -284,6 +295,9 @@ def _finish(prep: _Prepared, exit_code: int | None, timed_out: bool, start: floa
     elif exit_code and "MemoryError" in stderr[-2000:]:
         limit = "memory"
         stderr += f"\n[sandbox: memory limit {memory_mb} MB reached]\n"
+    elif exit_code and "File too large" in stderr[-2000:]:  # CPython ignores SIGXFSZ: writes get EFBIG
+        limit = "file_size"
+        stderr += f"\n[sandbox: {_SIGNAL_NOTES[signal.SIGXFSZ]}]\n"
     return SandboxResult(ok=exit_code == 0 and not timed_out, stdout=stdout, stderr=stderr,
                          exit_code=exit_code, timed_out=timed_out, duration_ms=duration_ms, limit=limit)
 

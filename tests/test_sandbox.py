@@ -69,10 +69,16 @@ def test_memory_within_limit_is_fine() -> None:
     assert r.ok and r.stdout == f"{20 * 2**20}\n"
 
 
-def test_output_is_truncated() -> None:
-    r = run_python("print('x' * 200_000)")
+def test_output_is_truncated_keeping_head_and_tail() -> None:
+    r = run_python("print('START' + 'x' * 200_000)\nprint('END')")
     assert r.ok and len(r.stdout) < MAX_OUTPUT_CHARS + 100
     assert "output truncated" in r.stdout
+    assert r.stdout.startswith("START") and r.stdout.endswith("END\n")
+
+
+def test_runaway_output_hits_the_file_size_limit() -> None:
+    r = run_python("while True:\n    print('x' * 100_000)", timeout_s=20)
+    assert not r.ok and not r.timed_out and r.limit == "file_size"
 
 
 @pytest.mark.parametrize(
