@@ -41,12 +41,15 @@ def _top(groups: dict[str, dict[str, float]], field: str) -> str | None:
 
 
 def _stalls(run: RunRecord) -> list[dict[str, Any]]:
-    """Controller verify events with a reason, with the agent that acted just before."""
+    """Controller verify events with a reason: the agent that acted just before, and the
+    event's ``stage``/``round``/``stop`` payload keys when the system records them."""
     out = []
     last_agent: str | None = None
     for ev in run.events:
-        if ev.actor == CONTROLLER and ev.event_type == "verify" and ev.payload.get("reason"):
-            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": str(ev.payload["reason"]), "after_actor": last_agent})
+        p = ev.payload
+        if ev.actor == CONTROLLER and ev.event_type == "verify" and p.get("reason"):
+            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": str(p["reason"]), "after_actor": last_agent,
+                        "stage": p.get("stage"), "round": p.get("round"), "stop": p.get("stop")})
         elif not is_system_actor(ev.actor):
             last_agent = ev.actor
     return out
@@ -91,6 +94,7 @@ def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues
             "count": len(stalls),
             "by_reason": dict(sorted(Counter(s["reason"] for s in stalls).items())),
             "by_actor": dict(sorted(Counter(str(s["after_actor"]) for s in stalls).items())),
+            "by_stage": dict(sorted(Counter(str(s["stage"]) for s in stalls).items())),
             "events": stalls,
         },
         "issues": [i.model_dump() for i in issues],
