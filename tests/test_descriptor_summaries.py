@@ -169,3 +169,19 @@ def test_zero_step_run_and_single_task_single_system_with_plots(tmp_path):
     for name in ("quality_vs_cost.png", "success_ci.png", "pca.png"):
         assert (tmp_path / "plots" / name).stat().st_size > 0
     assert verify(tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+def test_scripted_experiment_end_to_end(tmp_path):
+    """The issue's "What must show": scripted sas (+ debate when present), 3 tasks x 4 runs, verified independently."""
+    from mas.systems import SYSTEMS
+
+    systems = ",".join(s for s in ("sas", "debate") if s in SYSTEMS)
+    code = main.main(["run", "--benchmark", "arith", "--task-limit", "3", "--runs-per-task", "4", "--systems", systems,
+                      "--model", "scripted", "--output-root", str(tmp_path), "--experiment-id", "e", "--seed", "1"])
+    assert code == 0
+    root = tmp_path / "e"
+    s = summarize_experiment(root)
+    assert s.n_runs == 12 * len(systems.split(","))
+    out = verify(root)
+    assert out.returncode == 0, out.stdout
