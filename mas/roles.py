@@ -120,11 +120,13 @@ class TurnResult:
 async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Callable[[Answer], EventType],
                sends: list[dict[str, str]] | None = None, state_id: str | None = None,
                payload: dict[str, Any] | None = None, contract: str = "agent.turn",
-               route_tools: Sequence[Any] = ()) -> TurnResult:
+               route_tools: Sequence[Any] = (),
+               on_route: Callable[[ToolCallRequest], dict[str, Any]] | None = None) -> TurnResult:
     """One turn: steps and tool calls until the agent answers (at most ``mas.max_tool_iterations`` tool rounds).
 
-    A call to one of ``route_tools`` ends the turn (the caller routes); its
-    ``tool_call`` events carry ``sends``.
+    A call to one of ``route_tools`` ends the turn (the caller routes);
+    ``on_route(call)`` gives extra payload for that call's ``tool_call``
+    event (its ``sends`` and ``handoff``).
     """
     history: list[BaseMessage] = opening_messages(rt, agent, extra)
     route_names = {t.name for t in route_tools}
@@ -146,7 +148,7 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
             common["persona"] = agent.persona
         if res.tool_calls:
             routing = [c for c in res.tool_calls if c.name in route_names]
-            _emit_tool_calls(agent, res, common, sends if routing else None, state_id)
+            _emit_tool_calls(agent, res, common, on_route if routing else None, state_id)
             if routing:
                 return TurnResult(answer=None, steps=iteration + 1, tool_results=results, routing_calls=routing)
             history.append(res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text))
@@ -165,13 +167,13 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
     raise AssertionError("unreachable: the last iteration forbids tools")
 
 
-def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any], sends: list[dict[str, str]] | None,
-                     state_id: str | None) -> None:
+def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any],
+                     on_route: Callable[[ToolCallRequest], dict[str, Any]] | None, state_id: str | None) -> None:
     for i, call in enumerate(res.tool_calls):
         body = {**common, "tool": call.name, "arguments": call.arguments, "tool_call_id": call.id,
                 "tool_protocol": call.protocol}
-        if sends and i == 0:
-            body["sends"] = sends
+        if on_route is not None:
+            body.update(on_route(call))
         current_tracer().emit(agent.name, "tool_call", body, state_id=state_id, step=i == 0,
                               **(llm_event_fields(res) if i == 0 else {}))
 
