@@ -381,6 +381,11 @@ def verify(root, tol, lam, unit, baseline):
             rep.errors.append(f"{name}: missing")
     econ = load_json(root / "economics.json") or {}
     econ_rows = {(r["benchmark"], r["system"]): r for r in econ.get("rows", [])}
+    written = econ.get("settings", {})
+    if (written.get("lam"), written.get("cost_unit"), written.get("baseline")) != (lam, unit, baseline):
+        print(f"note: economics.json was written with lambda={written.get('lam')} cost_unit={written.get('cost_unit')} "
+              f"baseline={written.get('baseline')}; checking against lambda={lam} cost_unit={unit} baseline={baseline} "
+              "(pass --lambda/--cost-unit/--baseline to match)")
     for key, want in economics(descs, lam, unit, baseline).items():
         rep.compare(f"economics.json {key[0]}/{key[1]}", want, econ_rows.get(key))
     n_runs = sum(d["n_runs"] for d in descs)
