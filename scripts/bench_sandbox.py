@@ -1,4 +1,7 @@
-"""Print the per-call overhead of mas.sandbox against a bare interpreter start (ms).
+"""Print the per-call cost of mas.sandbox against a bare interpreter start.
+
+Wall-clock figures (ms) depend on machine load; the CPU figures (user+sys ms of
+the child processes, from getrusage) barely do, so compare those on a busy box.
 
 Run: python scripts/bench_sandbox.py [--calls N]
 """
@@ -7,16 +10,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from mas.sandbox import arun_python, run_python
 
 
-def _ms(samples: list[float]) -> str:
-    return f"median {statistics.median(samples):6.1f} ms  p90 {sorted(samples)[int(0.9 * (len(samples) - 1))]:6.1f} ms"
+def _children_cpu_ms() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (ru.ru_utime + ru.ru_stime) * 1000.0
+
+
+def _measure(fn: Callable[[], object], calls: int) -> tuple[list[float], float]:
+    """(wall ms per call, mean child CPU ms per call)."""
+    walls, cpu0 = [], _children_cpu_ms()
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        walls.append((time.perf_counter() - t) * 1000.0)
+    return walls, (_children_cpu_ms() - cpu0) / calls
+
+
+def _row(label: str, walls: list[float], cpu: float) -> str:
+    p90 = sorted(walls)[int(0.9 * (len(walls) - 1))]
+    return f"{label:34s} wall median {statistics.median(walls):6.1f} ms  p90 {p90:6.1f} ms  child CPU {cpu:6.1f} ms"
 
 
 def main() -> None:
@@ -24,29 +45,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20, help="calls per measurement")
     n = parser.parse_args().calls
 
-    bare = []
-    for _ in range(n):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-I", "-B", "-c", "pass"], check=True)
-        bare.append((time.perf_counter() - t) * 1000)
-    sync = [run_python("pass").duration_ms for _ in range(n)]
-    wall = []
-    for _ in range(n):
-        t = time.perf_counter()
-        run_python("pass")
-        wall.append((time.perf_counter() - t) * 1000)
-
-    async def _async() -> list[float]:
-        return [(await arun_python("pass")).duration_ms for _ in range(n)]
-
-    asy = asyncio.run(_async())
-    numpy = [run_python("import numpy").duration_ms for _ in range(max(3, n // 4))]
-    print(f"bare `python -I -B -c pass`          {_ms(bare)}")
-    print(f"run_python('pass') child lifetime    {_ms(sync)}")
-    print(f"run_python('pass') wall incl. setup  {_ms(wall)}")
-    print(f"arun_python('pass') child lifetime   {_ms(asy)}")
-    print(f"run_python('import numpy')           {_ms(numpy)}")
-    print(f"sandbox overhead over bare start     {statistics.median(wall) - statistics.median(bare):6.1f} ms (median)")
+    bare = _measure(lambda: subprocess.run([sys.executable, "-I", "-B", "-c", "pass"], check=True), n)
+    sync = _measure(lambda: run_python("pass"), n)
+    asy = _measure(lambda: asyncio.run(arun_python("pass")), n)
+    numpy = _measure(lambda: run_python("import numpy"), max(3, n // 4))
+    print(_row("bare `python -I -B -c pass`", *bare))
+    print(_row("run_python('pass')", *sync))
+    print(_row("arun_python('pass') (+asyncio.run)", *asy))
+    print(_row("run_python('import numpy')", *numpy))
+    print(f"sandbox overhead over a bare start: wall {statistics.median(sync[0]) - statistics.median(bare[0]):+.1f} ms"
+          f" (median), child CPU {sync[1] - bare[1]:+.1f} ms per call")
 
 
 if __name__ == "__main__":
