@@ -18,6 +18,7 @@ fallbacks.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -27,168 +28,37 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from attribution._prompt_fit import (
+    CHARS_PER_TOKEN,
+    MIN_STEP_CHARS,
+    FitReport,
+    StepView,
+    clip,
+    estimate_tokens,
+    render_steps,
+    step_views,
+)
 from attribution.trajectory import Trajectory, normalize_agent
 from mas.jsonparse import parse_json_object
 
-CHARS_PER_TOKEN = 4
+__all__ = [
+    "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "agent_names",
+    "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess", "json_mode", "messages",
+    "new_session", "parse_loose", "render_steps", "resolve_agent", "resolve_step", "s_enum", "s_list", "s_obj",
+    "s_step", "s_text", "s_unit", "step_views", "to_unit",
+]
+
 REPLY_RESERVE_TOKENS = 512
 """Tokens kept free for the model's answer (also sent as ``max_tokens``)."""
 SAFETY_MARGIN_TOKENS = 96
+TRANSIENT_RETRIES = 2
+"""Retries of a call that failed with a timeout, connection error, 429 or 5xx."""
+_TRANSIENT_RE = re.compile(r"timeout|timed out|connection|rate limit|\b429\b|\b5\d\d\b|overloaded|unavailable", re.I)
 MAX_REFITS = 5
 """Rebuilds of a prompt the server refused as too long, each with half the budget."""
-MIN_STEP_CHARS = 48
-"""Below this per-step cap a step says nothing; windowing takes over instead."""
 QUERY_CHARS = 1200
 ANSWER_CHARS = 300
 _OVERFLOW_RE = re.compile(r"context|too long|exceed|maximum.{0,20}tokens|too many tokens", re.I)
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text`` (characters / 4, rounded up).
-
-    >>> estimate_tokens("abcdefghi")
-    3
-    """
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def clip(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` keeping head and tail, the cut marked.
-
-    >>> clip("a" * 10 + "b" * 10, 12)
-    'aaaa…[8]…bbbb'
-    """
-    text = text or ""
-    if len(text) <= max_chars:
-        return text
-    if max_chars < 12:
-        return text[: max(0, max_chars - 1)] + "…"
-    cut = len(text) - max_chars + 4
-    marker = f"…[{cut}]…"
-    keep = max(0, max_chars - len(marker))
-    head = (keep * 2 + 2) // 3
-    return text[:head] + marker + text[len(text) - (keep - head) :] if keep > head else text[:head] + marker
-
-
-@dataclass(kw_only=True, slots=True)
-class StepView:
-    """One step as a prompt shows it (its text may already be a summary)."""
-
-    index: int
-    agent: str
-    text: str
-    weight: float = 1.0
-    """Relative share of the budget when texts must be cut (focus steps > 1)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class FitReport:
-    """How one prompt's step list was fitted to its budget."""
-
-    mode: str
-    """``full``, ``compressed`` (texts cut) or ``windowed`` (steps omitted)."""
-    n_steps: int
-    shown_steps: int
-    cap_chars: int | None
-    budget_tokens: int
-    prompt_tokens: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "n_steps": self.n_steps,
-            "shown_steps": self.shown_steps,
-            "cap_chars": self.cap_chars,
-            "budget_tokens": self.budget_tokens,
-            "prompt_tokens": self.prompt_tokens,
-        }
-
-
-def _line(v: StepView, cap: int | None) -> str:
-    body = v.text
-    if cap is not None:
-        body = clip(body, max(MIN_STEP_CHARS // 2, int(cap * v.weight)))
-    return f"[{v.index}] {v.agent}: {body}"
-
-
-def _cap_for(views: Sequence[StepView], budget_chars: int) -> int | None:
-    """Largest per-step cap whose rendering fits ``budget_chars``; None if MIN_STEP_CHARS does not."""
-    lo, hi = MIN_STEP_CHARS, max(MIN_STEP_CHARS, max(len(v.text) for v in views))
-    if sum(len(_line(v, lo)) + 1 for v in views) > budget_chars:
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sum(len(_line(v, mid)) + 1 for v in views) <= budget_chars:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _window(views: Sequence[StepView], budget_chars: int, focus: set[int]) -> tuple[list[str], int]:
-    """Keep steps by priority (focus, near focus, first, last) at the minimum cap; collapse the rest."""
-    anchors = sorted(focus) or [views[0].index, views[-1].index]
-
-    def priority(v: StepView) -> tuple[float, int]:
-        dist = min(abs(v.index - a) for a in anchors)
-        edge = 0 if v.index in (views[0].index, views[-1].index) else 1
-        return (dist if dist <= 1 else dist + edge * 0.5, v.index)
-
-    kept: set[int] = set()
-    used = 0
-    for v in sorted(views, key=priority):
-        cost = len(_line(v, MIN_STEP_CHARS)) + 1 + 40  # 40: room for an omission marker
-        if used + cost > budget_chars:
-            break
-        kept.add(v.index)
-        used += cost
-    lines: list[str] = []
-    gap: list[int] = []
-    for v in views:
-        if v.index in kept:
-            if gap:
-                lines.append(f"… steps {gap[0]}–{gap[-1]} omitted …")
-                gap = []
-            lines.append(_line(v, MIN_STEP_CHARS))
-        else:
-            gap.append(v.index)
-    if gap:
-        lines.append(f"… steps {gap[0]}–{gap[-1]} omitted …")
-    return lines, len(kept)
-
-
-def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] | None = None) -> tuple[str, FitReport]:
-    """Render ``views`` within ``budget_tokens``; the report says how.
-
-    >>> text, rep = render_steps([StepView(index=0, agent="a", text="hi")], 100)
-    >>> text, rep.mode
-    ('[0] a: hi', 'full')
-    """
-    if not views:
-        return "(no steps)", FitReport(mode="full", n_steps=0, shown_steps=0, cap_chars=None, budget_tokens=budget_tokens)
-    budget_chars = max(0, budget_tokens) * CHARS_PER_TOKEN
-    # Whitespace runs carry no meaning for the model; collapse them once.
-    views = [StepView(index=v.index, agent=v.agent, text=" ".join((v.text or "").split()), weight=v.weight) for v in views]
-    full = "\n".join(_line(v, None) for v in views)
-    if len(full) <= budget_chars:
-        return full, FitReport(mode="full", n_steps=len(views), shown_steps=len(views), cap_chars=None, budget_tokens=budget_tokens)
-    cap = _cap_for(views, budget_chars)
-    if cap is not None:
-        text = "\n".join(_line(v, cap) for v in views)
-        return text, FitReport(mode="compressed", n_steps=len(views), shown_steps=len(views), cap_chars=cap, budget_tokens=budget_tokens)
-    lines, shown = _window(views, budget_chars, focus or set())
-    report = FitReport(mode="windowed", n_steps=len(views), shown_steps=shown, cap_chars=MIN_STEP_CHARS, budget_tokens=budget_tokens)
-    return "\n".join(lines), report
-
-
-def step_views(traj: Trajectory, indices: Sequence[int] | None = None, focus: set[int] | None = None) -> list[StepView]:
-    """Plain views of ``traj``'s steps (all, or ``indices``); focus steps weigh 3×."""
-    focus = focus or set()
-    idx = range(traj.n_steps) if indices is None else indices
-    return [
-        StepView(index=i, agent=traj.steps[i].agent, text=traj.steps[i].content, weight=3.0 if i in focus else 1.0)
-        for i in idx
-    ]
 
 
 def case_header(traj: Trajectory, with_ground_truth: bool) -> str:
@@ -294,6 +164,22 @@ def _fit(
     return msgs, report, total
 
 
+def json_mode(model: Any) -> str | None:
+    """How to constrain a reply to JSON on ``model``'s server.
+
+    ``json_schema`` for the embedded llama-server (recognised by the
+    ``cache_prompt`` body field the model factory sets for it: its grammar
+    sampler enforces the schema), ``json_object`` for other OpenAI-compatible
+    clients, None for anything else (the scripted model, unknown clients).
+    """
+    extra = getattr(model, "extra_body", None)
+    if isinstance(extra, dict) and "cache_prompt" in extra:
+        return "json_schema"
+    if type(model).__name__ in ("ChatOpenAI", "AzureChatOpenAI"):
+        return "json_object"
+    return None
+
+
 class ModelCallError(RuntimeError):
     """The model call failed for a reason other than prompt length."""
 
@@ -335,8 +221,13 @@ class LLMSession:
         *,
         temperature: float | None = None,
         meta: dict[str, Any] | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> str:
         """Call the model with the prompt ``build(budget)`` makes; returns the reply text.
+
+        ``schema`` (a JSON schema of the reply) constrains decoding where the
+        server supports it (see :func:`json_mode`); prompts still describe
+        the JSON, and replies are still parsed tolerantly.
 
         ``build`` receives the token budget left for the variable part (steps)
         and returns the messages and its fit report. On a length refusal the
@@ -346,7 +237,7 @@ class LLMSession:
         for attempt in range(MAX_REFITS + 1):
             messages, report, prompt_tokens = _fit(build, limit)
             try:
-                reply = await self._invoke(stage, messages, temperature, meta)
+                reply = await self._invoke(stage, messages, temperature, meta, schema)
             except ModelCallError as err:
                 if attempt < MAX_REFITS and _OVERFLOW_RE.search(str(err)):
                     limit = max(64, limit // 2)
@@ -364,9 +255,19 @@ class LLMSession:
         self.fits.append({"stage": stage, **report.as_dict(), "refits": refits})
 
     async def _invoke(
-        self, stage: str, messages: list[BaseMessage], temperature: float | None, meta: dict[str, Any] | None
+        self,
+        stage: str,
+        messages: list[BaseMessage],
+        temperature: float | None,
+        meta: dict[str, Any] | None,
+        schema: dict[str, Any] | None,
     ) -> str:
         kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
+        mode = json_mode(self.model) if schema is not None else None
+        if mode == "json_schema":
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": stage, "schema": schema}}
+        elif mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
         if temperature is not None:
             kwargs["temperature"] = temperature
         extra = getattr(self.model, "extra_body", None)
@@ -375,11 +276,17 @@ class LLMSession:
             kwargs["extra_body"] = {**extra, "max_tokens": self.reply_tokens}
         runnable = self.model.bind(**kwargs) if hasattr(self.model, "bind") else self.model
         config = {"metadata": {"contract": f"attribution.{self.method}.{stage}", **(meta or {})}}
-        self.calls += 1
-        try:
-            response = await runnable.ainvoke(messages, config=config)
-        except Exception as err:  # the client's error types vary by provider
-            raise ModelCallError(f"{self.method}.{stage}: {type(err).__name__}: {err}") from err
+        for attempt in range(TRANSIENT_RETRIES + 1):
+            self.calls += 1
+            try:
+                response = await runnable.ainvoke(messages, config=config)
+                break
+            except Exception as err:  # the client's error types vary by provider
+                msg = f"{self.method}.{stage}: {type(err).__name__}: {err}"
+                if attempt < TRANSIENT_RETRIES and _TRANSIENT_RE.search(msg) and not _OVERFLOW_RE.search(msg):
+                    await asyncio.sleep(2.0 * (attempt + 1))
+                    continue
+                raise ModelCallError(msg) from err
         text = response.content if isinstance(response.content, str) else str(response.content)
         usage = getattr(response, "usage_metadata", None) or {}
         self.tokens_in += int(usage.get("input_tokens") or sum(estimate_tokens(str(m.content)) for m in messages))
@@ -477,3 +384,31 @@ def finish(session: LLMSession, agent: str | None, step: int | None, confidence:
         details={**details, **session.accounting()},
         truncated=truncated,
     )
+
+
+# JSON-schema pieces for constrained replies (llama-server turns them into a grammar).
+
+
+def s_text(max_len: int = 200) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_len}
+
+
+def s_enum(values: Sequence[Any]) -> dict[str, Any]:
+    return {"enum": list(values)}
+
+
+def s_step(lo: int, hi: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": lo, "maximum": max(lo, hi)}
+
+
+def s_unit() -> dict[str, Any]:
+    return {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def s_list(item: dict[str, Any], max_items: int, min_items: int = 0) -> dict[str, Any]:
+    return {"type": "array", "items": item, "minItems": min_items, "maxItems": max_items}
+
+
+def s_obj(**props: dict[str, Any]) -> dict[str, Any]:
+    """An object schema with every property required, in the given order (reasons before answers)."""
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}

@@ -32,6 +32,10 @@ from attribution.prompting import (
     messages,
     new_session,
     render_steps,
+    s_enum,
+    s_obj,
+    s_step,
+    s_text,
     resolve_agent,
     resolve_step,
     step_views,
@@ -42,6 +46,9 @@ SYSTEM = (
     "You review the log of a multi-agent team that failed its task. The decisive error is the earliest step "
     "whose mistake caused the failure. Be brief. Answer in JSON only."
 )
+
+JUDGE_SCHEMA = s_obj(reason=s_text(), error=s_enum(["yes", "no"]))
+HALVE_SCHEMA = s_obj(reason=s_text(), part=s_enum(["A", "B"]))
 
 
 def _agent_line(traj: Trajectory) -> str:
@@ -76,7 +83,8 @@ async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
         user = f"{header}\n{_agent_line(traj)}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    reply = await session.ask("answer", build)
+    schema = s_obj(reason=s_text(), agent=s_enum(agent_names(traj)), step=s_step(0, traj.n_steps - 1))
+    reply = await session.ask("answer", build, schema=schema)
     obj = session.parse("answer", reply) or {}
     agent, step = resolve_agent(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
     agent, step = _complete(session, traj, agent, step, reply)
@@ -123,7 +131,7 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
             user = f"{header}\n\nLog up to the step under review:\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await session.ask("judge_step", build, meta={"attr_step": i})
+        reply = await session.ask("judge_step", build, meta={"attr_step": i}, schema=JUDGE_SCHEMA)
         obj = session.parse("judge_step", reply) or {}
         flagged = _yes(obj.get("error"), reply)
         verdicts.append({"step": i, "error": flagged})
@@ -177,7 +185,7 @@ async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
             user = f"{header}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await session.ask("halve", build, meta={"attr_range": [lo, a1, hi]})
+        reply = await session.ask("halve", build, meta={"attr_range": [lo, a1, hi]}, schema=HALVE_SCHEMA)
         part = _part(session, reply)
         path.append({"range": [lo, hi], "part": part})
         lo, hi = (a0, a1) if part == "A" else (b0, b1)

@@ -49,6 +49,11 @@ from attribution.prompting import (
     render_steps,
     resolve_agent,
     resolve_step,
+    s_enum,
+    s_list,
+    s_obj,
+    s_step,
+    s_text,
     step_views,
     to_unit,
 )
@@ -91,7 +96,9 @@ async def decompose(session: LLMSession, traj: Trajectory, header: str) -> tuple
         user = f"Example log:\n{ex['log']}\nExample subtasks: {ex['subtasks']}\n\n{header}\n\nLog:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    reply = await session.ask("decompose", build, meta={"attr_n_steps": traj.n_steps})
+    span = s_obj(name=s_text(40), start=s_step(0, traj.n_steps - 1), end=s_step(0, traj.n_steps - 1))
+    schema = s_obj(reason=s_text(), subtasks=s_list(span, 6, 1))
+    reply = await session.ask("decompose", build, meta={"attr_n_steps": traj.n_steps}, schema=schema)
     obj = session.parse("decompose", reply) or {}
     subs = repair_subtasks(obj.get("subtasks"), traj.n_steps)
     if subs:
@@ -115,7 +122,9 @@ async def oracle(session: LLMSession, traj: Trajectory, header: str, graph: Caus
         text, report = _log(traj, sub.steps, budget - 350)
         return messages(SYSTEM, f"{header}\n\nSteps of this subtask:\n{text}\n\n{ask}"), report
 
-    reply = await session.ask("oracle", build, meta={"attr_range": [sub.start, sub.end]})
+    schema = s_obj(**{k: s_text(120) for k in ("goal", "preconditions", "key_evidence", "acceptance")},
+                   reason=s_text(), satisfied=s_enum(["yes", "no"]))
+    reply = await session.ask("oracle", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
     obj = session.parse("oracle", reply) or {}
     keys = ("goal", "preconditions", "key_evidence", "acceptance")
     out = {k: clip(str(obj.get(k, "")), 200) for k in keys}
@@ -143,7 +152,8 @@ async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: 
         user = f"{header}\n\nAgents' observation/thought/action/result:\n{tuples}\n\nSteps:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    reply = await session.ask("agent", build, meta={"attr_range": [sub.start, sub.end]})
+    schema = s_obj(reason=s_text(), agent=s_enum(names))
+    reply = await session.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
     obj = session.parse("agent", reply) or {}
     agent = resolve_agent(traj, obj.get("agent"))
     if agent in names:
@@ -166,7 +176,8 @@ async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Su
         text, report = _log(traj, sub.steps, budget - 250, focus=set(own))
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    reply = await session.ask("step", build, meta={"attr_candidates": own})
+    schema = s_obj(reason=s_text(), step=s_enum(own), alternatives=s_list(s_enum(own), 2))
+    reply = await session.ask("step", build, meta={"attr_candidates": own}, schema=schema)
     obj = session.parse("step", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]
@@ -191,7 +202,10 @@ async def counterfactual(session: LLMSession, traj: Trajectory, header: str, gra
         text, report = _log(traj, shown, budget - 300, focus={step})
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    reply = await session.ask("counterfactual", build, meta={"attr_step": step, "attr_sources": sources})
+    yes_no = s_enum(["yes", "no"])
+    source = {"anyOf": [s_step(0, max(0, step - 1)), {"type": "null"}]}
+    schema = s_obj(reason=s_text(), fix_here_succeeds=yes_no, input_was_wrong=yes_no, source_step=source)
+    reply = await session.ask("counterfactual", build, meta={"attr_step": step, "attr_sources": sources}, schema=schema)
     obj = session.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     return {

@@ -45,6 +45,12 @@ from attribution.prompting import (
     render_steps,
     resolve_agent,
     resolve_step,
+    s_enum,
+    s_list,
+    s_obj,
+    s_step,
+    s_text,
+    s_unit,
     step_views,
     to_unit,
 )
@@ -232,11 +238,30 @@ def _system(role: str) -> str:
     )
 
 
+def agent_schema(traj: Trajectory) -> dict[str, Any]:
+    """Reply schema of the agent pass (summary and evaluations before the conclusion)."""
+    names, last = agent_names(traj), traj.n_steps - 1
+    evaluation = s_obj(agent=s_enum(names), error_likelihood=s_unit(), evidence=s_text(120))
+    guess = s_obj(agents=s_list(s_enum(names), 1, 1), step=s_step(0, last), confidence=s_unit())
+    conclusion = s_obj(type=s_text(40), agents=s_list(s_enum(names), 2, 1), step=s_step(0, last), confidence=s_unit())
+    return s_obj(summary=s_text(), agents=s_list(evaluation, min(len(names), 6), 1), conclusion=conclusion,
+                 alternatives=s_list(guess, 2))
+
+
+def step_schema(traj: Trajectory) -> dict[str, Any]:
+    """Reply schema of the step pass."""
+    guess = s_obj(step=s_step(0, traj.n_steps - 1), confidence=s_unit())
+    return s_obj(summary=s_text(), conclusion=guess, alternatives=s_list(guess, 2))
+
+
 async def _panel(
-    session: LLMSession, traj: Trajectory, roles: list[str], stage: str, user_for: Any, focus: set[int]
+    session: LLMSession, traj: Trajectory, roles: list[str], stage: str, user_for: Any, focus: set[int],
+    schema: dict[str, Any],
 ) -> list[Analysis]:
     async def one(role: str) -> Analysis:
-        reply = await session.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta={"attr_role": role, "attr_focus": sorted(focus)})
+        meta = {"attr_role": role, "attr_focus": sorted(focus)}
+        reply = await session.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta=meta,
+                                  schema=schema)
         return parse_analysis(traj, role, session.parse(stage, reply))
 
     return list(await asyncio.gather(*(one(r) for r in roles)))
@@ -263,7 +288,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         user = f"{header}\nAgents: {', '.join(agent_names(traj))}\n{note}\n\nLog:\n{text}\n\n{AGENT_ASK}"
         return messages(_system(role), user), report
 
-    first = await _panel(session, traj, roles, "agent_panel", agent_prompt, hot)
+    first = await _panel(session, traj, roles, "agent_panel", agent_prompt, hot, agent_schema(traj))
     agent_vote = vote(agent_votes(first))
     agent, agent_basis = agent_vote.winner, "consensus" if agent_vote.consensus else "top_vote"
     if agent is None:
@@ -282,7 +307,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         user = f"{header}\n{note}\nThe responsible agent is {agent} (its steps: {listed}).\n\nLog:\n{text}\n\n{STEP_ASK.format(agent=agent)}"
         return messages(_system(role), user), report
 
-    second = await _panel(session, traj, roles, "step_panel", step_prompt, focus)
+    second = await _panel(session, traj, roles, "step_panel", step_prompt, focus, step_schema(traj))
     step_vote = vote(step_votes(second))
     step, step_basis = step_vote.winner, "consensus" if step_vote.consensus else "top_vote"
     if step is None:
