@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 
 from mas.config import ExperimentConfig, apply_overrides, load_config
 
@@ -62,25 +63,27 @@ def cmd_benchmark_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mas.experiment import ExperimentRequest, run_experiment, summary_rows
+    from mas.experiment import ExperimentRequest, SweepInterrupted, run_experiment
     from mas.logging import configure_logging
 
     configure_logging()
     cfg = load_effective_config(args)
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
-                            task_limit=args.task_limit, runs_per_task=args.runs_per_task)
+                            task_limit=args.task_limit, runs_per_task=args.runs_per_task,
+                            executor=args.executor, scheduler_address=args.scheduler_address, progress=args.progress)
     if args.experiment_id:
         req.experiment_id = args.experiment_id
-    results = asyncio.run(run_experiment(req))
-    print(f"wrote {len(results)} runs under {req.experiment_root}")
     try:
-        from descriptor.summaries import summarize_experiment
+        results = asyncio.run(run_experiment(req))
+    except SweepInterrupted as err:
+        print(f"stopped: {err}", file=sys.stderr)
+        return err.exit_code
+    print(f"wrote {len(results)} runs under {req.experiment_root}")
+    from descriptor.cli import print_summary
+    from descriptor.summaries import summarize_experiment
 
-        summarize_experiment(req.experiment_root)
-        print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
-    except ImportError:
-        pass
-    print_table(summary_rows(results), f"experiment {req.experiment_id}")
+    print_summary(summarize_experiment(req.experiment_root))
+    print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
     return 0
 
 
@@ -96,6 +99,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment-id", help="experiment directory name (default: a UTC timestamp)")
     p.add_argument("--seed", type=int, help="base seed")
     p.add_argument("--concurrency", type=int, help="runs at once")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where runs execute: local (asyncio, default) or dask (see mas/executors.py)")
+    p.add_argument("--scheduler-address", metavar="ADDR",
+                   help="dask scheduler, e.g. tcp://host:8786 (default: an in-process LocalCluster)")
+    p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
+                   help="auto: a progress bar on a terminal, periodic log lines otherwise")
     p.add_argument("--inject-errors", type=float, metavar="RATE",
                    help="scripted model only: fraction of runs that get one wrong step")
 
