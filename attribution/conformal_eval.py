@@ -25,6 +25,7 @@ from attribution.conformal import (
     BASE_METHODS,
     METHODS,
     Aggregator,
+    auto_halves,
     crsvp_levels,
     prefix_scores,
     rank_for,
@@ -180,17 +181,23 @@ def eval_threshold(p: Prepared, perms: np.ndarray, alpha: float) -> SplitMetrics
     return _summarise(threshold_outcomes(p, q), p.lengths, perms[:, n_cal:], q)
 
 
-def eval_auto(preps: dict[str, Prepared], perms: np.ndarray, alpha: float) -> SplitMetrics:
-    """Split metrics of auto: per split, the candidate with the best in-sample removal rate."""
+def eval_auto(preps: dict[str, Prepared], perms: np.ndarray, alpha: float, seed: int) -> SplitMetrics:
+    """Split metrics of auto: per split, the candidate with the best removal rate on
+    the selection half of calibration, q_hat from the other half (``auto_halves``)."""
     n_cal = perms.shape[1] // 2
-    cal = perms[:, :n_cal]
+    sel_idx, q_idx = auto_halves(n_cal, seed)
+    sel, qcal = perms[:, :n_cal][:, sel_idx], perms[:, :n_cal][:, q_idx]
     outs, qs, rates = [], [], []
     for m in AUTO_CANDIDATES:
-        q = split_quantiles(preps[m].cal_scores[cal], alpha)
-        out = threshold_outcomes(preps[m], q)
-        # Same rounding as conformal.choose_method, so equal rates tie identically.
-        rates.append(np.round((1.0 - _on_test(out["size"], cal) / preps[m].lengths[cal]).mean(axis=1), 12))
-        outs.append(out)
+        if len(sel_idx):
+            q_sel = split_quantiles(preps[m].cal_scores[sel], alpha)
+            size_sel = _on_test(threshold_outcomes(preps[m], q_sel)["size"], sel)
+            # Same rounding as conformal.choose_method, so equal rates tie identically.
+            rates.append(np.round((1.0 - size_sel / preps[m].lengths[sel]).mean(axis=1), 12))
+        else:
+            rates.append(np.zeros(perms.shape[0]))
+        q = split_quantiles(preps[m].cal_scores[qcal], alpha)
+        outs.append(threshold_outcomes(preps[m], q))
         qs.append(q)
     choice = np.argmax(np.stack(rates), axis=0)  # first max = tie order of AUTO_CANDIDATES
     cols = np.arange(perms.shape[0])
@@ -248,7 +255,7 @@ class Evaluator:
             self._crsvp = self._crsvp or prepare_crsvp(self.records, self.agg)
             return eval_crsvp(self._crsvp, self.perms, alpha, self.u)
         if method == "auto":
-            return eval_auto({m: self._prep(m) for m in AUTO_CANDIDATES}, self.perms, alpha)
+            return eval_auto({m: self._prep(m) for m in AUTO_CANDIDATES}, self.perms, alpha, self.seed)
         if method not in BASE_METHODS:
             raise UserError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
         return eval_threshold(self._prep(method), self.perms, alpha)
@@ -280,6 +287,8 @@ def summarise(m: SplitMetrics, method: str, alpha: float, ev: Evaluator) -> dict
     if m.choice is not None:
         names, counts = np.unique(m.choice, return_counts=True)
         res["auto_choice"] = {str(k): int(c) for k, c in zip(names, counts)}
+        res["n_selection"] = n_cal // 2  # chooses the method; the other n_cal - n_selection set q_hat
+        res["coverage_upper_bound"] = 1 - alpha + 1 / (n_cal - n_cal // 2 + 1)
     return res
 
 

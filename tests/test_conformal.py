@@ -1,0 +1,438 @@
+"""Conformal error attribution: exactness against a direct implementation of the
+definitions, coverage on synthetic score files, file formats and CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import main
+from attribution.conformal import (
+    AGGREGATORS,
+    BASE_METHODS,
+    INF,
+    Aggregator,
+    calibrate_file,
+    choose_method,
+    conformal_quantile,
+    fit,
+    load_calibration,
+    predict,
+    predict_file,
+    prediction_set,
+    rank_for,
+    record_u,
+)
+from attribution.conformal_eval import Evaluator, summarise, synthetic_records
+from attribution.scorefile import ScoreRecord, fingerprint, parse_score_lines, read_score_file
+from mas.errors import UserError
+
+# --- direct reference implementation of the definitions ------------------------
+# Written from the issue text, independently of attribution.conformal: families
+# are enumerated explicitly, "longest suffix/prefix with g <= q" is searched for
+# literally, and NFE comes from simulating the scan with a counting oracle.
+
+
+def ref_g(s, seg, agg):
+    """g over the index list ``seg`` with g(empty) = 0 and g(whole) = inf."""
+    n = len(s)
+    if not seg:
+        return 0.0
+    if len(seg) == n:
+        return INF
+    vals = [s[i] for i in seg]
+    if agg.kind == "sum":
+        return math.fsum(vals) / n
+    if agg.kind == "max":
+        return max(vals) + agg.lam * (max(seg) - min(seg)) / n
+    return math.log1p(math.fsum(math.expm1(agg.beta * v) for v in vals) / n) / agg.beta
+
+
+def ref_family(method, n):
+    if method == "lf":  # suffixes, longest first, ending with the empty set
+        return [list(range(j, n)) for j in range(n + 1)]
+    return [list(range(0, k + 1)) for k in range(n - 1, -2, -1)]  # rf: prefixes
+
+
+def ref_longest(s, method, q, agg):
+    """Longest member of the lf/rf family with g <= q, or the empty set."""
+    for seg in ref_family(method, len(s)):
+        if ref_g(s, seg, agg) <= q:
+            return set(seg)
+    return set()
+
+
+def ref_smallest_score(s, method, e, agg):
+    """g of the smallest member of the lf/rf family that contains e."""
+    return ref_g(s, min((seg for seg in ref_family(method, len(s)) if e in seg), key=len), agg)
+
+
+def ref_tree_path(n, leaf):
+    """Nested segments leaf -> root of the balanced binary tree, built recursively."""
+
+    def walk(lo, hi):
+        if lo == hi:
+            return [(lo, hi)]
+        mid = (lo + hi) // 2
+        below = walk(lo, mid) if leaf <= mid else walk(mid + 1, hi)
+        return below + [(lo, hi)]
+
+    return walk(0, n - 1)
+
+
+def ref_crsvp_levels(s, agg, u):
+    top = max(range(len(s)), key=lambda i: (s[i], -i))  # first argmax
+    sets = [set()] + [set(range(lo, hi + 1)) for lo, hi in ref_tree_path(len(s), top)]
+    g = [ref_g(s, sorted(a), agg) for a in sets]
+    v = [INF if g[k] == INF else g[k - 1] + u * (g[k] - g[k - 1]) for k in range(1, len(sets))]
+    return sets, v
+
+
+def ref_score(s, e, method, agg, u):
+    if method == "vcp":
+        return 1.0 - s[e]
+    if method in ("lf", "rf"):
+        return ref_smallest_score(s, method, e, agg)
+    if method == "twf":
+        return max(ref_smallest_score(s, "lf", e, agg), ref_smallest_score(s, "rf", e, agg))
+    sets, v = ref_crsvp_levels(s, agg, u)
+    return v[min(k for k in range(1, len(sets)) if e in sets[k]) - 1]
+
+
+def ref_scan(s, method, q, agg):
+    """Early-stopped lf/rf scan with a counting oracle: (set, steps whose score was asked)."""
+    n, asked = len(s), set()
+    order = range(n - 1, -1, -1) if method == "lf" else range(n)
+    chosen: list[int] = []
+    for i in order:
+        seg = sorted(chosen + [i])
+        if len(seg) < n:  # the whole trajectory scores inf without asking the scorer
+            asked.update(seg)
+        if ref_g(s, seg, agg) > q:
+            break
+        chosen = seg
+    return set(chosen), asked
+
+
+def ref_set(s, method, q, agg, u, fallback=True):
+    """(set, nfe) straight from the definitions."""
+    n = len(s)
+    if method == "vcp":
+        return {i for i in range(n) if 1.0 - s[i] <= q}, 0 if q == INF else n
+    if method == "crsvp":
+        sets, v = ref_crsvp_levels(s, agg, u)
+        k = max([0] + [k for k in range(1, len(sets)) if v[k - 1] <= q])
+        return sets[k], 0 if q == INF else n
+    if method in ("lf", "rf"):
+        chosen, asked = ref_scan(s, method, q, agg)
+        assert chosen == ref_longest(s, method, q, agg)
+        return chosen, 0 if q == INF else len(asked)
+    (lf_set, lf_asked), (rf_set, rf_asked) = ref_scan(s, "lf", q, agg), ref_scan(s, "rf", q, agg)
+    inter = lf_set & rf_set
+    if not inter and fallback:
+        return {max(range(n), key=lambda i: (s[i], -i))}, 0 if q == INF else n
+    return inter, 0 if q == INF else len(lf_asked | rf_asked)
+
+
+def ref_quantile(scores, alpha):
+    n = len(scores)
+    k = math.ceil((n + 1) * (1 - Fraction(str(alpha))))
+    return INF if k > n else sorted(scores)[k - 1]
+
+
+def rec(i, scores, e):
+    return ScoreRecord(id=f"r{i}", n_steps=len(scores), step_scores=list(scores), mistake_step=e)
+
+
+SUM = Aggregator()
+
+# --- hand-computed cases ------------------------------------------------------
+
+
+def test_hand_computed_sets_sum_aggregator():
+    s = [0.1, 0.6, 0.2, 0.1]  # suffix g: inf .225 .075 .025; prefix g: .025 .175 .225 inf
+    assert prediction_set(s, "lf", 0.1, SUM).steps == (2, 3)
+    assert prediction_set(s, "lf", 0.225, SUM).steps == (1, 2, 3)  # tie with q_hat is included
+    assert prediction_set(s, "lf", 0.02, SUM).steps == ()
+    assert prediction_set(s, "rf", 0.2, SUM).steps == (0, 1)
+    assert prediction_set(s, "twf", 0.225, SUM).steps == (1, 2)
+    empty = prediction_set(s, "twf", 0.2, SUM)
+    assert empty.steps == (1,) and empty.fallback  # empty intersection -> top-1 step
+    assert prediction_set(s, "twf", 0.2, SUM, twf_fallback=False).steps == ()
+    assert prediction_set(s, "vcp", 0.8, SUM).steps == (1, 2)  # 1 - s = .9 .4 .8 .9, not contiguous in general
+    assert prediction_set([0.9, 0.1, 0.9], "vcp", 0.1, SUM).steps == (0, 2)
+
+
+def test_hand_computed_nfe_early_stopping():
+    s = [0.1, 0.6, 0.2, 0.1]
+    assert prediction_set(s, "lf", 0.1, SUM).nfe == 3  # s3, s2 in; s1 crosses
+    assert prediction_set(s, "lf", 0.3, SUM).nfe == 3  # s0 never needed: whole = inf
+    assert prediction_set(s, "lf", 0.02, SUM).nfe == 1
+    assert prediction_set(s, "rf", 0.2, SUM).nfe == 3
+    assert prediction_set(s, "lf", INF, SUM).nfe == 0
+    assert prediction_set([0.5], "lf", 0.3, SUM).nfe == 0
+
+
+def test_hand_computed_ties_zero_scores_and_max_lse():
+    s = [0.5, 0.0, 0.0, 0.5]  # suffix g: inf .125 .125 .125
+    assert prediction_set(s, "lf", 0.125, SUM).steps == (1, 2, 3)
+    assert prediction_set(s, "lf", 0.1, SUM).steps == ()
+    mx = Aggregator(kind="max", lam=0.4)  # suffix g: inf, .5+.4*2/4=.7, .5+.1=.6, .5
+    assert prediction_set(s, "lf", 0.6, mx).steps == (2, 3)
+    lse = Aggregator(kind="lse", beta=2.0)
+    g3 = math.log1p(math.expm1(1.0) / 4) / 2.0
+    assert prediction_set(s, "lf", g3, lse).steps == (1, 2, 3)  # zero scores add nothing
+
+
+def test_calibration_scores_boundaries_and_quantile_ties():
+    s = [0.2, 0.4, 0.2]
+    # error at the first step: lf needs the whole trajectory (inf), rf only {0}
+    first, last = rec(0, s, 0), rec(1, s, 2)
+    assert fit([first], "lf", 0.5, SUM).q_hat == INF
+    assert fit([first, first], "rf", 0.5, SUM).q_hat == pytest.approx(0.2 / 3)
+    assert fit([last, last], "rf", 0.5, SUM).q_hat == INF
+    # length-1 trajectories: only the whole trajectory covers, and it scores inf
+    one = rec(2, [0.9], 0)
+    assert fit([one, one, one], "twf", 0.5, SUM).q_hat == INF
+    assert fit([one, one, one], "vcp", 0.5, SUM).q_hat == pytest.approx(0.1)
+    # quantile with ties: rank ceil(5 * 0.6) = 3 of [.1 .2 .2 .3]
+    assert conformal_quantile([0.3, 0.2, 0.1, 0.2], 0.4) == 0.2
+    assert conformal_quantile([0.3, 0.2, 0.1, 0.2], 0.1) == INF  # rank 5 > n
+    assert rank_for(9, 0.3) == 7  # float arithmetic would give 8
+    with pytest.raises(UserError, match="alpha"):
+        rank_for(9, 1.0)
+
+
+def test_tiny_alpha_gives_whole_trajectories_and_no_scorer_calls():
+    recs = [rec(i, [0.1, 0.5, 0.3, 0.1], 1) for i in range(4)]
+    for method in BASE_METHODS + ("auto",):
+        f = fit(recs, method, 0.1, SUM)  # rank ceil(5 * 0.9) = 5 > 4
+        assert f.q_hat == INF
+        ps = predict(f, recs[0])
+        assert ps.steps == (0, 1, 2, 3) and ps.nfe == 0
+
+
+# --- randomised comparison with the reference ------------------------------------
+
+
+def random_scores(rng, n):
+    kind = rng.integers(4)
+    if kind == 0:
+        return rng.random(n).tolist()
+    if kind == 1:  # coarse values: many ties between steps and between trajectories
+        return (rng.integers(0, 5, n) / 4).tolist()
+    if kind == 2:
+        return [float(rng.choice([0.0, 0.5]))] * n
+    return (rng.integers(0, 11, n) / 10).tolist()  # sums like .1 + .2 that round differently
+
+
+def random_aggregator(rng):
+    kind = AGGREGATORS[rng.integers(3)]
+    return Aggregator(kind=kind, lam=float(rng.choice([0.0, 0.5, 1.0])), beta=float(rng.choice([0.5, 3.0, 20.0])))
+
+
+def test_randomised_score_files_match_the_definitions():
+    rng = np.random.default_rng(12345)
+    for trial in range(400):
+        agg, method = random_aggregator(rng), BASE_METHODS[trial % len(BASE_METHODS)]
+        alpha = float(rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9, round(float(rng.uniform(0.01, 0.99)), 3)]))
+        fallback = bool(rng.random() < 0.8)
+        recs = []
+        for i in range(int(rng.integers(1, 9))):
+            n = int(rng.integers(1, 8))
+            recs.append(rec(i, random_scores(rng, n), int(rng.integers(n))))
+        seed = int(rng.integers(100))
+        f = fit(recs, method, alpha, agg, seed, twf_fallback=fallback)
+        ref_scores = [ref_score(r.step_scores, r.mistake_step, method, agg, record_u(seed, r.id)) for r in recs]
+        q = ref_quantile(ref_scores, alpha)
+        assert f.q_hat == q, (trial, method, agg)
+        for r in recs:
+            ps = predict(f, r)
+            want, want_nfe = ref_set(r.step_scores, method, q, agg, record_u(seed, r.id), fallback)
+            assert set(ps.steps) == want, (trial, method, agg, r, q)
+            assert ps.nfe == want_nfe, (trial, method, agg, r, q)
+            # the equivalence coverage rests on (the twf fallback only adds coverage)
+            score_in = ref_score(r.step_scores, r.mistake_step, method, agg, record_u(seed, r.id)) <= q
+            if not ps.fallback:
+                assert (r.mistake_step in ps.steps) == score_in
+
+
+def test_lf_rf_twf_sets_are_contiguous():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        s = random_scores(rng, int(rng.integers(1, 15)))
+        agg, q = random_aggregator(rng), float(rng.uniform(0, 0.6))
+        for method in ("lf", "rf", "twf", "crsvp"):
+            steps = prediction_set(s, method, q, agg, u=float(rng.uniform(0.01, 1))).steps
+            assert list(steps) == list(range(steps[0], steps[-1] + 1)) if steps else True
+        lf, rf = prediction_set(s, "lf", q, agg).steps, prediction_set(s, "rf", q, agg).steps
+        assert not lf or lf[-1] == len(s) - 1
+        assert not rf or rf[0] == 0
+
+
+# --- the vectorised evaluator agrees with calibrate + predict per split -----------
+
+
+def loop_split(ev, method, alpha, r):
+    n_cal = len(ev.records) // 2
+    perm = ev.perms[r]
+    cal, test = [ev.records[i] for i in perm[:n_cal]], perm[n_cal:]
+    if method == "crsvp":
+        u = ev.u[r]
+        q = ref_quantile([ref_score(ev.records[i].step_scores, ev.records[i].mistake_step, "crsvp", ev.agg, u[i])
+                          for i in perm[:n_cal]], alpha)
+        sets = [prediction_set(ev.records[i].step_scores, "crsvp", q, ev.agg, u[i]) for i in test]
+        choice = None
+    else:
+        f = fit(cal, method, alpha, ev.agg, ev.seed, twf_fallback=ev.twf_fallback)
+        q, choice = f.q_hat, f.resolved_method
+        sets = [predict(f, ev.records[i]) for i in test]
+    recs = [ev.records[i] for i in test]
+    ec = np.mean([t.mistake_step in ps.steps for t, ps in zip(recs, sets)])
+    rr = np.mean([1 - len(ps.steps) / t.n_steps for t, ps in zip(recs, sets)])
+    return q, ec, rr, np.mean([ps.nfe for ps in sets]), choice
+
+
+@pytest.mark.parametrize("method", BASE_METHODS + ("auto",))
+def test_evaluator_matches_per_record_api(method):
+    rng = np.random.default_rng(3)
+    recs = [rec(i, random_scores(rng, n), int(rng.integers(n))) for i, n in enumerate(rng.integers(1, 12, 41))]
+    for agg in (SUM, Aggregator(kind="max", lam=0.5), Aggregator(kind="lse", beta=4.0)):
+        ev = Evaluator(recs, agg, splits=15, seed=5)
+        for alpha in (0.1, 0.3, 0.5):
+            m = ev.run(method, alpha)
+            for r in range(ev.splits):
+                q, ec, rr, nfe, choice = loop_split(ev, method, alpha, r)
+                assert m.q_hat[r] == q
+                assert m.ec[r] == pytest.approx(ec) and m.rr[r] == pytest.approx(rr)
+                assert m.nfe[r] == pytest.approx(nfe)
+                if method == "auto":
+                    assert m.choice[r] == choice
+
+
+# --- coverage on synthetic score files --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return synthetic_records(120, seed=11)
+
+
+@pytest.mark.parametrize("agg", [SUM, Aggregator(kind="max", lam=0.5), Aggregator(kind="lse", beta=10.0)],
+                         ids=lambda a: a.kind)
+def test_coverage_over_1000_splits(synthetic, agg):
+    ev = Evaluator(synthetic, agg, splits=1000, seed=0)
+    core = Evaluator(synthetic, agg, splits=1000, seed=0, twf_fallback=False)
+    tol = 0.01  # ~5 standard errors of a mean over 1000 splits of 60 test trajectories
+    for alpha in (0.1, 0.2, 0.3):
+        upper = 1 - alpha + 1 / (len(synthetic) // 2 + 1)
+        for method in BASE_METHODS + ("auto",):
+            res = summarise(ev.run(method, alpha), method, alpha, ev)
+            assert res["ec_mean"] >= 1 - alpha - tol, res
+            if method in ("vcp", "lf", "rf"):
+                assert res["ec_mean"] <= upper + tol, res
+            if method == "twf":  # the fallback only adds coverage; the nested core is exact
+                core_ec = core.run("twf", alpha).ec.mean()
+                assert 1 - alpha - tol <= core_ec <= upper + tol
+                assert res["ec_mean"] - core_ec <= res["fallback_rate"] + 1e-9
+            assert 0.0 <= res["rr_mean"] <= 1.0
+
+
+def test_informative_scores_beat_position_free_sets(synthetic):
+    ev = Evaluator(synthetic, SUM, splits=200, seed=1)
+    assert ev.run("rf", 0.2).rr.mean() > 0.2  # sets rule out a real share of steps
+    assert ev.run("vcp", 0.2).rr.mean() > 0.5
+
+
+# --- score files, calibration files, CLI ------------------------------------------
+
+
+def write_scores(path, recs, extra_lines=()):
+    path.write_text("".join(r.model_dump_json() + "\n" for r in recs) + "".join(extra_lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ("{not json", "line 2: not valid JSON"),
+        ('[1, 2]', "line 2: expected a JSON object"),
+        ('{"id": "x", "n_steps": 2, "step_scores": [0.1], "mistake_step": 0}', "step_scores: expected 2 values"),
+        ('{"id": "x", "n_steps": 2, "step_scores": [0.1, 1.5], "mistake_step": 0}', "step_scores[1]"),
+        ('{"id": "x", "n_steps": 2, "step_scores": [0.1, 0.5], "mistake_step": 2}', "mistake_step"),
+        ('{"id": "x", "step_scores": [0.1, 0.5], "mistake_step": 1}', "field 'n_steps'"),
+        ('{"id": "x", "n_steps": "2", "step_scores": [0.1, 0.5]}', "field 'n_steps'"),
+        ('{"id": "a", "n_steps": 1, "step_scores": [0.1]}', "duplicate id 'a'"),
+    ],
+)
+def test_bad_score_lines_name_file_line_and_field(line, needle):
+    good = '{"id": "a", "n_steps": 1, "step_scores": [0.5], "mistake_step": 0}'
+    with pytest.raises(UserError) as err:
+        parse_score_lines([good, line], "scores.jsonl")
+    assert "scores.jsonl line 2" in str(err.value) and needle in str(err.value)
+
+
+def test_empty_and_missing_score_files(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(UserError, match="no score records"):
+        read_score_file(tmp_path / "empty.jsonl")
+    with pytest.raises(UserError, match="not found"):
+        read_score_file(tmp_path / "missing.jsonl")
+
+
+def test_cli_conformal_writes_results_and_plots(tmp_path, capsys):
+    null = '{"id": "new", "n_steps": 2, "step_scores": [0.3, 0.6], "mistake_step": null}\n'
+    scores = write_scores(tmp_path / "s.jsonl", synthetic_records(30, seed=2), [null])
+    out = tmp_path / "out"
+    assert main.main(["conformal", "--scores", str(scores), "--method", "twf", "--splits", "40",
+                      "--alpha", "0.2", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    for key in ("method", "alpha", "splits", "ec_mean", "ec_std", "rr_mean", "rr_std", "nfe_mean", "n"):
+        assert key in res
+    assert res["method"] == "twf" and res["n"] == 30 and res["n_skipped_null_mistake"] == 1
+    for png in ("coverage_vs_target.png", "error_positions.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    curve = json.loads((out / "coverage_curve.json").read_text())
+    assert set(curve) >= {"targets", *BASE_METHODS, "auto"}
+    assert "1 skipped" in capsys.readouterr().out
+
+
+def test_cli_calibrate_and_predict_set_round_trip(tmp_path, capsys):
+    recs = synthetic_records(20, seed=4)
+    scores = write_scores(tmp_path / "s.jsonl", recs)
+    cal_path = tmp_path / "calibration.json"
+    assert main.main(["calibrate", "--scores", str(scores), "--method", "rf", "--alpha", "0.3",
+                      "--out", str(cal_path)]) == 0
+    cal = json.loads(cal_path.read_text())
+    assert cal["method"] == "rf" and cal["n"] == 20 and cal["fingerprint"] == fingerprint(scores)
+    assert cal["q_hat"] == fit(recs, "rf", 0.3, SUM).q_hat
+    capsys.readouterr()
+    assert main.main(["predict-set", "--calibration", str(cal_path), "--scores", str(scores)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    f = fit(recs, "rf", 0.3, SUM)
+    assert [r["set"] for r in rows] == [list(predict(f, r).steps) for r in recs]
+    # alpha so small that q_hat is infinite: written as "inf", read back as inf
+    calibrate_file(scores, "lf", 0.01, SUM, 0, cal_path)
+    assert json.loads(cal_path.read_text())["q_hat"] == "inf"
+    assert load_calibration(cal_path).q_hat == INF
+    assert all(row["set"] == list(range(row["n_steps"])) for row in predict_file(cal_path, scores))
+
+
+def test_bad_calibration_file_is_a_user_error(tmp_path, capsys):
+    bad = tmp_path / "cal.json"
+    bad.write_text(json.dumps({"method": "lf"}))
+    scores = write_scores(tmp_path / "s.jsonl", synthetic_records(3, seed=1))
+    assert main.main(["predict-set", "--calibration", str(bad), "--scores", str(scores)]) == 2
+    assert "cal.json: field" in capsys.readouterr().err
+
+
+def test_auto_rule_prefers_rf_on_ties_and_picks_smaller_sets():
+    flat = [rec(i, [0.25] * 4, 1) for i in range(6)]
+    assert choose_method(flat, 0.3, SUM)[0] == "rf"  # symmetric data: rf wins the tie
+    late = [rec(i, [0.05, 0.05, 0.05, 0.1, 0.3, 0.45], 4) for i in range(9)]
+    best, rates = choose_method(late, 0.3, SUM)
+    assert rates[best] == max(rates.values()) and best in ("lf", "twf")
