@@ -42,9 +42,9 @@ from attribution.trajectory import Trajectory, normalize_agent
 from mas.jsonparse import parse_json_object
 
 __all__ = [
-    "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "agent_names",
-    "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess", "json_mode", "messages",
-    "new_session", "parse_loose", "render_steps", "resolve_agent", "resolve_step", "s_enum", "s_list", "s_obj",
+    "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "actor_step", "agent_names",
+    "ENVIRONMENT_KEYS", "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess", "json_mode", "messages",
+    "new_session", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "s_enum", "s_list", "s_obj",
     "s_step", "s_text", "s_unit", "step_views", "to_unit",
 ]
 
@@ -77,12 +77,22 @@ def display_agent(name: str) -> str:
     return re.sub(r"\s*\([^()]*\)\s*$", "", name or "").strip() or name
 
 
-def agent_names(traj: Trajectory) -> list[str]:
-    """Distinct agents by normalised key, shown with their first spelling."""
+ENVIRONMENT_KEYS = frozenset({"human", "user", "computer_terminal", "computerterminal", "terminal", "system"})
+"""Speakers that pose the task or execute code: never the responsible agent while an actor exists."""
+
+
+def agent_names(traj: Trajectory, *, actors_only: bool = True) -> list[str]:
+    """Distinct agents by normalised key, shown with their first spelling.
+
+    With ``actors_only`` the environment (human, terminal, system) is left
+    out unless nobody else speaks: in Who&When the responsible agent is
+    always an actor.
+    """
     seen: dict[str, str] = {}
     for s in traj.steps:
         seen.setdefault(s.agent_key, display_agent(s.agent))
-    return list(seen.values())
+    actors = [name for key, name in seen.items() if key not in ENVIRONMENT_KEYS]
+    return actors if actors_only and actors else list(seen.values())
 
 
 def resolve_agent(traj: Trajectory, name: Any) -> str | None:
@@ -90,11 +100,31 @@ def resolve_agent(traj: Trajectory, name: Any) -> str | None:
     if not isinstance(name, str) or not name.strip():
         return None
     key = normalize_agent(name.strip().strip("'\"`"))
-    names = {normalize_agent(a): a for a in agent_names(traj)}
+    names = {normalize_agent(a): a for a in agent_names(traj, actors_only=False)}
     if key in names:
         return names[key]
     hits = [a for k, a in names.items() if k and (k in key or key in k)]
     return hits[0] if len(hits) == 1 else None
+
+
+def resolve_actor(traj: Trajectory, name: Any) -> str | None:
+    """Like :func:`resolve_agent`, but None for the environment while actors exist."""
+    agent = resolve_agent(traj, name)
+    return agent if agent is None or agent in agent_names(traj) else None
+
+
+def actor_step(traj: Trajectory, step: int) -> int:
+    """``step``, or when the environment spoke there, the nearest earlier actor step (the action it reacts to).
+
+    >>> from attribution.trajectory import Step
+    >>> t = Trajectory(id="x", query="q", steps=[Step(index=0, agent="Coder"), Step(index=1, agent="Computer_terminal")])
+    >>> actor_step(t, 1)
+    0
+    """
+    if traj.steps[step].agent_key not in ENVIRONMENT_KEYS:
+        return step
+    earlier = [s.index for s in traj.steps[:step] if s.agent_key not in ENVIRONMENT_KEYS]
+    return earlier[-1] if earlier else step
 
 
 def resolve_step(traj: Trajectory, value: Any) -> int | None:
@@ -338,7 +368,6 @@ ERROR_CUE_RE = re.compile(
     r"mistake|exitcode: [1-9]|timed? ?out|no results?|unfortunately)\b",
     re.I,
 )
-_HUMAN_KEYS = {"human", "user", "computer_terminal", "system"}
 
 
 def heuristic_guess(traj: Trajectory) -> tuple[str | None, int | None]:
@@ -346,7 +375,7 @@ def heuristic_guess(traj: Trajectory) -> tuple[str | None, int | None]:
 
     Used only when a model's replies are unusable; every use is recorded.
     """
-    actors = [s for s in traj.steps if s.agent_key not in _HUMAN_KEYS] or list(traj.steps)
+    actors = [s for s in traj.steps if s.agent_key not in ENVIRONMENT_KEYS] or list(traj.steps)
     if not actors:
         return None, None
     for s in traj.steps:
@@ -368,10 +397,22 @@ def new_session(ctx: Any, method: str) -> LLMSession:
     return LLMSession(model=model, context_window=int(ctx.context_window), method=method, reply_tokens=reply)
 
 
-def finish(session: LLMSession, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]) -> Any:
-    """The :class:`~attribution.methods.base.Prediction` of a case, with the session's accounting."""
+def finish(
+    session: LLMSession, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]
+) -> Any:
+    """The :class:`~attribution.methods.base.Prediction` of a case, with the session's accounting.
+
+    A step where the environment spoke (terminal output, the human) moves to
+    the actor step it reacts to (recorded as ``environment_step``); a missing
+    or environment agent becomes the step's agent.
+    """
     from attribution.methods.base import Prediction
 
+    if step is not None and (moved := actor_step(traj, step)) != step:
+        details = {**details, "environment_step": step}
+        step = moved
+    if step is not None and (agent is None or resolve_actor(traj, agent) is None):
+        agent = display_agent(traj.steps[step].agent)
     modes = {f["mode"] for f in session.fits}
     truncated: bool | str = "windowed" if "windowed" in modes else "compressed" if "compressed" in modes else False
     return Prediction(

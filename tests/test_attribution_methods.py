@@ -384,3 +384,12 @@ def test_parse_loose_scrapes_key_values() -> None:
     assert parse_loose('agent: "Coder", step: 3, confidence: 0.8') == {"agent": "Coder", "step": "3", "confidence": "0.8"}
     assert parse_loose('```json\n{"step": 2,}\n```') == {"step": 2}
     assert parse_loose("nothing here") is None
+
+
+async def test_environment_step_is_attributed_to_the_action_before_it() -> None:
+    # The marker sits in the terminal's output: the decisive step is the Coder's code just before it.
+    traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Verifier"], 3)
+    pred = await METHODS["binary_search"]()(traj, ctx())
+    assert (pred.step, pred.agent, pred.details["environment_step"]) == (2, "Coder", 3)
+    pred = await METHODS["step_by_step"]()(traj, ctx())
+    assert [v["step"] for v in pred.details["verdicts"]] == [1, 2, 4]  # human and terminal are not judged

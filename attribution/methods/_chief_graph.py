@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attribution.methods._echo_context import HANDOFF_RE, key_decisions, summary
-from attribution.prompting import ERROR_CUE_RE, clip, display_agent
+from attribution.prompting import ENVIRONMENT_KEYS, ERROR_CUE_RE, clip, display_agent
 from attribution.trajectory import Trajectory
 
 MAX_SUBTASKS = 8
@@ -30,7 +30,6 @@ _CODE_RE = re.compile(r"```(?:\w+)?\s*\n?(.*?)(?:```|$)", re.S)
 CORRECTION_RE = re.compile(
     r"\b(apolog\w*|correct(?:ed|ion)|let me fix|my mistake|revis\w*|instead|re-?run|fixed|updated? (?:code|approach))\b", re.I
 )
-_HUMAN_KEYS = {"human", "user", "computer_terminal", "system"}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -228,7 +227,7 @@ def self_corrected(traj: Trajectory, step: int, horizon: int = 6) -> int | None:
 def actors(traj: Trajectory, sub: Subtask) -> list[str]:
     """Display names of the non-human agents speaking in ``sub`` (all speakers when none)."""
     keys = list(dict.fromkeys(traj.steps[i].agent_key for i in sub.steps))
-    real = [k for k in keys if k not in _HUMAN_KEYS] or keys
+    real = [k for k in keys if k not in ENVIRONMENT_KEYS] or keys
     first = {traj.steps[i].agent_key: display_agent(traj.steps[i].agent) for i in reversed(sub.steps)}
     return [first[k] for k in real]
 

@@ -2,8 +2,9 @@
 
 - ``all_at_once``: the whole (fitted) log in one prompt; the model names the
   agent and the step.
-- ``step_by_step``: the log is replayed step by step; at each step the model
-  says whether this step is the decisive error; the first "yes" wins.
+- ``step_by_step``: the log is replayed step by step; at each actor step
+  (the human and the terminal are not judged) the model says whether this
+  step is the decisive error; the first "yes" wins.
 - ``binary_search``: the candidate range is halved until one step is left;
   at each split the model says which half holds the decisive error. On an odd
   length the middle step goes to the FIRST (earlier) half: ``[lo, hi]`` splits
@@ -23,6 +24,7 @@ from typing import Any
 from attribution.methods import _scripted  # noqa: F401  (scripted responders for these contracts)
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
+    ENVIRONMENT_KEYS,
     LLMSession,
     agent_names,
     case_header,
@@ -36,6 +38,7 @@ from attribution.prompting import (
     s_obj,
     s_step,
     s_text,
+    resolve_actor,
     resolve_agent,
     resolve_step,
     step_views,
@@ -86,9 +89,9 @@ async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
     schema = s_obj(reason=s_text(), agent=s_enum(agent_names(traj)), step=s_step(0, traj.n_steps - 1))
     reply = await session.ask("answer", build, schema=schema)
     obj = session.parse("answer", reply) or {}
-    agent, step = resolve_agent(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
+    agent, step = resolve_actor(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
     agent, step = _complete(session, traj, agent, step, reply)
-    return finish(session, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
+    return finish(session, traj, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
 
 
 def _complete(session: LLMSession, traj: Trajectory, agent: str | None, step: int | None, reply: str):
@@ -120,7 +123,9 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
     session = new_session(ctx, "step_by_step")
     header = case_header(traj, ctx.with_ground_truth)
     verdicts: list[dict[str, Any]] = []
-    for i in range(traj.n_steps):
+    # The environment (human, terminal) is not judged: its errors are attributed to the action before it.
+    actors = [s.index for s in traj.steps if s.agent_key not in ENVIRONMENT_KEYS] or list(range(traj.n_steps))
+    for i in actors:
         ask = (
             f"Is step [{i}] (by {display_agent(traj.steps[i].agent)}) the decisive error? Reply with JSON only:\n"
             '{"reason": "<one sentence>", "error": "yes" or "no"}'
@@ -137,10 +142,10 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
         verdicts.append({"step": i, "error": flagged})
         if flagged:
             agent = display_agent(traj.steps[i].agent)
-            return finish(session, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
+            return finish(session, traj, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
     agent, step = heuristic_guess(traj)
     session.note_fallback("judge_step", "no_step_flagged_heuristic")
-    return finish(session, agent, step, 0.0, {"verdicts": verdicts})
+    return finish(session, traj, agent, step, 0.0, {"verdicts": verdicts})
 
 
 @register_method("step_by_step")
@@ -190,7 +195,7 @@ async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
         path.append({"range": [lo, hi], "part": part})
         lo, hi = (a0, a1) if part == "A" else (b0, b1)
     agent = display_agent(traj.steps[lo].agent)
-    return finish(session, agent, lo, 0.5, {"path": path})
+    return finish(session, traj, agent, lo, 0.5, {"path": path})
 
 
 def _part(session: LLMSession, reply: str) -> str:

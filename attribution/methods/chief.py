@@ -287,7 +287,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
         "edges": {t: sum(1 for e in graph.edges if f"{e['level']}:{e['type']}" == t) for t in {f"{e['level']}:{e['type']}" for e in graph.edges}},
     }
     confident = hops and hops[-1]["fix_here_succeeds"] is True
-    return finish(session, agent, step, 0.7 if confident else 0.4, details)
+    return finish(session, traj, agent, step, 0.7 if confident else 0.4, details)
 
 
 @register_method("chief")

@@ -43,6 +43,7 @@ from attribution.prompting import (
     messages,
     new_session,
     render_steps,
+    resolve_actor,
     resolve_agent,
     resolve_step,
     s_enum,
@@ -187,7 +188,7 @@ def _conclusion(traj: Trajectory, raw: Any, analysis: Analysis) -> Conclusion | 
         return None
     names = raw.get("agents", raw.get("agent"))
     names = names if isinstance(names, list) else [names]
-    agents = [a for a in (resolve_agent(traj, n) for n in names) if a]
+    agents = [a for a in (resolve_actor(traj, n) for n in names) if a]
     step = resolve_step(traj, raw.get("step"))
     if step is None and raw.get("step") not in (None, "", "null"):
         analysis.discarded_steps += 1
@@ -202,7 +203,7 @@ def parse_analysis(traj: Trajectory, role: str, obj: dict[str, Any] | None) -> A
     a.summary = str(obj.get("summary", obj.get("reason", "")))[:300]
     evals = obj.get("agents") if isinstance(obj.get("agents"), list) else obj.get("evaluations", [])
     for ev in evals if isinstance(evals, list) else []:
-        if isinstance(ev, dict) and (name := resolve_agent(traj, ev.get("agent"))):
+        if isinstance(ev, dict) and (name := resolve_actor(traj, ev.get("agent"))):
             a.evaluations[name] = max(a.evaluations.get(name, 0.0), to_unit(ev.get("error_likelihood"), 0.0))
             a.evidence[name] = str(ev.get("evidence", ""))[:200]
     concl = obj.get("conclusion")
@@ -323,7 +324,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         "discarded_steps": sum(a.discarded_steps for a in first + second),
         "summaries": [a.summary for a in first],
     }
-    return finish(session, agent, step, confidence, details)
+    return finish(session, traj, agent, step, confidence, details)
 
 
 def step_focus(analyses: Sequence[Analysis], agent: str, own: list[int]) -> set[int]:
