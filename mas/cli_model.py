@@ -12,9 +12,11 @@ import sys
 
 from mas.config import EmbeddedSettings, apply_overrides, load_config
 from mas.embedded import CATALOGUE
+from mas.logging import configure_logging
 
 
 def _settings(args: argparse.Namespace) -> EmbeddedSettings:
+    configure_logging()  # structlog to stderr: stdout carries only results (serve prints base_url)
     cfg = load_config(args.config)
     overrides = {
         "embedded.model": args.model,
