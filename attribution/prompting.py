@@ -44,7 +44,7 @@ from mas.jsonparse import parse_json_object
 __all__ = [
     "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "actor_step", "agent_names",
     "ENVIRONMENT_KEYS", "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess", "json_mode", "messages",
-    "new_session", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "s_enum", "s_list", "s_obj",
+    "new_session", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "steps_of", "s_enum", "s_list", "s_obj",
     "s_step", "s_text", "s_unit", "step_views", "to_unit",
 ]
 
@@ -125,6 +125,13 @@ def actor_step(traj: Trajectory, step: int) -> int:
         return step
     earlier = [s.index for s in traj.steps[:step] if s.agent_key not in ENVIRONMENT_KEYS]
     return earlier[-1] if earlier else step
+
+
+def steps_of(traj: Trajectory, agent: str, within: Sequence[int] | None = None) -> list[int]:
+    """Indices of ``agent``'s steps (by normalised name), optionally only those in ``within``."""
+    key = normalize_agent(agent)
+    idx = range(traj.n_steps) if within is None else within
+    return [i for i in idx if traj.steps[i].agent_key == key]
 
 
 def resolve_step(traj: Trajectory, value: Any) -> int | None:

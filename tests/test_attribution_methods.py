@@ -13,7 +13,13 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from attribution.methods import METHODS, MethodContext, Prediction
-from attribution.methods._chief_graph import build_graph, fallback_subtasks, loop_start, repair_subtasks, self_corrected
+from attribution.methods._chief_graph import (
+    build_graph,
+    fallback_subtasks,
+    loop_start,
+    repair_subtasks,
+    self_corrected,
+)
 from attribution.methods.baselines import split_range
 from attribution.methods.chief import screen_candidates
 from attribution.methods.echo import (
@@ -393,3 +399,17 @@ async def test_environment_step_is_attributed_to_the_action_before_it() -> None:
     assert (pred.step, pred.agent, pred.details["environment_step"]) == (2, "Coder", 3)
     pred = await METHODS["step_by_step"]()(traj, ctx())
     assert [v["step"] for v in pred.details["verdicts"]] == [1, 2, 4]  # human and terminal are not judged
+
+
+class AgentOnlyModel(ScriptedChatModel):
+    """Names an agent but no step (a half-usable reply)."""
+
+    def _respond(self, messages, meta, kwargs):
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content='{"reason": "r", "agent": "coder"}'))])
+
+
+async def test_all_at_once_fills_missing_step_from_agent() -> None:
+    pred = await METHODS["all_at_once"]()(TRAJS[1], MethodContext(model=AgentOnlyModel(seed=0)))
+    assert (pred.agent, pred.step) == ("Coder", 2)
+    assert {"stage": "answer", "kind": "step_from_agent"} in pred.details["fallbacks"]

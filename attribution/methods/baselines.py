@@ -34,14 +34,14 @@ from attribution.prompting import (
     messages,
     new_session,
     render_steps,
+    resolve_actor,
+    resolve_step,
     s_enum,
     s_obj,
     s_step,
     s_text,
-    resolve_actor,
-    resolve_agent,
-    resolve_step,
     step_views,
+    steps_of,
 )
 from attribution.trajectory import Trajectory
 
@@ -101,7 +101,7 @@ def _complete(session: LLMSession, traj: Trajectory, agent: str | None, step: in
     if agent is None and step is not None:
         agent = display_agent(traj.steps[step].agent)
     if step is None and agent is not None:
-        own = [s.index for s in traj.steps if resolve_agent(traj, s.agent) == agent]
+        own = steps_of(traj, agent)
         step = own[0] if own else None
         session.note_fallback("answer", "step_from_agent")
     if agent is None or step is None:

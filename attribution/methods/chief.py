@@ -22,6 +22,7 @@ Pipeline per case (model calls in brackets):
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from attribution.methods import _scripted  # noqa: F401  (scripted responders)
@@ -43,7 +44,6 @@ from attribution.prompting import (
     clip,
     display_agent,
     finish,
-    heuristic_guess,
     messages,
     new_session,
     render_steps,
@@ -55,6 +55,7 @@ from attribution.prompting import (
     s_step,
     s_text,
     step_views,
+    steps_of,
     to_unit,
 )
 from attribution.trajectory import Trajectory, normalize_agent
@@ -164,7 +165,7 @@ async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: 
 
 async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
     """Candidate steps of ``agent`` in ``sub``, the model's choice first, then its alternatives, then the rest."""
-    own = [i for i in sub.steps if display_agent(traj.steps[i].agent) == agent or resolve_agent(traj, traj.steps[i].agent) == agent]
+    own = steps_of(traj, agent, sub.steps)
     if len(own) <= 1:
         return own or [sub.start]
     ask = (
@@ -240,6 +241,24 @@ def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int
     return list(dict.fromkeys(out)), log
 
 
+async def _counterfactual_walk(
+    session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
+) -> tuple[int, list[dict[str, Any]]]:
+    """Up to MAX_HOPS counterfactual checks: follow corrupted inputs back, or drop a rejected first candidate."""
+    step, hops = screened[0], []
+    for _ in range(MAX_HOPS):
+        cf = await counterfactual(session, traj, header, graph, step)
+        hops.append(cf)
+        if cf["input_was_wrong"] and cf["source_step"] is not None:
+            step = cf["source_step"]  # data-flow: move to where the corrupted data came from
+            continue
+        if cf["fix_here_succeeds"] is False and len(screened) > 1 and step == screened[0]:
+            step = screened[1]  # the local counterfactual rejects it: next candidate
+            continue
+        break
+    return step, hops
+
+
 async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
     session = new_session(ctx, "chief")
     header = case_header(traj, ctx.with_ground_truth)
@@ -260,21 +279,8 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
     agent, agent_how = await pick_agent(session, traj, header, graph, failed, verdict)
     candidates = await pick_steps(session, traj, header, failed, agent)
     screened, screen_log = screen_candidates(traj, graph, candidates)
-    step, hops = screened[0], []
-    for _ in range(MAX_HOPS):
-        cf = await counterfactual(session, traj, header, graph, step)
-        hops.append(cf)
-        if cf["input_was_wrong"] and cf["source_step"] is not None:
-            step = cf["source_step"]  # data-flow: move to where the corrupted data came from
-            continue
-        if cf["fix_here_succeeds"] is False and len(screened) > 1 and step == screened[0]:
-            step = screened[1]  # local counterfactual rejects it: next candidate
-            continue
-        break
-    if step is None:
-        agent, step = heuristic_guess(traj)
-        session.note_fallback("screen", "heuristic")
-    agent = display_agent(traj.steps[step].agent) if resolve_agent(traj, traj.steps[step].agent) != agent else agent
+    step, hops = await _counterfactual_walk(session, traj, header, graph, screened)
+    agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
     details = {
         "decomposition": how,
         "subtasks": [{"name": s.name, "start": s.start, "end": s.end} for s in subtasks],
@@ -284,7 +290,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
         "candidates": candidates,
         "screening": screen_log,
         "counterfactuals": hops,
-        "edges": {t: sum(1 for e in graph.edges if f"{e['level']}:{e['type']}" == t) for t in {f"{e['level']}:{e['type']}" for e in graph.edges}},
+        "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
     }
     confident = hops and hops[-1]["fix_here_succeeds"] is True
     return finish(session, traj, agent, step, 0.7 if confident else 0.4, details)

@@ -37,14 +37,12 @@ from attribution.prompting import (
     LLMSession,
     agent_names,
     case_header,
-    display_agent,
     finish,
     heuristic_guess,
     messages,
     new_session,
     render_steps,
     resolve_actor,
-    resolve_agent,
     resolve_step,
     s_enum,
     s_list,
@@ -53,6 +51,7 @@ from attribution.prompting import (
     s_text,
     s_unit,
     step_views,
+    steps_of,
     to_unit,
 )
 from attribution.trajectory import Trajectory
@@ -299,7 +298,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int) -> Prediction:
         agent_basis = "heuristic"
         session.note_fallback("agent_panel", "heuristic")
 
-    own = [s.index for s in traj.steps if display_agent(s.agent) == agent or resolve_agent(traj, s.agent) == agent]
+    own = steps_of(traj, agent)
     focus = step_focus(first, agent, own) or hot
 
     def step_prompt(role: str, budget: int):

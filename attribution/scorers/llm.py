@@ -18,8 +18,21 @@ import time
 
 from attribution.methods import _scripted  # noqa: F401  (scripted responders)
 from attribution.methods.echo import ROLES, sample_panel
-from attribution.prompting import LLMSession, case_header, messages, new_session, render_steps, step_views
-from attribution.scorers.base import Scorer, ScorerContext, StepScores, per_trajectory, register_scorer
+from attribution.prompting import (
+    LLMSession,
+    case_header,
+    messages,
+    new_session,
+    render_steps,
+    step_views,
+)
+from attribution.scorers.base import (
+    Scorer,
+    ScorerContext,
+    StepScores,
+    per_trajectory,
+    register_scorer,
+)
 from attribution.trajectory import Trajectory
 
 SCORE_REPLY_TOKENS = 24
