@@ -1,0 +1,106 @@
+"""CLI commands of failure attribution: ``attribute`` and ``score-steps``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data-dir", help="Who&When directory (with algorithm_generated/ and/or hand_crafted/)")
+    src.add_argument("--runs-dir", help="this project's runs (experiment root or task dir); failed runs are used")
+    p.add_argument("--subset", choices=("algorithm_generated", "hand_crafted", "all"), default="all",
+                   help="Who&When subset (default all)")
+    p.add_argument("--max-cases", type=int, default=None, help="keep the first N cases of each subset")
+    p.add_argument("--model", default=None,
+                   help="model route (embedded, scripted, or a [models.NAME] of --config); LLM methods need it")
+    p.add_argument("--config", default=None, help="experiment TOML with the model routes (default: built-ins)")
+    gt = p.add_mutually_exclusive_group()
+    gt.add_argument("--with-ground-truth", dest="with_ground_truth", action="store_true", default=True,
+                    help="methods may show the reference answer to the model (default)")
+    gt.add_argument("--without-ground-truth", dest="with_ground_truth", action="store_false",
+                    help="methods never see the reference answer")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--concurrency", type=int, default=4, help="cases processed at once (default 4)")
+
+
+def _source_kwargs(args: argparse.Namespace) -> dict[str, object]:
+    return {"data_dir": args.data_dir, "runs_dir": args.runs_dir, "subset": args.subset,
+            "max_cases": args.max_cases, "model": args.model, "config": args.config, "seed": args.seed,
+            "with_ground_truth": args.with_ground_truth, "concurrency": args.concurrency}
+
+
+def _job(cls: type, **kw: object) -> object:
+    """Build a job's options; a bad value becomes a UserError naming the flag."""
+    from pydantic import ValidationError
+
+    from mas.errors import UserError
+
+    try:
+        return cls(**kw)
+    except ValidationError as err:
+        e = err.errors()[0]
+        flag = "--" + str(e["loc"][0]).replace("_", "-") if e["loc"] else "arguments"
+        raise UserError(f"{flag}: {e['msg']} (got {e.get('input')!r})") from None
+
+
+def _fmt(x: object) -> str:
+    return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _attribute(args: argparse.Namespace) -> int:
+    from attribution.jobs import AttributeJob, run_attribute_job
+
+    res = run_attribute_job(_job(AttributeJob, method=args.method, out=args.out, **_source_kwargs(args)))
+    for subset, m in res["metrics"].items():
+        within = m["step_accuracy_within"]
+        print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])} step={_fmt(m['step_accuracy'])} "
+              f"±1={_fmt(within['1'])} ±3={_fmt(within['3'])} ±5={_fmt(within['5'])} "
+              f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
+    for s in res["skipped_files"]:
+        print(f"skipped {s['path']}: {s['reason']}")
+    print(f"wrote {args.out}/predictions.jsonl and {args.out}/results.json")
+    return 0
+
+
+def _score_steps(args: argparse.Namespace) -> int:
+    from attribution.jobs import ScoreJob, run_score_job
+
+    res = run_score_job(_job(ScoreJob, scorer=args.scorer, out=args.out, train_dir=args.train_dir,
+                                 folds=args.folds, **_source_kwargs(args)))
+    for subset, m in res["metrics"].items():
+        print(f"{subset:20s} n={m['n']:4d} top1={_fmt(m['top1_accuracy'])} auroc={_fmt(m['auroc'])} "
+              f"auroc_within={_fmt(m['auroc_within'])} removal@80(in-sample)={_fmt(m['removal_at_80_in_sample'])} "
+              f"nfe={_fmt(m['mean_nfe'])}")
+    for s in res["skipped_files"]:
+        print(f"skipped {s['path']}: {s['reason']}")
+    print(f"wrote {args.out} and {args.out}.metrics.json")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``attribute`` and ``score-steps``."""
+    from attribution.methods import METHODS
+    from attribution.scorers import SCORERS
+
+    p = sub.add_parser("attribute", help="name the responsible agent and decisive step of failed runs",
+                       description="Runs one attribution method on every failed trajectory and writes "
+                                   "OUT/predictions.jsonl (one case per line, with the labels) and "
+                                   "OUT/results.json (agent/step accuracy, ±1..±5, tokens, wall time, per subset).")
+    _add_source(p)
+    p.add_argument("--method", required=True, choices=sorted(METHODS), help="attribution method")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=_attribute)
+
+    p = sub.add_parser("score-steps", help="score every step of failed runs (input of conformal prediction)",
+                       description="Writes one JSON object per trajectory: id, n_steps, step_scores (each in "
+                                   "[0, 1]), mistake_step, mistake_agent, nfe (plus subset, raw_scores, fold). "
+                                   "Trained scorers (position, learned) are cross-fitted: a record is never "
+                                   "scored by a model trained on it. Metrics go to OUT.metrics.json.")
+    _add_source(p)
+    p.add_argument("--scorer", required=True, choices=sorted(SCORERS), help="step scorer")
+    p.add_argument("--train-dir", default=None,
+                   help="extra labelled trajectories to train on (Who&When dir or runs dir); never scored")
+    p.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default 5)")
+    p.add_argument("--out", required=True, help="score file (JSONL)")
+    p.set_defaults(func=_score_steps)

@@ -1,0 +1,190 @@
+"""The ``attribute`` and ``score-steps`` jobs: load, run, measure, write (atomically).
+
+Each job is one pydantic options object and one function, called by the CLI
+and by tests alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
+from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
+from attribution.trajectory import Trajectory
+from mas.errors import UserError
+from mas.io import write_json_atomic, write_text_atomic
+
+log = structlog.get_logger(__name__)
+
+
+class SourceOptions(BaseModel):
+    """Where the trajectories come from, and how many."""
+
+    data_dir: str | None = None
+    """Who&When directory (holding ``algorithm_generated``/``hand_crafted``, or one of them)."""
+    runs_dir: str | None = None
+    """This project's runs (an experiment root or a task directory); failed runs are loaded."""
+    subset: Literal["algorithm_generated", "hand_crafted", "all"] = "all"
+    max_cases: int | None = Field(default=None, ge=1)
+    """Keep the first N cases of each subset (file order), for quick runs."""
+
+
+class ModelOptions(BaseModel):
+    model: str | None = None
+    """Route name (``embedded``, ``scripted`` or one under ``[models]`` of ``config``); None: no model."""
+    config: str | None = None
+    """Experiment TOML holding the routes; None: built-in defaults."""
+    seed: int = 0
+    with_ground_truth: bool = True
+    concurrency: int = Field(default=4, ge=1)
+    """Cases (or trajectories) processed at once."""
+
+
+class AttributeJob(SourceOptions, ModelOptions):
+    method: str
+    out: str
+    """Output directory: ``predictions.jsonl`` and ``results.json``."""
+
+
+class ScoreJob(SourceOptions, ModelOptions):
+    scorer: str
+    out: str
+    """Score file (JSONL); metrics go to ``<out>.metrics.json``."""
+    train_dir: str | None = None
+    """Extra labelled trajectories to train on (Who&When dir or runs dir); never scored."""
+    folds: int = Field(default=5, ge=2)
+
+
+def load_source(opts: SourceOptions) -> LoadResult:
+    """Trajectories of the job, cut to ``max_cases`` per subset."""
+    loaded = load_trajectories(data_dir=opts.data_dir, runs_dir=opts.runs_dir, subset=opts.subset)
+    trajs = loaded.trajectories
+    if opts.max_cases is not None:
+        kept: list[Trajectory] = []
+        per: dict[str, int] = {}
+        for t in trajs:
+            per[t.subset] = per.get(t.subset, 0) + 1
+            if per[t.subset] <= opts.max_cases:
+                kept.append(t)
+        trajs = kept
+    if not trajs:
+        raise UserError(f"no trajectories found in {opts.data_dir or opts.runs_dir}")
+    return LoadResult(trajectories=trajs, skipped=loaded.skipped)
+
+
+def load_train_dir(path: str) -> LoadResult:
+    """A Who&When directory (has a subset directory, or is one) or else a runs directory."""
+    p = Path(path)
+    if p.name in SUBSETS or any((p / s).is_dir() for s in SUBSETS):
+        return load_who_and_when_dir(p, "all")
+    return load_runs_dir(p)
+
+
+def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
+    """``(chat model or None, route facts)`` for ``opts.model`` via ``mas.models.make_chat_model``."""
+    if opts.model is None:
+        return None, {"route": None, "context_window": 8192, "max_output_tokens": 512, "model_label": None}
+    from mas.config import load_config
+    from mas.models import make_chat_model
+
+    cfg = load_config(opts.config)
+    bound = make_chat_model(cfg, opts.model, seed=opts.seed)
+    return bound.model, {"route": opts.model, "context_window": bound.route.context_window,
+                         "max_output_tokens": bound.route.max_tokens, "model_label": bound.model_label}
+
+
+def _source_record(opts: SourceOptions, loaded: LoadResult) -> dict[str, Any]:
+    return {"data_dir": opts.data_dir, "runs_dir": opts.runs_dir, "subset": opts.subset,
+            "max_cases": opts.max_cases, "skipped_files": [s.model_dump() for s in loaded.skipped]}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _progress_bar(total: int, label: str) -> Any:
+    try:
+        from tqdm import tqdm
+    except ModuleNotFoundError:  # progress is optional
+        return None
+    return tqdm(total=total, desc=label, unit="case", leave=False, disable=None)
+
+
+def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
+    """Run ``job.method`` on every case; write ``predictions.jsonl`` and ``results.json``; return the results."""
+    from attribution.methods import get_method
+    from attribution.methods.base import MethodContext
+
+    method = get_method(job.method)
+    loaded = load_source(job)
+    model, facts = open_model(job)
+    ctx = MethodContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                        max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
+                        seed=job.seed)
+    bar = _progress_bar(len(loaded.trajectories), job.method)
+    start = time.perf_counter()
+    records = asyncio.run(attribute_all(method, loaded.trajectories, ctx, concurrency=job.concurrency,
+                                        progress=(lambda _r: bar.update(1)) if bar is not None else None))
+    wall = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    results = {
+        "method": job.method, "model": facts["model_label"], "route": facts["route"],
+        "context_window": facts["context_window"], "with_ground_truth": job.with_ground_truth, "seed": job.seed,
+        "date": _now(), "wall_seconds": wall, "n_cases": len(records), **_source_record(job, loaded),
+        "metrics": attribution_metrics(records),
+    }
+    out = Path(job.out)
+    write_text_atomic(out / "predictions.jsonl", "".join(_prediction_line(r) + "\n" for r in records))
+    write_json_atomic(out / "results.json", results)
+    return results
+
+
+def _prediction_line(r: CaseRecord) -> str:
+    return json.dumps(r.model_dump(mode="json"), ensure_ascii=False)
+
+
+def run_score_job(job: ScoreJob) -> dict[str, Any]:
+    """Score every step of every case; write the score file and ``<out>.metrics.json``; return the metrics."""
+    from attribution.scorers import get_scorer
+    from attribution.scorers.base import ScorerContext
+
+    scorer = get_scorer(job.scorer)
+    loaded = load_source(job)
+    train = load_train_dir(job.train_dir).trajectories if job.train_dir else []
+    model, facts = open_model(job)
+    ctx = ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                        max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
+                        seed=job.seed, folds=job.folds, train=train, concurrency=job.concurrency)
+    start = time.perf_counter()
+    results = asyncio.run(scorer(loaded.trajectories, ctx))
+    wall = time.perf_counter() - start
+    by_id = {t.id: t for t in loaded.trajectories}
+    lines = []
+    for r in results:
+        t = by_id[r.id]
+        row = {"id": r.id, "n_steps": r.n_steps, "step_scores": r.step_scores, "mistake_step": t.mistake_step,
+               "mistake_agent": t.mistake_agent, "nfe": r.nfe, "subset": t.subset, "tokens": r.tokens,
+               "seconds": r.seconds}
+        if "raw_scores" in r.details:
+            row["raw_scores"] = r.details["raw_scores"]
+        if "fold" in r.details:
+            row["fold"] = r.details["fold"]
+        lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    summary = {
+        "scorer": job.scorer, "model": facts["model_label"], "route": facts["route"], "seed": job.seed,
+        "folds": job.folds, "train_dir": job.train_dir, "n_train_extra": len(train), "date": _now(),
+        "wall_seconds": wall, "n_cases": len(results), **_source_record(job, loaded),
+        "metrics": scorer_metrics(results, loaded.trajectories),
+    }
+    write_text_atomic(job.out, "".join(lines))
+    write_json_atomic(f"{job.out}.metrics.json", summary)
+    return summary
