@@ -148,7 +148,7 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
             common["persona"] = agent.persona
         if res.tool_calls:
             routing = [c for c in res.tool_calls if c.name in route_names]
-            _emit_tool_calls(agent, res, common, on_route if routing else None, state_id)
+            _record_injection(rt, res, _emit_tool_calls(agent, res, common, on_route if routing else None, state_id))
             if routing:
                 return TurnResult(answer=None, steps=iteration + 1, tool_results=results, routing_calls=routing)
             history.append(res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text))
@@ -161,21 +161,37 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
         body = {**common, **answer.to_dict()}
         if sends:
             body["sends"] = sends
-        current_tracer().emit(agent.name, choose_event(answer), body, state_id=state_id, step=True,
-                              **llm_event_fields(res))
+        _record_injection(rt, res, current_tracer().emit(agent.name, choose_event(answer), body, state_id=state_id,
+                                                         step=True, **llm_event_fields(res)))
         return TurnResult(answer=answer, steps=iteration + 1, tool_results=results)
     raise AssertionError("unreachable: the last iteration forbids tools")
 
 
+def _record_injection(rt: RunContext, res: Any, event: Any) -> None:
+    """Point the scripted injection record at the step index the injected output actually got.
+
+    Parallel branches ask the model with the step counter of the moment, but
+    their steps are numbered in emit order; the record must name the latter.
+    """
+    plan = rt.models.injection
+    if (event is not None and plan is not None and plan.fired_at is not None
+            and res.message.response_metadata.get("scripted_injected")):
+        plan.fired_at["step"] = event.payload["step_index"]
+
+
 def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any],
-                     on_route: Callable[[ToolCallRequest], dict[str, Any]] | None, state_id: str | None) -> None:
+                     on_route: Callable[[ToolCallRequest], dict[str, Any]] | None, state_id: str | None) -> Any:
+    """Trace the calls (the first is the trajectory step); returns the first event."""
+    first = None
     for i, call in enumerate(res.tool_calls):
         body = {**common, "tool": call.name, "arguments": call.arguments, "tool_call_id": call.id,
                 "tool_protocol": call.protocol}
         if on_route is not None:
             body.update(on_route(call))
-        current_tracer().emit(agent.name, "tool_call", body, state_id=state_id, step=i == 0,
-                              **(llm_event_fields(res) if i == 0 else {}))
+        ev = current_tracer().emit(agent.name, "tool_call", body, state_id=state_id, step=i == 0,
+                                   **(llm_event_fields(res) if i == 0 else {}))
+        first = ev if i == 0 else first
+    return first
 
 
 def _message_text(m: BaseMessage) -> str:

@@ -1,0 +1,303 @@
+"""The termination controller: each stop reason, their order, boundaries, normalisation, judge fallbacks."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.registry import get_benchmark
+from descriptor.schema import read_trace
+from mas.agent import RunContext
+from mas.config import ExperimentConfig, ModelRoute, parse_config
+from mas.judge import consensus_judge, final_vote, parse_consensus, vote_artifacts
+from mas.models import ModelSet
+from mas.runner import RunSpec, execute_run
+from mas.scripted import RESPONDERS
+from mas.termination import (
+    STOP_REASONS,
+    Candidate,
+    ConsensusView,
+    JudgeOutcome,
+    LoopPosition,
+    artifact_kind,
+    decide,
+    emit_decision,
+    mean_delta,
+    normalize_artifact,
+)
+from mas.tracing import ListCollector, Tracer, use_tracer
+
+
+def cands(*answers: str, prefix: str = "a") -> list[Candidate]:
+    return [Candidate(agent=f"{prefix}{i}", artifact=a, confidence=0.8) for i, a in enumerate(answers)]
+
+
+def pos(round_: int = 1, max_rounds: int = 3, min_rounds: int = 0) -> LoopPosition:
+    return LoopPosition(stage="test", round=round_, max_rounds=max_rounds, min_rounds=min_rounds)
+
+
+async def lexical(position, current, previous=None, expected=None, consensus=None):
+    return await decide(position, candidate_artifacts=current, previous_candidate_artifacts=previous,
+                        consensus_artifacts=consensus, expected_count=len(current) if expected is None else expected,
+                        mode="lexical")
+
+
+# ---- each stop reason -------------------------------------------------------------------------
+
+
+async def test_invalid_or_failed_branch():
+    d = await lexical(pos(), cands("42", "", "  "), expected=3)
+    assert d.stop and d.reason == "invalid_or_failed_branch"
+    assert (d.valid_artifact_count, d.required_valid) == (1, 2)
+    assert d.consensus_source == "none"  # no judge needed once a branch check fails
+
+
+async def test_consensus_reached():
+    d = await lexical(pos(), cands("42", "42", "42"))
+    assert d.stop and d.reason == "consensus_reached" and d.consensus_ratio == 1.0
+    assert d.consensus_groups == [["a0", "a1", "a2"]] and d.consensus_answer == "42"
+
+
+async def test_no_meaningful_change():
+    prev = cands("41", "43", "45")
+    d = await lexical(pos(round_=1), cands("41", "43", "45"), prev)
+    assert d.stop and d.reason == "no_meaningful_change"
+    assert d.mean_delta == 0.0 and d.progress_source == "lexical" and d.progress_status == "stalled"
+
+
+async def test_max_rounds_reached():
+    prev = cands("1", "2", "3")
+    d = await lexical(pos(round_=3, max_rounds=3), cands("10", "20", "30"), prev)
+    assert d.stop and d.reason == "max_rounds_reached"
+    assert d.mean_delta is not None and d.mean_delta > 0.05
+
+
+async def test_continue_when_nothing_holds():
+    d = await lexical(pos(round_=1, max_rounds=3), cands("10", "20", "30"), cands("1", "2", "3"))
+    assert not d.stop and d.reason is None and d.reason_detail.startswith("continue")
+
+
+# ---- order when several hold ------------------------------------------------------------------
+
+
+async def test_invalid_branch_wins_over_max_rounds():
+    d = await lexical(pos(round_=3, max_rounds=3), cands("42", "", ""), expected=3)
+    assert d.reason == "invalid_or_failed_branch"
+
+
+async def test_consensus_wins_over_no_progress_and_max_rounds():
+    same = cands("42", "42", "42", "7")
+    d = await lexical(pos(round_=3, max_rounds=3), same, same)
+    assert d.reason == "consensus_reached" and d.should_stop_for_no_progress is True
+
+
+async def test_no_progress_wins_over_max_rounds():
+    same = cands("1", "2", "3")
+    d = await lexical(pos(round_=3, max_rounds=3), same, same)
+    assert d.reason == "no_meaningful_change"
+
+
+async def test_minimum_rounds_hold_quality_stops_back():
+    d = await lexical(pos(round_=0, max_rounds=3, min_rounds=1), cands("42", "42", "42"))
+    assert not d.stop and d.held_back == "consensus_reached"
+    # the failure stop is not held back
+    d = await lexical(pos(round_=0, max_rounds=3, min_rounds=1), cands("42", "", ""), expected=3)
+    assert d.reason == "invalid_or_failed_branch"
+
+
+# ---- boundaries -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("expected", "valid", "stops"), [
+    (4, 2, False), (4, 1, True), (5, 3, False), (5, 2, True), (1, 1, False), (2, 1, False), (3, 1, True),
+])
+async def test_ceil_half_boundary(expected, valid, stops):
+    current = cands(*([f"x{i}" for i in range(valid)] + [""] * (expected - valid)))
+    d = await lexical(pos(round_=1, max_rounds=5), current, expected=expected)
+    assert (d.reason == "invalid_or_failed_branch") is stops
+
+
+async def test_three_of_four_stops():
+    d = await lexical(pos(), cands("42", "42", "42", "41"))
+    assert d.reason == "consensus_reached" and d.consensus_ratio == 0.75
+
+
+async def test_two_of_three_does_not_stop():
+    d = await lexical(pos(), cands("42", "42", "41"))
+    assert not d.stop and d.consensus_ratio == pytest.approx(2 / 3)
+
+
+async def test_one_valid_artifact_is_never_consensus():
+    d = await lexical(pos(), cands("42"), expected=1)
+    assert not d.stop and d.valid_artifact_count == 1
+
+
+async def test_blocked_majority_is_not_substantive_but_counts_as_present():
+    d = await lexical(pos(), cands("Blocked: cannot determine", "blocked - cannot determine!", "BLOCKED cannot determine"))
+    assert d.valid_artifact_count == 3 and d.consensus_ratio == 1.0
+    assert d.is_substantive is False and not d.stop
+
+
+# ---- normalisation and deltas -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The answer is 42.", "the answer is 42"), ("  42!\n", "42"), ("1,000", "1000"), ("Foo\t\tBar", "foo bar"),
+])
+def test_lexical_normalisation(a, b):
+    assert normalize_artifact(a) == normalize_artifact(b)
+
+
+async def test_normalised_answers_vote_together():
+    d = await lexical(pos(), cands("The answer is 42.", "the answer is 42", "THE ANSWER IS 42!"))
+    assert d.reason == "consensus_reached"
+
+
+def test_mean_delta_only_over_comparable_agents():
+    cur = cands("abc", "xyz")
+    assert mean_delta(cur, cands("abc", prefix="b")) is None  # no agent in both rounds
+    assert mean_delta(cur, cands("abc", "xyz")) == 0.0
+    assert 0 < mean_delta(cur, cands("abd", "xyz")) < 0.5
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("", "empty"), ("I am unable to solve it", "blocked"), ("42 (no evidence)", "no_evidence"),
+    ("Plan: read, then add", "planning_only"), ("1. Read the numbers. 2. Add them.", "planning_only"), ("17", "direct"),
+])
+def test_artifact_kind(text, kind):
+    assert artifact_kind(text) == kind
+
+
+# ---- the LLM judge and its fallbacks --------------------------------------------------------
+
+
+def scripted_rt(model: str = "scripted", **mas) -> RunContext:
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model=model)}, mas=mas)
+    return RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="What is 6 * 7?")
+
+
+async def judged(rt, position, current, previous=None, expected=None):
+    return await decide(position, candidate_artifacts=current, previous_candidate_artifacts=previous,
+                        expected_count=len(current) if expected is None else expected, mode="llm_judge",
+                        judge=consensus_judge(rt))
+
+
+async def test_llm_judge_consensus_and_usage():
+    d = await judged(scripted_rt(), pos(), cands("42", "42", "42", "41"))
+    assert d.reason == "consensus_reached" and d.consensus_source == "llm_judge"
+    assert d.judge_token_in > 0 and d.judge_token_out > 0 and d.judge_error is None
+
+
+async def test_llm_judge_no_progress():
+    same = cands("1", "2", "3")
+    d = await judged(scripted_rt(), pos(round_=1), same, same)
+    assert d.reason == "no_meaningful_change" and d.progress_source == "llm_judge"
+    assert d.expected_improvement == "low"
+
+
+@pytest.mark.parametrize("reply", [
+    "I think they mostly agree.",
+    '{"groups": [[0, 1, 2]]}',
+    '{"groups": [[0, 7]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
+    '{"groups": [[0, 1], [1, 2]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
+    '{"groups": [[0, 1, 2]], "invalid_indices": [], "is_substantive": "very", "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
+])
+async def test_malformed_judge_json_falls_back_to_lexical(monkeypatch, reply):
+    monkeypatch.setitem(RESPONDERS, "judge.consensus", lambda ctx: reply)
+    d = await judged(scripted_rt(), pos(), cands("42", "42", "41"))
+    assert d.consensus_source == "lexical_fallback" and "unusable judge reply" in d.judge_error
+    # the lexical verdict applies: 2 of 3 is not consensus (the judge claimed all three agree)
+    assert not d.stop and d.consensus_ratio == pytest.approx(2 / 3)
+    assert d.judge_token_in > 0  # the failed call still costs tokens
+
+
+async def test_judge_unavailable_falls_back(monkeypatch):
+    d = await judged(scripted_rt("scripted:nojudge"), pos(), cands("42", "42", "42"))
+    assert d.reason == "consensus_reached" and d.consensus_source == "lexical_fallback"
+    assert "judge unavailable" in d.judge_error
+
+
+async def test_judge_unsubstantive_verdict_blocks_consensus():
+    async def judge(current, previous):
+        return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2]], is_substantive=False, explanation="a plan"))
+
+    d = await decide(pos(), candidate_artifacts=cands("42", "42", "42"), previous_candidate_artifacts=None,
+                     expected_count=3, mode="llm_judge", judge=judge)
+    assert not d.stop and d.consensus_source == "llm_judge" and d.is_substantive is False
+
+
+def test_parse_consensus_fills_uncovered_indices():
+    v = parse_consensus({"groups": [[0, 2]], "invalid_indices": [], "is_substantive": True,
+                         "progress_status": "unclear", "expected_improvement": "high",
+                         "should_stop_for_no_progress": False}, 3)
+    assert v.groups == [[0, 2], [1]]
+
+
+def test_emit_decision_is_a_controller_verify_with_judge_usage():
+    from mas.termination import TerminationDecision
+
+    d = TerminationDecision(stage="s", round=1, max_rounds=2, min_rounds=0, stop=True, reason="max_rounds_reached",
+                            reason_detail="x", judge_token_in=10, judge_token_out=3, judge_latency_ms=5.0,
+                            judge_cost_usd=0.001)
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        emit_decision(d, state_id="ck")
+    ev = sink.events[0]
+    assert (ev.actor, ev.event_type, ev.token_in, ev.token_out, ev.state_id) == ("system:controller", "verify", 10, 3, "ck")
+    logged = {"reason", "reason_detail", "consensus_mode", "consensus_source", "consensus_ratio", "consensus_groups",
+              "consensus_explanation", "progress_source", "progress_status", "expected_improvement",
+              "progress_explanation", "average_confidence", "mean_delta", "valid_artifact_count"}
+    assert logged <= set(ev.payload) and ev.payload["reason"] in STOP_REASONS
+
+
+# ---- final vote --------------------------------------------------------------------------------
+
+
+def test_vote_prefers_direct_evidence_backed_answers():
+    c = [Candidate(agent="a", artifact="Blocked: no data"), Candidate(agent="b", artifact="Blocked: no data"),
+         Candidate(agent="c", artifact="1. Read. 2. Compute."), Candidate(agent="d", artifact="12", evidence=1)]
+    assert vote_artifacts(c).winner_index == 3
+    # among direct answers, evidence beats a larger unsupported group
+    c = [Candidate(agent="a", artifact="10"), Candidate(agent="b", artifact="10"),
+         Candidate(agent="c", artifact="12", evidence=2)]
+    assert vote_artifacts(c).winner_index == 2
+    # otherwise the larger group wins, then confidence
+    c = [Candidate(agent="a", artifact="10", confidence=0.3), Candidate(agent="b", artifact="10", confidence=0.9),
+         Candidate(agent="c", artifact="12", confidence=1.0)]
+    assert vote_artifacts(c).winner_index == 1
+
+
+async def test_final_vote_judge_and_fallback(monkeypatch):
+    rt = scripted_rt()
+    c = cands("41", "42", "42")
+    out = await final_vote(rt, c)
+    assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.token_in > 0
+    monkeypatch.setitem(RESPONDERS, "judge.vote", lambda ctx: '{"winner_index": 9, "groups": []}')
+    out = await final_vote(rt, c)
+    assert out.source == "lexical_fallback" and "winner_index" in out.error and c[out.winner_index].artifact == "42"
+    out = await final_vote(scripted_rt(final_vote_mode="lexical"), c)
+    assert out.source == "lexical" and out.token_in == 0
+
+
+# ---- rounds = 1 runs exactly one cycle ---------------------------------------------------------
+
+
+async def test_orchestrator_rounds_one_runs_exactly_one_cycle(tmp_path):
+    # worker_1 is made wrong, so no consensus: only the round bound can stop the loop
+    cfg = parse_config({"models": {"default": {"provider": "scripted", "model": "scripted"}},
+                        "mas": {"rounds": 1}, "inject": {"agent": "worker_1", "step": 1}})
+    bench = get_benchmark("arith", None)
+    task = bench.load_tasks(1, seed=0)[0]
+    spec = RunSpec(experiment_id="e", output_root=Path(tmp_path), benchmark="arith", system="orchestrator",
+                   task=task, run_index=0, seed=0)
+    await execute_run(spec, cfg, bench)
+    events = read_trace(spec.path(".trace.jsonl"))
+    decisions = [e.payload for e in events if e.actor == "system:controller" and e.event_type == "verify"]
+    assert [d["reason"] for d in decisions] == ["max_rounds_reached"] and decisions[0]["consensus_ratio"] < 0.75
+    assert sum(e.actor == "planner" for e in events) == 1 and sum(e.actor == "aggregator" and e.event_type in
+                                                                    ("act", "revise") for e in events) == 1
+    stages = json.loads(spec.path(".trace_metrics.json").read_text())["stages"]
+    assert stages[0]["rounds_used"] == 1 and stages[0]["stop_reason"] == "max_rounds_reached"

@@ -1,0 +1,172 @@
+"""Each topology end to end on arith with the scripted model: messages, handoffs, controller decisions, recovery."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attribution.loaders import load_run
+from attribution.rollback import restart_run, rollback_note
+from benchmark.registry import get_benchmark
+from descriptor.run_metrics import compute_run_metrics
+from descriptor.schema import read_trace
+from mas.config import parse_config
+from mas.graph_pictures import PICTURE_FILES, write_graph_pictures
+from mas.runner import RunSpec, execute_run
+from mas.systems import SYSTEMS
+from mas.termination import STOP_REASONS
+
+MAS_SYSTEMS = ("supervisor", "debate", "orchestrator")
+
+
+def config(model: str = "scripted", **sections):
+    return parse_config({"models": {"default": {"provider": "scripted", "model": model}}, **sections})
+
+
+async def run(tmp_path, system, cfg, task_index=0, run_index=0):
+    bench = get_benchmark("arith", None)
+    task = bench.load_tasks(task_index + 1, seed=0)[task_index]
+    spec = RunSpec(experiment_id="e", output_root=Path(tmp_path), benchmark="arith", system=system, task=task,
+                   run_index=run_index, seed=run_index)
+    result = await execute_run(spec, cfg, bench)
+    return result, read_trace(spec.path(".trace.jsonl")), spec
+
+
+def decisions(events):
+    return [e.payload for e in events if e.actor == "system:controller" and e.event_type == "verify"]
+
+
+def test_all_topologies_are_registered():
+    assert {"sas", *MAS_SYSTEMS} <= set(SYSTEMS)
+
+
+@pytest.mark.parametrize("system", MAS_SYSTEMS)
+async def test_topology_end_to_end(tmp_path, system):
+    result, events, spec = await run(tmp_path, system, config())
+    assert result.success and result.error is None
+    sends = [s for e in events for s in e.payload.get("sends") or []]
+    assert sends and all(s["from"] != s["to"] for s in sends)
+    metrics = compute_run_metrics(events)
+    assert metrics.handoff_count > 0 and metrics.communication_agent_to_agent_count > 0
+    decided = decisions(events)
+    assert decided and decided[-1]["stop"] and decided[-1]["reason"] in STOP_REASONS
+    assert all(d["reason"] is None for d in decided[:-1])
+    # trajectory steps count 0, 1, 2, ... in trace order and all have a resumable checkpoint
+    steps = [e for e in events if "step_index" in e.payload]
+    assert [e.payload["step_index"] for e in steps] == list(range(len(steps)))
+    assert all(e.state_id for e in steps) and all(not e.actor.startswith("system") for e in steps)
+    assert sum(e.event_type == "finalize" for e in events) == 1 and events[-1].event_type == "finalize"
+    stages = json.loads(spec.path(".trace_metrics.json").read_text())["stages"]
+    assert stages[0]["stage"] == system and stages[0]["stop_reason"] == decided[-1]["reason"]
+
+
+async def test_supervisor_hands_off_by_tool_call(tmp_path):
+    _, events, _ = await run(tmp_path, "supervisor", config(), task_index=1)
+    handoffs = [e for e in events if e.actor == "supervisor" and e.event_type == "tool_call"]
+    assert handoffs and handoffs[0].payload["tool"] == "delegate"
+    assert handoffs[0].payload["handoff"]["to"] == ["worker_0", "worker_1", "worker_2"]
+    assert {s["to"] for s in handoffs[0].payload["sends"]} == {"worker_0", "worker_1", "worker_2"}
+    reports = [e for e in events if e.actor.startswith("worker_") and e.event_type in ("act", "revise")]
+    assert all(e.payload["sends"] == [{"from": e.actor, "to": "supervisor"}] for e in reports)
+    assert any(s["from"] == "system:controller" for e in events for s in e.payload.get("sends") or [])
+
+
+async def test_supervisor_with_text_tool_protocol(tmp_path):
+    result, events, _ = await run(tmp_path, "supervisor", config("scripted:text-tools"))
+    assert result.success
+    assert any(e.payload.get("tool") == "delegate" and e.payload["tool_protocol"] == "text" for e in events)
+
+
+async def test_debate_sends_reach_every_peer_and_a_vote_decides(tmp_path):
+    _, events, _ = await run(tmp_path, "debate", config())
+    first = next(e for e in events if e.actor == "debater_0" and e.event_type in ("act", "revise"))
+    assert {s["to"] for s in first.payload["sends"]} == {"debater_1", "debater_2"}
+    vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
+    assert vote.payload["vote_source"] == "llm_judge" and vote.token_in > 0
+    # minimum_discussion_rounds = 1: the first answers alone never stop the debate
+    assert decisions(events)[0]["round"] == 0 and not decisions(events)[0]["stop"]
+
+
+async def test_debate_recovers_from_an_injected_error_by_consensus(tmp_path):
+    recovered = 0
+    for step in (1, 4, 12):
+        cfg = config(inject={"agent": "debater_1", "step": step})
+        result, events, spec = await run(tmp_path / str(step), "debate", cfg)
+        injected = json.loads(spec.path(".metadata.json").read_text())["injected_error"]
+        assert injected is not None and injected["agent"] == "debater_1"
+        wrong = next(e for e in events if e.payload.get("step_index") == injected["step"])
+        assert wrong.actor == "debater_1"  # the record names the step that really was injected
+        revisions = [e for e in events if e.actor == "debater_1" and e.event_type == "revise"]
+        last = decisions(events)[-1]
+        if result.success and revisions and last["reason"] == "consensus_reached":
+            recovered += 1
+            # the trace shows where: debater_1 revised to the peers' answer after reading them
+            assert revisions[-1].payload["answer_artifact"] == result.answer and revisions[-1].payload["round"] >= 1
+    assert recovered >= 1
+
+
+async def test_injected_disagreement_needs_a_second_round(tmp_path):
+    _, events, _ = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12}))
+    ratios = [(d["round"], round(d["consensus_ratio"], 2), d["reason"]) for d in decisions(events)]
+    assert (1, 0.67, None) in ratios and ratios[-1][2] == "consensus_reached"
+
+
+async def test_debate_without_judge_falls_back_to_lexical(tmp_path):
+    result, events, _ = await run(tmp_path, "debate", config("scripted:nojudge"))
+    assert result.success
+    assert {d["consensus_source"] for d in decisions(events) if d["consensus_source"] != "none"} == {"lexical_fallback"}
+    vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
+    assert vote.payload["vote_source"] == "lexical_fallback"
+
+
+async def test_debate_max_rounds_when_no_agreement(tmp_path):
+    cfg = config(mas={"agents": 2, "max_rounds": 1}, inject={"agent": "debater_1", "step": 0})
+    _, events, spec = await run(tmp_path, "debate", cfg)
+    # two debaters who each adopt the other's answer swap places: never more than half agree
+    assert [(d["round"], d["reason"], d["consensus_ratio"]) for d in decisions(events)] == [
+        (0, None, 0.5), (1, "max_rounds_reached", 0.5)]
+    assert json.loads(spec.path(".trace_metrics.json").read_text())["stages"][0]["rounds_used"] == 1
+
+
+async def test_orchestrator_roles_and_cycles(tmp_path):
+    cfg = config(mas={"rounds": 3}, inject={"agent": "worker_1", "step": 2})
+    result, events, spec = await run(tmp_path, "orchestrator", cfg)
+    assert result.success
+    actors = [e.actor for e in events if "step_index" in e.payload]
+    assert actors[0] == "planner" and "critic" in actors and actors[-1] == "aggregator"
+    plan = next(e for e in events if e.actor == "planner")
+    assert plan.event_type == "plan" and {s["to"] for s in plan.payload["sends"]} == {"worker_0", "worker_1", "worker_2"}
+    decided = decisions(events)
+    assert [d["round"] for d in decided] == [1, 2] and decided[-1]["reason"] == "consensus_reached"
+    assert any(s["from"] == "system:controller" and s["to"] == "planner" for s in decided[0]["sends"])
+    assert any(e.actor == "worker_1" and e.event_type == "revise" for e in events)
+
+
+async def test_sas_still_works(tmp_path):
+    result, events, spec = await run(tmp_path, "sas", config())
+    assert result.success and events[-1].event_type == "finalize" and events[-1].actor == "solver"
+    assert json.loads(spec.path(".trace_metrics.json").read_text())["stages"] == []
+
+
+async def test_rollback_into_a_fan_out_round_keeps_step_numbers(tmp_path):
+    _, _, spec = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12}))
+    traj = load_run(spec.run_dir, 0)
+    j = traj.mistake_step
+    outcome, trace = await restart_run(traj, restart_step=j, note=rollback_note(traj, j), k=0)
+    assert outcome["success"] and outcome["error"] is None
+    redone = [e.payload["step_index"] for e in read_trace(trace) if "step_index" in e.payload]
+    # the whole round's superstep is redone, numbered as in the original run
+    round_start = min(s.index for s in traj.steps if s.state_id == traj.steps[j].state_id)
+    assert redone[0] == round_start and redone == list(range(round_start, round_start + len(redone)))
+
+
+@pytest.mark.parametrize("system", ["sas", *MAS_SYSTEMS])
+def test_graph_pictures_are_written_offline(tmp_path, system):
+    paths = write_graph_pictures(tmp_path / system, system, config())
+    assert [p.name for p in paths] == list(PICTURE_FILES)
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "__start__" in paths[2].read_text()
+    before = paths[1].stat().st_mtime_ns
+    write_graph_pictures(tmp_path / system, system, config())  # once per directory
+    assert paths[1].stat().st_mtime_ns == before
