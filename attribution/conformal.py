@@ -14,11 +14,15 @@ split-conformal guarantee through ties.
 - ``rf``: ``h[i] = g(c_0..c_i)``: the longest prefix with ``g <= q_hat``.
 - ``twf``: ``h[i] = max(lf, rf)``: the intersection of both; when it is empty
   the set falls back to the single most likely step (first argmax).
-- ``crsvp``: nested sets from the leaf of the most likely step up to the root
-  of a balanced binary tree over the steps, ``A_1 ⊂ ... ⊂ A_D = whole``, with
-  ``A_0 = ∅``. With ``u ~ U(0, 1]`` drawn per trajectory, level ``k`` gets the
-  interpolated score ``v_k = g(A_{k-1}) + u (g(A_k) - g(A_{k-1}))`` (monotone
-  in ``k``), and ``h[i] = v_{level(i)}``.
+- ``crsvp``: a nested chain of contiguous sets grown one step at a time
+  from the most likely step (first argmax) up a balanced binary tree over
+  the steps: at each level the sibling subtree is added, nearest step first
+  (``crsvp_order``). ``B_0 = ∅ ⊂ B_1 = {argmax} ⊂ ... ⊂ B_l = whole``. With
+  ``u ~ U(0, 1]`` drawn per trajectory, the j-th step added gets the
+  interpolated score ``v_j = g(B_{j-1}) + u (g(B_j) - g(B_{j-1}))``
+  (monotone in j, so the set is always some ``B_j``); ``h[step] = v_j``.
+  The randomisation breaks ties between equal set scores, so coverage is
+  close to exactly 1 - alpha rather than above it.
 - ``auto``: see ``choose_method`` and ``auto_halves``: the method is chosen on
   one half of the calibration set and q_hat fitted on the other, so the
   choice never sees the data that sets the threshold (exact coverage).
@@ -152,23 +156,40 @@ def tree_path(n: int, leaf: int) -> list[tuple[int, int]]:
     return path[::-1]
 
 
-def crsvp_levels(s: Sequence[float], agg: Aggregator) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """Nested sets ``A_1..A_D`` of crsvp and their scores ``g(A_0..A_D)`` (``g(A_0) = 0``)."""
-    path = tree_path(len(s), int(np.argmax(s)))
-    g = np.array([0.0] + [segment_score(s, lo, hi, agg) for lo, hi in path])
-    return path, g
+def crsvp_order(n: int, leaf: int) -> list[int]:
+    """Order in which crsvp adds steps: the leaf, then at each level up the tree
+    the sibling subtree's steps, nearest first, so every prefix is contiguous.
+
+    >>> crsvp_order(5, 3)
+    [3, 4, 2, 1, 0]
+    """
+    order = [leaf]
+    path = tree_path(n, leaf)
+    for (lo, hi), (plo, phi) in zip(path, path[1:]):
+        order += range(lo - 1, plo - 1, -1) if plo < lo else range(hi + 1, phi + 1)
+    return order
+
+
+def crsvp_levels(s: Sequence[float], agg: Aggregator) -> tuple[list[int], np.ndarray]:
+    """crsvp's step order and the scores ``g(B_0..B_l)`` of its nested sets
+    ``B_j`` = first j steps of the order (``g(B_0) = 0``, ``g(B_l) = inf``)."""
+    order = crsvp_order(len(s), int(np.argmax(s)))
+    g = [0.0]
+    lo = hi = order[0]
+    for i in order:
+        lo, hi = min(lo, i), max(hi, i)
+        g.append(segment_score(s, lo, hi, agg))
+    return order, np.array(g)
 
 
 def crsvp_thresholds(s: Sequence[float], agg: Aggregator, u: float) -> np.ndarray:
-    """``h[i] = v_{level(i)}`` with ``v_k = g(A_{k-1}) + u (g(A_k) - g(A_{k-1}))``."""
+    """``h[order[j-1]] = v_j = g(B_{j-1}) + u (g(B_j) - g(B_{j-1}))``, monotone in j."""
     if not 0.0 < u <= 1.0:
         raise ValueError(f"u must be in (0, 1], got {u}")
-    path, g = crsvp_levels(s, agg)
-    v = [INF if math.isinf(g[k]) else g[k - 1] + u * (g[k] - g[k - 1]) for k in range(1, len(g))]
+    order, g = crsvp_levels(s, agg)
     h = np.empty(len(s))
-    # Walk from the root down so each step keeps the innermost level holding it.
-    for (lo, hi), vk in zip(path[::-1], v[::-1]):
-        h[lo : hi + 1] = vk
+    for j, i in enumerate(order, start=1):
+        h[i] = INF if math.isinf(g[j]) else g[j - 1] + u * (g[j] - g[j - 1])
     return h
 
 

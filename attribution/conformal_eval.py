@@ -54,14 +54,12 @@ class Prepared:
 
 @dataclass(kw_only=True, slots=True)
 class CrsvpPrepared:
-    """Split-independent data of crsvp: per-level scores padded to the deepest tree."""
+    """Split-independent data of crsvp: per trajectory, the scores of its nested chain."""
 
     lengths: np.ndarray  # (N,)
-    lower: np.ndarray  # (N, D) g(A_{k-1}) for level k = 1..D; padding inf
-    upper: np.ndarray  # (N, D) g(A_k); padding inf
-    valid: np.ndarray  # (N, D) level exists
-    level_size: np.ndarray  # (N, D + 1) |A_k| for k = 0..D
-    err_level: np.ndarray  # (N,) index (level - 1) of the innermost level holding e
+    lower: list[np.ndarray]  # per trajectory, g(B_{j-1}) for j = 1..l
+    upper: list[np.ndarray]  # per trajectory, g(B_j); the last is inf
+    err_pos: np.ndarray  # (N,) j - 1 where B_j is the first set holding e
 
 
 @dataclass(kw_only=True, slots=True)
@@ -97,22 +95,13 @@ def prepare(records: Sequence[ScoreRecord], method: str, agg: Aggregator, twf_fa
 
 
 def prepare_crsvp(records: Sequence[ScoreRecord], agg: Aggregator) -> CrsvpPrepared:
-    """Tree levels of every (labelled) record."""
-    levels = [crsvp_levels(r.step_scores, agg) for r in records]
-    n, depth = len(records), max(len(path) for path, _ in levels)
-    lower, upper = np.full((n, depth), np.inf), np.full((n, depth), np.inf)
-    valid = np.zeros((n, depth), dtype=bool)
-    level_size = np.zeros((n, depth + 1), dtype=int)
-    err_level = np.zeros(n, dtype=int)
-    for t, ((path, g), rec) in enumerate(zip(levels, records)):
-        d = len(path)
-        lower[t, :d], upper[t, :d], valid[t, :d] = g[:-1], g[1:], True
-        level_size[t, 1 : d + 1] = [hi - lo + 1 for lo, hi in path]
-        level_size[t, d + 1 :] = rec.n_steps
-        err_level[t] = next(k for k, (lo, hi) in enumerate(path) if lo <= rec.mistake_step <= hi)
+    """Nested chains of every (labelled) record."""
+    chains = [crsvp_levels(r.step_scores, agg) for r in records]
     return CrsvpPrepared(
-        lengths=np.array([r.n_steps for r in records]), lower=lower, upper=upper, valid=valid,
-        level_size=level_size, err_level=err_level,
+        lengths=np.array([r.n_steps for r in records]),
+        lower=[g[:-1] for _, g in chains],
+        upper=[g[1:] for _, g in chains],
+        err_pos=np.array([order.index(r.mistake_step) for (order, _), r in zip(chains, records)]),
     )
 
 
@@ -209,17 +198,20 @@ def eval_auto(preps: dict[str, Prepared], perms: np.ndarray, alpha: float, seed:
 
 def eval_crsvp(p: CrsvpPrepared, perms: np.ndarray, alpha: float, u: np.ndarray) -> SplitMetrics:
     """Split metrics of crsvp; ``u`` is the (R, N) matrix of interpolation draws in (0, 1]."""
+    n_split, n_rec = u.shape
     n_cal = perms.shape[1] // 2
-    with np.errstate(invalid="ignore"):  # inf - inf on padding; masked by np.where
-        v = np.where(np.isinf(p.upper), np.inf, p.lower + u[:, :, None] * (p.upper - p.lower))
-    rows = np.arange(perms.shape[0])[:, None]
-    scores = v[:, np.arange(len(p.lengths)), p.err_level]  # (R, N) calibration scores
-    q = split_quantiles(scores[rows, perms[:, :n_cal]], alpha)
-    k_star = ((v <= q[:, None, None]) & p.valid[None]).sum(axis=2)  # (R, N)
-    size = p.level_size[np.arange(len(p.lengths))[None, :], k_star]
+    vs, scores = [], np.empty((n_split, n_rec))
+    for t in range(n_rec):  # per trajectory: (R, l) interpolated chain scores
+        lo, hi = p.lower[t], p.upper[t]
+        with np.errstate(invalid="ignore"):
+            v = np.where(np.isinf(hi), np.inf, lo + u[:, t, None] * (hi - lo))
+        vs.append(v)
+        scores[:, t] = v[:, p.err_pos[t]]
+    q = split_quantiles(scores[np.arange(n_split)[:, None], perms[:, :n_cal]], alpha)
+    size = np.stack([(v <= q[:, None]).sum(axis=1) for v in vs])  # (N, R); v is monotone in j
     out = {
-        "size": size.T, "covered": (scores <= q[:, None]).T,
-        "nfe": np.where(np.isinf(q)[None, :], 0, p.lengths[:, None]), "fallback": np.zeros(size.T.shape, bool),
+        "size": size, "covered": (scores <= q[:, None]).T,
+        "nfe": np.where(np.isinf(q)[None, :], 0, p.lengths[:, None]), "fallback": np.zeros(size.shape, bool),
     }
     return _summarise(out, p.lengths, perms[:, n_cal:], q)
 

@@ -85,11 +85,20 @@ def ref_tree_path(n, leaf):
 
 
 def ref_crsvp_levels(s, agg, u):
+    """crsvp's chain: from the top-1 leaf, each tree level adds its sibling subtree
+    one step at a time, nearest step first. Returns the sets B_1..B_l and v_1..v_l."""
     top = max(range(len(s)), key=lambda i: (s[i], -i))  # first argmax
-    sets = [set()] + [set(range(lo, hi + 1)) for lo, hi in ref_tree_path(len(s), top)]
-    g = [ref_g(s, sorted(a), agg) for a in sets]
-    v = [INF if g[k] == INF else g[k - 1] + u * (g[k] - g[k - 1]) for k in range(1, len(sets))]
-    return sets, v
+    path = ref_tree_path(len(s), top)
+    sets, cur = [], {top}
+    sets.append(set(cur))
+    for (lo, hi), (plo, phi) in zip(path, path[1:]):
+        sibling = [i for i in range(plo, phi + 1) if not lo <= i <= hi]
+        for i in sorted(sibling, key=lambda i: abs(i - top)):  # nearest to the current set first
+            cur.add(i)
+            sets.append(set(cur))
+    g = [0.0] + [ref_g(s, sorted(a), agg) for a in sets]
+    v = [INF if g[k] == INF else g[k - 1] + u * (g[k] - g[k - 1]) for k in range(1, len(g))]
+    return [set()] + sets, v
 
 
 def ref_score(s, e, method, agg, u):
@@ -165,6 +174,16 @@ def test_hand_computed_sets_sum_aggregator():
     assert prediction_set(s, "twf", 0.2, SUM, twf_fallback=False).steps == ()
     assert prediction_set(s, "vcp", 0.8, SUM).steps == (1, 2)  # 1 - s = .9 .4 .8 .9, not contiguous in general
     assert prediction_set([0.9, 0.1, 0.9], "vcp", 0.1, SUM).steps == (0, 2)
+
+
+def test_hand_computed_crsvp_chain():
+    s = [0.1, 0.6, 0.2, 0.1]  # top-1 step 1; tree [1] -> [0,1] -> [0..3]; chain {1} {0,1} {0,1,2} whole
+    # g of the chain: .15 .175 .225 inf; with u = .5: v = .075 .1625 .2 inf
+    assert prediction_set(s, "crsvp", 0.17, SUM, u=0.5).steps == (0, 1)
+    assert prediction_set(s, "crsvp", 0.2, SUM, u=0.5).steps == (0, 1, 2)
+    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.5).steps == ()
+    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.9).steps == ()
+    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.1).steps == (1,)  # .015 <= .07
 
 
 def test_hand_computed_nfe_early_stopping():
