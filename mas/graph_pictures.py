@@ -158,7 +158,7 @@ def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str]
             ax.text((x0 + x1) / 2, (y0 + y1) / 2, e.label, fontsize=6, color="#333", ha="center", va="center",
                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
     for x, (px, py) in pos.items():
-        system = x.startswith("system:") or x.startswith("__")
+        system = x.startswith(("system:", "__"))
         ax.text(px, py, x, ha="center", va="center", fontsize=8,
                 bbox={"boxstyle": "round,pad=0.4", "fc": "#eeeeee" if system else "#dde8ff", "ec": "#334"})
     xs = [p[0] for p in pos.values()]

@@ -19,7 +19,15 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from descriptor.schema import EventType
-from mas.agent import CONTENT_LIMIT, Answer, AgentSpec, RunContext, opening_messages, parse_answer, run_tool_calls
+from mas.agent import (
+    CONTENT_LIMIT,
+    AgentSpec,
+    Answer,
+    RunContext,
+    opening_messages,
+    parse_answer,
+    run_tool_calls,
+)
 from mas.llm import LLMCallError, ToolCallRequest, call_llm, llm_event_fields
 from mas.prompts import ANSWER_SCHEMA, force_answer_note, relay_packet
 from mas.termination import Candidate, normalize_artifact

@@ -40,7 +40,13 @@ from mas.roles import (
     turn,
 )
 from mas.scripted import ScriptedContext, responder
-from mas.termination import CONTROLLER, LoopPosition, decide, emit_decision, normalize_artifact
+from mas.termination import (
+    CONTROLLER,
+    LoopPosition,
+    decide,
+    emit_decision,
+    normalize_artifact,
+)
 from mas.tracing import current_tracer
 
 SUPERVISOR = AgentSpec(name="supervisor", role="supervisor", tools=False)

@@ -198,12 +198,12 @@ async def test_llm_judge_no_progress():
 @pytest.mark.parametrize("reply", [
     "I think they mostly agree.",
     '{"groups": [[0, 1, 2]]}',
-    '{"groups": [[0, 7]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
-    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
-    '{"groups": [[0, 1], [1, 2]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
-    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
-    '{"groups": [[0, 1, 2]], "invalid_indices": [], "is_substantive": "very", "progress_status": "stalled", '
-    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}',
+    ('{"groups": [[0, 7]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}'),
+    ('{"groups": [[0, 1], [1, 2]], "invalid_indices": [], "is_substantive": true, "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}'),
+    ('{"groups": [[0, 1, 2]], "invalid_indices": [], "is_substantive": "very", "progress_status": "stalled", '
+    '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}'),
 ])
 async def test_malformed_judge_json_falls_back_to_lexical(monkeypatch, reply):
     monkeypatch.setitem(RESPONDERS, "judge.consensus", lambda ctx: reply)

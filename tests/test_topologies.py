@@ -130,7 +130,7 @@ async def test_debate_max_rounds_when_no_agreement(tmp_path):
 
 async def test_orchestrator_roles_and_cycles(tmp_path):
     cfg = config(mas={"rounds": 3}, inject={"agent": "worker_1", "step": 2})
-    result, events, spec = await run(tmp_path, "orchestrator", cfg)
+    result, events, _spec = await run(tmp_path, "orchestrator", cfg)
     assert result.success
     actors = [e.actor for e in events if "step_index" in e.payload]
     assert actors[0] == "planner" and "critic" in actors and actors[-1] == "aggregator"
@@ -170,3 +170,17 @@ def test_graph_pictures_are_written_offline(tmp_path, system):
     before = paths[1].stat().st_mtime_ns
     write_graph_pictures(tmp_path / system, system, config())  # once per directory
     assert paths[1].stat().st_mtime_ns == before
+
+
+async def test_lexical_modes_and_personas(tmp_path):
+    cfg = config(mas={"termination_consensus_mode": "lexical", "final_vote_mode": "lexical",
+                      "personas": ["a careful accountant", "a sceptical checker"]})
+    result, events, _ = await run(tmp_path, "debate", cfg)
+    assert result.success
+    assert {d["consensus_source"] for d in decisions(events)} == {"lexical"}
+    assert all(d["judge_token_in"] == 0 for d in decisions(events))
+    vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
+    assert vote.payload["vote_source"] == "lexical" and vote.token_in == 0
+    personas = {e.actor: e.payload.get("persona") for e in events if "step_index" in e.payload}
+    assert personas == {"debater_0": "a careful accountant", "debater_1": "a sceptical checker",
+                        "debater_2": "a careful accountant"}
