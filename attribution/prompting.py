@@ -437,7 +437,7 @@ def finish(
 # JSON-schema pieces for constrained replies (llama-server turns them into a grammar).
 
 
-def s_text(max_len: int = 200) -> dict[str, Any]:
+def s_text(max_len: int = 160) -> dict[str, Any]:
     return {"type": "string", "maxLength": max_len}
 
 

@@ -413,3 +413,28 @@ async def test_all_at_once_fills_missing_step_from_agent() -> None:
     pred = await METHODS["all_at_once"]()(TRAJS[1], MethodContext(model=AgentOnlyModel(seed=0)))
     assert (pred.agent, pred.step) == ("Coder", 2)
     assert {"stage": "answer", "kind": "step_from_agent"} in pred.details["fallbacks"]
+
+
+# ------------------------------------------------------------------ the real local model (opt-in: -m embedded)
+
+
+@pytest.mark.embedded
+async def test_all_methods_run_on_the_embedded_model() -> None:
+    """Every LLM method returns a valid prediction from the real 0.5B model (JSON constrained by schema)."""
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.llama_server import _release_all
+    from mas.models import make_chat_model
+
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="embedded", model="qwen2.5-coder-0.5b",
+                                                         temperature=0.2, max_tokens=256)})
+    bound = make_chat_model(cfg, "default")
+    try:
+        mctx = MethodContext(model=bound.model, route="default", context_window=bound.route.context_window,
+                             max_output_tokens=256)
+        for method in LLM_METHODS:
+            pred = await METHODS[method]()(TRAJS[0], mctx)
+            assert pred.agent is not None and pred.step is not None and 0 <= pred.step < TRAJS[0].n_steps
+            assert pred.nfe >= 1 and pred.details["tokens_in"] > 0 and pred.details["tokens_out"] > 0
+            assert pred.details["fit"]["max_prompt_tokens"] <= mctx.context_window
+    finally:
+        _release_all()

@@ -123,7 +123,7 @@ async def oracle(session: LLMSession, traj: Trajectory, header: str, graph: Caus
         text, report = _log(traj, sub.steps, budget - 350)
         return messages(SYSTEM, f"{header}\n\nSteps of this subtask:\n{text}\n\n{ask}"), report
 
-    schema = s_obj(**{k: s_text(120) for k in ("goal", "preconditions", "key_evidence", "acceptance")},
+    schema = s_obj(**{k: s_text(80) for k in ("goal", "preconditions", "key_evidence", "acceptance")},
                    reason=s_text(), satisfied=s_enum(["yes", "no"]))
     reply = await session.ask("oracle", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
     obj = session.parse("oracle", reply) or {}

@@ -241,17 +241,17 @@ def _system(role: str) -> str:
 def agent_schema(traj: Trajectory) -> dict[str, Any]:
     """Reply schema of the agent pass (summary and evaluations before the conclusion)."""
     names, last = agent_names(traj), traj.n_steps - 1
-    evaluation = s_obj(agent=s_enum(names), error_likelihood=s_unit(), evidence=s_text(120))
+    evaluation = s_obj(agent=s_enum(names), error_likelihood=s_unit(), evidence=s_text(80))
     guess = s_obj(agents=s_list(s_enum(names), 1, 1), step=s_step(0, last), confidence=s_unit())
     conclusion = s_obj(type=s_text(40), agents=s_list(s_enum(names), 2, 1), step=s_step(0, last), confidence=s_unit())
-    return s_obj(summary=s_text(), agents=s_list(evaluation, min(len(names), 6), 1), conclusion=conclusion,
+    return s_obj(summary=s_text(160), agents=s_list(evaluation, min(len(names), 4), 1), conclusion=conclusion,
                  alternatives=s_list(guess, 2))
 
 
 def step_schema(traj: Trajectory) -> dict[str, Any]:
     """Reply schema of the step pass."""
     guess = s_obj(step=s_step(0, traj.n_steps - 1), confidence=s_unit())
-    return s_obj(summary=s_text(), conclusion=guess, alternatives=s_list(guess, 2))
+    return s_obj(summary=s_text(160), conclusion=guess, alternatives=s_list(guess, 2))
 
 
 async def _panel(
