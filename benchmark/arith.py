@@ -81,6 +81,7 @@ class ArithBenchmark(Benchmark):
     answer_kind: ClassVar[Literal["number"]] = "number"
     license: ClassVar[str] = "generated (project licence)"
     success_definition: ClassVar[str] = "last number in the answer == exact integer result"
+    option_names: ClassVar[tuple[str, ...]] = ("count",)
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
         count = limit if limit is not None else int(self.options.get("count", 50))

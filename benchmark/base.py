@@ -41,6 +41,8 @@ class Benchmark(ABC):
     answer_kind: ClassVar[Literal["number", "code", "text"]]
     license: ClassVar[str]
     success_definition: ClassVar[str]
+    option_names: ClassVar[tuple[str, ...]] = ()
+    """Options the adapter accepts from ``[benchmarks.<name>]`` in the config."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -26,8 +26,6 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "reasoning_gym": ReasoningGymBenchmark,
 }
 
-# Adapters that do not declare ``option_names`` themselves.
-_DECLARED_OPTIONS: dict[str, tuple[str, ...]] = {"arith": ("count",)}
 
 
 def list_benchmarks() -> list[str]:
@@ -45,7 +43,7 @@ def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark
     if cls is None:
         raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())}")
     options = dict(options or {})
-    allowed = getattr(cls, "option_names", None) or _DECLARED_OPTIONS.get(name)
+    allowed = getattr(cls, "option_names", None)
     if allowed is not None:
         unknown = sorted(set(options) - set(allowed))
         if unknown:

@@ -25,6 +25,7 @@ def configure_logging(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Resolve sys.stderr per logger: it may be swapped (pytest capture, redirection).
+        logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
+        cache_logger_on_first_use=False,
     )

@@ -9,6 +9,7 @@ redone; any other leftovers of a run are cleared before it runs again.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -134,8 +135,9 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
         finally:
             tracer.close()
     wall_s = time.perf_counter() - t0
-    return finish_run(spec, cfg, bench, state=state, error=error, wall_s=wall_s, models=models, plan=plan,
-                      meta=meta, tracing=tracing, totals=tracer.totals)
+    # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
+    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, wall_s=wall_s,
+                                   models=models, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals)
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
@@ -146,8 +148,8 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     completion = answer is not None
     evaluation = bench.evaluate(spec.task, answer or "")
     write_text_atomic(spec.path(".answer.txt"), answer or "")
-    write_json_atomic(spec.path(".eval.json"), {"success": evaluation.success, "score": evaluation.score,
-                                                 "details": evaluation.details})
+    write_json_atomic(spec.path(".eval.json"), {"success": evaluation.success, "completion": completion,
+                                                 "score": evaluation.score, "details": evaluation.details})
     events = read_trace(spec.path(".trace.jsonl")) if tracing else []
     metrics = compute_run_metrics(events).model_dump()
     write_json_atomic(spec.path(".trace_metrics.json"), {

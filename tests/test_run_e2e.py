@@ -23,7 +23,7 @@ def run_cli(tmp_path, *extra):
 def test_scripted_run_writes_every_artifact(tmp_path, capsys):
     assert run_cli(tmp_path) == 0
     out = capsys.readouterr().out
-    assert "wrote 6 runs" in out and "success_rate" in out
+    assert "wrote 6 runs" in out and "success" in out
     task_dirs = sorted((tmp_path / "t1" / "arith" / "sas").iterdir())
     task_dirs = [d for d in task_dirs if d.is_dir()]
     assert len(task_dirs) == 3
