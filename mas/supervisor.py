@@ -223,10 +223,15 @@ def _plurality(packets: list[re.Match[str]]) -> tuple[str, float] | None:
 
 @responder(CONTRACT)
 def scripted_supervisor(ctx: ScriptedContext) -> str | AIMessage:
-    """Delegates to every listed worker; answers with the workers' plurality once asked for the final answer."""
+    """Delegates to every listed worker; answers with the workers' plurality once asked for the final answer.
+
+    Injected: routes to a worker that does not exist, or reports a wrong final value.
+    """
     last = str(ctx.messages[-1].content)
     if "tools" in ctx.kwargs:
         workers = [m["name"] for m in _WORKER_LINE.finditer(last)]
+        if ctx.inject:  # the wrong routing step: a worker that does not exist, so nobody gets the task
+            workers = [f"worker_{len(workers) + 6}"]
         args = {"workers": workers, "instruction": "Solve the task step by step with the calculator and report the number."}
         if ctx.text_tools:
             return AIMessage(content="```json\n" + json.dumps({"name": "delegate", "arguments": args}) + "\n```")

@@ -184,3 +184,11 @@ async def test_lexical_modes_and_personas(tmp_path):
     personas = {e.actor: e.payload.get("persona") for e in events if "step_index" in e.payload}
     assert personas == {"debater_0": "a careful accountant", "debater_1": "a sceptical checker",
                         "debater_2": "a careful accountant"}
+
+
+async def test_injected_routing_step_of_the_supervisor_fails_the_branch(tmp_path):
+    result, events, spec = await run(tmp_path, "supervisor", config(inject={"agent": "supervisor", "step": 0}))
+    assert json.loads(spec.path(".metadata.json").read_text())["injected_error"] == {"agent": "supervisor", "step": 0}
+    handoff = next(e for e in events if e.actor == "supervisor" and e.event_type == "tool_result")
+    assert handoff.payload["ok"] is False
+    assert decisions(events)[-1]["reason"] == "invalid_or_failed_branch" and not result.success
