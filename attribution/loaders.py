@@ -195,43 +195,75 @@ def _render_payload(event_type: str, payload: dict[str, Any]) -> str:
     return f"[{event_type}] {body}"
 
 
-def _trace_steps(trace: Path) -> list[Step]:
-    steps: list[Step] = []
+_RESULT_CHARS = 2000  # tool output kept per step (characters)
+
+
+def _tool_result_text(payload: dict[str, Any]) -> str:
+    out = payload.get("output", payload.get("content", payload.get("error", "")))
+    text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+    if len(text) > _RESULT_CHARS:
+        text = text[:_RESULT_CHARS] + " …"
+    failed = payload.get("ok") is False
+    return f"\n-> {'tool error' if failed else 'tool result'}: {text}"
+
+
+def _trace_steps(trace: Path) -> tuple[list[Step], list[int]]:
+    """Steps in trace order and each step's ``step_index`` as written in the trace."""
+    rows: list[dict[str, Any]] = []
+    written: list[int] = []
+    by_call: dict[str, int] = {}
     errors: list[str] = []
-    misnumbered = False
     for lineno, ev, err in iter_trace_lines(trace):
         if err is not None:
             errors.append(f"{trace}:{lineno}: {err}")
             continue
         if errors:  # damage before the last line: the trace cannot be trusted
             raise MalformedFile(errors[0])
-        idx = ev.payload.get("step_index")
+        p = ev.payload
+        if ev.event_type == "tool_result":
+            # A tool call's result belongs to the step that made the call.
+            pos = by_call.pop(str(p.get("tool_call_id")), None) if p.get("tool_call_id") else None
+            if pos is None and rows and rows[-1]["kind"] == "tool_call" and not rows[-1]["has_result"]:
+                pos = len(rows) - 1
+            if pos is not None:
+                rows[pos]["content"] += _tool_result_text(p)
+                rows[pos]["has_result"] = True
+            continue
+        idx = p.get("step_index")
         if not isinstance(idx, int) or isinstance(idx, bool):
             continue
-        content = ev.payload.get("content")
+        content = p.get("content")
         if not isinstance(content, str) or not content.strip():
-            content = _render_payload(ev.event_type, ev.payload)
-        steps.append(Step(index=len(steps), agent=ev.actor, role=str(ev.payload.get("role") or ""),
-                          content=content, state_id=ev.state_id, kind=ev.event_type))
-        if idx != len(steps) - 1 and not misnumbered:
-            # The position is what methods and labels use; the state_id stays the resumable point.
-            misnumbered = True
-            log.warning("step_index does not count 0, 1, 2, ...; steps renumbered by position",
-                        path=f"{trace}:{lineno}", step_index=idx, position=len(steps) - 1)
+            content = _render_payload(ev.event_type, p)
+        if ev.event_type == "tool_call" and p.get("tool_call_id"):
+            by_call[str(p["tool_call_id"])] = len(rows)
+        rows.append({"agent": ev.actor, "role": str(p.get("role") or ""), "content": content,
+                     "state_id": ev.state_id, "kind": ev.event_type, "has_result": False})
+        written.append(idx)
     if errors:
         log.warning("damaged last trace line ignored", path=str(trace), reason=errors[0])
-    return steps
+    if written != list(range(len(written))):
+        # Positions are what methods and labels use; state_id stays the resumable point.
+        log.warning("step_index does not count 0, 1, 2, ...; steps renumbered by position",
+                    path=str(trace), first=written[:5])
+    steps = [Step(index=i, agent=r["agent"], role=r["role"], content=r["content"], state_id=r["state_id"],
+                  kind=r["kind"]) for i, r in enumerate(rows)]
+    return steps, written
 
 
-def _injected(meta: dict[str, Any], path: Path, n_steps: int) -> tuple[str | None, int | None]:
+def _injected(meta: dict[str, Any], path: Path, written: list[int]) -> tuple[str | None, int | None]:
+    """The injected error as ``(agent, position)``; ``written`` are the trace's step indices."""
     inj = meta.get("injected_error")
     if inj is None:
         return None, None
     if not isinstance(inj, dict):
         raise MalformedFile(f"{path}: field 'injected_error': expected an object {{agent, step}} or null")
     agent, step = inj.get("agent"), inj.get("step")
-    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < n_steps):
-        raise MalformedFile(f"{path}: field 'injected_error.step': expected an int in [0, {n_steps}), got {step!r}")
+    if step is not None:
+        if not isinstance(step, int) or isinstance(step, bool) or step not in written:
+            raise MalformedFile(f"{path}: field 'injected_error.step': expected one of the trace's step indices "
+                                f"{written[0] if written else '-'}..{written[-1] if written else '-'}, got {step!r}")
+        step = written.index(step)
     return (str(agent) if agent is not None else None), step
 
 
@@ -245,7 +277,7 @@ def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = 
     trace = Path(f"{stem}.trace.jsonl")
     if not trace.is_file():
         raise MalformedFile(f"{trace}: trace file not found")
-    steps = _trace_steps(trace)
+    steps, written = _trace_steps(trace)
     if not steps:
         raise MalformedFile(f"{trace}: no event has an integer payload.step_index (no trajectory steps)")
     meta_path = Path(f"{stem}.metadata.json")
@@ -258,7 +290,7 @@ def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = 
     reference = task.get("reference")
     answer_path = Path(f"{stem}.answer.txt")
     answer = answer_path.read_text(encoding="utf-8") if answer_path.is_file() else None
-    agent, step = _injected(meta, meta_path, len(steps))
+    agent, step = _injected(meta, meta_path, written)
     base = Path(root) if root is not None else task_dir.parent
     try:
         rid = str(stem.relative_to(base))
@@ -297,7 +329,9 @@ def load_runs_dir(runs_dir: str | Path) -> LoadResult:
             continue
         try:
             if _failed_run(result_path):
-                out.append(load_run(result_path.parent, int(m.group(1)), root=root))
+                # ids keep the task directory's name even when runs_dir is that directory
+                base = root.parent if result_path.parent == root else root
+                out.append(load_run(result_path.parent, int(m.group(1)), root=base))
         except (MalformedFile, ValidationError) as err:
             reason = str(err).splitlines()[0]
             log.warning("skipped malformed run", path=str(result_path), reason=reason)
