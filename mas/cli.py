@@ -76,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         results = asyncio.run(run_experiment(req))
     except SweepInterrupted as err:
-        print(f"stopped: {err}", file=sys.stderr)
+        print(f"interrupted: {err}", file=sys.stderr)
         return err.exit_code
     print(f"wrote {len(results)} runs under {req.experiment_root}")
     from descriptor.cli import print_summary

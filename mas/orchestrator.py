@@ -106,6 +106,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         return {"history": {CRITIC.name: [artifact_of(CRITIC, c, res)]}, "steps_done": res.steps}
 
     async def aggregator(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(state.get("steps_done", 0))
         c, history = state.get("cycle", 0), state.get("history") or {}
         own = latest(history, AGGREGATOR.name)
         inputs = [packet(a) for a in round_artifacts(history, [*names, CRITIC.name], c)]
