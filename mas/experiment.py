@@ -109,6 +109,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     benches = validate_request(req)
     specs = plan_runs(req, benches)
     prepare_models(req.cfg)
+    write_system_pictures(req, benches)
     job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                    scheduler_address=req.scheduler_address,
                    bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
@@ -121,6 +122,15 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
                         f"({shown}); run the same command again to redo them")
     return outcome.results
+
+
+def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:
+    """``mas_graph`` and ``workflow_graph`` pictures in every ``<benchmark>/<system>/`` directory (kept once written)."""
+    from mas.graph_pictures import write_graph_pictures
+
+    for bname in benches:
+        for system in dict.fromkeys(req.systems):
+            write_graph_pictures(req.experiment_root / bname / system, system, req.cfg)
 
 
 def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:

@@ -185,8 +185,13 @@ class TerminationDecision:
         return asdict(self)
 
 
-def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> ConsensusView:
-    """Exact votes on normalised text; progress from the difflib mean delta."""
+def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
+                 progress_of: Sequence[Candidate] | None = None) -> ConsensusView:
+    """Exact votes on normalised text; progress from the difflib mean delta.
+
+    ``progress_of`` are the artifacts compared with ``previous`` (default:
+    ``candidates``); the vote may run over other artifacts than the progress.
+    """
     by_norm: dict[str, list[int]] = {}
     invalid = []
     for i, c in enumerate(candidates):
@@ -197,7 +202,7 @@ def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] 
             invalid.append(i)
     groups = sorted(by_norm.values(), key=lambda g: (-len(g), g[0]))
     winner = candidates[groups[0][0]].artifact if groups else ""
-    delta = mean_delta(candidates, previous)
+    delta = mean_delta(candidates if progress_of is None else progress_of, previous)
     stalled = delta is not None and delta <= NO_PROGRESS_DELTA
     return ConsensusView(
         groups=groups, invalid_indices=invalid, is_substantive=artifact_kind(winner) == "direct",
@@ -230,13 +235,20 @@ def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | 
 
 
 async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candidate],
-                previous: Sequence[Candidate] | None) -> tuple[ConsensusView, str, JudgeOutcome | None]:
-    if mode == "llm_judge" and judge is not None:
-        outcome = await judge(voters, previous)
-        if outcome.view is not None:
-            return outcome.view, "llm_judge", outcome
-        return lexical_view(voters, previous), "lexical_fallback", outcome
-    return lexical_view(voters, previous), "lexical" if mode == "lexical" else "lexical_fallback", None
+                previous: Sequence[Candidate] | None, candidates: Sequence[Candidate],
+                call_judge: bool) -> tuple[ConsensusView, str, JudgeOutcome | None]:
+    lexical = lexical_view(voters, previous, progress_of=candidates)
+    if mode != "llm_judge":
+        return lexical, "lexical", None
+    if not call_judge:  # before the minimum rounds no quality stop applies: a judge call could not change anything
+        lexical.explanation = "judge not called before the minimum rounds; " + lexical.explanation
+        return lexical, "lexical", None
+    if judge is None:
+        return lexical, "lexical_fallback", JudgeOutcome(view=None, error="no judge configured")
+    outcome = await judge(voters, previous)
+    if outcome.view is not None:
+        return outcome.view, "llm_judge", outcome
+    return lexical, "lexical_fallback", outcome
 
 
 async def decide(
@@ -252,9 +264,12 @@ async def decide(
     """Decide whether the looped stage stops after this round, and why.
 
     ``consensus_artifacts`` are what the consensus vote runs over (default:
-    the candidates). The judge is only called when a consensus or progress
-    check needs it; a judge that is missing (``judge=None`` in ``llm_judge``
-    mode) or unusable is recorded as ``consensus_source="lexical_fallback"``.
+    the candidates); progress always compares the candidates with
+    ``previous_candidate_artifacts``. The judge is only called when a
+    consensus or progress check could stop the loop (not before
+    ``min_rounds``); a judge that is missing (``judge=None`` in ``llm_judge``
+    mode) or unusable is recorded as ``consensus_source="lexical_fallback"``
+    with ``judge_error`` saying why.
 
     >>> import asyncio
     >>> c = [Candidate(agent=a, artifact="42") for a in ("a", "b", "c")]
@@ -280,7 +295,8 @@ async def decide(
     has_previous = bool(comparable_pairs(candidate_artifacts, previous_candidate_artifacts))
     voter_valid = sum(c.valid for c in voters)
     if voter_valid > 1 or has_previous:
-        view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts)
+        view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts, candidate_artifacts,
+                                            call_judge=position.round >= position.min_rounds)
         _record_view(d, view, source, outcome, voters, has_previous)
         held: list[str] = []
         ratio_ok = voter_valid > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD

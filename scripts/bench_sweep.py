@@ -1,13 +1,22 @@
-"""Sweep efficiency: how well a sweep keeps C model slots busy.
+"""Sweep performance figures, printed by one command.
 
-The scripted model sleeps ``--latency-ms`` per call (asyncio.sleep, like a
-remote endpoint), so an ideal sweep takes ``ideal_s = calls x latency / C``
-seconds. ``efficiency = ideal_s / actual_s`` (target >= 0.90 at C = 16 and
-200 runs). ``calls`` is counted from the traces the sweep wrote (events
-backed by an LLM call). The process CPU time per run is printed too: on a
-busy machine the event loop's own CPU work is what eats the slots.
+1. **Tracing overhead**: the same scripted runs (zero model latency) of
+   ``sas`` and ``debate`` with tracing on and off, one run at a time, the two
+   modes interleaved over ``--repeats`` rounds; wall time per LLM call and the
+   overhead ``on / off - 1`` of the medians (target <= 5 %).
+2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
+   (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
+   ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
+   actual_s`` (target >= 0.90 at C = 16 and 200 runs). ``calls`` is counted
+   from the traces the sweep wrote.
+3. **Embedded saturation** (skip with ``--skip-embedded``): a GSM8K ``sas``
+   sweep on the local llama-server, ``concurrency = 2 x slots``; its aggregate
+   output tokens/s (sum of the traces' ``token_out`` over the sweep's wall
+   time) against the server's own peak measured alone just before: ``slots``
+   concurrent plain requests of the same output length as the sweep's mean
+   call (target >= 0.85).
 
-Run: python scripts/bench_sweep.py [--runs 200] [--concurrency 16] [--latency-ms 200] [--system sas]
+Run: python scripts/bench_sweep.py [--runs 200] [--concurrency 16] [--latency-ms 200] [--skip-embedded]
 """
 
 from __future__ import annotations
@@ -16,75 +25,168 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
-from mas.config import ExperimentConfig, ModelRoute  # noqa: E402
+from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute  # noqa: E402
 from mas.experiment import ExperimentRequest, run_experiment  # noqa: E402
 
-TARGET = 0.90
+EFFICIENCY_TARGET, OVERHEAD_TARGET, SATURATION_TARGET = 0.90, 0.05, 0.85
 
 
-def count_llm_calls(root: Path) -> int:
-    """Trace events backed by an LLM call (they carry ``usage_source``), plus failed attempts."""
-    n = 0
+def trace_calls_and_tokens(root: Path) -> tuple[int, int]:
+    """LLM calls (events that carry ``usage_source``, plus failed attempts) and output tokens in the traces."""
+    calls = tokens = 0
     for path in root.rglob("*.trace.jsonl"):
         for e in read_trace(path):
             extra = e.model_extra or {}
-            n += "usage_source" in extra or (e.event_type == "error" and e.payload.get("kind") == "llm_call")
-    return n
+            calls += "usage_source" in extra or (e.event_type == "error" and e.payload.get("kind") == "llm_call")
+            tokens += e.token_out
+    return calls, tokens
 
 
-def measure(*, runs: int, concurrency: int, latency_ms: float, system: str, executor: str = "local",
-            workdir: Path | None = None) -> dict[str, float]:
-    """Run one sweep of ``runs`` arith runs and return its figures (seconds, ms, ratio)."""
-    tmp = Path(workdir or tempfile.mkdtemp(prefix="bench_sweep_"))
-    tasks = max(1, (runs + 1) // 2)
-    cfg = ExperimentConfig(
+def _scripted_cfg(tmp: Path, *, concurrency: int, latency_ms: float, tasks: int) -> ExperimentConfig:
+    return ExperimentConfig(
         output_root=str(tmp), concurrency=concurrency, benchmarks={"arith": {"count": tasks}},
         models={"default": ModelRoute(provider="scripted", model="scripted", scripted_latency_ms=latency_ms)})
-    # Warm imports and lazy caches outside the timed sweep.
-    asyncio.run(run_experiment(ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=1,
-                                                 runs_per_task=1, experiment_id="warmup", progress="none")))
-    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks,
-                            runs_per_task=2 if runs > 1 else 1, experiment_id="sweep", progress="none",
-                            executor=executor)
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    results = asyncio.run(run_experiment(req))
-    actual_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
-    calls = count_llm_calls(tmp / "sweep")
-    ideal_s = calls * latency_ms / 1000 / concurrency
-    if workdir is None:
+
+
+def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, tasks: int, runs: int,
+           tracing: bool = True, executor: str = "local") -> float:
+    """Run one sweep; returns its wall time (s)."""
+    req = ExperimentRequest(cfg=cfg, benchmarks=[benchmark], systems=[system], task_limit=tasks, runs_per_task=runs,
+                            experiment_id=exp, progress="none", tracing=tracing, executor=executor)
+    t0 = time.perf_counter()
+    asyncio.run(run_experiment(req))
+    return time.perf_counter() - t0
+
+
+def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
+    """Wall ms per LLM call with tracing on and off (medians over interleaved repeats)."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
+    cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
+    try:
+        _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
+        _sweep(cfg, "count", benchmark="arith", system=system, tasks=tasks, runs=1)
+        calls, _ = trace_calls_and_tokens(tmp / "count")  # the scripted runs are deterministic: same calls off
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(repeats):
+            for tracing in ((True, False) if i % 2 == 0 else (False, True)):
+                walls[tracing].append(_sweep(cfg, f"r{i}_{tracing}", benchmark="arith", system=system, tasks=tasks,
+                                             runs=1, tracing=tracing))
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"runs": len(results), "calls": calls, "ideal_s": ideal_s, "actual_s": actual_s,
-            "efficiency": ideal_s / actual_s, "cpu_ms_per_run": cpu_s * 1000 / len(results),
-            "failed_runs": sum(r.error is not None for r in results)}
+    on, off = statistics.median(walls[True]), statistics.median(walls[False])
+    return {"calls": calls, "on_ms": on * 1000 / calls, "off_ms": off * 1000 / calls, "overhead": on / off - 1}
 
 
-def report(fig: dict[str, float], *, concurrency: int, latency_ms: float, system: str) -> str:
-    verdict = "ok" if fig["efficiency"] >= TARGET else f"BELOW target {TARGET:.2f}"
-    return (f"sweep efficiency ({system}, {fig['runs']} runs, C={concurrency}, {latency_ms:.0f} ms/call): "
-            f"{fig['calls']} calls, ideal {fig['ideal_s']:.2f} s, actual {fig['actual_s']:.2f} s, "
-            f"efficiency {fig['efficiency']:.3f} [{verdict}]; process CPU {fig['cpu_ms_per_run']:.1f} ms/run, "
-            f"load avg {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
+                       executor: str = "local") -> dict[str, float]:
+    """One sweep of ``runs`` arith runs at concurrency C; ideal vs actual seconds."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
+    tasks = max(1, (runs + 1) // 2)
+    cfg = _scripted_cfg(tmp, concurrency=concurrency, latency_ms=latency_ms, tasks=tasks)
+    try:
+        _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)
+        cpu0 = time.process_time()
+        actual_s = _sweep(cfg, "sweep", benchmark="arith", system=system, tasks=tasks, runs=2 if runs > 1 else 1,
+                          executor=executor)
+        cpu_s = time.process_time() - cpu0
+        calls, _ = trace_calls_and_tokens(tmp / "sweep")
+        n = len(list((tmp / "sweep").rglob("run_*.result.json")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ideal_s = calls * latency_ms / 1000 / concurrency
+    return {"runs": n, "calls": calls, "ideal_s": ideal_s, "actual_s": actual_s, "efficiency": ideal_s / actual_s,
+            "cpu_ms_per_run": cpu_s * 1000 / n}
+
+
+async def _peak_tok_s(base_url: str, model: str, *, slots: int, max_tokens: int, rounds: int = 3) -> float:
+    """The server alone: ``slots`` concurrent requests of exactly ``max_tokens`` output; best of ``rounds``."""
+    prompt = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+              "How many clips did Natalia sell altogether? Think step by step.")
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0.0, "ignore_eos": True}
+    best = 0.0
+    async with httpx.AsyncClient(timeout=httpx.Timeout(1800.0)) as client:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            replies = await asyncio.gather(*(client.post(f"{base_url}/chat/completions", json=body)
+                                             for _ in range(slots)))
+            wall = time.perf_counter() - t0
+            best = max(best, sum(r.json()["usage"]["completion_tokens"] for r in replies) / wall)
+    return best
+
+
+def measure_saturation(*, tasks: int, system: str) -> dict[str, float]:
+    """A GSM8K sweep on the embedded server vs the server's own peak output tokens/s."""
+    from mas.llama_server import ensure_server
+
+    settings = EmbeddedSettings()
+    handle = ensure_server(settings)
+    slots = handle.record.parallel
+    tmp = Path(tempfile.mkdtemp(prefix="bench_saturation_"))
+    cfg = ExperimentConfig(output_root=str(tmp), concurrency=2 * slots, embedded=settings,
+                           models={"default": ModelRoute(provider="embedded", model=settings.model, temperature=0.2,
+                                                         max_tokens=512, context_window=4096)})
+    try:
+        sweep_s = _sweep(cfg, "sweep", benchmark="gsm8k", system=system, tasks=tasks, runs=1)
+        calls, tokens = trace_calls_and_tokens(tmp / "sweep")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    mean_out = max(16, round(tokens / max(calls, 1)))
+    peak = asyncio.run(_peak_tok_s(handle.base_url, handle.model, slots=slots, max_tokens=mean_out))
+    sweep_tok_s = tokens / sweep_s
+    return {"slots": slots, "runs": tasks, "calls": calls, "tokens_out": tokens, "sweep_s": sweep_s,
+            "mean_out": mean_out, "sweep_tok_s": sweep_tok_s, "peak_tok_s": peak, "saturation": sweep_tok_s / peak,
+            "server_owned": handle.owned}
+
+
+def _verdict(ok: bool, target: str) -> str:
+    return "ok" if ok else f"BELOW target {target}"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--latency-ms", type=float, default=200.0)
-    p.add_argument("--system", default="sas")
+    p.add_argument("--runs", type=int, default=200, help="sweep-efficiency runs (default 200)")
+    p.add_argument("--concurrency", type=int, default=16, help="sweep-efficiency concurrency C (default 16)")
+    p.add_argument("--latency-ms", type=float, default=200.0, help="simulated model latency per call (default 200)")
+    p.add_argument("--system", default="sas", help="system of the efficiency sweep (default sas)")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--overhead-tasks", type=int, default=20, help="runs per overhead measurement (default 20)")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved on/off rounds of the overhead (default 5)")
+    p.add_argument("--embedded-tasks", type=int, default=16, help="GSM8K runs of the saturation sweep (default 16)")
+    p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
     args = p.parse_args(argv)
-    fig = measure(runs=args.runs, concurrency=args.concurrency, latency_ms=args.latency_ms, system=args.system,
-                  executor=args.executor)
-    print(report(fig, concurrency=args.concurrency, latency_ms=args.latency_ms, system=args.system))
+    print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")
+
+    for system in ("sas", "debate"):
+        o = measure_overhead(system, tasks=args.overhead_tasks, repeats=args.repeats)
+        print(f"tracing overhead ({system}, {args.overhead_tasks} runs x {args.repeats} repeats, {o['calls']} calls "
+              f"per sweep): {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call untraced, "
+              f"overhead {o['overhead'] * 100:+.1f} % [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
+
+    e = measure_efficiency(runs=args.runs, concurrency=args.concurrency, latency_ms=args.latency_ms,
+                           system=args.system, executor=args.executor)
+    print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={args.concurrency}, {args.latency_ms:.0f} ms/call): "
+          f"{e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual {e['actual_s']:.2f} s, efficiency "
+          f"{e['efficiency']:.3f} [{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]; "
+          f"process CPU {e['cpu_ms_per_run']:.1f} ms/run")
+
+    if not args.skip_embedded:
+        s = measure_saturation(tasks=args.embedded_tasks, system="sas")
+        print(f"embedded saturation (gsm8k sas, {s['runs']} runs, {s['slots']} slots, concurrency {2 * s['slots']}): "
+              f"sweep {s['tokens_out']} output tokens in {s['sweep_s']:.1f} s = {s['sweep_tok_s']:.1f} tok/s; "
+              f"server alone ({s['slots']} x {s['mean_out']} tokens) {s['peak_tok_s']:.1f} tok/s; "
+              f"saturation {s['saturation']:.3f} [{_verdict(s['saturation'] >= SATURATION_TARGET, '0.85')}]")
     return 0
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from descriptor.schema import read_trace
 from main import main
+from mas.graph_pictures import PICTURE_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")
@@ -27,6 +28,8 @@ def test_scripted_run_writes_every_artifact(tmp_path, capsys):
     task_dirs = sorted((tmp_path / "t1" / "arith" / "sas").iterdir())
     task_dirs = [d for d in task_dirs if d.is_dir()]
     assert len(task_dirs) == 3
+    for name in PICTURE_FILES:  # the system's graph pictures, once per <benchmark>/<system>/
+        assert (tmp_path / "t1" / "arith" / "sas" / name).stat().st_size > 0, name
     for d in task_dirs:
         for r in (0, 1):
             for suffix in ARTIFACTS:

@@ -301,3 +301,33 @@ async def test_orchestrator_rounds_one_runs_exactly_one_cycle(tmp_path):
                                                                     ("act", "revise") for e in events) == 1
     stages = json.loads(spec.path(".trace_metrics.json").read_text())["stages"]
     assert stages[0]["rounds_used"] == 1 and stages[0]["stop_reason"] == "max_rounds_reached"
+
+
+async def test_missing_judge_is_logged_as_the_fallback_reason():
+    prev = [Candidate(agent=a, artifact=t) for a, t in (("a", "41"), ("b", "42"), ("c", "43"))]
+    d = await decide(LoopPosition(stage="debate", round=1, max_rounds=3), candidate_artifacts=prev,
+                     previous_candidate_artifacts=prev, expected_count=3, mode="llm_judge", judge=None)
+    assert d.consensus_source == "lexical_fallback" and d.judge_error == "no judge configured"
+    assert d.reason == "no_meaningful_change"
+
+
+async def test_no_progress_compares_candidates_even_when_the_vote_runs_over_other_artifacts():
+    cands = [Candidate(agent=a, artifact=t) for a, t in (("a", "41"), ("b", "42"), ("c", "43"))]
+    voters = [Candidate(agent=a, artifact=t) for a, t in (("a", "1"), ("b", "2"), ("c", "3"))]
+    d = await decide(LoopPosition(stage="s", round=1, max_rounds=3), candidate_artifacts=cands,
+                     previous_candidate_artifacts=cands, consensus_artifacts=voters, expected_count=3,
+                     mode="lexical")
+    assert d.mean_delta == 0.0 and d.progress_status == "stalled" and d.reason == "no_meaningful_change"
+
+
+async def test_no_judge_call_before_the_minimum_rounds():
+    calls = []
+
+    async def judge(cands, prev):
+        calls.append(1)
+        raise AssertionError("not expected")
+
+    c = [Candidate(agent=a, artifact="42") for a in ("a", "b", "c")]
+    d = await decide(LoopPosition(stage="debate", round=0, max_rounds=3, min_rounds=1), candidate_artifacts=c,
+                     previous_candidate_artifacts=None, expected_count=3, mode="llm_judge", judge=judge)
+    assert not calls and not d.stop and d.held_back == "consensus_reached" and d.consensus_source == "lexical"
