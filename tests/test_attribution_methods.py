@@ -11,9 +11,12 @@ import random
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from attribution.methods import METHODS, MethodContext, Prediction
+from attribution.methods import chief as chief_module
 from attribution.methods._chief_graph import (
+    Subtask,
     build_graph,
     fallback_subtasks,
     loop_start,
@@ -21,18 +24,24 @@ from attribution.methods._chief_graph import (
     self_corrected,
 )
 from attribution.methods.baselines import split_range
-from attribution.methods.chief import screen_candidates
+from attribution.methods._echo_context import hierarchical_views, level_of
+from attribution.methods.chief import _oracle_items, oracle_batches, screen_candidates
 from attribution.methods.echo import (
     Analysis,
     Conclusion,
+    Judgment,
+    _elect_agent,
     agent_votes,
     disagreement,
+    judgment_votes,
     parse_analysis,
     sample_panel,
+    step_candidates,
+    step_view,
     step_votes,
     vote,
 )
-from attribution.prompting import case_header, parse_loose, render_steps, step_views
+from attribution.prompting import case_header, new_session, parse_loose, render_steps, step_views
 from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
 from attribution.trajectory import Step, Trajectory
@@ -122,18 +131,29 @@ def test_vote_confidence_weighted_winner_beats_majority() -> None:
     assert vote(step_votes(panel)).winner == 2
 
 
-def test_vote_ignores_votes_below_delta() -> None:
-    # Two weak votes for Planner (0.2 + 0.25 = 0.45) lose to one vote of 0.35: only votes >= δ = 0.3 count.
-    panel = [analysis("Planner", 1, 0.2), analysis("Planner", 1, 0.25), analysis("Coder", 2, 0.35)]
-    res = vote(agent_votes(panel))
-    assert res.winner == "Coder" and res.consensus and res.share == pytest.approx(1.0)
+def test_delta_applies_to_summed_shares_not_single_votes() -> None:
+    # Two weak votes for Planner (0.2 + 0.25 = 0.45) beat one vote of 0.35: every vote counts, δ is on shares.
+    res = vote([("Planner", 0.2), ("Planner", 0.25), ("Coder", 0.35)])
+    assert res.winner == "Planner" and res.consensus and res.share == pytest.approx(0.45 / 0.8)
+    # A two-agent conclusion at 0.5 (0.25 each) and an alternative at 0.5 (half weight: 0.25) no longer
+    # drop out: Coder sums 0.5 and beats a single 0.45 for Verifier.
+    two = Analysis(role="general", conclusion=Conclusion(agents=["Coder", "Planner"], step=2, confidence=0.5),
+                   alternatives=[Conclusion(agents=["Coder"], step=2, confidence=0.5)])
+    res = vote(agent_votes([two, analysis("Verifier", 4, 0.45)]))
+    assert res.scores == pytest.approx({"Coder": 0.5, "Planner": 0.25, "Verifier": 0.45})
+    assert res.winner == "Coder" and res.consensus and res.share == pytest.approx(0.5 / 1.2)
 
 
-def test_vote_without_consensus_takes_heaviest_single_vote() -> None:
-    panel = [analysis("Planner", 1, 0.1), analysis("Coder", 2, 0.25), analysis("Verifier", 4, 0.2)]
+def test_fragmented_panel_has_no_consensus_and_agent_falls_back_to_likelihood() -> None:
+    # Five agents at 0.2 each: no share reaches δ = 0.3.
+    panel = [analysis(a, i, 0.2) for i, a in enumerate(["Planner", "Coder", "Verifier", "Critic", "Assistant"])]
     res = vote(agent_votes(panel))
-    assert res.winner == "Coder" and not res.consensus and res.scores == {}
-    assert vote([]).winner is None
+    assert not res.consensus and res.winner == "Planner" and res.share == pytest.approx(0.2)
+    panel[0].evaluations, panel[1].evaluations = {"Planner": 0.3, "Coder": 0.9}, {"Coder": 0.7}
+    session = new_session(ctx(), "echo")
+    agent, result, basis = _elect_agent(session, TRAJS[1], panel)
+    assert (agent, basis, result.consensus) == ("Coder", "likelihood", False)
+    assert vote([]).winner is None and not vote([("a", 0.0)]).consensus
 
 
 def test_alternatives_vote_at_half_weight() -> None:
@@ -168,6 +188,93 @@ def test_sample_panel_is_seeded_and_distinct() -> None:
     assert sample_panel(3, 7) == sample_panel(3, 7)
     assert len(set(sample_panel(6, 1))) == 6
     assert {r for s in range(20) for r in sample_panel(3, s)} >= {"conservative", "liberal"}
+
+
+# ------------------------------------------------------------------ ECHO: per-step hierarchical context
+
+
+class RecordingModel(ScriptedChatModel):
+    """The scripted model, keeping (contract metadata, prompt text) of every call."""
+
+    seen: list = Field(default_factory=list)
+
+    def _respond(self, messages, meta, kwargs):
+        self.seen.append((dict(meta), "\n".join(str(m.content) for m in messages)))
+        return super()._respond(messages, meta, kwargs)
+
+
+def shown_lines(prompt: str) -> dict[int, str]:
+    """Step index -> rendered text of the ``[i] agent: text`` lines in a prompt."""
+    out = {}
+    for line in prompt.splitlines():
+        if line.startswith("[") and "] " in line and ": " in line:
+            head, _, text = line.partition(": ")
+            out[int(head[1 : head.index("]")])] = text
+    return out
+
+
+def assert_levels(lines: dict[int, str], traj: Trajectory, centre: int) -> None:
+    """Lines around ``centre``: ±1 full, ±2-3 key decisions, ±4-6 summaries, the rest milestones."""
+    for i, text in lines.items():
+        d = abs(i - centre)
+        if d <= 1:
+            assert text == " ".join(traj.steps[i].content.split()), (centre, i)
+        elif d <= 3:
+            assert text.startswith("(key "), (centre, i, text)
+        elif d <= 6:
+            assert text.startswith("(summary)"), (centre, i, text)
+        else:
+            assert text.startswith("(milestone "), (centre, i, text)
+
+
+def chatty_traj(n: int = 15, error_at: int = 8) -> Trajectory:
+    agents = ["human"] + [("Planner", "Coder", "Computer_terminal")[i % 3] for i in range(n - 1)]
+    return make_traj(agents, error_at, filler="We keep going. The table has 12 rows. Nothing else to add here.")
+
+
+def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
+    traj = chatty_traj(20, 8)
+    plain = traj.steps[16].model_copy(update={"content": "ok, noted"})  # general: not a milestone at L4
+    traj = traj.model_copy(update={"steps": [*traj.steps[:16], plain, *traj.steps[17:]]})
+    assert [level_of(i, {8}) for i in range(20)] == [4, 4, 3, 3, 3, 2, 2, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 4]
+    views = {v.index: v for v in hierarchical_views(traj, {8})}
+    assert 16 not in views and {0, 15, 17, 19} <= set(views)  # L4 keeps milestones, the first and the last step
+    assert_levels({i: v.text for i, v in views.items()}, traj, 8)
+    text, report = step_view(traj, 8, 100000)
+    assert report.mode == "full"  # fits whole, yet only steps 7-9 are shown in full
+    assert_levels(shown_lines(text), traj, 8)
+
+
+async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> None:
+    traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
+    model = RecordingModel(seed=0)
+    pred = await METHODS["echo"]()(traj, MethodContext(model=model, route="scripted"))
+    assert (pred.agent, pred.step) == ("Coder", 8)
+    candidates = pred.details["candidates"]
+    assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
+    judged = [(m["attr_role"], m["attr_step"]) for m, _ in model.seen if m["contract"] == "attribution.echo.step_panel"]
+    roles = pred.details["panel"]
+    assert sorted(judged) == sorted((r, c) for r in roles for c in candidates)  # every analyst, every candidate
+    for meta, prompt in model.seen:
+        if meta["contract"] == "attribution.echo.step_panel":
+            lines = shown_lines(prompt)
+            assert meta["attr_step"] in lines and any(t.startswith("(key ") for t in lines.values())
+            assert_levels(lines, traj, meta["attr_step"])
+    assert pred.nfe == len(roles) * (1 + len(candidates)) == 12  # the documented bound, k * (1 + candidates)
+    assert pred.details["step_vote"]["basis"] == "consensus"
+    assert {j["step"] for j in pred.details["judgments"] if j["decisive"]} == {8}
+
+
+def test_step_candidates_rank_proposals_then_error_cues_then_earliest() -> None:
+    traj = chatty_traj(15, 11)
+    # The panel proposed step 12 (the terminal's output): it points at the Coder's step 11 before it.
+    panel = [analysis("Coder", 12, 0.9), analysis("Coder", 5, 0.3)]
+    assert step_candidates(traj, panel, "Coder", 3) == [2, 5, 11]
+    assert step_candidates(traj, panel, "Coder", 1) == [11]
+    assert step_candidates(traj, [], "Coder", 2) == [2, 11]  # no proposal: the error cue, then the earliest
+    judgments = [Judgment(role="a", step=5, decisive=True, confidence=0.4), Judgment(role="b", step=11, decisive=False,
+                                                                                     confidence=0.9)]
+    assert judgment_votes(judgments) == [(5, 0.4)]
 
 
 # ------------------------------------------------------------------ CHIEF
@@ -248,7 +355,7 @@ async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> Non
     assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
     assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
     assert set(pred.details["oracles"][0]) >= {"goal", "preconditions", "key_evidence", "acceptance"}
-    assert pred.step == 5 and pred.nfe == 5  # decompose, 2 oracles, agent, counterfactual (single-step agent)
+    assert pred.step == 5 and pred.nfe == 4  # decompose, 2 oracles in one call, agent, counterfactual (single-step agent)
 
 
 async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
@@ -261,6 +368,78 @@ async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
     pred = await METHODS["chief"]()(traj, ctx())
     assert pred.step == 2 and pred.agent == "Coder"
     assert pred.details["counterfactuals"][0]["source_step"] == 2
+
+
+def chain_traj() -> Trajectory:
+    """A corrupted value passed on over three data edges: 2 -> 4 -> 6 -> 8 (the marker)."""
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Coder", "Computer_terminal", "Coder", "Computer_terminal",
+              "Coder", "Verifier"]
+    traj = make_traj(agents, 8)
+    texts = {
+        2: "SOURCE value 1717 read from the wrong sheet.",
+        4: "STALE: adding twenty to 1717 yields 1737.",
+        6: "STALE doubling 1737 gives 3474 overall.",
+        8: "ERROR STALE final total 3474 reported.",
+    }
+    steps = [s.model_copy(update={"content": texts[s.index]}) if s.index in texts else s for s in traj.steps]
+    return traj.model_copy(update={"steps": steps})
+
+
+async def test_chief_data_flow_walk_reaches_earliest_source_over_three_hops() -> None:
+    traj = chain_traj()
+    graph = build_graph(traj, repair_subtasks([{"start": 0, "end": 9}], traj.n_steps))
+    assert graph.data_ancestors(8) == [2, 4, 6] and graph.data_ancestors(2) == []
+    pred = await METHODS["chief"]()(traj, ctx())
+    assert (pred.step, pred.agent) == (2, "Coder")
+    assert [h["step"] for h in pred.details["counterfactuals"]] == [8, 6, 4, 2]
+    assert pred.details["walk_stop"] == "no_earlier_corruption"
+    assert pred.confidence == pytest.approx(0.8)  # the counterfactual's own confidence, now in its schema
+
+
+async def test_chief_walk_cost_guard_is_recorded(monkeypatch) -> None:
+    monkeypatch.setattr(chief_module, "MAX_WALK_CALLS", 2)
+    pred = await METHODS["chief"]()(chain_traj(), ctx())
+    assert [h["step"] for h in pred.details["counterfactuals"]] == [8, 6] and pred.step == 4
+    assert pred.details["walk_stop"] == "budget"
+    assert {"stage": "counterfactual", "kind": "walk_budget"} in pred.details["fallbacks"]
+
+
+@pytest.mark.parametrize("reply_tokens,calls", [(512, 1), (100, 2)])
+async def test_chief_writes_an_oracle_for_every_subtask(reply_tokens: int, calls: int) -> None:
+    # The marker sits in the first subtask: the oracles of the later ones are written all the same.
+    traj = TRAJS[0]
+    model = RecordingModel(seed=0)
+    pred = await METHODS["chief"]()(traj, MethodContext(model=model, max_output_tokens=reply_tokens))
+    subs = pred.details["subtasks"]
+    verdicts = pred.details["oracles"]
+    assert [v["subtask"] for v in verdicts] == list(range(len(subs))) and len(subs) == 2
+    assert [v["satisfied"] for v in verdicts] == [False, True]
+    assert all(v[k] for v in verdicts for k in ("goal", "preconditions", "key_evidence", "acceptance"))
+    assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == calls
+    assert pred.details["failed_subtask"] == 0 and pred.step == traj.mistake_step
+
+
+async def test_chief_judges_long_subtasks_in_calls_of_their_own() -> None:
+    traj = long_traj()  # two subtasks of 65 steps, far beyond a 2048-token window together
+    model = RecordingModel(seed=0)
+    pred = await METHODS["chief"]()(traj, MethodContext(model=model, context_window=2048, max_output_tokens=256))
+    assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == 2
+    assert [v["satisfied"] for v in pred.details["oracles"]] == [False, True]  # the marker at 61 stayed in view
+    assert pred.step == 61
+
+
+def test_oracle_batches_and_reply_matching() -> None:
+    subs = [Subtask(index=i, name=f"s{i}", start=2 * i, end=2 * i + 1) for i in range(8)]
+    assert [len(b) for b in oracle_batches(subs, 512)] == [5, 3]
+    assert [len(b) for b in oracle_batches(subs, 40)] == [1] * 8
+    # Only subtasks whose logs fit the prompt whole together share a call; a long one is judged alone.
+    sizes = [100, 100, 950, 100, 100, 100, 100, 100]
+    assert [[s.index for s in b] for b in oracle_batches(subs, 512, sizes, 1000)] == [[0, 1], [2], [3, 4, 5, 6, 7]]
+    batch = subs[5:]
+    # Numbered items match by number, unnumbered ones by position; a missing one stays missing.
+    items = _oracle_items({"oracles": [{"subtask": 7, "satisfied": "no"}, {"satisfied": "yes"}]}, batch)
+    assert set(items) == {7, 6} and items[7]["satisfied"] == "no"
+    assert _oracle_items({"goal": "g", "satisfied": "yes"}, subs[:1]) == {0: {"goal": "g", "satisfied": "yes"}}
 
 
 # ------------------------------------------------------------------ LLM step scorers

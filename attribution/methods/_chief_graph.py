@@ -54,7 +54,19 @@ class CausalGraph:
     """{"level": subtask|agent|step, "src", "dst", "type"}."""
 
     def step_sources(self, step: int, kind: str = "data") -> list[int]:
+        """Steps with a ``kind`` edge into ``step``, in step order."""
         return sorted({e["src"] for e in self.edges if e["level"] == "step" and e["type"] == kind and e["dst"] == step})
+
+    def data_ancestors(self, step: int) -> list[int]:
+        """Steps ``step`` takes data from, directly or through intermediate steps (data edges followed back)."""
+        seen: set[int] = set()
+        stack = [step]
+        while stack:  # data edges point forward in time, but ``seen`` guards against any cycle anyway
+            for src in self.step_sources(stack.pop(), "data"):
+                if src not in seen and src != step:
+                    seen.add(src)
+                    stack.append(src)
+        return sorted(seen)
 
     def subtask_of(self, step: int) -> Subtask:
         return next(s for s in self.subtasks if s.start <= step <= s.end)

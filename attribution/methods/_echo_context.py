@@ -1,5 +1,9 @@
 """ECHO's hierarchical context: how much of each step an analyst sees, by distance to the focus.
 
+The step pass builds it per candidate step (the focus is that one step); the
+agent pass uses it around :func:`hotspots` only when the whole log does not
+fit the window.
+
 Levels, by a step's distance ``d`` to the nearest focus step:
 
 - L1 (``d <= 1``): the full content;
@@ -131,7 +135,7 @@ def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
 
 
 def hotspots(traj: Trajectory, limit: int = 4) -> set[int]:
-    """Focus for the agent-level pass: the first error-propagation steps, the first and the last step."""
+    """Focus of the agent pass on a log too long to show whole: the first error-propagation steps, the first and the last step."""
     types = step_types(traj)
     errs = [i for i, t in enumerate(types) if t == "error_propagation"][:limit]
     return {0, traj.n_steps - 1, *errs} if traj.n_steps else set()

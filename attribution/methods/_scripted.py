@@ -77,11 +77,14 @@ def _echo_agents(ctx: ScriptedContext) -> str:
 
 @responder("attribution.echo.step_panel")
 def _echo_steps(ctx: ScriptedContext) -> str:
-    step, _ = _first(ctx)
+    # One judgment per candidate step: "yes" when the candidate's own line carries the marker.
+    step = int(ctx.metadata.get("attr_step", -1))
+    hit = any(s == step for s, _ in _marked(ctx))
     return json.dumps({
-        "summary": "the marked step",
-        "conclusion": {"step": step, "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2)},
-        "alternatives": [{"step": 999, "confidence": 0.9}],
+        "summary": "the marked step" if hit else "no marker here",
+        "type": "wrong result" if hit else "none",
+        "decisive_error": "yes" if hit else "no",
+        "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2),
     })
 
 
@@ -96,12 +99,14 @@ def _chief_decompose(ctx: ScriptedContext) -> str:
 
 @responder("attribution.chief.oracle")
 def _chief_oracle(ctx: ScriptedContext) -> str:
-    lo, hi = ctx.metadata.get("attr_range", [0, 0])
-    failed = any(lo <= s <= hi for s, _ in _marked(ctx))
-    return json.dumps({
-        "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
-        "acceptance": "no ERROR", "reason": "checked", "satisfied": "no" if failed else "yes",
-    })
+    # One oracle per listed subtask ([index, first step, last step]); a subtask holding the marker failed.
+    marked = [s for s, _ in _marked(ctx)]
+    oracles = [
+        {"subtask": i, "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
+         "acceptance": "no ERROR", "satisfied": "no" if any(lo <= s <= hi for s in marked) else "yes"}
+        for i, lo, hi in ctx.metadata.get("attr_subtasks", [])
+    ]
+    return json.dumps({"oracles": oracles})
 
 
 @responder("attribution.chief.agent")
@@ -116,14 +121,15 @@ def _chief_step(ctx: ScriptedContext) -> str:
 
 @responder("attribution.chief.counterfactual")
 def _chief_counterfactual(ctx: ScriptedContext) -> str:
-    # A step saying STALE used corrupted data: point back to the step saying SOURCE.
+    # A step saying STALE used corrupted data: point one data edge back (its latest data source).
     step = int(ctx.metadata.get("attr_step", -1))
-    marked = any(s == step for s, _ in _marked(ctx))
-    stale = any(i == step and "STALE" in text for i, _, text in _lines(ctx))
-    source = next((i for i, _, text in _lines(ctx) if "SOURCE" in text and i < step), None)
+    text = next((t for i, _, t in _lines(ctx) if i == step), "")
+    stale = "STALE" in text
+    sources = [s for s in ctx.metadata.get("attr_sources", []) if s < step]
+    source = sources[-1] if stale and sources else None
     return json.dumps({
-        "reason": "marker", "fix_here_succeeds": "yes" if marked and not stale else "no",
-        "input_was_wrong": "yes" if stale and source is not None else "no", "source_step": source if stale else None,
+        "reason": "marker", "fix_here_succeeds": "yes" if ("ERROR" in text or "SOURCE" in text) and not stale else "no",
+        "input_was_wrong": "yes" if source is not None else "no", "source_step": source, "confidence": 0.8,
     })
 
 

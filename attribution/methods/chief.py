@@ -3,20 +3,36 @@
 Pipeline per case (model calls in brackets):
 
 1. [1] decompose the log into subtasks (one built-in exemplar as few-shot);
-   the reply is repaired into contiguous ranges covering every step once.
+   the reply is repaired into contiguous ranges covering every step once
+   (at most MAX_SUBTASKS = 8).
 2. [0] causal graph: OTAR tuples and typed edges (:mod:`._chief_graph`).
-3. [≤ #subtasks] a virtual oracle per subtask, in order: goal,
+3. [1 to #subtasks] a virtual oracle for *every* subtask: goal,
    preconditions, key evidence, acceptance criteria, and whether the
-   subtask met them; backtracking stops at the first failed subtask.
+   subtask met them. Oracles are batched (:func:`oracle_batches`): one call
+   covers consecutive subtasks as long as their oracles fit the reply (5 at
+   512 reply tokens) and their logs fit the prompt whole; so a short log
+   takes one call (two when it has over 5 subtasks), a long one a call per
+   subtask. Backtracking starts at the first failed subtask (the last one
+   when none admits failure).
 4. [≤ 1] the responsible agent within that subtask (skipped when only one
-   agent acts there), [≤ 1] its candidate steps.
+   agent acts there), [≤ 1] its candidate steps (skipped for a single step).
 5. Counterfactual screening of the candidates, in order:
    deviation-aware pruning (an error the agent corrected itself later, with
    no error after the fix, is dropped while other candidates remain);
    planning-control (a step inside a loop is moved to the loop's first
-   step); [≤ MAX_HOPS] local + data-flow counterfactual: "would fixing this
-   step have made the subtask succeed, or was its input already wrong?",
-   following data edges back to the first corrupted data.
+   step); [1 per visited step] local + data-flow counterfactual: "would
+   fixing this step have made the team succeed, or was its input already
+   wrong, and in which earlier step?". The walk follows data edges back
+   (the source must be a data ancestor of the step) until a step's input
+   was not corrupted, so it ends at the first corrupted data. Every step is
+   visited at most once and each hop moves strictly earlier (the loop
+   guard); MAX_WALK_CALLS caps the calls as a cost guard (recorded as
+   ``walk_stop: "budget"`` when it cuts a walk).
+
+Model calls per case: at most 1 + #subtasks + 2 + MAX_WALK_CALLS (≤ 19 with
+MAX_SUBTASKS = 8; typically 4-7 on a log that fits the window: one oracle
+call, a walk of one or two steps), re-sends after a length refusal or a
+transient failure not counted.
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ from attribution.prompting import (
     case_header,
     clip,
     display_agent,
+    estimate_tokens,
     finish,
     messages,
     new_session,
@@ -54,14 +71,23 @@ from attribution.prompting import (
     s_obj,
     s_step,
     s_text,
+    s_unit,
     step_views,
     steps_of,
     to_unit,
 )
 from attribution.trajectory import Trajectory, normalize_agent
 
-MAX_HOPS = 2
-"""Counterfactual calls per case (each may move the candidate back along a data edge)."""
+MAX_WALK_CALLS = 8
+"""Cost guard on counterfactual calls per case (one per visited step of the data-flow walk)."""
+ORACLE_FIELDS = ("goal", "preconditions", "key_evidence", "acceptance")
+ORACLE_FIELD_CHARS = 60
+ORACLE_REPLY_TOKENS = 100
+"""Reply tokens one oracle takes (four 60-character fields, a verdict, JSON syntax): sets the batch size."""
+ORACLE_FIXED_TOKENS = 350
+"""Tokens of an oracle prompt's fixed text besides the header (subtask listing, instructions)."""
+CF_SOURCES_SHOWN = 4
+"""Direct data sources of a step shown with it in a counterfactual prompt (the latest ones)."""
 SYSTEM = (
     "You analyse the log of a multi-agent team that failed its task, to find the decisive error: the earliest "
     "step whose mistake caused the failure. Be brief. Answer in JSON only."
@@ -108,28 +134,103 @@ async def decompose(session: LLMSession, traj: Trajectory, header: str) -> tuple
     return fallback_subtasks(traj), "equal_chunks"
 
 
-async def oracle(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask) -> dict[str, Any]:
-    """The virtual oracle of ``sub`` and its verdict (``satisfied``: True/False/None)."""
-    before = [s for s in graph.subtasks if s.index < sub.index]
-    done = "; ".join(f"{s.name} (steps {s.start}-{s.end})" for s in before) or "none"
+def oracle_batches(
+    subtasks: list[Subtask], reply_tokens: int, sizes: list[int] | None = None, budget: int | None = None
+) -> list[list[Subtask]]:
+    """Consecutive subtasks grouped so that one call holds all their oracles.
+
+    A batch takes at most ``reply_tokens // ORACLE_REPLY_TOKENS`` subtasks
+    (their oracles must fit the reply) and, when ``sizes`` (tokens of each
+    subtask's full log) and ``budget`` (tokens for steps in a prompt) are
+    given, only as many as fit whole together: a long subtask gets a call of
+    its own, so its log is compressed no more than when judged alone.
+
+    >>> from attribution.methods._chief_graph import Subtask
+    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(5)]
+    >>> [len(b) for b in oracle_batches(subs, 256)]
+    [2, 2, 1]
+    >>> [len(b) for b in oracle_batches(subs, 512, sizes=[10, 10, 95, 10, 10], budget=100)]
+    [2, 1, 2]
+    """
+    per_call = max(1, reply_tokens // ORACLE_REPLY_TOKENS)
+    sizes = sizes or [0] * len(subtasks)
+    limit = budget if budget is not None else float("inf")
+    batches: list[list[Subtask]] = []
+    used = 0
+    for sub, size in zip(subtasks, sizes, strict=True):
+        if batches and len(batches[-1]) < per_call and used + size <= limit:
+            batches[-1].append(sub)
+            used += size
+        else:
+            batches.append([sub])
+            used = size
+    return batches
+
+
+def _oracle_items(obj: dict[str, Any], batch: list[Subtask]) -> dict[int, dict[str, Any]]:
+    """Subtask index -> its reply item, matched by the item's ``subtask`` number, else by position."""
+    items = obj.get("oracles")
+    if not isinstance(items, list):
+        items = [obj] if len(batch) == 1 else []  # a one-subtask batch may answer with a flat object
+    wanted = {s.index for s in batch}
+    out: dict[int, dict[str, Any]] = {}
+    for pos, item in enumerate(i for i in items if isinstance(i, dict)):
+        idx = resolve_index(item.get("subtask"), wanted)
+        if idx is None and pos < len(batch):
+            idx = batch[pos].index
+        if idx is not None:
+            out.setdefault(idx, item)
+    return out
+
+
+def resolve_index(value: Any, allowed: set[int]) -> int | None:
+    """``value`` as one of ``allowed`` integers, or None."""
+    if isinstance(value, bool):
+        return None
+    m = re.search(r"-?\d+", str(value)) if value is not None else None
+    return int(m.group()) if m and int(m.group()) in allowed else None
+
+
+async def oracle_batch(session: LLMSession, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
+    """The virtual oracles of the subtasks in ``batch`` (one call), each with its verdict (``satisfied``)."""
+    listing = "\n".join(f"{s.index}. '{s.name}' = steps {s.start}-{s.end}" for s in batch)
     ask = (
-        f"Subtask '{sub.name}' = steps {sub.start}-{sub.end}. Earlier subtasks: {done}.\n"
-        "State what this subtask had to achieve, then judge it. Reply with JSON only:\n"
-        '{"goal": "<short>", "preconditions": "<short>", "key_evidence": "<short>", "acceptance": "<criteria>", '
-        '"reason": "<one sentence>", "satisfied": "yes" or "no"}'
+        f"Subtasks:\n{listing}\n"
+        "For EACH subtask above, state what it had to achieve (goal, preconditions, key evidence, acceptance "
+        "criteria), then judge whether its steps met the criteria. Reply with JSON only:\n"
+        '{"oracles": [{"subtask": <number>, "goal": "<short>", "preconditions": "<short>", "key_evidence": "<short>", '
+        '"acceptance": "<criteria>", "satisfied": "yes" or "no"}]}'
     )
+    shown = range(batch[0].start, batch[-1].end + 1)
 
     def build(budget: int):
-        text, report = _log(traj, sub.steps, budget - 350)
-        return messages(SYSTEM, f"{header}\n\nSteps of this subtask:\n{text}\n\n{ask}"), report
+        text, report = _log(traj, shown, budget - ORACLE_FIXED_TOKENS)
+        return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    schema = s_obj(**{k: s_text(80) for k in ("goal", "preconditions", "key_evidence", "acceptance")},
-                   reason=s_text(), satisfied=s_enum(["yes", "no"]))
-    reply = await session.ask("oracle", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
-    obj = session.parse("oracle", reply) or {}
-    keys = ("goal", "preconditions", "key_evidence", "acceptance")
-    out = {k: clip(str(obj.get(k, "")), 200) for k in keys}
-    out["satisfied"] = _yes(obj.get("satisfied"), reply)
+    item = s_obj(subtask=s_enum([s.index for s in batch]), **{k: s_text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS},
+                 satisfied=s_enum(["yes", "no"]))
+    schema = s_obj(oracles=s_list(item, len(batch), len(batch)))
+    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
+    reply = await session.ask("oracle", build, meta=meta, schema=schema)
+    items = _oracle_items(session.parse("oracle", reply) or {}, batch)
+    out = []
+    for sub in batch:
+        raw = items.get(sub.index)
+        if raw is None:
+            session.note_fallback("oracle", f"missing_subtask_{sub.index}")
+        raw = raw or {}
+        verdict = {k: clip(str(raw.get(k, "")), 200) for k in ORACLE_FIELDS}
+        out.append({"subtask": sub.index, **verdict, "satisfied": _yes(raw.get("satisfied"))})
+    return out
+
+
+async def oracles(session: LLMSession, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
+    """A virtual oracle and verdict for every subtask, in order, batched as the reply and prompt budgets allow."""
+    sizes = [estimate_tokens(render_steps(step_views(traj, sub.steps), 10**9)[0]) for sub in subtasks]
+    budget = session.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
+    out: list[dict[str, Any]] = []
+    for batch in oracle_batches(subtasks, session.reply_tokens, sizes, budget):
+        out += await oracle_batch(session, traj, header, batch)
     return out
 
 
@@ -188,15 +289,20 @@ async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Su
 
 
 async def counterfactual(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
-    """Local + data-flow counterfactual on ``step``: would fixing it succeed, or was its input wrong?"""
-    sources = graph.step_sources(step, "data")[-3:]
+    """Local + data-flow counterfactual on ``step``: would fixing it succeed, or was its input wrong, and where?
+
+    ``source_step`` is kept only when it is a data ancestor of ``step``
+    (reachable back along data edges), so the walk follows the data flow.
+    """
+    ancestors = graph.data_ancestors(step)
+    sources = graph.step_sources(step, "data")[-CF_SOURCES_SHOWN:]
     ask = (
         f"Candidate decisive error: step {step}. Steps it takes data from: {sources or 'none'}.\n"
-        "If step {0} had been done correctly, would the team have succeeded? Or was the data it used already "
+        f"If step {step} had been done correctly, would the team have succeeded? Or was the data it used already "
         "wrong in an earlier step? Reply with JSON only:\n"
         '{"reason": "<one sentence>", "fix_here_succeeds": "yes" or "no", "input_was_wrong": "yes" or "no", '
-        '"source_step": <earlier step number or null>}'
-    ).replace("{0}", str(step))
+        '"source_step": <earlier step number or null>, "confidence": <0-1>}'
+    )
 
     def build(budget: int):
         shown = sorted({*sources, *range(max(0, step - 2), min(traj.n_steps, step + 3))})
@@ -204,16 +310,18 @@ async def counterfactual(session: LLMSession, traj: Trajectory, header: str, gra
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
     yes_no = s_enum(["yes", "no"])
-    source = {"anyOf": [s_step(0, max(0, step - 1)), {"type": "null"}]}
-    schema = s_obj(reason=s_text(), fix_here_succeeds=yes_no, input_was_wrong=yes_no, source_step=source)
-    reply = await session.ask("counterfactual", build, meta={"attr_step": step, "attr_sources": sources}, schema=schema)
+    source = {"anyOf": [s_enum(ancestors), {"type": "null"}]} if ancestors else {"type": "null"}
+    schema = s_obj(reason=s_text(), fix_here_succeeds=yes_no, input_was_wrong=yes_no, source_step=source,
+                   confidence=s_unit())
+    meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors}
+    reply = await session.ask("counterfactual", build, meta=meta, schema=schema)
     obj = session.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     return {
         "step": step,
         "fix_here_succeeds": _yes(obj.get("fix_here_succeeds")),
         "input_was_wrong": _yes(obj.get("input_was_wrong")),
-        "source_step": src if src is not None and src < step else None,
+        "source_step": src if src in ancestors else None,
         "confidence": to_unit(obj.get("confidence"), None),
     }
 
@@ -243,20 +351,27 @@ def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int
 
 async def _counterfactual_walk(
     session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
-) -> tuple[int, list[dict[str, Any]]]:
-    """Up to MAX_HOPS counterfactual checks: follow corrupted inputs back, or drop a rejected first candidate."""
-    step, hops = screened[0], []
-    for _ in range(MAX_HOPS):
+) -> tuple[int, list[dict[str, Any]], str]:
+    """Follow corrupted inputs back along data edges to the first corrupted data; returns (step, hops, why it stopped).
+
+    A rejected first candidate (fixing it would not have helped, and its
+    input was fine) hands over to the next screened candidate once.
+    """
+    step, hops, visited = screened[0], [], set()
+    while len(hops) < MAX_WALK_CALLS:
+        visited.add(step)
         cf = await counterfactual(session, traj, header, graph, step)
         hops.append(cf)
-        if cf["input_was_wrong"] and cf["source_step"] is not None:
-            step = cf["source_step"]  # data-flow: move to where the corrupted data came from
+        src = cf["source_step"]
+        if cf["input_was_wrong"] and src is not None and src not in visited:
+            step = src  # data-flow: move to where the corrupted data came from
             continue
-        if cf["fix_here_succeeds"] is False and len(screened) > 1 and step == screened[0]:
+        if cf["fix_here_succeeds"] is False and len(hops) == 1 and len(screened) > 1:
             step = screened[1]  # the local counterfactual rejects it: next candidate
             continue
-        break
-    return step, hops
+        return step, hops, "no_earlier_corruption"
+    session.note_fallback("counterfactual", "walk_budget")
+    return step, hops, "budget"
 
 
 async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
@@ -264,22 +379,17 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
     header = case_header(traj, ctx.with_ground_truth)
     subtasks, how = await decompose(session, traj, header)
     graph = build_graph(traj, subtasks)
-    verdicts, failed = [], None
-    for sub in subtasks:
-        v = await oracle(session, traj, header, graph, sub)
-        verdicts.append({"subtask": sub.index, **v})
-        if v["satisfied"] is False:
-            failed = sub
-            break
+    verdicts = await oracles(session, traj, header, subtasks)
+    failed = next((sub for sub, v in zip(subtasks, verdicts, strict=True) if v["satisfied"] is False), None)
     if failed is None:
         # No subtask admitted failure: the last one did not deliver the right answer.
         failed = subtasks[-1]
         session.note_fallback("oracle", "no_failed_subtask_last")
-    verdict = next((v for v in verdicts if v["subtask"] == failed.index), {})
+    verdict = verdicts[failed.index]
     agent, agent_how = await pick_agent(session, traj, header, graph, failed, verdict)
     candidates = await pick_steps(session, traj, header, failed, agent)
     screened, screen_log = screen_candidates(traj, graph, candidates)
-    step, hops = await _counterfactual_walk(session, traj, header, graph, screened)
+    step, hops, stop = await _counterfactual_walk(session, traj, header, graph, screened)
     agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
     details = {
         "decomposition": how,
@@ -290,13 +400,21 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
         "candidates": candidates,
         "screening": screen_log,
         "counterfactuals": hops,
+        "walk_stop": stop,
         "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
     }
-    confident = hops and hops[-1]["fix_here_succeeds"] is True
-    return finish(session, traj, agent, step, 0.7 if confident else 0.4, details)
+    return finish(session, traj, agent, step, _confidence(hops), details)
+
+
+def _confidence(hops: list[dict[str, Any]]) -> float:
+    """The last counterfactual's stated confidence, else 0.7 when it says fixing the step succeeds, 0.4 otherwise."""
+    last = hops[-1] if hops else {}
+    if last.get("confidence") is not None:
+        return float(last["confidence"])
+    return 0.7 if last.get("fix_here_succeeds") is True else 0.4
 
 
 @register_method("chief")
 def chief() -> Method:
-    """CHIEF (about 4-10 model calls per case)."""
+    """CHIEF: at most 1 + #subtasks + 2 + MAX_WALK_CALLS model calls per case (≤ 19; see the module docstring)."""
     return _chief
