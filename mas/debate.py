@@ -7,7 +7,10 @@ on consensus or stalling before ``mas.minimum_discussion_rounds`` discussion
 rounds); ``vote`` picks the final answer (LLM judge, else lexical vote).
 
 Each debater's answer is published to its peers (``sends`` to every other
-debater); a debater that changes its answer emits ``revise``.
+debater); a debater that changes its answer emits ``revise``. The
+controller's decision is system-mediated: a further round goes to every
+debater, a stop hands the debaters' last answers to ``system:judge``; the
+judge's pick goes out to the ``user`` in its ``finalize`` event.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from mas.agent import AgentSpec, RunContext, state_id_of
-from mas.judge import consensus_judge, final_vote
+from mas.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
 from mas.roles import (
     artifact_of,
     candidate,
@@ -34,11 +37,22 @@ from mas.roles import (
     sync_step_counter,
     turn,
 )
-from mas.termination import LoopPosition, decide, emit_decision
+from mas.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from mas.tracing import current_tracer
 
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
            "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
+
+
+def decision_sends(stop: bool, debaters: list[str]) -> list[dict[str, str]]:
+    """Who the controller's decision goes to: the judge (the final vote) on a stop, else every debater.
+
+    The controller reads the round's answers from graph state (not a message);
+    what it passes on is the next round's start or the answers to be voted on.
+    """
+    if stop:
+        return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
+    return [{"from": CONTROLLER, "to": n} for n in debaters]
 
 
 class DebateState(TypedDict, total=False):
@@ -90,7 +104,7 @@ def build_debate(rt: RunContext) -> StateGraph:
                          candidate_artifacts=current, previous_candidate_artifacts=previous,
                          expected_count=len(names), mode=rt.cfg.mas.termination_consensus_mode,
                          judge=consensus_judge(rt))
-        emit_decision(d, state_id=state_id_of(config))
+        emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, names))
         return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
 
     def after_controller(state: DebateState) -> list[Send] | str:
@@ -105,7 +119,7 @@ def build_debate(rt: RunContext) -> StateGraph:
         win = arts[out.winner_index]
         tracer = current_tracer()
         groups = [[cands[i].agent for i in g] for g in out.groups]
-        tracer.emit("system:judge", "verify", {
+        tracer.emit(JUDGE_ACTOR, "verify", {
             "kind": "final_vote", "vote_source": out.source, "winner_index": out.winner_index,
             "winner_agent": win["agent"], "groups": groups, "invalid_indices": out.invalid_indices,
             "explanation": out.explanation, "judge_error": out.error,
@@ -113,7 +127,8 @@ def build_debate(rt: RunContext) -> StateGraph:
             state_id=state_id_of(config))
         answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
                   "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
-        tracer.emit("system:judge", "finalize", {**answer, "content": win["answer_artifact"]},
+        tracer.emit(JUDGE_ACTOR, "finalize", {**answer, "content": win["answer_artifact"],
+                                             "sends": [{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]},
                     state_id=state_id_of(config))
         last = state["decisions"][-1]
         stage = {"stage": "debate", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,

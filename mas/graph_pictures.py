@@ -24,6 +24,8 @@ from mas.agent import RunContext
 from mas.config import ExperimentConfig
 from mas.errors import UserError
 from mas.io import write_text_atomic
+from mas.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
+from mas.termination import CONTROLLER
 
 PICTURE_FILES = ("mas_graph.mmd", "mas_graph.png", "workflow_graph.mmd", "workflow_graph.png")
 
@@ -41,40 +43,57 @@ def agent_layers(system: str, cfg: ExperimentConfig) -> dict[str, int]:
     n = cfg.mas.agents
     rows = {
         "sas": {"solver": 0, "tools": 1},
-        "debate": {**{f"debater_{i}": 0 for i in range(n)}, "tools": 1, "system:controller": 1, "system:judge": 2},
+        "debate": {**{f"debater_{i}": 0 for i in range(n)}, "tools": 1, "system:controller": 1, "system:judge": 2,
+                   ANSWER_RECIPIENT: 3},
         "supervisor": {"supervisor": 0, "system:controller": 0, **{f"worker_{i}": 1 for i in range(n)}, "tools": 2},
         "orchestrator": {"planner": 0, "system:controller": 0, **{f"worker_{i}": 1 for i in range(n)}, "critic": 2,
-                         "tools": 2, "aggregator": 3},
+                         "tools": 2, "aggregator": 3, ANSWER_RECIPIENT: 4},
     }
     return rows.get(system, {})
 
 
 def agent_edges(system: str, cfg: ExperimentConfig) -> list[Edge]:
-    """Directed message edges between the participants of ``system`` (as the trace's ``sends`` record them)."""
-    n = cfg.mas.agents
-    workers = [f"worker_{i}" for i in range(n)]
+    """Directed edges between the participants of ``system``.
+
+    Every edge to a participant other than ``tools`` is a message exactly as
+    the trace's ``payload.sends`` records it (same ``from``/``to``; a test
+    checks the two agree). Edges to ``tools`` stand for the agent's
+    ``tool_call`` events, which are not messages and carry no ``sends``.
+    """
+    workers = [f"worker_{i}" for i in range(cfg.mas.agents)]
     if system == "sas":
         return [Edge(source="solver", target="tools", label="tool calls"),
                 Edge(source="tools", target="solver", label="results", dashed=True)]
     if system == "debate":
-        debaters = [f"debater_{i}" for i in range(n)]
-        edges = [Edge(source=a, target=b, label="answer") for a in debaters for b in debaters if a != b]
-        edges += [Edge(source=a, target="system:controller", label="round", dashed=True) for a in debaters]
-        edges += [Edge(source="system:controller", target="system:judge", label="final vote", dashed=True)]
-        return edges + [Edge(source=a, target="tools", dashed=True) for a in debaters]
+        return _debate_edges([f"debater_{i}" for i in range(cfg.mas.agents)])
     if system == "supervisor":
         edges = [Edge(source="supervisor", target=w, label="handoff") for w in workers]
         edges += [Edge(source=w, target="supervisor", label="report") for w in workers]
-        edges += [Edge(source="system:controller", target="supervisor", label="decision", dashed=True)]
+        edges += [Edge(source=CONTROLLER, target="supervisor", label="decision", dashed=True)]
         return edges + [Edge(source=w, target="tools", dashed=True) for w in workers]
     if system == "orchestrator":
-        edges = [Edge(source="planner", target=w, label="plan") for w in workers]
-        edges += [Edge(source=w, target=t, label="answer") for w in workers for t in ("critic", "aggregator")]
-        edges += [Edge(source="critic", target="aggregator", label="critique"),
-                  Edge(source="aggregator", target="system:controller", label="cycle", dashed=True),
-                  Edge(source="system:controller", target="planner", label="relay", dashed=True)]
-        return edges + [Edge(source=a, target="tools", dashed=True) for a in (*workers, "critic", "aggregator")]
+        return _orchestrator_edges(workers)
     raise UserError(f"no agent picture for system {system!r}; known: sas, debate, supervisor, orchestrator")
+
+
+def _debate_edges(debaters: list[str]) -> list[Edge]:
+    edges = [Edge(source=a, target=b, label="answer") for a in debaters for b in debaters if a != b]
+    edges += [Edge(source=CONTROLLER, target=a, label="next round", dashed=True) for a in debaters]
+    edges += [Edge(source=CONTROLLER, target=JUDGE_ACTOR, label="final vote", dashed=True),
+              Edge(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return edges + [Edge(source=a, target="tools", dashed=True) for a in debaters]
+
+
+def _orchestrator_edges(workers: list[str]) -> list[Edge]:
+    edges = [Edge(source="planner", target=w, label="plan") for w in workers]
+    edges += [Edge(source=w, target=t, label="answer") for w in workers for t in ("critic", "aggregator")]
+    edges += [Edge(source="critic", target="aggregator", label="critique"),
+              Edge(source="aggregator", target=CONTROLLER, label="cycle answer"),
+              Edge(source=CONTROLLER, target="planner", label="relay", dashed=True)]
+    # a further cycle hands each worker its own previous answer back
+    edges += [Edge(source=CONTROLLER, target=w, label="own answer", dashed=True) for w in workers]
+    edges += [Edge(source=CONTROLLER, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return edges + [Edge(source=a, target="tools", dashed=True) for a in (*workers, "critic", "aggregator")]
 
 
 def _mid(name: str) -> str:

@@ -7,11 +7,12 @@ Two contracts go to the ``judge`` route (``models.judge``, else default):
 - ``judge.vote`` -> ``{groups, winner_index, invalid_indices, explanation}``.
 
 A reply that fails validation (not JSON, a missing field, an index out of
-range or in two groups) is unusable: the caller falls back to lexical voting
-and records why. :func:`vote_artifacts` is the deterministic vote, which
-prefers direct, evidence-backed answers over blocked, planning-only or
-"no evidence" outputs. The scripted responders group answers by normalised
-equality, so the test double behaves like a good judge.
+range or in two groups, a vote winner with an empty artifact) is unusable:
+the caller falls back to lexical voting and records why.
+:func:`vote_artifacts` is the deterministic vote, which prefers direct,
+evidence-backed answers over blocked, planning-only or "no evidence" outputs.
+The scripted responders group answers by normalised equality, so the test
+double behaves like a good judge.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from mas.termination import (
 )
 
 JUDGE_ACTOR = "system:judge"
+ANSWER_RECIPIENT = "user"
+"""Recipient of a final answer that a system actor publishes (the caller of the run)."""
 _CANDIDATES_HEADER = "Candidates (JSON):"
 
 
@@ -133,8 +136,14 @@ def parse_consensus(parsed: dict[str, Any] | None, n: int) -> ConsensusView:
                          should_stop_for_no_progress=r.should_stop_for_no_progress, explanation=r.explanation[:1000])
 
 
-def parse_vote(parsed: dict[str, Any] | None, n: int) -> VoteReply:
-    """Validate a ``judge.vote`` reply; ``ValueError`` when it is unusable."""
+def parse_vote(parsed: dict[str, Any] | None, candidates: Sequence[Candidate]) -> VoteReply:
+    """Validate a ``judge.vote`` reply; ``ValueError`` when it is unusable.
+
+    A winner with an empty artifact is unusable too: it would leave the run
+    without an answer, and the deterministic vote can do better whenever any
+    candidate answered.
+    """
+    n = len(candidates)
     if parsed is None:
         raise ValueError("reply holds no JSON object")
     try:
@@ -144,6 +153,8 @@ def parse_vote(parsed: dict[str, Any] | None, n: int) -> VoteReply:
     r.groups = _check_indices(r.groups, r.invalid_indices, n)
     if not 0 <= r.winner_index < n or r.winner_index in r.invalid_indices:
         raise ValueError(f"winner_index {r.winner_index} is not a valid candidate")
+    if not normalize_artifact(candidates[r.winner_index].artifact):
+        raise ValueError(f"winner_index {r.winner_index} names an empty artifact")
     return r
 
 
@@ -189,6 +200,8 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
     """Deterministic vote: group by normalised answer, rank groups by (direct answer, evidence, size,
     total confidence, earliest), and return the group's most confident member.
 
+    Empty artifacts form no group, so one wins only when every candidate is empty.
+
     >>> c = [Candidate(agent="a", artifact="I cannot determine it"), Candidate(agent="b", artifact="I cannot determine it"),
     ...      Candidate(agent="c", artifact="42", evidence=2)]
     >>> vote_artifacts(c).winner_index
@@ -226,7 +239,7 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate]) -> VoteOut
     usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
              "cost_usd": res.cost_usd}
     try:
-        r = parse_vote(res.parsed, len(candidates))
+        r = parse_vote(res.parsed, candidates)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]

@@ -4,9 +4,10 @@ One cycle plans, lets ``mas.agents`` workers solve the task along the plan
 in parallel, has the critic check their answers and the aggregator write
 the cycle's answer. The ``controller`` decides between cycles (on the
 workers' answers); ``mas.rounds`` bounds the cycles, and ``rounds = 1``
-runs exactly one. When the controller stops, ``finalize`` publishes the
-last aggregate. For a further cycle the controller relays the critique and
-the aggregate to the planner, and each worker sees its own previous answer.
+runs exactly one. The aggregator's answer goes to the controller; when the
+controller stops, ``finalize`` publishes the last aggregate to the ``user``.
+For a further cycle the controller relays the critique and the aggregate to
+the planner, and each worker sees its own previous answer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from mas.agent import AgentSpec, RunContext, state_id_of
-from mas.judge import consensus_judge
+from mas.judge import ANSWER_RECIPIENT, consensus_judge
 from mas.roles import (
     artifact_of,
     candidate,
@@ -112,7 +113,9 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         inputs = [packet(a) for a in round_artifacts(history, [*names, CRITIC.name], c)]
         extra = context_block(notes=state.get("notes") or [], packets_title="The workers' answers and the critique:",
                               packets=inputs, instruction="Write the single final answer to the task.")
-        res = await turn(rt, AGGREGATOR, extra, choose_event=event_for(own), state_id=state_id_of(config),
+        # the cycle's answer goes to the controller, which relays it to the planner or publishes it
+        res = await turn(rt, AGGREGATOR, extra, choose_event=event_for(own),
+                         sends=[{"from": AGGREGATOR.name, "to": CONTROLLER}], state_id=state_id_of(config),
                          payload={"cycle": c})
         return {"history": {AGGREGATOR.name: [artifact_of(AGGREGATOR, c, res)]}, "steps_done": res.steps}
 
@@ -137,8 +140,9 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         assert agg is not None
         answer = {"answer_artifact": agg["answer_artifact"], "confidence": agg["confidence"],
                   "reasoning": agg.get("reasoning", ""), "source_agent": AGGREGATOR.name, "selection": "aggregator"}
-        current_tracer().emit(CONTROLLER, "finalize", {**answer, "content": agg["answer_artifact"],
-                                                       "cycle": state.get("cycle", 0)}, state_id=state_id_of(config))
+        current_tracer().emit(CONTROLLER, "finalize", {
+            **answer, "content": agg["answer_artifact"], "cycle": state.get("cycle", 0),
+            "sends": [{"from": CONTROLLER, "to": ANSWER_RECIPIENT}]}, state_id=state_id_of(config))
         last = state["decisions"][-1]
         stage = {"stage": "orchestrator", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.rounds,
                  "stop_reason": last["reason"], "reason_detail": last["reason_detail"],

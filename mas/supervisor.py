@@ -106,6 +106,18 @@ def _stage(state: SupervisorState, max_rounds: int) -> dict[str, Any]:
             "answered": bool(state.get("answer"))}
 
 
+def _undelegated_detail(detail: str, *, answered: bool) -> str:
+    """``reason_detail`` of a round in which no worker got the task.
+
+    The branch check still fails (no report, so fewer valid artifacts than
+    required), but the cause is the supervisor's routing: it either answered
+    itself, and that answer is the run's answer, or named no known worker.
+    """
+    if answered:
+        return f"the supervisor answered without delegating; its own answer is final ({detail})"
+    return f"the supervisor's handoff reached no known worker ({detail})"
+
+
 def build_supervisor(rt: RunContext) -> StateGraph:
     """The supervisor graph of one run.
 
@@ -192,6 +204,8 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                          candidate_artifacts=current, previous_candidate_artifacts=previous,
                          expected_count=len(delegated) or len(names), mode=rt.cfg.mas.termination_consensus_mode,
                          judge=consensus_judge(rt))
+        if not delegated:  # say why no worker report arrived; the counts alone read like a failed worker
+            d.reason_detail = _undelegated_detail(d.reason_detail, answered=bool(state.get("answer")))
         emit_decision(d, state_id=state_id_of(config), sends=[{"from": CONTROLLER, "to": SUPERVISOR.name}])
         update: dict[str, Any] = {"decisions": [d.payload()]}
         if d.stop and state.get("answer"):  # the supervisor already answered without delegating

@@ -203,7 +203,7 @@ def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] 
     groups = sorted(by_norm.values(), key=lambda g: (-len(g), g[0]))
     winner = candidates[groups[0][0]].artifact if groups else ""
     delta = mean_delta(candidates if progress_of is None else progress_of, previous)
-    stalled = delta is not None and delta <= NO_PROGRESS_DELTA
+    stalled = delta is not None and delta <= NO_PROGRESS_DELTA + 1e-12  # 1 - 0.95 is 0.050000000000000044 in floats
     return ConsensusView(
         groups=groups, invalid_indices=invalid, is_substantive=artifact_kind(winner) == "direct",
         progress_status="unclear" if delta is None else "stalled" if stalled else "improving",

@@ -9,7 +9,7 @@ from benchmark.registry import get_benchmark
 from descriptor.schema import read_trace
 from mas.agent import RunContext
 from mas.config import ExperimentConfig, ModelRoute, parse_config
-from mas.judge import consensus_judge, final_vote, parse_consensus, vote_artifacts
+from mas.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
 from mas.models import ModelSet
 from mas.runner import RunSpec, execute_run
 from mas.scripted import RESPONDERS
@@ -97,6 +97,28 @@ async def test_no_progress_wins_over_max_rounds():
     assert d.reason == "no_meaningful_change"
 
 
+async def test_invalid_branch_wins_over_consensus():
+    agree = cands("42", "42", "", "", "")
+    d = await lexical(pos(), agree, expected=5)
+    assert d.reason == "invalid_or_failed_branch" and (d.valid_artifact_count, d.required_valid) == (2, 3)
+    # the same answers with one required artifact fewer do reach consensus: both checks held above
+    assert (await lexical(pos(), agree, expected=3)).reason == "consensus_reached"
+
+
+async def test_invalid_branch_wins_over_no_progress():
+    stalled = cands("41", "43", "", "", "")
+    d = await lexical(pos(), stalled, stalled, expected=5)
+    assert d.reason == "invalid_or_failed_branch"
+    d = await lexical(pos(), stalled, stalled, expected=4)
+    assert d.reason == "no_meaningful_change" and d.mean_delta == 0.0
+
+
+async def test_consensus_wins_over_no_progress():
+    same = cands("42", "42", "42")
+    d = await lexical(pos(round_=1, max_rounds=3), same, same)
+    assert d.reason == "consensus_reached" and d.mean_delta == 0.0 and d.should_stop_for_no_progress is True
+
+
 async def test_minimum_rounds_hold_quality_stops_back():
     d = await lexical(pos(round_=0, max_rounds=3, min_rounds=1), cands("42", "42", "42"))
     assert not d.stop and d.held_back == "consensus_reached"
@@ -151,6 +173,33 @@ def test_lexical_normalisation(a, b):
 async def test_normalised_answers_vote_together():
     d = await lexical(pos(), cands("The answer is 42.", "the answer is 42", "THE ANSWER IS 42!"))
     assert d.reason == "consensus_reached"
+
+
+def moved(kept: int) -> tuple[list[Candidate], list[Candidate]]:
+    """Eight agents with distinct answers (no consensus); a0 keeps ``kept`` of its 20 characters.
+
+    A single pair cannot sit exactly on the boundary in floating point (one
+    changed character of 20 gives 1 - 0.95 = 0.050000000000000044), so seven
+    agents stand still and a0 moves by 1 - 2*12/40 = 0.4: the mean is 0.4 / 8.
+    """
+    others = [f"{k}{k}{k}" for k in "1234567"]
+    before = "abcdefghijklmnopqrst"
+    after = before[:kept] + "0123456789"[:20 - kept]  # digits: the replaced tail shares nothing with before
+    return cands(after, *others), cands(before, *others)
+
+
+async def test_lexical_no_progress_at_the_boundary_stops():
+    current, previous = moved(12)
+    d = await lexical(pos(round_=1, max_rounds=3), current, previous)
+    assert d.mean_delta == 0.05 and d.consensus_ratio == 1 / 8
+    assert d.reason == "no_meaningful_change" and d.progress_status == "stalled"
+
+
+async def test_lexical_no_progress_just_above_the_boundary_continues():
+    current, previous = moved(11)  # one more changed character: 1 - 2*11/40 = 0.45, mean 0.05625
+    d = await lexical(pos(round_=1, max_rounds=3), current, previous)
+    assert d.mean_delta == pytest.approx(0.05625) and d.mean_delta > 0.05
+    assert not d.stop and d.progress_status == "improving" and d.should_stop_for_no_progress is False
 
 
 def test_mean_delta_only_over_comparable_agents():
@@ -280,6 +329,35 @@ async def test_final_vote_judge_and_fallback(monkeypatch):
     assert out.source == "lexical_fallback" and "winner_index" in out.error and c[out.winner_index].artifact == "42"
     out = await final_vote(scripted_rt(final_vote_mode="lexical"), c)
     assert out.source == "lexical" and out.token_in == 0
+
+
+def test_vote_never_picks_an_empty_artifact_while_another_answered():
+    # the empty ones are the most confident and claim evidence; a blocked answer still beats them
+    c = [Candidate(agent="a", artifact="", confidence=1.0, evidence=3),
+         Candidate(agent="b", artifact=" ?! ", confidence=1.0, evidence=3),
+         Candidate(agent="c", artifact="", confidence=1.0, evidence=3),
+         Candidate(agent="d", artifact="I cannot determine it", confidence=0.1)]
+    out = vote_artifacts(c)
+    assert out.winner_index == 3 and out.invalid_indices == [0, 1, 2]
+    # with nothing answered there is still a winner (the run then has an empty answer)
+    assert vote_artifacts(cands("", "  ")).winner_index in (0, 1)
+
+
+def test_parse_vote_rejects_an_empty_winner():
+    c = cands("", "42", "42")
+    reply = {"groups": [[0], [1, 2]], "winner_index": 0, "invalid_indices": [], "explanation": "first"}
+    with pytest.raises(ValueError, match="empty artifact"):
+        parse_vote(reply, c)
+    assert parse_vote({**reply, "winner_index": 1}, c).winner_index == 1
+
+
+async def test_final_vote_falls_back_when_the_judge_picks_an_empty_artifact(monkeypatch):
+    reply = '{"groups": [[0], [1, 2]], "winner_index": 0, "invalid_indices": [], "explanation": "first"}'
+    monkeypatch.setitem(RESPONDERS, "judge.vote", lambda ctx: reply)
+    c = cands(" ", "42", "42")
+    out = await final_vote(scripted_rt(), c)
+    assert out.source == "lexical_fallback" and "empty artifact" in out.error
+    assert c[out.winner_index].artifact == "42" and out.token_in > 0  # the unusable call still costs tokens
 
 
 # ---- rounds = 1 runs exactly one cycle ---------------------------------------------------------

@@ -11,8 +11,9 @@ from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.schema import read_trace
 from mas.config import parse_config
-from mas.graph_pictures import PICTURE_FILES, write_graph_pictures
+from mas.graph_pictures import PICTURE_FILES, agent_edges, write_graph_pictures
 from mas.runner import RunSpec, execute_run
+from mas.scripted import RESPONDERS
 from mas.systems import SYSTEMS
 from mas.termination import STOP_REASONS
 
@@ -197,3 +198,70 @@ async def test_injected_routing_step_of_the_supervisor_fails_the_branch(tmp_path
     handoff = next(e for e in events if e.actor == "supervisor" and e.event_type == "tool_result")
     assert handoff.payload["ok"] is False
     assert decisions(events)[-1]["reason"] == "invalid_or_failed_branch" and not result.success
+
+
+# ---- messages: every inter-agent or system-mediated message has sends, and the picture draws exactly those ----
+
+
+PICTURE_RUNS = {  # one run per system that takes every message edge (the orchestrator needs a second cycle)
+    "supervisor": {},
+    "debate": {},
+    "orchestrator": {"mas": {"rounds": 3}, "inject": {"agent": "worker_1", "step": 2}},
+}
+
+
+@pytest.mark.parametrize("system", MAS_SYSTEMS)
+async def test_agent_picture_edges_are_the_traced_sends(tmp_path, system):
+    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
+    traced = {(s["from"], s["to"]) for e in events for s in e.payload.get("sends") or []}
+    tool_users = {e.actor for e in events if e.event_type == "tool_call" and e.payload["tool"] != "delegate"}
+    edges = agent_edges(system, config())
+    assert {(e.source, e.target) for e in edges if e.target != "tools"} == traced
+    assert tool_users <= {e.source for e in edges if e.target == "tools"}  # tool use is drawn, not sent
+
+
+@pytest.mark.parametrize("system", MAS_SYSTEMS)
+async def test_controller_decisions_and_published_answers_carry_sends(tmp_path, system):
+    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
+    for d in decisions(events):
+        # only the orchestrator's stop passes nothing on: the controller publishes the answer itself
+        assert d.get("sends") or (system == "orchestrator" and d["stop"])
+    final = events[-1]
+    assert final.event_type == "finalize"
+    if final.actor.startswith("system:"):  # a system actor publishing an agent's answer is a message
+        assert final.payload["sends"] == [{"from": final.actor, "to": "user"}]
+
+
+async def test_debate_controller_opens_rounds_and_hands_the_answers_to_the_vote(tmp_path):
+    _, events, _ = await run(tmp_path, "debate", config())
+    ds = decisions(events)
+    assert {s["to"] for s in ds[0]["sends"]} == {"debater_0", "debater_1", "debater_2"} and not ds[0]["stop"]
+    assert ds[-1]["stop"] and ds[-1]["sends"] == [{"from": "system:controller", "to": "system:judge"}]
+    assert compute_run_metrics(events).communication_system_mediated_count == sum(len(d["sends"]) for d in ds) + 1
+
+
+async def test_orchestrator_aggregator_answers_to_the_controller(tmp_path):
+    _, events, _ = await run(tmp_path, "orchestrator", config())
+    answers = [e for e in events if e.actor == "aggregator" and e.event_type in ("act", "revise")]
+    assert answers and all(e.payload["sends"] == [{"from": "aggregator", "to": "system:controller"}] for e in answers)
+
+
+# ---- the supervisor answering without delegating ------------------------------------------------
+
+
+async def test_supervisor_answering_without_delegating_is_named_in_the_decision(tmp_path, monkeypatch):
+    reply = json.dumps({"reasoning": "Simple enough to do alone.", "answer_artifact": "12345", "confidence": 0.9})
+    monkeypatch.setitem(RESPONDERS, "supervisor.route", lambda ctx: reply)
+    result, events, spec = await run(tmp_path, "supervisor", config())
+    assert result.answer == "12345" and not any(e.actor.startswith("worker_") for e in events)
+    (d,) = decisions(events)
+    # the four reasons stay as they are: no worker report is a failed branch, but the detail names the cause
+    assert d["reason"] == "invalid_or_failed_branch" and d["expected_count"] == 3
+    assert d["reason_detail"].startswith("the supervisor answered without delegating; its own answer is final")
+    stage = json.loads(spec.path(".trace_metrics.json").read_text())["stages"][0]
+    assert stage["answered"] and stage["reason_detail"] == d["reason_detail"]
+
+
+async def test_supervisor_routing_to_no_known_worker_is_named_in_the_decision(tmp_path):
+    _, events, _ = await run(tmp_path, "supervisor", config(inject={"agent": "supervisor", "step": 0}))
+    assert decisions(events)[0]["reason_detail"].startswith("the supervisor's handoff reached no known worker")
