@@ -7,8 +7,12 @@ this file only collects them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 # Modules that define ``register(subparsers)``; each adds its own commands.
 COMMAND_MODULES = (
@@ -38,9 +42,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Make Ctrl-C / SIGINT raise KeyboardInterrupt at once for the whole command, then restore the old handler.
+
+    Two reasons. A shell starts a background job (``main.py ... &``, as
+    scripts/full_experiment.sh does) with SIGINT ignored, so a forwarded
+    Ctrl-C was dropped until the sweep installed its own handler. And
+    ``asyncio.run`` replaces Python's ``default_int_handler`` (by identity)
+    with one that only cancels the main task, which waits for the next
+    ``await``: validation, task loading and embedded server start-up (up to
+    minutes) are blocking code, so Ctrl-C would wait for them to end. A
+    handler of our own is left alone by ``asyncio.run``; the sweep still
+    installs its clean-stop handler on top while runs execute.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal handlers: main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command; exit status 0 ok, 2 bad input (a plain message), 130 on Ctrl-C."""
+    # Installed before the (slow) imports of the command modules, so no Ctrl-C is lost to them either.
+    with interruptible():
+        try:
+            return _dispatch(argv)
+        except KeyboardInterrupt:
+            # A terminal Ctrl-C can reach us twice (directly and forwarded by a wrapper script):
+            # the second one must not turn the clean exit into a traceback.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print("interrupted", file=sys.stderr)
+            return 130
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
     from mas.errors import UserError
 
     try:
@@ -48,9 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

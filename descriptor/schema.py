@@ -28,7 +28,8 @@ def is_system_actor(actor: str) -> bool:
 class Send(BaseModel):
     """One directed message edge, recorded in the sender's event."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Only the JSON key "from" (not the Python name "from_"): the metrics read ``sends[i]["from"]``.
+    model_config = ConfigDict(extra="allow", populate_by_name=False)
     from_: str = Field(alias="from")
     """The sender (a system actor makes the edge system-mediated)."""
     to: str
@@ -38,12 +39,14 @@ class Send(BaseModel):
 class TraceEvent(BaseModel):
     """One step of a run: who did what, with its tokens, latency and cost."""
 
+    # Numbers are strict (no "5", 5.0 or true for an int, no "2.5" for a float): a trace is data other tools
+    # recompute from, and scripts/verify_descriptor.py reads exactly these types; int is accepted as a float.
     model_config = ConfigDict(extra="allow")
-    version: int = TRACE_VERSION
+    version: int = Field(default=TRACE_VERSION, strict=True)
     """Schema version of this line."""
     run_id: str = ""
     """The run this event belongs to."""
-    seq: int = Field(default=0, ge=0)
+    seq: int = Field(default=0, ge=0, strict=True)
     """0-based position of the event in its trace file."""
     timestamp_start: str
     """ISO-8601 UTC time the step started."""
@@ -55,13 +58,13 @@ class TraceEvent(BaseModel):
     """What kind of step this was."""
     payload: dict[str, Any] = Field(default_factory=dict)
     """Event-specific content; see descriptor/README.md for the keys metrics read."""
-    token_in: int = Field(default=0, ge=0)
+    token_in: int = Field(default=0, ge=0, strict=True)
     """Prompt tokens of the LLM call behind this event (tokens)."""
-    token_out: int = Field(default=0, ge=0)
+    token_out: int = Field(default=0, ge=0, strict=True)
     """Completion tokens of the LLM call behind this event (tokens)."""
-    latency_ms: float = Field(default=0.0, ge=0)
+    latency_ms: float = Field(default=0.0, ge=0, strict=True)
     """Wall time of the step (ms)."""
-    cost_usd: float = Field(default=0.0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0, strict=True)
     """Price of the LLM call behind this event (USD)."""
     state_id: str | None = None
     """Top-level graph checkpoint this step ran from (resumable point)."""

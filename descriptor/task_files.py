@@ -70,8 +70,9 @@ def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues
                 {
                     "run_index": r.run_index,
                     "run_id": r.run_id,
+                    # Both verdicts from eval.json, like eval_success_rate/eval_completion_rate above.
                     "success": r.eval_success,
-                    "completion": r.completion,
+                    "completion": r.eval_completion,
                     "score": r.eval_score,
                     "tokens_total": r.metrics.tokens_total,
                     "latency_total": r.metrics.latency_total,

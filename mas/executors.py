@@ -37,6 +37,7 @@ import structlog
 from benchmark.base import Benchmark
 from descriptor.schema import RunResult
 from mas.config import ExperimentConfig
+from mas.errors import UserError
 from mas.runner import RunSpec, execute_run
 
 log = structlog.get_logger(__name__)
@@ -131,12 +132,34 @@ def cancel_on_worker() -> int:
     return len(futs)
 
 
+SCHEDULER_CONNECT_TIMEOUT_S = 20.0
+"""How long to try reaching ``--scheduler-address`` before giving up (dask retries until then)."""
+
+
+async def connect_scheduler(address: str, timeout_s: float | None = None) -> Any:
+    """An asynchronous ``distributed.Client`` on ``address``; :class:`UserError` when it cannot be reached.
+
+    Dask raises a bare ``OSError`` (timeout, refused, unknown host) or
+    ``ValueError`` (bad scheme) from deep inside its comm layer; the person
+    running the sweep needs the address and what to check instead.
+    """
+    from distributed import Client
+
+    timeout = SCHEDULER_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        return await Client(address, asynchronous=True, timeout=timeout)
+    except (OSError, ValueError) as err:
+        raise UserError(f"--scheduler-address: could not connect to the dask scheduler at {address!r} "
+                        f"within {timeout:g} s ({type(err).__name__}: {err}); check that `dask scheduler` "
+                        "is running there and reachable, or leave the address out for an in-process "
+                        "LocalCluster") from err
+
+
 async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
 
     if job.scheduler_address:
-        client = await Client(job.scheduler_address, asynchronous=True)
-        return client, None
+        return await connect_scheduler(job.scheduler_address), None
     # In-process workers (threads): starts in about a second, no pickling across processes; for CI
     # and single machines. Each run still executes as a Dask task on a worker thread.
     cluster = await LocalCluster(n_workers=1, threads_per_worker=job.concurrency, processes=False,

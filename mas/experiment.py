@@ -109,6 +109,10 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     benches = validate_request(req)
     specs = plan_runs(req, benches)
     prepare_models(req.cfg)
+    if req.scheduler_address:  # an unreachable cluster is bad input: say so before the manifest exists
+        from mas.executors import connect_scheduler
+
+        await (await connect_scheduler(req.scheduler_address)).close()
     write_system_pictures(req, benches)
     job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                    scheduler_address=req.scheduler_address,

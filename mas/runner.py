@@ -88,16 +88,31 @@ def injection_plan(cfg: ExperimentConfig, spec: RunSpec) -> InjectionPlan | None
     return InjectionPlan(agent=inj.agent, step=step)
 
 
+def identity_mismatch(spec: RunSpec, result: RunResult) -> list[str]:
+    """Identity fields where ``result`` differs from ``spec`` (empty when it is this run's result)."""
+    want = {"run_id": spec.run_id, "benchmark": spec.benchmark, "system": spec.system,
+            "task_id": spec.task.task_id, "run_index": spec.run_index, "seed": spec.seed}
+    return [k for k, v in want.items() if getattr(result, k) != v]
+
+
 def is_finished(spec: RunSpec) -> bool:
-    """A run is finished when its ``result.json`` exists and parses."""
+    """A run is finished when its ``result.json`` exists, parses and names this very run.
+
+    A result of another run (a copied or renamed directory, a changed seed)
+    would otherwise be kept as this run's outcome; it is logged and redone.
+    """
     path = spec.path(".result.json")
     if not path.is_file():
         return False
     try:
-        RunResult.model_validate_json(path.read_text(encoding="utf-8"))
-        return True
-    except ValueError:
+        result = RunResult.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return False
+    if differs := identity_mismatch(spec, result):
+        log.warning("result.json belongs to another run; redoing it", run=spec.run_id, path=str(path),
+                    differs=differs)
+        return False
+    return True
 
 
 def clear_partial(spec: RunSpec) -> None:

@@ -30,6 +30,8 @@ PY="${PYTHON:-python3}"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "full_experiment.sh: $*" >&2; exit 2; }
+# positive_int NAME VALUE: digits only and at least 1 (10# so that "08" is not read as octal).
+positive_int() { [[ "$2" =~ ^[0-9]+$ ]] && ((10#$2 >= 1)) || die "$1 must be a positive integer (got '$2')"; }
 
 bench_flags=()
 while (($#)); do
@@ -45,6 +47,14 @@ while (($#)); do
   esac
 done
 
+# Cheap checks first: a bad count fails before any Python starts, let alone a run.
+TASK_LIMIT="${TASK_LIMIT:-10}"
+RUNS_PER_TASK="${RUNS_PER_TASK:-3}"
+positive_int TASK_LIMIT "$TASK_LIMIT"
+positive_int RUNS_PER_TASK "$RUNS_PER_TASK"
+[[ -z "${CONCURRENCY:-}" ]] || positive_int CONCURRENCY "$CONCURRENCY"
+TASK_LIMIT=$((10#$TASK_LIMIT)) RUNS_PER_TASK=$((10#$RUNS_PER_TASK))
+
 if ((${#bench_flags[@]})); then
   benchmarks=("${bench_flags[@]}")
 elif [[ -n "${BENCHMARKS:-}" ]]; then
@@ -58,12 +68,8 @@ if [[ -z "${SYSTEMS:-}" ]]; then
   SYSTEMS="$("$PY" -c 'from mas.systems import SYSTEMS; print(",".join(SYSTEMS))')"
 fi
 
-TASK_LIMIT="${TASK_LIMIT:-10}"
-RUNS_PER_TASK="${RUNS_PER_TASK:-3}"
 OUTPUT_ROOT="${OUTPUT_ROOT:-artifacts/full_experiment}"
 EXPERIMENT_ID="${EXPERIMENT_ID:-$(date -u +%Y%m%dT%H%M%SZ)}"
-[[ "$TASK_LIMIT" =~ ^[0-9]+$ ]] || die "TASK_LIMIT must be a positive integer (got '$TASK_LIMIT')"
-[[ "$RUNS_PER_TASK" =~ ^[0-9]+$ ]] || die "RUNS_PER_TASK must be a positive integer (got '$RUNS_PER_TASK')"
 
 args=(run --task-limit "$TASK_LIMIT" --runs-per-task "$RUNS_PER_TASK" --systems "$SYSTEMS"
       --output-root "$OUTPUT_ROOT" --experiment-id "$EXPERIMENT_ID" --executor "${EXECUTOR:-local}")
@@ -81,20 +87,39 @@ echo "full_experiment: ${benchmarks[*]} x ${SYSTEMS} x ${TASK_LIMIT} tasks x ${R
 
 # `main.py run` validates everything (benchmarks, systems, API keys) before the first run. It runs in the
 # background so a SIGTERM/SIGINT sent to this script is forwarded to it (bash would otherwise wait for
-# the child before handling the signal); it then stops cleanly and we exit with its status.
+# the child before handling the signal); it then stops cleanly and we exit with its status. Bash starts a
+# background job of a script with SIGINT ignored: main.py installs its own SIGINT handler first thing, and
+# GNU env (coreutils >= 8.31) resets SIGINT for it even before Python starts, so a forwarded Ctrl-C is
+# honoured from start-up, validation and embedded server start-up on, not only once runs execute.
+launch=()
+if env --default-signal=INT true 2>/dev/null; then launch=(env --default-signal=INT); fi
 child=""
-forward() { [[ -n "$child" ]] && kill -"$1" "$child" 2>/dev/null || true; }
+trapped=0
+forward() { trapped=1; [[ -n "$child" ]] && kill -"$1" "$child" 2>/dev/null || true; }
+
+# Sets `status` to the child's own exit status. `wait` answers 128+N both when the child exits that way
+# and when a trapped signal interrupts it (the trap runs before the next command, so `trapped` tells);
+# then wait again: that answer is the child's own, even when it exited in the meantime (a signal that
+# came just after the child exited only repeats it; bash < 5 may answer 127 there, so keep the first).
+wait_child() {
+  local rc last=""
+  while :; do
+    trapped=0
+    rc=0
+    wait "$child" || rc=$?
+    if ((rc == 127)) && [[ -n "$last" ]]; then status=$last; return 0; fi
+    if ((trapped && rc > 128)); then last=$rc; continue; fi
+    status=$rc
+    return 0
+  done
+}
+
 trap 'forward TERM' TERM
 trap 'forward INT' INT
-"$PY" main.py "${args[@]}" &
+${launch[@]+"${launch[@]}"} "$PY" main.py "${args[@]}" &
 child=$!
 status=0
-wait "$child" || status=$?
-# `wait` returns >128 when a trapped signal interrupts it; keep waiting until the child has exited.
-while ((status > 128)) && kill -0 "$child" 2>/dev/null; do
-  status=0
-  wait "$child" || status=$?
-done
+wait_child
 trap - TERM INT
 if ((status > 128)); then
   echo "full_experiment: stopped (exit $status); rerun with EXPERIMENT_ID=$EXPERIMENT_ID to finish the rest" >&2

@@ -46,10 +46,26 @@ def _num(x, integer=False):
     return isinstance(x, int) if integer else isinstance(x, (int, float))
 
 
+def _send_ok(s):
+    return isinstance(s, dict) and isinstance(s.get("from"), str) and isinstance(s.get("to"), str)
+
+
 def valid_event(obj):
-    """Independent reading of the trace line contract; returns an error text or None."""
+    """Independent reading of the trace line contract; returns an error text or None.
+
+    Types are exact (the schema is strict): ints are ints, never "5", 5.0 or true;
+    floats may be ints; ids and actors are strings.
+    """
     if not isinstance(obj, dict):
         return "not an object"
+    if "version" in obj and not _num(obj["version"], True):
+        return "bad version"
+    if "seq" in obj and not (_num(obj["seq"], True) and obj["seq"] >= 0):
+        return "bad seq"
+    if "run_id" in obj and not isinstance(obj["run_id"], str):
+        return "bad run_id"
+    if obj.get("state_id") is not None and not isinstance(obj["state_id"], str):
+        return "bad state_id"
     for key in ("timestamp_start", "timestamp_end"):
         try:
             datetime.fromisoformat(obj[key])
@@ -67,7 +83,7 @@ def valid_event(obj):
         if key in obj and not (_num(obj[key]) and obj[key] >= 0):
             return f"bad {key}"
     sends = p.get("sends")
-    if sends is not None and not (isinstance(sends, list) and all(isinstance(s, dict) and "from" in s and "to" in s for s in sends)):
+    if sends is not None and not (isinstance(sends, list) and all(_send_ok(s) for s in sends)):
         return "bad sends"
     for key in ("ok", "redo"):
         if key in p and not isinstance(p[key], bool):
@@ -267,6 +283,16 @@ class Report:
             self.same(where, key, want[key], got[key])
 
 
+def check_verdicts(rep, where, run, row):
+    """analysis.json's per-run success and completion are eval.json's verdicts (booleans, exactly)."""
+    if row is None:
+        return  # reported as missing by compare()
+    for key, want in (("success", run["eval_success"]), ("completion", run["eval_completion"])):
+        rep.checked += 1
+        if row.get(key) is not want:
+            rep.errors.append(f"{where}: {key}: expected {want!r} (eval.json), got {row.get(key)!r}")
+
+
 def csv_rows(path):
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -348,6 +374,7 @@ def verify(root, tol, lam, unit, baseline):
         for x in runs:
             rep.compare(f"{rel}/analysis.json run {x['r']}", x["m"], written.get(x["r"]),
                         ["tokens_total", "latency_total", "cost_total", "loop_score"])
+            check_verdicts(rep, f"{rel}/analysis.json run {x['r']}", x, written.get(x["r"]))
             tm = task_dir / f"run_{x['r']}.trace_metrics.json"
             # the runtime wrote trace_metrics from the whole trace; a damaged one no longer matches it
             if tm.exists() and not x["damaged"]:

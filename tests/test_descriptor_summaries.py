@@ -152,6 +152,22 @@ def test_q2_follows_eval_completion_when_present(tmp_path):
         summarize_experiment(tmp_path, plots=False)
 
 
+def test_analysis_runs_carry_the_eval_verdicts(tmp_path):
+    # result.json and eval.json disagree per run but not on average, so the rates still match.
+    task = tmp_path / "arith" / "sas" / "t0"
+    write_run(task, 0, [ev("a", "act", content="x")], success=False, completion=True, eval_extra={"completion": False})
+    write_run(task, 1, [ev("a", "act", content="y")], success=False, completion=False, eval_extra={"completion": True})
+    summarize_experiment(tmp_path, plots=False)
+    runs = json.loads((task / "analysis.json").read_text())["evaluation"]["runs"]
+    assert [(r["success"], r["completion"]) for r in runs] == [(False, False), (False, True)]
+    assert verify(tmp_path).returncode == 0
+    analysis = json.loads((task / "analysis.json").read_text())
+    analysis["evaluation"]["runs"][0]["completion"] = True  # result.json's value, not eval.json's
+    (task / "analysis.json").write_text(json.dumps(analysis))
+    out = verify(tmp_path)
+    assert out.returncode != 0 and "analysis.json run 0: completion: expected False (eval.json), got True" in out.stdout + out.stderr
+
+
 def test_empty_root_and_missing_root(tmp_path):
     with pytest.raises(UserError, match="no finished run"):
         summarize_experiment(tmp_path)
