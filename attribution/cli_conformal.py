@@ -45,8 +45,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
+    scorer = cal.scorer or "an unrecorded scorer"
     print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories "
-          f"({cal.n_skipped} skipped: null mistake_step); wrote {args.out}")
+          f"({cal.n_skipped} skipped: null mistake_step) scored by {scorer}; wrote {args.out}")
     return 0
 
 
@@ -79,7 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_conformal)
 
     p = sub.add_parser("calibrate", help="fit a conformal threshold on a score file",
-                       description='Writes calibration.json; an infinite threshold is written as "inf".')
+                       description='Writes calibration.json; an infinite threshold is written as "inf". The score '
+                                   "file's scorer (and its training data) is recorded, so rollback scores "
+                                   "new runs the same way.")
     _add_set_options(p)
     p.add_argument("--method", required=True, choices=METHODS, help="conformal algorithm")
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")

@@ -51,6 +51,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, fi
 
 from attribution.scorefile import (
     ScoreRecord,
+    ScorerInfo,
+    TrainSource,
+    common_scorer,
     fingerprint,
     labelled,
     read_score_file,
@@ -429,6 +432,15 @@ class Calibration(BaseModel):
     """Score file the threshold was fitted on."""
     auto_rates: dict[str, float] | None = None
     """auto only: in-sample removal rate of each candidate."""
+    scorer: str | None = None
+    """Scorer that produced the calibration scores; new runs must be scored by it for the guarantee
+    to hold. Null in files written before it was recorded, or from score files that do not say."""
+    scorer_route: str | None = None
+    """Model route of an LLM scorer."""
+    scorer_with_ground_truth: bool | None = None
+    """Whether the scorer saw the reference answer."""
+    scorer_train: TrainSource | None = None
+    """What a trained scorer (position, learned) was fitted on; rollback trains on it by default."""
 
     @field_validator("q_hat")
     @classmethod
@@ -450,13 +462,19 @@ class Calibration(BaseModel):
             seed=self.seed, twf_fallback=self.twf_fallback, auto_rates=self.auto_rates,
         )
 
+    def scorer_info(self) -> ScorerInfo:
+        """The scorer the calibration scores came from (all null when not recorded)."""
+        return ScorerInfo(scorer=self.scorer, scorer_route=self.scorer_route,
+                          scorer_with_ground_truth=self.scorer_with_ground_truth, scorer_train=self.scorer_train)
+
 
 def calibrate_file(
     scores_path: str | Path, method: str, alpha: float, agg: Aggregator, seed: int, out: str | Path,
     twf_fallback: bool = True,
 ) -> Calibration:
-    """Fit on a score file and write ``out`` (calibration.json) atomically."""
+    """Fit on a score file and write ``out`` (calibration.json) atomically, with the file's scorer."""
     records = read_score_file(scores_path)
+    info = common_scorer(records, str(scores_path))
     f = fit(records, method, alpha, agg, seed, twf_fallback)
     cal = Calibration(
         method=f.method, resolved_method=f.resolved_method, aggregator=agg.kind, lam=agg.lam,
@@ -464,6 +482,7 @@ def calibrate_file(
         seed=seed,
         twf_fallback=twf_fallback,
         fingerprint=fingerprint(scores_path), scores_path=str(scores_path), auto_rates=f.auto_rates,
+        **info.model_dump(),
     )
     write_json_atomic(out, cal.model_dump(mode="json"))
     return cal

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
 from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
+from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.trajectory import Trajectory
 from mas.errors import UserError
 from mas.io import write_json_atomic, write_text_atomic
@@ -86,6 +87,35 @@ def load_train_dir(path: str) -> LoadResult:
     if p.name in SUBSETS or any((p / s).is_dir() for s in SUBSETS):
         return load_who_and_when_dir(p, "all")
     return load_runs_dir(p)
+
+
+def _abspath(path: str | None) -> str | None:
+    # Absolute, so a calibration made from these scores finds the training data from any directory.
+    return None if path is None else str(Path(path).resolve())
+
+
+def scorer_info(job: ScoreJob) -> ScorerInfo:
+    """What produced the job's scores: written to every score row, and copied into calibration.json."""
+    train = None
+    if job.scorer in TRAINED_SCORERS:
+        # Cross-fitting trains on the scored source itself, plus --train-dir.
+        train = TrainSource(data_dir=_abspath(job.data_dir), runs_dir=_abspath(job.runs_dir), subset=job.subset,
+                            max_cases=job.max_cases, train_dir=_abspath(job.train_dir))
+    # Trained scorers never see the reference answer, so the setting is recorded only where it matters.
+    gt = None if job.scorer in TRAINED_SCORERS else job.with_ground_truth
+    return ScorerInfo(scorer=job.scorer, scorer_route=job.model, scorer_with_ground_truth=gt, scorer_train=train)
+
+
+def load_train_source(src: TrainSource) -> list[Trajectory]:
+    """The labelled failures ``src`` names (the scored source and its ``train_dir``), loaded again."""
+    trajs: list[Trajectory] = []
+    if src.data_dir or src.runs_dir:
+        opts = SourceOptions(data_dir=src.data_dir, runs_dir=src.runs_dir, subset=src.subset,  # type: ignore[arg-type]
+                             max_cases=src.max_cases)
+        trajs += load_source(opts).trajectories
+    if src.train_dir:
+        trajs += load_train_dir(src.train_dir).trajectories
+    return trajs
 
 
 def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
@@ -168,19 +198,20 @@ def run_score_job(job: ScoreJob) -> dict[str, Any]:
     results = asyncio.run(scorer(loaded.trajectories, ctx))
     wall = time.perf_counter() - start
     by_id = {t.id: t for t in loaded.trajectories}
+    info = scorer_info(job).model_dump(mode="json")
     lines = []
     for r in results:
         t = by_id[r.id]
         row = {"id": r.id, "n_steps": r.n_steps, "step_scores": r.step_scores, "mistake_step": t.mistake_step,
                "mistake_agent": t.mistake_agent, "nfe": r.nfe, "subset": t.subset, "tokens": r.tokens,
-               "seconds": r.seconds}
+               "seconds": r.seconds, **info}
         if "raw_scores" in r.details:
             row["raw_scores"] = r.details["raw_scores"]
         if "fold" in r.details:
             row["fold"] = r.details["fold"]
         lines.append(json.dumps(row, ensure_ascii=False) + "\n")
     summary = {
-        "scorer": job.scorer, "model": facts["model_label"], "route": facts["route"], "seed": job.seed,
+        **info, "model": facts["model_label"], "route": facts["route"], "seed": job.seed,
         "folds": job.folds, "train_dir": job.train_dir, "n_train_extra": len(train), "date": _now(),
         "wall_seconds": wall, "n_cases": len(results), **_source_record(job, loaded),
         "metrics": scorer_metrics(results, loaded.trajectories),

@@ -8,6 +8,12 @@ copy of the checkpoint database; the original run's files are never touched.
 
 Only top-level checkpoints are used: LangGraph's time travel into a subgraph
 re-runs the whole subgraph (pinned by ``tests/test_rollback.py``).
+
+Steps that share a ``state_id`` ran in one super-step (workers fanned out
+with ``Send``, or several tool-call steps of one node): forking that
+checkpoint redoes all of them. So the restart step is always the first step
+of the chosen step's super-step (:func:`superstep_start`), and the cost and
+the resumed trace's step numbers count from there.
 """
 
 from __future__ import annotations
@@ -48,15 +54,20 @@ FAILED_TAIL_CHARS = 1500
 class RollbackRecord(BaseModel):
     """``rollback_<k>.json``: what one rollback did and what it cost."""
 
-    version: int = 1
+    version: int = 2
+    """2: ``set`` is the true set (may be empty), with ``fallback`` and ``chosen_step``."""
     run: str
     """Path prefix of the original run (``.../task/run_<r>``)."""
     rollback_index: int
     strategy: str
     set: list[int]
-    """Steps the strategy flagged (conformal set, the top-1 step, or all steps)."""
+    """Steps the strategy flagged (conformal set, the top-1 step, or all steps); may be empty (see fallback)."""
+    fallback: bool = False
+    """True when ``set`` was empty and the restart point was substituted (the last step)."""
+    chosen_step: int | None = None
+    """The step the strategy pointed at (first of ``set``, or the substitute)."""
     restart_step: int
-    """First step redone; steps before it are kept."""
+    """First step redone: the first step of ``chosen_step``'s super-step; steps before it are kept."""
     n_steps: int
     """Trajectory steps of the original run."""
     steps_redone: int
@@ -72,28 +83,53 @@ class RollbackRecord(BaseModel):
     decisive_step: int | None
     """The known decisive error (scripted injection), when there is one."""
     covered: bool | None
-    """Whether ``set`` holds the decisive step (None when unknown)."""
+    """Whether ``set`` (the true set, never the substitute) holds the decisive step (None when unknown)."""
     wall_time_s: float
 
 
-def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calibration | None) -> tuple[list[int], int]:
+class Choice(BaseModel):
+    """What a strategy flagged and where it points the restart."""
+
+    members: list[int]
+    """The flagged steps (may be empty for conformal)."""
+    step: int
+    """The step to restart at, before super-step alignment."""
+    fallback: bool = False
+    """The set was empty and ``step`` is a substitute."""
+
+
+def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calibration | None) -> Choice:
     """The flagged steps and the restart step for ``strategy``."""
     if strategy == "restart":
         n = scores.n_steps if scores else 0
-        return list(range(n)), 0
+        return Choice(members=list(range(n)), step=0)
     if scores is None or scores.n_steps == 0:
         raise UserError(f"strategy {strategy!r} needs step scores")
     if strategy == "top1":
         top = max(range(scores.n_steps), key=lambda i: (scores.step_scores[i], -i))
-        return [top], top
+        return Choice(members=[top], step=top)
     if strategy == "conformal":
         if calibration is None:
             raise UserError("strategy 'conformal' needs --calibration")
         members = sorted(predict(calibration.fitted(), scores).steps)
-        if not members:  # an empty set flags nothing: keep the run as is but redo the last step
-            members = [scores.n_steps - 1]
-        return members, members[0]
+        if not members:
+            # An empty set flags nothing; redo the last step so the run still gets a second try,
+            # but keep the empty set on record (coverage is about the set, not the substitute).
+            return Choice(members=[], step=scores.n_steps - 1, fallback=True)
+        return Choice(members=members, step=members[0])
     raise UserError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def superstep_start(traj: Trajectory, step: int) -> int:
+    """The smallest step index sharing ``step``'s checkpoint: where a fork from it really restarts.
+
+    Parallel siblings (``Send`` fan-out) and the several steps of one node
+    all run from one checkpoint; resuming it redoes every one of them.
+    """
+    state_id = traj.steps[step].state_id
+    if state_id is None:
+        return step
+    return min(s.index for s in traj.steps if s.state_id == state_id)
 
 
 def _run_paths(run: str | Path) -> tuple[Path, int]:
@@ -147,6 +183,8 @@ async def restart_run(traj: Trajectory, *, restart_step: int, note: str, k: int)
     state_id = traj.steps[restart_step].state_id
     if state_id is None:
         raise UserError(f"{traj.source_path}: step {restart_step} has no state_id; it cannot be resumed")
+    # The fork redoes the whole super-step, so the resumed trace numbers its steps from its first one.
+    first_step = superstep_start(traj, restart_step)
 
     prefix = task_dir / f"run_{r}.rollback_{k}"
     db = Path(f"{prefix}.checkpoints.sqlite")
@@ -159,7 +197,7 @@ async def restart_run(traj: Trajectory, *, restart_step: int, note: str, k: int)
     rt = RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind)
     trace_path = Path(f"{prefix}.trace.jsonl")
     trace_path.unlink(missing_ok=True)
-    tracer = Tracer(f"{meta['run_id']}/rollback_{k}", [JsonlWriter(trace_path)], first_step=restart_step)
+    tracer = Tracer(f"{meta['run_id']}/rollback_{k}", [JsonlWriter(trace_path)], first_step=first_step)
     config = {"configurable": {"thread_id": meta["thread_id"], "checkpoint_ns": "", "checkpoint_id": state_id}}
     error, state = None, {}
     with use_tracer(tracer):
@@ -189,15 +227,16 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
                        calibration: Calibration | None, scoring_nfe: int = 0) -> RollbackRecord:
     """Choose the restart step for ``strategy``, restart the run, and write ``rollback_<k>.json``."""
     t0 = time.perf_counter()
-    members, restart = choose_restart(strategy, scores, calibration)
-    if strategy == "restart":
-        members = list(range(traj.n_steps))
+    choice = choose_restart(strategy, scores, calibration)
+    members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
+    restart = superstep_start(traj, choice.step)
     task_dir, r = _run_paths(traj.source_path.removesuffix(".trace.jsonl"))
     k = next_rollback_index(task_dir, r)
     outcome, _ = await restart_run(traj, restart_step=restart, note=rollback_note(traj, restart), k=k)
     decisive = traj.mistake_step
     rec = RollbackRecord(
-        run=str(task_dir / f"run_{r}"), rollback_index=k, strategy=strategy, set=members, restart_step=restart,
+        run=str(task_dir / f"run_{r}"), rollback_index=k, strategy=strategy, set=members,
+        fallback=choice.fallback, chosen_step=choice.step, restart_step=restart,
         n_steps=traj.n_steps, steps_redone=outcome["steps_redone"],
         cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome["tokens"], scoring_nfe=scoring_nfe,
         success=outcome["success"], answer=outcome["answer"], decisive_step=decisive,

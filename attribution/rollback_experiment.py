@@ -5,39 +5,145 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 
 from attribution.conformal import Calibration
 from attribution.loaders import load_runs_dir
 from attribution.rollback import STRATEGIES, RollbackRecord, rollback_one
-from attribution.scorefile import ScoreRecord
+from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
+from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
-from mas.config import ExperimentConfig
 from mas.errors import UserError
 from mas.io import write_json_atomic
 
+log = structlog.get_logger(__name__)
 
-async def score_runs(trajs: list[Trajectory], scorer: str, *, train: list[Trajectory] | None = None,
-                     cfg: ExperimentConfig | None = None, route: str | None = None, seed: int = 0) -> list[ScoreRecord]:
-    """Step scores of ``trajs`` with the named scorer (trained scorers fit on ``train``)."""
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class ScoringSetup:
+    """How rollback scores failed runs: resolved from the flags and the calibration's recorded scorer."""
+
+    scorer: str
+    route: str | None = None
+    """Model route of an LLM scorer."""
+    config: str | None = None
+    """Experiment TOML holding the routes."""
+    with_ground_truth: bool = False
+    train: TrainSource | None = None
+    """What a trained scorer is fitted on."""
+    seed: int = 0
+
+    def info(self) -> ScorerInfo:
+        """The provenance written next to the scores (same fields as a score row)."""
+        gt = None if self.scorer in TRAINED_SCORERS else self.with_ground_truth  # as score-steps records it
+        return ScorerInfo(scorer=self.scorer, scorer_route=self.route, scorer_with_ground_truth=gt,
+                          scorer_train=self.train if self.scorer in TRAINED_SCORERS else None)
+
+
+DEFAULT_SCORER = "position"
+"""Scorer used when neither the flags nor the calibration name one."""
+
+
+def _train_source(train_dir: str | Path) -> TrainSource:
+    return TrainSource(train_dir=str(Path(train_dir).resolve()))
+
+
+def resolve_scoring(calibration: Calibration | None, *, scorer: str | None = None,
+                    train_dir: str | Path | None = None, model: str | None = None, config: str | None = None,
+                    with_ground_truth: bool = False, uses_calibration: bool = True,
+                    seed: int = 0) -> ScoringSetup:
+    """The scorer, training data and route to score new failed runs with.
+
+    Defaults come from the calibration: its scores were made by one scorer
+    (trained on recorded data), and its coverage guarantee only holds for new
+    scores made the same way. Asking for another scorer while the calibration
+    is used (``uses_calibration``) is a ``UserError``; an explicit
+    ``--train-dir`` or ``--model`` that differs from the recorded one is
+    allowed but logged, since the user may have moved the data.
+    """
+    rec = calibration.scorer_info() if calibration is not None else ScorerInfo()
+    if scorer is not None and rec.known and scorer != rec.scorer and uses_calibration:
+        raise UserError(
+            f"the calibration was fitted on scores of the {rec.scorer!r} scorer; scoring with {scorer!r} would void "
+            f"its coverage guarantee. Drop --scorer (the calibration's scorer is the default), or score the "
+            f"calibration runs with `score-steps --scorer {scorer}` and `calibrate` again")
+    name = scorer or rec.scorer or DEFAULT_SCORER
+    same = rec.known and name == rec.scorer
+    train = _train_source(train_dir) if train_dir is not None else (rec.scorer_train if same else None)
+    if train_dir is not None and same and rec.scorer_train is not None and train != rec.scorer_train:
+        log.warning("training the scorer on other data than the calibration's", train_dir=str(train_dir),
+                    calibration_trained_on=rec.scorer_train.describe())
+    if name in TRAINED_SCORERS and train is None:
+        what = ("the calibration does not record what it was trained on" if calibration is not None
+                else "there is no calibration to say what it was trained on")
+        raise UserError(
+            f"the {name!r} scorer is trained on labelled failed runs, and {what}: pass "
+            f"--train-dir DIR (the failed runs whose scores the calibration was fitted on, e.g. the "
+            f"calibration sweep's experiment root)")
+    route = model if model is not None else (rec.scorer_route if same else None)
+    if model is not None and same and rec.scorer_route is not None and model != rec.scorer_route:
+        log.warning("scoring with another model route than the calibration's", route=model,
+                    calibration_route=rec.scorer_route)
+    if (same and name not in TRAINED_SCORERS and rec.scorer_with_ground_truth is not None
+            and rec.scorer_with_ground_truth != with_ground_truth):
+        log.warning("the calibration's scores were made with a different ground-truth setting; pass "
+                    "--with-ground-truth/--without-ground-truth to match it",
+                    calibration_with_ground_truth=rec.scorer_with_ground_truth, with_ground_truth=with_ground_truth)
+    return ScoringSetup(scorer=name, route=route, config=config, with_ground_truth=with_ground_truth,
+                        train=train, seed=seed)
+
+
+def _load_training(src: TrainSource) -> list[Trajectory]:
+    from attribution.jobs import load_train_source
+
+    try:
+        return load_train_source(src)
+    except UserError as err:
+        raise UserError(f"cannot load the scorer's training data ({src.describe()}): {err}. "
+                        "Pass --train-dir DIR to train on other failed runs") from None
+
+
+def training_for(targets: list[Trajectory], train: list[Trajectory]) -> list[Trajectory]:
+    """The training runs to fit a scorer for ``targets``: those of other questions when there are any.
+
+    Runs of a target's own question (another run of the task, or the target
+    itself when it was part of the calibration sweep) would leak into its
+    score; without them one model trained on the rest scores every target.
+    When nothing else is labelled, the runs go to cross-fitting unchanged.
+    """
+    groups = {group_key(t) for t in targets}
+    other = [t for t in train if group_key(t) not in groups and t.mistake_step is not None]
+    if other:
+        return other
+    if len(groups) < 2:
+        raise UserError(f"no labelled training run outside the question of {targets[0].id}: pass --train-dir DIR "
+                        "with failed runs of other tasks")
+    return train
+
+
+async def score_runs(trajs: list[Trajectory], setup: ScoringSetup) -> list[ScoreRecord]:
+    """Step scores of ``trajs`` as ``setup`` says (trained scorers fit on its training data)."""
+    from attribution.jobs import ModelOptions, open_model
     from attribution.scorers import SCORERS
     from attribution.scorers.base import ScorerContext
 
-    if scorer not in SCORERS:
-        raise UserError(f"unknown scorer {scorer!r}; known: {', '.join(sorted(SCORERS))}")
-    model, window = None, 8192
-    if route is not None and cfg is not None:
-        from mas.models import make_chat_model
-
-        bound = make_chat_model(cfg, route)
-        model, window = bound.model, bound.route.context_window
-    ctx = ScorerContext(model=model, route=route, context_window=window, seed=seed, train=train or [])
-    results = await SCORERS[scorer]()(trajs, ctx)
+    if setup.scorer not in SCORERS:
+        raise UserError(f"unknown scorer {setup.scorer!r}; known: {', '.join(sorted(SCORERS))}")
+    train = training_for(trajs, _load_training(setup.train)) if setup.scorer in TRAINED_SCORERS and setup.train else []
+    model, facts = open_model(ModelOptions(model=setup.route, config=setup.config, seed=setup.seed,
+                                           with_ground_truth=setup.with_ground_truth))
+    ctx = ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                        max_output_tokens=facts["max_output_tokens"], with_ground_truth=setup.with_ground_truth,
+                        seed=setup.seed, train=train)
+    results = await SCORERS[setup.scorer]()(trajs, ctx)
+    info = setup.info().model_dump()
     return [ScoreRecord(id=t.id, n_steps=r.n_steps, step_scores=r.step_scores, mistake_step=t.mistake_step,
-                        mistake_agent=t.mistake_agent, nfe=r.nfe) for t, r in zip(trajs, results, strict=True)]
+                        mistake_agent=t.mistake_agent, nfe=r.nfe, **info) for t, r in zip(trajs, results, strict=True)]
 
 
 def wilson_ci(successes: int, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
@@ -75,22 +181,28 @@ def aggregate(records: Sequence[RollbackRecord]) -> dict[str, Any]:
         "tokens_mean": float(np.mean([r.tokens for r in records])) if records else None,
         "steps_redone_mean": float(np.mean([r.steps_redone for r in records])) if records else None,
         "set_size_mean": float(np.mean([len(r.set) for r in records])) if records else None,
+        "fallback_rate": sum(r.fallback for r in records) / n if n else None,
     }
 
 
 async def rollback_experiment(experiment_root: str | Path, *, calibration: Calibration | None,
-                              strategies: Sequence[str], scorer: str, train_dir: str | Path | None = None,
-                              out: str | Path, concurrency: int = 4, seed: int = 0) -> dict[str, Any]:
-    """Roll back every failed run under ``experiment_root`` with each strategy; write ``rollback_results.json``."""
+                              strategies: Sequence[str], setup: ScoringSetup | None, out: str | Path,
+                              concurrency: int = 4) -> dict[str, Any]:
+    """Roll back every failed run under ``experiment_root`` with each strategy; write ``rollback_results.json``.
+
+    ``setup`` (from :func:`resolve_scoring`) says how to score the runs; it
+    may be None when only ``restart`` is asked for.
+    """
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         raise UserError(f"unknown strategy {', '.join(bad)}; expected some of {', '.join(STRATEGIES)}")
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")
-    train = load_runs_dir(train_dir).trajectories if train_dir else []
     needs_scores = any(s != "restart" for s in strategies)
-    scores = await score_runs(failed, scorer, train=train, seed=seed) if needs_scores else [None] * len(failed)
+    if needs_scores and setup is None:
+        raise UserError("strategies other than restart need a scorer")
+    scores = await score_runs(failed, setup) if needs_scores and setup else [None] * len(failed)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(t: Trajectory, sc: ScoreRecord | None, strategy: str) -> RollbackRecord:
@@ -103,9 +215,12 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
         recs = await asyncio.gather(*(one(t, sc, strategy) for t, sc in zip(failed, scores, strict=True)))
         results[strategy] = {**aggregate(recs), "runs": [r.model_dump(mode="json") for r in recs]}
     summary = {
-        "experiment_root": str(experiment_root), "scorer": scorer,
+        "experiment_root": str(experiment_root),
+        "scorer": setup.scorer if setup else None,
+        "scoring": setup.info().model_dump(mode="json") if setup else None,
         "calibration": None if calibration is None else {
-            "method": calibration.method, "alpha": calibration.alpha, "fingerprint": calibration.fingerprint},
+            "method": calibration.method, "alpha": calibration.alpha, "fingerprint": calibration.fingerprint,
+            "scorer": calibration.scorer},
         **results,
     }
     write_json_atomic(Path(out) / "rollback_results.json", summary)

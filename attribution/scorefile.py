@@ -10,6 +10,13 @@ that step ``i`` is the decisive error. ``mistake_step`` is null for runs whose
 decisive step is unknown (new failed runs); such records can be predicted on
 but are skipped for calibration and evaluation. Extra keys are kept.
 
+Rows written by ``score-steps`` also say which scorer produced them
+(``scorer``, ``scorer_route``, ``scorer_with_ground_truth``) and, for trained
+scorers, what it was trained on (``scorer_train``): a calibration is only
+valid for scores from the same scorer, so ``calibrate`` copies these fields
+into calibration.json and ``rollback`` checks them. Files without them (older
+ones, or written by others) still read; the fields are then null.
+
 Also holds the small atomic-write helpers the conformal commands use
 (``mas.io`` did not exist when this was written).
 """
@@ -29,6 +36,55 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 from mas.errors import UserError
 
 
+TRAINED_SCORERS = frozenset({"position", "learned"})
+"""Scorers fitted on labelled failures: their scores depend on the training data, so it is recorded."""
+
+
+class TrainSource(BaseModel):
+    """The labelled failures a trained scorer was fitted on (directories as absolute paths).
+
+    ``data_dir``/``runs_dir``/``subset``/``max_cases`` are the scored source
+    itself (trained scorers are cross-fitted on it), ``train_dir`` the extra
+    training data (``score-steps --train-dir``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    data_dir: str | None = None
+    runs_dir: str | None = None
+    subset: str = "all"
+    max_cases: int | None = None
+    train_dir: str | None = None
+
+    def describe(self) -> str:
+        """Short human-readable form for messages."""
+        parts = [f"--{k.replace('_', '-')} {v}" for k, v in
+                 (("data_dir", self.data_dir), ("runs_dir", self.runs_dir), ("train_dir", self.train_dir)) if v]
+        return " ".join(parts) or "nothing"
+
+
+class ScorerInfo(BaseModel):
+    """Which scorer produced a set of step scores, and how (all null: not recorded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scorer: str | None = None
+    """Scorer name (``score-steps --scorer``)."""
+    scorer_route: str | None = None
+    """Model route of an LLM scorer (``--model``); null for scorers without a model."""
+    scorer_with_ground_truth: bool | None = None
+    """Whether the scorer was allowed to see the reference answer."""
+    scorer_train: TrainSource | None = None
+    """What a trained scorer was fitted on; null for untrained scorers."""
+
+    @property
+    def known(self) -> bool:
+        return self.scorer is not None
+
+
+SCORER_FIELDS: tuple[str, ...] = tuple(ScorerInfo.model_fields)
+
+
 class ScoreRecord(BaseModel):
     """One line of a score file: per-step error likelihoods of one failed trajectory."""
 
@@ -46,6 +102,16 @@ class ScoreRecord(BaseModel):
     """Agent responsible for the decisive error, when known."""
     nfe: StrictInt | None = None
     """Scorer model calls spent on this trajectory, when the scorer reports it."""
+    scorer: str | None = None
+    """Scorer that produced ``step_scores`` (null in files that do not record it)."""
+    scorer_route: str | None = None
+    scorer_with_ground_truth: bool | None = None
+    scorer_train: TrainSource | None = None
+    """See :class:`ScorerInfo`."""
+
+    def scorer_info(self) -> ScorerInfo:
+        """The scorer provenance of this record."""
+        return ScorerInfo(**{k: getattr(self, k) for k in SCORER_FIELDS})
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "ScoreRecord":
@@ -114,6 +180,20 @@ def read_score_file(path: str | Path) -> list[ScoreRecord]:
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: cannot read score file ({err})") from None
     return parse_score_lines(text.splitlines(), str(path))
+
+
+def common_scorer(records: list[ScoreRecord], source: str) -> ScorerInfo:
+    """The one scorer provenance all ``records`` share; a file mixing scorers is a ``UserError``.
+
+    A calibration over scores of different scorers has no single scorer to
+    predict with, so its guarantee would hold for none of them.
+    """
+    infos = {r.scorer_info() for r in records}
+    if len(infos) > 1:
+        names = sorted({i.scorer or "unrecorded" for i in infos})
+        raise UserError(f"{source}: records come from different scorers or training data ({', '.join(names)}); "
+                        "calibrate on scores of one scorer")
+    return next(iter(infos), ScorerInfo())
 
 
 def fingerprint(path: str | Path) -> str:

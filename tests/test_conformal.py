@@ -28,7 +28,7 @@ from attribution.conformal import (
     record_u,
 )
 from attribution.conformal_eval import Evaluator, summarise, synthetic_records
-from attribution.scorefile import ScoreRecord, fingerprint, parse_score_lines, read_score_file
+from attribution.scorefile import ScoreRecord, TrainSource, fingerprint, parse_score_lines, read_score_file
 from mas.errors import UserError
 
 # --- direct reference implementation of the definitions ------------------------
@@ -439,6 +439,36 @@ def test_cli_calibrate_and_predict_set_round_trip(tmp_path, capsys):
     assert json.loads(cal_path.read_text())["q_hat"] == "inf"
     assert load_calibration(cal_path).q_hat == INF
     assert all(row["set"] == list(range(row["n_steps"])) for row in predict_file(cal_path, scores))
+
+
+def test_calibration_records_the_scorer_of_its_scores(tmp_path):
+    train = {"data_dir": None, "runs_dir": "/runs/cal", "subset": "all", "max_cases": None, "train_dir": None}
+    recs = [r.model_copy(update={"scorer": "learned", "scorer_train": TrainSource(**train)})
+            for r in synthetic_records(12, seed=5)]
+    scores = write_scores(tmp_path / "s.jsonl", recs)
+    assert json.loads(scores.read_text().splitlines()[0])["scorer"] == "learned"
+    cal_path = tmp_path / "calibration.json"
+    calibrate_file(scores, "rf", 0.2, SUM, 0, cal_path)
+    cal = json.loads(cal_path.read_text())
+    assert cal["scorer"] == "learned" and cal["scorer_train"] == train and cal["scorer_route"] is None
+    assert load_calibration(cal_path).scorer_info().scorer_train == TrainSource(**train)
+
+
+def test_calibration_files_without_a_scorer_still_read(tmp_path):
+    scores = write_scores(tmp_path / "s.jsonl", synthetic_records(12, seed=6))
+    cal_path = tmp_path / "calibration.json"
+    calibrate_file(scores, "lf", 0.2, SUM, 0, cal_path)
+    old = {k: v for k, v in json.loads(cal_path.read_text()).items() if not k.startswith("scorer")}
+    cal_path.write_text(json.dumps(old))  # as written before the scorer was recorded
+    cal = load_calibration(cal_path)
+    assert cal.scorer is None and not cal.scorer_info().known and cal.q_hat == old["q_hat"]
+
+
+def test_a_score_file_mixing_scorers_is_refused(tmp_path):
+    recs = synthetic_records(6, seed=7)
+    mixed = [r.model_copy(update={"scorer": "position" if i % 2 else "learned"}) for i, r in enumerate(recs)]
+    with pytest.raises(UserError, match="different scorers"):
+        calibrate_file(write_scores(tmp_path / "s.jsonl", mixed), "rf", 0.2, SUM, 0, tmp_path / "c.json")
 
 
 def test_bad_calibration_file_is_a_user_error(tmp_path, capsys):

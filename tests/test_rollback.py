@@ -1,5 +1,6 @@
 """Rollback: fork a failed scripted run from a top-level checkpoint and resume it."""
 
+import asyncio
 import hashlib
 import json
 import sqlite3
@@ -7,10 +8,14 @@ import sqlite3
 import langgraph
 import pytest
 
+from attribution.conformal import Calibration
 from attribution.loaders import load_run
-from attribution.rollback import choose_restart, rollback_one
-from attribution.scorefile import ScoreRecord
+from attribution.rollback import choose_restart, rollback_one, superstep_start
+from attribution.rollback_experiment import resolve_scoring, training_for
+from attribution.scorefile import ScoreRecord, TrainSource
+from attribution.trajectory import Step, Trajectory
 from main import main
+from mas.errors import UserError
 
 # Verified against this LangGraph minor version: forking a top-level checkpoint re-runs only the
 # super-steps after it. Subgraph time travel re-runs whole subgraphs, so rollback never uses it.
@@ -30,26 +35,37 @@ def test_langgraph_version_is_the_pinned_one():
     assert langgraph is not None
 
 
-@pytest.fixture
-def failed_run(tmp_path, monkeypatch):
-    """One SAS arith run with a wrong step injected at step 1."""
+def scripted_run(tmp_path, system, inject=None):
+    """Task dir of one scripted arith run of ``system`` (``inject``: {"agent", "step"} of a wrong step)."""
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text('[models.default]\nprovider = "scripted"\nmodel = "scripted"\n[inject]\nstep = 1\nagent = "solver"\n')
-    assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--task-limit", "1", "--systems", "sas",
+    text = '[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+    if inject:
+        text += f'[inject]\nstep = {inject["step"]}\nagent = "{inject["agent"]}"\n'
+    cfg.write_text(text)
+    assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--task-limit", "1", "--systems", system,
                  "--output-root", str(tmp_path), "--experiment-id", "e"]) == 0
-    task_dir = next(p for p in (tmp_path / "e" / "arith" / "sas").iterdir() if p.is_dir())
-    return task_dir
+    return next(p for p in (tmp_path / "e" / "arith" / system).iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def failed_run(tmp_path):
+    """One SAS arith run with a wrong step injected at step 1."""
+    return scripted_run(tmp_path, "sas", {"agent": "solver", "step": 1})
 
 
 def _hashes(task_dir):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in task_dir.glob("run_0.*")}
 
 
-def test_state_ids_are_top_level_checkpoints(failed_run):
-    traj = load_run(failed_run, 0)
-    con = sqlite3.connect(failed_run / "run_0.checkpoints.sqlite")
+@pytest.mark.parametrize("system", ["sas", "supervisor", "debate", "orchestrator"])
+def test_state_ids_are_top_level_checkpoints(tmp_path, system):
+    task_dir = scripted_run(tmp_path, system)
+    traj = load_run(task_dir, 0)
+    con = sqlite3.connect(task_dir / "run_0.checkpoints.sqlite")
     rows = dict(con.execute("select checkpoint_id, checkpoint_ns from checkpoints").fetchall())
-    assert all(rows[s.state_id] == "" for s in traj.steps)
+    con.close()
+    assert traj.steps and all(s.state_id in rows for s in traj.steps)
+    assert all(rows[s.state_id] == "" for s in traj.steps)  # never a subgraph's checkpoint
 
 
 async def test_rollback_before_the_injected_step_restores_success(failed_run):
@@ -59,7 +75,7 @@ async def test_rollback_before_the_injected_step_restores_success(failed_run):
     scores = ScoreRecord(id=traj.id, n_steps=traj.n_steps,
                          step_scores=[1.0 if i == 1 else 0.1 for i in range(traj.n_steps)], mistake_step=1)
     rec = await rollback_one(traj, strategy="top1", scores=scores, calibration=None)
-    assert rec.restart_step == 1 and rec.success and rec.covered
+    assert rec.restart_step == 1 and rec.chosen_step == 1 and rec.success and rec.covered and not rec.fallback
     assert rec.cost == pytest.approx((traj.n_steps - 1) / traj.n_steps)
     # only the steps after the fork were redone, numbered as in the original run
     events = [json.loads(x) for x in (failed_run / "run_0.rollback_0.trace.jsonl").read_text().splitlines()]
@@ -85,7 +101,108 @@ async def test_full_restart_redoes_everything(failed_run):
 
 def test_choose_restart_strategies():
     s = ScoreRecord(id="x", n_steps=4, step_scores=[0.1, 0.9, 0.9, 0.2])
-    assert choose_restart("top1", s, None) == ([1], 1)  # ties go to the earliest step
-    assert choose_restart("restart", s, None) == ([0, 1, 2, 3], 0)
+    top1 = choose_restart("top1", s, None)
+    assert (top1.members, top1.step, top1.fallback) == ([1], 1, False)  # ties go to the earliest step
+    restart = choose_restart("restart", s, None)
+    assert (restart.members, restart.step) == ([0, 1, 2, 3], 0)
     with pytest.raises(Exception, match="calibration"):
         choose_restart("conformal", s, None)
+
+
+def calibration(q_hat, method="vcp", **scorer):
+    return Calibration(method=method, resolved_method=method, aggregator="sum", lam=1.0, beta=10.0, alpha=0.2,
+                       q_hat=q_hat, n=10, n_skipped=0, seed=0, fingerprint="sha256:0", scores_path="s.jsonl",
+                       **scorer)
+
+
+def test_an_empty_conformal_set_is_kept_and_the_substitute_flagged():
+    s = ScoreRecord(id="x", n_steps=4, step_scores=[0.5] * 4, mistake_step=1)
+    choice = choose_restart("conformal", s, calibration(0.0))  # vcp: 1 - 0.5 > 0 for every step
+    assert choice.members == [] and choice.fallback and choice.step == 3
+
+
+async def test_rollback_with_an_empty_set_records_the_true_set(failed_run):
+    traj = load_run(failed_run, 0)
+    scores = ScoreRecord(id=traj.id, n_steps=traj.n_steps, step_scores=[0.5] * traj.n_steps, mistake_step=1)
+    rec = await rollback_one(traj, strategy="conformal", scores=scores, calibration=calibration(0.0))
+    assert rec.set == [] and rec.fallback and rec.chosen_step == traj.n_steps - 1
+    assert rec.restart_step == traj.n_steps - 1 and rec.covered is False and not rec.success
+
+
+def _traj(state_ids):
+    return Trajectory(id="t", query="q", steps=[Step(index=i, agent="a", state_id=sid)
+                                                 for i, sid in enumerate(state_ids)])
+
+
+def test_superstep_start_is_the_first_step_sharing_the_checkpoint():
+    t = _traj(["a", "b", "b", "b", "c", None])
+    assert [superstep_start(t, j) for j in range(6)] == [0, 1, 1, 1, 4, 5]
+
+
+@pytest.mark.parametrize("system, inject, later_sibling", [
+    ("orchestrator", {"agent": "worker_1", "step": 2}, "worker_2"),
+    ("debate", {"agent": "debater_1", "step": 12}, "debater_2"),
+])
+def test_restart_at_a_later_parallel_sibling_redoes_the_whole_superstep(tmp_path, system, inject, later_sibling):
+    task_dir = scripted_run(tmp_path, system, inject)  # `main run` starts its own event loop: a sync test
+    traj = load_run(task_dir, 0)
+    # the last step of a fanned-out super-step, taken by a later sibling than the first step's agent
+    j = max(s.index for s in traj.steps if s.agent == later_sibling
+            and sum(x.state_id == s.state_id for x in traj.steps) > 1)
+    first = superstep_start(traj, j)
+    siblings = {s.agent for s in traj.steps if s.state_id == traj.steps[j].state_id}
+    assert first < j and len(siblings) > 1
+    scores = ScoreRecord(id=traj.id, n_steps=traj.n_steps,
+                         step_scores=[1.0 if i == j else 0.0 for i in range(traj.n_steps)])
+    rec = asyncio.run(rollback_one(traj, strategy="top1", scores=scores, calibration=None))
+    assert rec.chosen_step == j and rec.set == [j] and rec.restart_step == first
+    assert rec.cost == pytest.approx((traj.n_steps - first) / traj.n_steps)
+    events = [json.loads(x) for x in (task_dir / "run_0.rollback_0.trace.jsonl").read_text().splitlines()]
+    redone = [e["payload"]["step_index"] for e in events if "step_index" in e["payload"]]
+    assert redone[0] == first and redone == list(range(first, first + len(redone)))
+
+
+# --- which scorer rollback uses ---------------------------------------------------
+
+
+def test_rollback_defaults_to_the_calibrations_scorer_and_training_data(tmp_path):
+    src = TrainSource(runs_dir=str(tmp_path / "cal"))
+    cal = calibration(0.5, method="rf", scorer="learned", scorer_train=src)
+    setup = resolve_scoring(cal)
+    assert setup.scorer == "learned" and setup.train == src and not setup.with_ground_truth
+    with pytest.raises(UserError, match="'learned' scorer; scoring with 'position' would void"):
+        resolve_scoring(cal, scorer="position")
+    # the calibration is not used by top1, so another scorer is allowed (with its own training data)
+    other = resolve_scoring(cal, scorer="position", train_dir=tmp_path, uses_calibration=False)
+    assert other.scorer == "position" and other.train == TrainSource(train_dir=str(tmp_path.resolve()))
+
+
+def test_a_calibration_without_a_recorded_scorer_says_what_to_pass():
+    with pytest.raises(UserError, match="pass --train-dir DIR"):
+        resolve_scoring(calibration(0.5))
+    assert resolve_scoring(calibration(0.5), train_dir="runs").train.train_dir.endswith("runs")
+
+
+def test_training_runs_of_the_targets_question_are_left_out():
+    def t(i, q, mistake=0):
+        return Trajectory(id=f"r{i}", query=q, steps=[Step(index=0, agent="a")], mistake_step=mistake)
+
+    targets = [t(0, "q1")]
+    assert [x.id for x in training_for(targets, [t(1, "q1"), t(2, "q2"), t(3, "q3", None)])] == ["r2"]
+    with pytest.raises(UserError, match="outside the question"):
+        training_for(targets, [t(1, "q1")])
+
+
+def test_rollback_with_an_llm_scorer_on_a_model_route(failed_run, capsys):
+    run = str(failed_run / "run_0")
+    assert main(["rollback", "--run-dir", run, "--strategy", "top1", "--scorer", "llm_naive",
+                 "--model", "scripted", "--with-ground-truth"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["strategy"] == "top1" and rec["scoring_nfe"] > 0 and len(rec["set"]) == 1
+
+
+def test_llm_scorer_settings_default_to_the_calibrations_route_without_ground_truth():
+    cal = calibration(0.5, scorer="llm_naive", scorer_route="scripted", scorer_with_ground_truth=False)
+    setup = resolve_scoring(cal)
+    assert (setup.scorer, setup.route, setup.with_ground_truth, setup.train) == ("llm_naive", "scripted", False, None)
+    assert resolve_scoring(cal, model="other", with_ground_truth=True).route == "other"  # allowed, logged
