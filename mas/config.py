@@ -17,6 +17,8 @@ from mas.errors import UserError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 BUILTIN_ROUTES = ("scripted", "embedded")
+AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
+"""Roles the systems ask a model for; each may get its own route (``roles.<role>`` or ``[models.<role>]``)."""
 
 
 class ConfigError(UserError):
@@ -109,6 +111,17 @@ class MasSettings(_Strict):
     personas: list[str] = Field(default_factory=list)
     """Optional personas assigned round-robin to agents inside their role."""
 
+    @model_validator(mode="after")
+    def _minimum_within_max(self) -> MasSettings:
+        # A minimum above the cap would make debate stop at max_rounds with the
+        # minimum silently unmet; say so at load time instead.
+        if self.minimum_discussion_rounds > self.max_rounds:
+            raise ValueError(
+                f"mas.minimum_discussion_rounds ({self.minimum_discussion_rounds}) must not exceed "
+                f"mas.max_rounds ({self.max_rounds})"
+            )
+        return self
+
 
 class SandboxSettings(_Strict):
     """Limits of the Python-execution tool and of code evaluation."""
@@ -171,15 +184,22 @@ class ExperimentConfig(_Strict):
 
     def route_for_role(self, role: str) -> ModelRoute:
         """The route an agent in ``role`` uses: ``roles.<role>``, then ``models.<role>``, then default."""
+        return self.route(self.route_name_for_role(role))
+
+    def route_name_for_role(self, role: str) -> str:
+        """Name of the route :meth:`route_for_role` resolves ``role`` to."""
         if role in self.roles:
-            return self.route(self.roles[role])
-        if role in self.models:
-            return self.models[role]
-        return self.models["default"]
+            return self.roles[role]
+        return role if role in self.models else "default"
 
     def used_routes(self) -> dict[str, ModelRoute]:
-        """Routes a run will call: default, judge (if configured) and those named in ``roles``."""
-        names = ["default", *(["judge"] if "judge" in self.models else []), *self.roles.values()]
+        """Routes a run may call: default, every role's route (``roles.<role>`` or ``[models.<role>]``).
+
+        Keyed by route name. Routes that no role resolves to (e.g. an
+        ``[models.openrouter]`` kept for ``--model openrouter``) are left out,
+        so their keys are not demanded.
+        """
+        names = ["default", *(self.route_name_for_role(r) for r in AGENT_ROLES), *self.roles.values()]
         return {n: self.route(n) for n in dict.fromkeys(names)}
 
     def redacted(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from mas.embedded import CachePaths
+from mas.errors import UserError
 from mas.io import write_text_atomic
 
 log = structlog.get_logger(__name__)
@@ -30,8 +31,13 @@ POLL_S = 0.25  # readiness poll interval (s)
 STOP_TIMEOUT_S = 10.0  # SIGTERM grace before SIGKILL (s)
 
 
-class EmbeddedServerError(RuntimeError):
-    """The local model server is not running, crashed, or never became ready."""
+class EmbeddedServerError(UserError):
+    """The local model server is not running, crashed, or never became ready.
+
+    A :class:`UserError`, so the CLI prints the message (exit code, log tail)
+    on one line and exits 2 instead of showing a traceback: the fix is on the
+    user's side (memory, a stale server, a bad build), not in the code.
+    """
 
 
 class ServerRecord(BaseModel):

@@ -126,8 +126,13 @@ def _release_all() -> None:
             log.warning("embedded_server_release_failed", pid=handle.pid, error=str(err))
 
 
-def check_alive(handle: ServerHandle, timeout_s: float = 5.0) -> None:
-    """Raise :class:`EmbeddedServerError` unless the handle's server is running and healthy."""
+def check_alive(handle: ServerHandle, timeout_s: float = 5.0, *, health: bool = True) -> None:
+    """Raise :class:`EmbeddedServerError` unless the handle's server is running and healthy.
+
+    The message names the exit code (when this process started the server)
+    and the tail of its log. ``health=False`` checks the process only (a
+    ``/proc`` read, no request), for callers between retries.
+    """
     if handle._proc is not None and handle._proc.poll() is not None:
         code = handle._proc.returncode
         raise EmbeddedServerError(
@@ -139,7 +144,7 @@ def check_alive(handle: ServerHandle, timeout_s: float = 5.0) -> None:
             f"llama-server (pid {handle.pid}) at {handle.base_url} is no longer running; last log lines from "
             f"{handle.record.log_path}:\n{log_tail(Path(handle.record.log_path))}"
         )
-    if not is_healthy(handle.base_url, timeout_s):
+    if health and not is_healthy(handle.base_url, timeout_s):
         raise EmbeddedServerError(
             f"llama-server (pid {handle.pid}) at {handle.base_url} does not answer /health within {timeout_s} s"
         )

@@ -113,19 +113,56 @@ def _retryable(err: BaseException) -> bool:
     return False
 
 
+def _connection_failed(err: BaseException) -> bool:
+    """True when the request never got an answer (refused, reset, timed out): what a dead server looks like."""
+    import openai
+
+    return isinstance(err, openai.APIConnectionError | httpx.TransportError)
+
+
+async def _server_down(bound: BoundModel, err: BaseException, *, final: bool) -> str | None:
+    """Why the ``embedded`` server behind ``bound`` is gone, or None when it is up (or ``err`` is no connection failure).
+
+    Between retries only the process is checked (a ``/proc`` read): once it has
+    exited, retrying cannot help, and the exit code and log tail say why far
+    better than "Connection error". After the last retry ``/health`` is asked
+    too, so a hung server is named as well.
+    """
+    if bound.server is None or not _connection_failed(err):
+        return None
+    from mas.llama_server import EmbeddedServerError, check_alive
+
+    try:
+        await asyncio.to_thread(check_alive, bound.server, health=final)
+    except EmbeddedServerError as down:
+        return str(down)
+    return None
+
+
 def backoff_s(attempt: int, rng: random.Random, base: float = 0.5, cap: float = 30.0) -> float:
     """Exponential backoff with full jitter: uniform(0, min(cap, base * 2**attempt)) seconds."""
     return rng.uniform(0, min(cap, base * 2**attempt))
 
 
 def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
-    """Tool calls written as text: a fenced or bare ``{"name": ..., "arguments": {...}}`` object."""
+    """Tool calls written as text: a fenced or bare ``{"name": ..., "arguments": {...}}`` object.
+
+    A call naming an unknown tool is returned too when it has the protocol's
+    shape (a string ``name`` and an ``arguments`` object): the model meant a
+    tool call, so it gets a failed tool result and can try again, instead of
+    the JSON becoming its final answer. Other JSON (an answer) is no call.
+    """
     obj = parse_json_object(text.replace("<tool_call>", "```json").replace("</tool_call>", "```"))
-    if not obj or obj.get("name") not in tool_names:
+    if not obj or not isinstance(obj.get("name"), str):
+        return []
+    has_args = "arguments" in obj or "args" in obj
+    if obj["name"] not in tool_names and not has_args:
         return []
     args = obj.get("arguments", obj.get("args", {}))
     if isinstance(args, str):
         args = parse_json_object(args) or {"input": args}
+    if not isinstance(args, dict):
+        args = {"input": args}
     return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
 
 
@@ -158,7 +195,13 @@ async def call_llm(
     ``contract`` names the prompt's output contract (the scripted model
     answers by it); ``step`` is the trajectory step index this output will
     be. Retries on 429/5xx/timeouts are traced as ``error`` events by
-    ``actor``; :class:`LLMCallError` when they are exhausted.
+    ``actor``; :class:`LLMCallError` when they are exhausted. On an
+    ``embedded`` route whose server process has died (or stopped answering
+    after the last retry), the ``error`` event and the raised
+    :class:`mas.llama_server.EmbeddedServerError` name its exit code and log tail.
+
+    A tool call naming a tool that is not in ``tools`` is still returned
+    (native or text protocol): the caller answers it with a failed result.
     """
     runnable: Any = bound.model
     tool_names = {getattr(t, "name", str(t)) for t in tools or []}
@@ -196,12 +239,24 @@ async def call_llm(
             break
         except Exception as err:
             retry = _retryable(err) and attempts <= max_retries
+            down = await _server_down(bound, err, final=not retry)
+            cause = f"{type(err).__name__}: {err}"
+            if down is not None:
+                tracer.emit(actor, "error", {
+                    "kind": "embedded_server_down", "contract": contract, "attempt": attempts,
+                    "error": down[:2000], "cause": cause[:500], "will_retry": False,
+                }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
+                from mas.llama_server import EmbeddedServerError
+
+                # Not an LLMCallError: callers that fall back on a failed call
+                # (judges, roles) must not carry on against a dead server.
+                raise EmbeddedServerError(f"{bound.name} route: {down}") from err
             tracer.emit(actor, "error", {
                 "kind": "llm_call", "contract": contract, "attempt": attempts,
-                "error": f"{type(err).__name__}: {err}"[:500], "will_retry": retry,
+                "error": cause[:500], "will_retry": retry,
             }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
             if not retry:
-                raise LLMCallError(f"{bound.name} route ({bound.model_label}): {type(err).__name__}: {err}") from err
+                raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
             await asyncio.sleep(backoff_s(attempts - 1, rng))
     end = utc_now_iso()
     text = msg.content if isinstance(msg.content, str) else str(msg.content)
@@ -212,11 +267,13 @@ async def call_llm(
         prompt = "\n".join(str(m.content) for m in messages)
         token_in, source = await _count_tokens(bound, prompt)
         token_out, _ = await _count_tokens(bound, text)
+    # Unknown names are kept: each native call needs a tool result in the
+    # history, and the model learns from the failure which tools exist.
     calls = [
         ToolCallRequest(name=c["name"], arguments=dict(c.get("args") or {}), id=c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
                         protocol="native")
-        for c in (msg.tool_calls or []) if c.get("name") in tool_names
-    ]
+        for c in (msg.tool_calls or []) if c.get("name")
+    ] if tools else []
     if tools and not calls:
         calls = _text_tool_calls(text, tool_names)
     return LLMResult(

@@ -8,14 +8,18 @@ only ever used when a route names it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from mas.config import ExperimentConfig, ModelRoute, require_api_key
 from mas.scripted import InjectionPlan, ScriptedChatModel
+
+if TYPE_CHECKING:
+    from mas.llama_server import ServerHandle
 
 
 @dataclass(kw_only=True, slots=True)
@@ -29,6 +33,8 @@ class BoundModel:
     model_label: str
     """What to record as ``gen_ai.request.model``."""
     base_url: str | None = None
+    server: ServerHandle | None = None
+    """The local llama-server behind an ``embedded`` route (to name its exit when calls fail)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -40,11 +46,30 @@ class BoundModel:
         return {"embedded": "json_schema", "openai": "json_object"}.get(self.route.provider, "prompt")
 
 
-def _rate_limiter(route: ModelRoute) -> InMemoryRateLimiter | None:
+_limiters: dict[tuple[str, str, float], InMemoryRateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def shared_rate_limiter(route: ModelRoute, base_url: str | None, model_name: str) -> InMemoryRateLimiter | None:
+    """The one limiter of an endpoint (``base_url`` + model), shared by every run in this process.
+
+    Each run builds its own chat models, so a limiter per model would let C
+    concurrent runs send C x ``requests_per_minute``. One limiter per endpoint
+    keeps the configured rate whatever the concurrency. It is not keyed by event
+    loop: ``InMemoryRateLimiter`` holds only a thread lock and polls with
+    ``asyncio.sleep``, so runs on different loops (threads) can share it.
+    The rate is part of the key, so two routes configuring different rates
+    for one endpoint do not silently take each other's.
+    """
     rpm = route.rate_limit.requests_per_minute
     if rpm is None:
         return None
-    return InMemoryRateLimiter(requests_per_second=rpm / 60.0, check_every_n_seconds=0.05, max_bucket_size=1)
+    key = (base_url or "(provider default)", model_name, rpm)
+    with _limiters_lock:
+        if key not in _limiters:
+            _limiters[key] = InMemoryRateLimiter(requests_per_second=rpm / 60.0, check_every_n_seconds=0.05,
+                                                 max_bucket_size=1)
+        return _limiters[key]
 
 
 def make_chat_model(
@@ -74,6 +99,7 @@ def make_chat_model(
     from langchain_openai import ChatOpenAI
 
     extra_body: dict[str, Any] = {}
+    handle = None
     if route.provider == "embedded":
         from mas.llama_server import ensure_server
 
@@ -96,11 +122,12 @@ def make_chat_model(
         timeout=route.timeout_s,
         max_retries=0,  # mas.llm retries, so each retry is traced
         seed=seed,
-        rate_limiter=_rate_limiter(route),
+        rate_limiter=shared_rate_limiter(route, base_url, model_name),
         stream_usage=True,
         extra_body=extra_body or None,
     )
-    return BoundModel(name=route_name, route=route, model=model, model_label=model_name, base_url=base_url)
+    return BoundModel(name=route_name, route=route, model=model, model_label=model_name, base_url=base_url,
+                      server=handle)
 
 
 class ModelSet:
@@ -110,16 +137,17 @@ class ModelSet:
         self.cfg = cfg
         self.seed = seed
         self.injection = injection
-        self._cache: dict[int, BoundModel] = {}
+        self._cache: dict[str, BoundModel] = {}
 
     def for_role(self, role: str) -> BoundModel:
         """The model an agent in ``role`` uses (``judge`` falls back to ``default``)."""
-        route = self.cfg.route_for_role(role)
-        key = id(route)
-        if key not in self._cache:
-            name = role if (role in self.cfg.roles or role in self.cfg.models) else "default"
-            self._cache[key] = make_chat_model(self.cfg, name, seed=self.seed, injection=self.injection, route=route)
-        return self._cache[key]
+        # Keyed by route name, not route object: a built-in route named in
+        # ``roles`` is a fresh object on every lookup and must still be built once.
+        name = self.cfg.route_name_for_role(role)
+        if name not in self._cache:
+            self._cache[name] = make_chat_model(self.cfg, name, seed=self.seed, injection=self.injection,
+                                                route=self.cfg.route(name))
+        return self._cache[name]
 
     def labels(self) -> dict[str, str]:
         """Route name -> model label, for metadata."""

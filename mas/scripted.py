@@ -7,7 +7,10 @@ models see the same prompts.
 
 It can inject one wrong step into a run (ground truth for attribution and
 rollback tests). Injection is one-shot: once fired it is recorded and never
-repeats, also when the run is resumed from an earlier checkpoint.
+repeats, also when the run is resumed from an earlier checkpoint. It fires
+only on a call whose output the injection actually changes: a responder
+branch that ignores ``ctx.inject`` (a planner's fixed plan, say) leaves it for
+the next eligible step, so ``injected_error`` never names an unchanged step.
 
 Variants by route model name: ``scripted`` (everything), ``scripted:nojudge``
 (judge contracts raise, so callers exercise their lexical fallback),
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import random
 import time
 from collections.abc import Callable
@@ -52,7 +56,7 @@ class ScriptedContext:
     metadata: dict[str, Any]
     rng: random.Random
     inject: bool
-    """True when this call is the injected wrong step."""
+    """True when this call should be the injected wrong step; the responder applies it (or ignores it)."""
     text_tools: bool
     """Write tool calls as fenced JSON text instead of native tool_calls."""
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -96,6 +100,16 @@ def _approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _as_message(out: str | AIMessage) -> AIMessage:
+    return out if isinstance(out, AIMessage) else AIMessage(content=out)
+
+
+def _gist(msg: AIMessage) -> tuple[str, list[tuple[str, str]]]:
+    """What a reply says, without the random tool-call ids (two replies with equal gists are the same step)."""
+    calls = [(c["name"], json.dumps(c.get("args") or {}, sort_keys=True)) for c in msg.tool_calls or []]
+    return str(msg.content), calls
+
+
 class ScriptedChatModel(BaseChatModel):
     """Deterministic given ``seed``; see the module docstring."""
 
@@ -120,18 +134,46 @@ class ScriptedChatModel(BaseChatModel):
         # The runtime binds tools for real models; the scripted model knows them already.
         return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
 
-    def _should_inject(self, meta: dict[str, Any]) -> bool:
+    def _may_inject(self, meta: dict[str, Any]) -> bool:
+        """True when this call is eligible for the injection (it is not marked fired here)."""
         plan = self.injection
         step = meta.get("mas_step")
         if plan is None or plan.fired or step is None:
             return False
         if plan.agent is not None and meta.get("mas_actor") != plan.agent:
             return False
-        if plan.step is not None and step < plan.step:
-            return False
-        plan.fired = True
-        plan.fired_at = {"agent": meta.get("mas_actor"), "step": step}
-        return True
+        return plan.step is None or step >= plan.step
+
+    def _mark_fired(self, meta: dict[str, Any]) -> None:
+        assert self.injection is not None
+        self.injection.fired = True
+        self.injection.fired_at = {"agent": meta.get("mas_actor"), "step": meta.get("mas_step")}
+
+    def _reply(self, messages: list[BaseMessage], meta: dict[str, Any], kwargs: dict[str, Any],
+               seed: int) -> tuple[AIMessage, bool]:
+        """The responder's reply and whether it is the injected wrong step.
+
+        An eligible call is answered twice, honestly and injected (each with a
+        fresh generator from the same seed, so only ``inject`` differs); the
+        injection fires only when the two differ, i.e. when the responder
+        really applied it.
+        """
+        contract = str(meta.get("contract", ""))
+
+        def ask(inject: bool) -> AIMessage:
+            return _as_message(RESPONDERS[contract](ScriptedContext(
+                messages=list(messages), metadata=dict(meta), rng=random.Random(seed), inject=inject,
+                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs,
+            )))
+
+        honest = ask(False)
+        if not self._may_inject(meta):
+            return honest, False
+        wrong = ask(True)
+        if _gist(wrong) == _gist(honest):
+            return honest, False  # this branch ignores the injection: leave it for a later step
+        self._mark_fired(meta)
+        return wrong, True
 
     def _respond(self, messages: list[BaseMessage], meta: dict[str, Any], kwargs: dict[str, Any]) -> ChatResult:
         contract = str(meta.get("contract", ""))
@@ -143,16 +185,7 @@ class ScriptedChatModel(BaseChatModel):
             f"{self.seed}|{contract}|{meta.get('mas_actor')}|{meta.get('mas_step')}|".encode()
             + "\n".join(str(m.content) for m in messages).encode()
         ).hexdigest()
-        ctx = ScriptedContext(
-            messages=list(messages),
-            metadata=dict(meta),
-            rng=random.Random(int(digest[:16], 16)),
-            inject=self._should_inject(meta),
-            text_tools=self.variant == "scripted:text-tools",
-            kwargs=kwargs,
-        )
-        out = RESPONDERS[contract](ctx)
-        msg = out if isinstance(out, AIMessage) else AIMessage(content=out)
+        msg, injected = self._reply(messages, meta, kwargs, int(digest[:16], 16))
         prompt_tokens = sum(_approx_tokens(str(m.content)) for m in messages)
         completion_tokens = _approx_tokens(str(msg.content) + str(msg.tool_calls or ""))
         msg.usage_metadata = {
@@ -160,7 +193,7 @@ class ScriptedChatModel(BaseChatModel):
             "output_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        msg.response_metadata = {"model_name": self.variant, "scripted_injected": ctx.inject}
+        msg.response_metadata = {"model_name": self.variant, "scripted_injected": injected}
         self.calls += 1
         return ChatResult(generations=[ChatGeneration(message=msg)])
 

@@ -4,7 +4,9 @@ The scripted agent reads an ``arith`` problem from the task and solves it one
 calculator call per operation, like a careful agent would; other tasks get a
 valid but uninformed answer. In discussion turns it adopts a strict majority
 of its peers' answers. An injected step computes one wrong value, which then
-propagates through the following steps.
+propagates through the following steps. Branches with nothing meaningful to
+get wrong (the planner's fixed plan, unknown tasks) ignore ``ctx.inject``; the
+scripted model then leaves the injection for a later step (see :mod:`mas.scripted`).
 """
 
 from __future__ import annotations

@@ -66,3 +66,45 @@ def test_cost_usd_uses_per_million_prices():
     route = load_config(EXAMPLE).models["openrouter"]
     assert route.cost_usd(1_000_000, 0) == pytest.approx(0.15)
     assert route.cost_usd(1000, 2000) == pytest.approx((1000 * 0.15 + 2000 * 0.60) / 1e6)
+
+
+def _cfg(**data):
+    return parse_config({"models": {"default": {"provider": "embedded"}, **data.pop("models", {})}, **data}, "x.toml")
+
+
+def test_used_routes_include_role_routes_under_models():
+    cfg = _cfg(models={"critic": {"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "CRITIC_KEY"},
+                       "hosted": {"provider": "openai", "model": "m", "api_key_env": "UNUSED_KEY"}},
+               roles={"planner": "scripted"})
+    used = cfg.used_routes()
+    assert list(used) == ["default", "scripted", "critic"]  # [models.hosted] is no role's route
+    assert used["critic"] is cfg.route_for_role("critic") and used["critic"].provider == "openai"
+    assert cfg.route_name_for_role("planner") == "scripted" and cfg.route_name_for_role("solver") == "default"
+
+
+def test_missing_key_of_a_role_route_fails_before_any_run(tmp_path, monkeypatch):
+    from mas.experiment import ExperimentRequest, validate_request
+
+    monkeypatch.delenv("CRITIC_KEY", raising=False)
+    cfg = _cfg(models={"default": {"provider": "scripted", "model": "scripted"},
+                       "critic": {"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "CRITIC_KEY"}})
+    req = ExperimentRequest(cfg=cfg.model_copy(update={"output_root": str(tmp_path)}), benchmarks=["arith"],
+                            systems=["orchestrator"], task_limit=1, runs_per_task=1, experiment_id="e")
+    with pytest.raises(ConfigError, match=r"models\.critic.*CRITIC_KEY"):
+        validate_request(req)
+
+
+def test_embedded_role_route_is_prestarted(monkeypatch):
+    from mas import experiment
+
+    started = []
+    monkeypatch.setattr("mas.llama_server.ensure_server", lambda settings: started.append(settings))
+    experiment.prepare_models(_cfg(models={"default": {"provider": "scripted", "model": "scripted"},
+                                           "critic": {"provider": "embedded"}}))
+    assert len(started) == 1
+
+
+def test_minimum_discussion_rounds_must_not_exceed_max_rounds():
+    with pytest.raises(ConfigError, match=r"mas\.minimum_discussion_rounds \(4\) must not exceed mas\.max_rounds \(3\)"):
+        _cfg(mas={"max_rounds": 3, "minimum_discussion_rounds": 4})
+    assert _cfg(mas={"max_rounds": 2, "minimum_discussion_rounds": 2}).mas.minimum_discussion_rounds == 2

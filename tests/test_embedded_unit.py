@@ -335,3 +335,107 @@ def test_server_command_uses_jinja_and_settings(tmp_path):
 
 def _must_not_start(*_args, **_kw):
     raise AssertionError("a healthy recorded server must be reused, not a new one started")
+
+
+# ------------------------------------------------- a server that dies mid-run
+
+
+def test_embedded_server_error_is_a_user_error():
+    from mas.errors import UserError
+
+    assert issubclass(EmbeddedServerError, UserError)  # main.py prints it on one line, exit 2
+
+
+@pytest.fixture
+def dead_server(settings, monkeypatch):
+    """A handle to a 'llama-server' that exited with code 3 after logging why; ``ensure_server`` returns it."""
+    paths = embedded.cache_paths(settings)
+    paths.logs_dir.mkdir(parents=True)
+    paths.server_log.write_text("llama_model_load: loading model\nggml_abort: out of memory\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)", "llama-server"])
+    proc.wait()
+    rec = _record(proc.pid, llama_process.free_port("127.0.0.1"), paths)  # nothing listens there
+    handle = llama_server.ServerHandle(base_url=rec.base_url, model=rec.model, pid=proc.pid, owned=True,
+                                       ctx_per_slot=2048, record=rec, paths=paths, _proc=proc)
+    monkeypatch.setattr(llama_server, "ensure_server", lambda *_a, **_kw: handle)
+    return handle
+
+
+def _embedded_cfg(settings, tmp_path):
+    from mas.config import ExperimentConfig, ModelRoute
+
+    return ExperimentConfig(output_root=str(tmp_path / "out"), embedded=settings, models={
+        "default": ModelRoute(provider="embedded", model="qwen2.5-coder-0.5b", max_retries=3, timeout_s=5)})
+
+
+async def test_connection_error_on_a_dead_server_names_exit_code_and_log(settings, dead_server, tmp_path, monkeypatch):
+    from langchain_core.messages import HumanMessage
+
+    from mas.llm import call_llm
+    from mas.models import make_chat_model
+    from mas.tracing import ListCollector, Tracer, use_tracer
+
+    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    bound = make_chat_model(_embedded_cfg(settings, tmp_path))
+    assert bound.server is dead_server
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])), pytest.raises(EmbeddedServerError) as info:
+        await call_llm(bound, [HumanMessage("hi")], contract="agent.turn", actor="solver")
+    assert "exited with code 3" in str(info.value) and "ggml_abort: out of memory" in str(info.value)
+    [event] = sink.events  # a dead process is not retried
+    assert event.event_type == "error" and event.payload["kind"] == "embedded_server_down"
+    assert "exited with code 3" in event.payload["error"] and "out of memory" in event.payload["error"]
+    assert "ConnectionError" in event.payload["cause"] and event.payload["will_retry"] is False
+
+
+async def test_connection_error_with_a_live_server_is_retried_as_before(settings, fake_llama, tmp_path, monkeypatch):
+    from langchain_core.messages import HumanMessage
+
+    from mas.llm import LLMCallError, call_llm
+    from mas.models import make_chat_model
+    from mas.tracing import ListCollector, Tracer, use_tracer
+
+    paths = embedded.cache_paths(settings)
+    port = llama_process.free_port("127.0.0.1")  # the process lives, but nothing answers on its port
+    rec = _record(fake_llama.pid, port, paths)
+    handle = llama_server.ServerHandle(base_url=rec.base_url, model=rec.model, pid=fake_llama.pid, owned=False,
+                                       ctx_per_slot=2048, record=rec, paths=paths)
+    monkeypatch.setattr(llama_server, "ensure_server", lambda *_a, **_kw: handle)
+    monkeypatch.setattr(llama_server, "is_healthy", lambda *_a, **_kw: True)  # /health answered in time
+    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="ConnectionError"):
+        await call_llm(make_chat_model(_embedded_cfg(settings, tmp_path)), [HumanMessage("hi")],
+                       contract="agent.turn", actor="solver")
+    assert [e.payload["kind"] for e in sink.events] == ["llm_call"] * 4
+    assert [e.payload["will_retry"] for e in sink.events] == [True, True, True, False]
+
+
+async def test_a_run_on_a_dead_server_records_the_error_in_its_trace(settings, dead_server, tmp_path):
+    from benchmark.registry import get_benchmark
+    from descriptor.schema import read_trace
+    from mas.runner import RunSpec, execute_run
+
+    cfg = _embedded_cfg(settings, tmp_path)
+    bench = get_benchmark("arith")
+    spec = RunSpec(experiment_id="e", output_root=tmp_path / "out", benchmark="arith", system="sas",
+                   task=bench.load_tasks(1)[0], run_index=0, seed=0)
+    result = await execute_run(spec, cfg, bench)
+    assert not result.completion and "EmbeddedServerError" in result.error and "exited with code 3" in result.error
+    errors = [e for e in read_trace(spec.path(".trace.jsonl")) if e.event_type == "error"]
+    assert [e.payload["kind"] for e in errors] == ["embedded_server_down", "run_failed"]
+    assert all("exited with code 3" in e.payload["error"] and "out of memory" in e.payload["error"] for e in errors)
+
+
+def test_cli_reports_a_server_that_fails_to_start_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from main import main
+
+    def fail(*_a, **_kw):
+        raise EmbeddedServerError("llama-server (pid 1234) exited with code 1 while starting; last log lines: oom")
+
+    monkeypatch.setattr(llama_server, "ensure_server", fail)
+    code = main(["run", "--benchmark", "arith", "--task-limit", "1", "--runs-per-task", "1", "--systems", "sas",
+                 "--model", "embedded", "--output-root", str(tmp_path), "--experiment-id", "x"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: llama-server (pid 1234) exited with code 1")
+    assert "Traceback" not in err

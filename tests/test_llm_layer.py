@@ -1,13 +1,15 @@
 """The LLM call layer: confidence clipping, tool-call protocols, retries traced as errors."""
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
-from mas.agent import parse_answer
+import json
+
+from mas.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
 from mas.jsonparse import parse_json_object
 from mas.llm import LLMCallError, TransientModelError, _text_tool_calls, backoff_s, call_llm, clip_confidence
-from mas.models import make_chat_model
+from mas.models import ModelSet, make_chat_model
 from mas.scripted import RESPONDERS, responder
 from mas.tracing import ListCollector, Tracer, use_tracer
 
@@ -32,7 +34,10 @@ def test_text_tool_protocol_parsing():
     assert len(calls) == 1 and calls[0].arguments == {"expression": "2+2"} and calls[0].protocol == "text"
     tagged = '<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>'
     assert _text_tool_calls(tagged, {"calculator", "python"})[0].name == "python"
-    assert _text_tool_calls('{"name": "rm", "arguments": {}}', {"calculator"}) == []
+    # A call of an unknown tool is still a call (it gets a failed result); JSON without arguments is no call.
+    unknown = _text_tool_calls('{"name": "rm", "arguments": {"path": "/"}}', {"calculator"})
+    assert [(c.name, c.arguments) for c in unknown] == [("rm", {"path": "/"})]
+    assert _text_tool_calls('{"name": "Ann", "answer_artifact": "3"}', {"calculator"}) == []
 
 
 def test_backoff_is_bounded_and_grows():
@@ -76,3 +81,78 @@ async def test_retries_exhausted_raise(flaky_contract, monkeypatch):
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="503"):
         await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="test.flaky", actor="a")
     assert [e.payload["will_retry"] for e in sink.events] == [True, False]
+
+
+def _multiply_then_calculator(protocol):
+    """An ``agent.turn`` responder that first calls a tool that does not exist, then recovers."""
+
+    def call(name, args):
+        if protocol == "text":
+            return AIMessage(content="```json\n" + json.dumps({"name": name, "arguments": args}) + "\n```")
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{name}"}])
+
+    def respond(ctx):
+        seen = ctx.text()
+        if "unknown tool" not in seen:
+            return call("multiply", {"a": 6, "b": 7})
+        if "42" not in seen.split("unknown tool", 1)[1]:
+            return call("calculator", {"expression": "6 * 7"})
+        return json.dumps({"reasoning": "6 * 7 by the calculator", "answer_artifact": "42", "confidence": 0.9})
+
+    return respond
+
+
+@pytest.mark.parametrize("protocol", ["text", "native"])
+async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, monkeypatch):
+    monkeypatch.setitem(RESPONDERS, "agent.turn", _multiply_then_calculator(protocol))
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="What is 6 times 7?")
+    agent = AgentSpec(name="solver", role="solver")
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        answer, _ = await agent_turn(rt, agent, opening_messages(rt, agent))
+    assert answer.answer_artifact == "42"
+    kinds = [(e.event_type, e.payload.get("tool"), e.payload.get("ok")) for e in sink.events]
+    assert kinds == [("tool_call", "multiply", None), ("tool_result", "multiply", False),
+                     ("tool_call", "calculator", None), ("tool_result", "calculator", True), ("act", None, None)]
+    call, failed = sink.events[0], sink.events[1]
+    assert call.payload["tool_protocol"] == protocol and call.payload["arguments"] == {"a": 6, "b": 7}
+    assert "unknown tool 'multiply'; available: calculator, python" in failed.payload["output"]
+    assert failed.payload["tool_call_id"] == call.payload["tool_call_id"]
+
+
+async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch):
+    monkeypatch.setitem(RESPONDERS, "agent.turn", lambda ctx: (
+        json.dumps({"answer_artifact": "gave up", "confidence": 0.1}) if "tools" not in ctx.kwargs
+        else AIMessage(content='{"name": "multiply", "arguments": {"a": 1, "b": 2}}')))
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")},
+                           mas={"max_tool_iterations": 2})
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="q")
+    agent = AgentSpec(name="solver", role="solver")
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        answer, _ = await agent_turn(rt, agent, opening_messages(rt, agent))
+    assert answer.answer_artifact == "gave up"
+    assert [e.event_type for e in sink.events] == ["tool_call", "tool_result"] * 2 + ["act"]
+
+
+async def test_injection_fires_only_on_a_step_whose_output_it_changes():
+    from benchmark.registry import get_benchmark
+    from mas.agent import agent_step
+    from mas.scripted import InjectionPlan
+
+    plan = InjectionPlan(step=0)
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
+    question = get_benchmark("arith").load_tasks(1)[0].question
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, injection=plan), question=question)
+    planner, solver = AgentSpec(name="planner", role="planner", tools=False), AgentSpec(name="solver", role="solver")
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        await agent_step(rt, planner, opening_messages(rt, planner))  # a fixed plan: nothing to get wrong
+        assert not plan.fired and plan.fired_at is None
+        out = await agent_step(rt, solver, opening_messages(rt, solver))
+    assert plan.fired and plan.fired_at == {"agent": "solver", "step": 1}
+    honest = await ModelSet(cfg, seed=0).for_role("solver").model.ainvoke(
+        opening_messages(rt, solver), config={"metadata": {"contract": "agent.turn", "mas_actor": "solver",
+                                                         "mas_step": 1}}, tools=["calculator"])
+    assert out.tool_calls[0].arguments != honest.tool_calls[0]["args"]  # the recorded step really is wrong

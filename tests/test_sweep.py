@@ -89,7 +89,7 @@ async def test_resume_skips_finished_runs_and_keeps_their_files(tmp_path):
 async def test_interrupted_run_leftovers_are_cleared_and_redone(tmp_path):
     cfg = scripted_cfg(tmp_path)
     await run_experiment(request(cfg, tasks=1, runs=1))
-    run_dir = next((tmp_path / "e" / "arith" / "sas").iterdir())
+    run_dir = next(d for d in (tmp_path / "e" / "arith" / "sas").iterdir() if d.is_dir())
     good = (run_dir / "run_0.trace.jsonl").read_text()
     # Leftovers of a run killed mid-way: no result, a running status, a trace with a torn last line.
     (run_dir / "run_0.result.json").unlink()
@@ -304,15 +304,15 @@ async def test_http_route_retries_429_and_bounds_concurrency(tmp_path, fake_open
                                     for e in errors)
 
 
-@pytest.mark.xfail(strict=True, reason="mas.models builds one InMemoryRateLimiter per run's ModelSet, so "
-                   "requests_per_minute holds per run, not per endpoint; needs one limiter shared per route")
 async def test_http_route_requests_per_minute_holds_across_runs(tmp_path, fake_openai):
     server = fake_openai()
-    # 1200 requests/min = one request start per 50 ms for the endpoint, whatever the number of runs.
-    cfg = http_cfg(tmp_path, server, concurrency=6, rate_limit=RateLimit(requests_per_minute=1200))
+    # 600 requests/min = one request start per 100 ms for the endpoint, whatever the number of runs: six
+    # concurrent runs span at least 5 intervals. (Single gaps are not compared: on a loaded machine the
+    # arrival time jitters by tens of ms after the limiter released the request; without a shared limiter
+    # all six would arrive at once.)
+    cfg = http_cfg(tmp_path, server, concurrency=6, rate_limit=RateLimit(requests_per_minute=600))
     await run_experiment(request(cfg, tasks=3, runs=2))
-    gaps = [b - a for a, b in zip(server.starts, server.starts[1:], strict=False)]
-    assert len(server.starts) == 6 and min(gaps) >= 0.04
+    assert len(server.starts) == 6 and server.starts[-1] - server.starts[0] >= 0.4
 
 
 async def test_sigint_in_process_stops_cleanly(tmp_path):

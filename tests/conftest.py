@@ -1,0 +1,84 @@
+"""Session-wide checks shared by every test module.
+
+No llama-server started by this test session may outlive it (issue 3). The
+session marks its environment with a token; a server process inherits it
+(also through ``python main.py ...`` subprocesses), so at the end a PID taken
+from a server record is ours only when ``/proc/<pid>/environ`` holds the token.
+A server someone else runs on this machine (a measurement, ``model serve``)
+is never counted, and nothing is ever looked up or signalled by name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SESSION_ENV = "MAS_TEST_SESSION"
+"""Environment variable whose value tags processes started by this test session."""
+
+
+def _recorded_pids(roots: list[Path]) -> set[int]:
+    """PIDs in the server records (``run/server.json``) under the cache dirs the tests use."""
+    from mas.embedded import CachePaths
+    from mas.llama_process import read_record
+
+    pids = set()
+    for root in roots:
+        rec = read_record(CachePaths(root=root))
+        if rec is not None:
+            pids.add(rec.pid)
+    return pids
+
+
+def _cache_roots(basetemp: Path) -> list[Path]:
+    """The default cache (embedded tests use it) and every cache a test made under the session's temp dir."""
+    from mas.embedded import cache_root
+
+    private = [p.parent.parent for p in basetemp.rglob("server.json") if p.parent.name == "run"]
+    return [cache_root(None), *private]
+
+
+def _started_by_session(pid: int, token: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or another user's process: not ours
+        return False
+    return f"{SESSION_ENV}={token}".encode() in environ
+
+
+def _leaked_servers(basetemp: Path, token: str) -> list[int]:
+    """Live llama-server PIDs (recorded, or held by a handle of this process) that this session started."""
+    from mas.llama_process import pid_alive
+
+    pids = _recorded_pids(_cache_roots(basetemp))
+    server_module = sys.modules.get("mas.llama_server")  # not imported: this process started no server
+    if server_module is not None:
+        pids |= {h.pid for h in server_module._handles.values()}
+    return sorted(p for p in pids if pid_alive(p) and _started_by_session(p, token))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_llama_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the session if a llama-server it started is still running at its end (then stop it, by PID)."""
+    token = uuid.uuid4().hex
+    previous = os.environ.get(SESSION_ENV)
+    os.environ[SESSION_ENV] = token
+    try:
+        yield
+        leaked = _leaked_servers(tmp_path_factory.getbasetemp(), token)
+        if leaked:
+            from mas.llama_process import terminate
+
+            for pid in leaked:  # do not leave them running for the next session either
+                terminate(pid)
+            pytest.fail(f"llama-server process(es) started by this test session still running at its end: {leaked}")
+    finally:
+        if previous is None:
+            os.environ.pop(SESSION_ENV, None)
+        else:
+            os.environ[SESSION_ENV] = previous
