@@ -28,14 +28,16 @@ ROLE_BRIEFS = {
     "supervisor": "You are the supervisor. Route the task to specialist workers, then give the final answer.",
 }
 
-TOOL_PROTOCOL = """Tools you may use:
-- calculator: evaluate an arithmetic expression. Arguments: {"expression": "12 * (3 + 4)"}
-- python: run a short Python program and read what it prints. Arguments: {"code": "print(2**10)"}
-To call a tool, reply with ONLY a JSON block like
+TOOL_PROTOCOL = """Work the problem out step by step in plain words first. Tools are there for a calculation or a
+check you cannot do reliably in your head:
+- calculator: evaluates one arithmetic expression. Arguments: {"expression": "<the expression>"}
+- python: runs a short Python program and shows what it prints. Arguments: {"code": "<the program>"}
+To call a tool, end your reply with a JSON block like
 ```json
-{"name": "calculator", "arguments": {"expression": "12 * 7"}}
+{"name": "calculator", "arguments": {"expression": "<the expression>"}}
 ```
-and wait for the result. Call a tool whenever a computation or a check is needed; never invent tool results."""
+and wait for the result. Put the numbers of THIS task into the expression. Never call a tool again with the same
+arguments (you already have its result), and never invent tool results."""
 
 ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (reasoning first):
 {"reasoning": "<short step-by-step reasoning>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
