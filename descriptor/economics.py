@@ -35,6 +35,7 @@ ECONOMICS_FIELDS: tuple[str, ...] = (
     "G", "G_ci_low", "G_ci_high", "K", "K_ci_low", "K_ci_high", "dU", "dU_ci_low", "dU_ci_high",
     "extra_tokens", "gain_per_1k_tokens", "gain_per_1k_tokens_ci_low", "gain_per_1k_tokens_ci_high",
     "win_share", "tie_share", "lose_share", "quality_win_share", "quality_tie_share", "quality_lose_share",
+    "win_share_ci_low", "win_share_ci_high", "lose_share_ci_low", "lose_share_ci_high",
 )
 
 
@@ -111,6 +112,9 @@ def compare_pair(mas: Sequence[dict[str, Any]], sas: Sequence[dict[str, Any]], s
     else:  # some resample has no extra tokens: the ratio is undefined there
         row["gain_per_1k_tokens_ci_low"] = row["gain_per_1k_tokens_ci_high"] = None
     row["win_share"], row["tie_share"], row["lose_share"] = _shares(du, s.tie_tol)
+    boot_du = du[idx]  # the same task resamples as the other intervals
+    row["win_share_ci_low"], row["win_share_ci_high"] = _ci((boot_du > s.tie_tol).mean(axis=1), s.ci_level)
+    row["lose_share_ci_low"], row["lose_share_ci_high"] = _ci((boot_du < -s.tie_tol).mean(axis=1), s.ci_level)
     row["quality_win_share"], row["quality_tie_share"], row["quality_lose_share"] = _shares(g, s.tie_tol)
     return {f: row[f] for f in ECONOMICS_FIELDS}
 

@@ -124,3 +124,17 @@ def test_pca_matches_scikit_learn():
     for j in range(2):  # components are defined up to sign
         sign = np.sign(coords[:, j] @ ref_coords[:, j])
         assert coords[:, j] == pytest.approx(sign * ref_coords[:, j])
+
+
+def test_win_and_lose_shares_have_bootstrap_intervals():
+    from descriptor.economics import EconomicsSettings, compare_pair
+
+    def d(q, tokens):
+        return {"benchmark": "b", "system": "s", "Q1_success_rate": q, "C2_tokens_total": tokens, "C3_cost_total": 0.0}
+
+    mas = [d(1.0, 100), d(0.0, 100), d(1.0, 100), d(0.5, 100)]
+    sas = [d(0.0, 100), d(0.0, 100), d(1.0, 100), d(0.0, 100)]
+    row = compare_pair(mas, sas, EconomicsSettings(n_boot=2000))
+    assert row["win_share"] == 0.5 and row["lose_share"] == 0.0
+    assert 0.0 <= row["win_share_ci_low"] <= 0.5 <= row["win_share_ci_high"] <= 1.0
+    assert row["lose_share_ci_low"] == row["lose_share_ci_high"] == 0.0
