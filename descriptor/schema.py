@@ -72,9 +72,10 @@ class TraceEvent(BaseModel):
     @field_validator("timestamp_start", "timestamp_end")
     @classmethod
     def _iso(cls, v: str) -> str:
-        from datetime import datetime
+        from datetime import datetime, timedelta
 
-        datetime.fromisoformat(v)
+        if datetime.fromisoformat(v).utcoffset() != timedelta(0):
+            raise ValueError(f"expected an ISO-8601 UTC timestamp (offset +00:00 or Z), got {v!r}")
         return v
 
     @field_validator("payload")

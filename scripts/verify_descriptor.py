@@ -24,7 +24,7 @@ import json
 import math
 import re
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 EVENT_TYPES = {"plan", "act", "tool_call", "tool_result", "verify", "revise", "finalize", "error"}
@@ -68,7 +68,8 @@ def valid_event(obj):
         return "bad state_id"
     for key in ("timestamp_start", "timestamp_end"):
         try:
-            datetime.fromisoformat(obj[key])
+            if datetime.fromisoformat(obj[key]).utcoffset() != timedelta(0):
+                return f"bad {key}"
         except (KeyError, TypeError, ValueError):
             return f"bad {key}"
     if not isinstance(obj.get("actor"), str) or obj.get("event_type") not in EVENT_TYPES:
