@@ -9,6 +9,7 @@ step has a checkpoint to resume from; multi-agent stages run whole turns.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ class Answer:
     confidence: float
     reasoning: str = ""
     parse: str = "json"
-    """``json``: parsed from the reply; ``fallback``: the whole reply taken as the answer."""
+    """``json``, ``salvaged``, ``tool_call_as_answer`` or ``fallback`` (see :func:`parse_answer`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"answer_artifact": self.answer_artifact, "confidence": self.confidence,
@@ -84,13 +85,32 @@ def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "") -> list[
             HumanMessage(content)]
 
 
+_ARTIFACT_RE = re.compile(r'"answer_artifact"\s*:\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
+_CALL_SHAPE_RE = re.compile(r'^\s*(```(?:json)?\s*)?\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"arguments"\s*:', re.DOTALL)
+
+
 def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
-    """Answer from the reply's JSON, else the whole reply (recorded as a fallback)."""
+    """Answer from the reply's JSON, else a salvage, else the whole reply (each recorded in ``parse``).
+
+    Small models cut their JSON short at the token limit (``salvaged``: the
+    ``answer_artifact`` field read from the broken JSON) or write a tool call
+    where an answer is due (``tool_call_as_answer``: an empty artifact, so
+    votes and the controller see no answer rather than tool-call JSON).
+    """
     if parsed:
         art = parsed.get("answer_artifact", parsed.get("answer", parsed.get("final_answer")))
         if art is not None:
             return Answer(answer_artifact=str(art).strip(), confidence=clip_confidence(parsed.get("confidence")),
                           reasoning=str(parsed.get("reasoning", ""))[:2000], parse="json")
+    found = _ARTIFACT_RE.search(text)
+    if found:
+        try:
+            artifact = json.loads(f'"{found.group(1)}"')
+        except ValueError:
+            artifact = found.group(1)
+        return Answer(answer_artifact=str(artifact).strip(), confidence=0.5, parse="salvaged")
+    if _CALL_SHAPE_RE.match(text):
+        return Answer(answer_artifact="", confidence=0.0, parse="tool_call_as_answer")
     return Answer(answer_artifact=text.strip(), confidence=0.5, parse="fallback")
 
 

@@ -156,3 +156,14 @@ async def test_injection_fires_only_on_a_step_whose_output_it_changes():
         opening_messages(rt, solver), config={"metadata": {"contract": "agent.turn", "mas_actor": "solver",
                                                          "mas_step": 1}}, tools=["calculator"])
     assert out.tool_calls[0].arguments != honest.tool_calls[0]["args"]  # the recorded step really is wrong
+
+
+def test_parse_answer_salvages_cut_json_and_refuses_tool_calls_as_answers():
+    cut = '```json\n{"reasoning": "16 - 3 - 4 = 9", "answer_artifact": "18 \\"dollars\\"", "confidence": 0.'
+    a = parse_answer(None, cut)
+    assert (a.answer_artifact, a.parse, a.confidence) == ('18 "dollars"', "salvaged", 0.5)
+    call = '```json\n{\n  "name": "python",\n  "arguments": {"code": "print(16 - 3'
+    b = parse_answer(None, call)
+    assert (b.answer_artifact, b.parse) == ("", "tool_call_as_answer")
+    c = parse_answer(None, "The answer is 18.")
+    assert (c.answer_artifact, c.parse) == ("The answer is 18.", "fallback")
