@@ -21,10 +21,15 @@ from structlog.testing import capture_logs
 import main
 from mas.config import ExperimentConfig, ModelRoute
 from mas.errors import UserError
-from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request
+from mas.experiment import (
+    ExperimentRequest,
+    plan_runs,
+    run_experiment,
+    validate_request,
+)
 from mas.manifest import MANIFEST_NAME
 from mas.runner import is_finished
-from tests.test_sweep import comparable_summary, file_states
+from tests.test_sweep import comparable_summary, file_states, sigterm_after_finished
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "full_experiment.sh"
@@ -240,12 +245,7 @@ def test_sigterm_half_way_then_resume_equals_an_uninterrupted_sweep(tmp_path):
     root = tmp_path / "out" / "killed"
     proc = subprocess.Popen(["bash", str(SCRIPT)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env=script_env(tmp_path, EXPERIMENT_ID="killed", **env))
-    deadline = time.monotonic() + 180
-    while len(list(root.rglob("run_*.result.json"))) < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    err = sigterm_after_finished(proc, root, 3)
     assert "rerun with EXPERIMENT_ID=killed" in err
     manifest = json.loads((root / MANIFEST_NAME).read_text())
     assert manifest["status"] == "interrupted" and 3 <= manifest["counts"]["finished"] < 16

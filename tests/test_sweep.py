@@ -336,6 +336,17 @@ async def test_sigint_in_process_stops_cleanly(tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers removed
 
 
+def sigterm_after_finished(proc: subprocess.Popen, root: Path, n: int, *, wait_s: float = 180) -> str:
+    """SIGTERM ``proc`` once ``n`` runs under ``root`` have finished; check the exit code, return its stderr."""
+    deadline = time.monotonic() + wait_s
+    while len(list(root.rglob("run_*.result.json"))) < n and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    return err
+
+
 def _cli(tmp_path: Path, exp: str, config: Path) -> list[str]:
     return [sys.executable, str(ROOT / "main.py"), "run", "--config", str(config), "--benchmark", "arith",
             "--task-limit", "3", "--runs-per-task", "2", "--systems", "sas", "--model", "scripted",
@@ -349,12 +360,7 @@ def test_sigterm_mid_sweep_then_resume_equals_uninterrupted(tmp_path):
     root = tmp_path / "killed"
     proc = subprocess.Popen(_cli(tmp_path, "killed", config), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while len(list(root.rglob("run_*.result.json"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    err = sigterm_after_finished(proc, root, 2)
     assert "interrupted: stopped by SIGTERM" in err
     manifest = json.loads((root / MANIFEST_NAME).read_text())
     assert manifest["status"] == "interrupted" and 2 <= manifest["counts"]["finished"] < 6
