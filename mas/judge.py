@@ -65,8 +65,32 @@ class VoteReply(BaseModel):
     explanation: str = ""
 
 
-CONSENSUS_SCHEMA = ConsensusReply.model_json_schema()
-VOTE_SCHEMA = VoteReply.model_json_schema()
+MAX_INDICES = 12
+"""Groups and indices a judge reply may list (candidates are agents: 3-5 in practice)."""
+MAX_EXPLANATION = 400  # characters
+
+
+def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema with length bounds for constrained decoding.
+
+    A constrained small model wrote until the token limit (an endless
+    explanation, index lists that never closed), and a reply cut there is
+    unusable. The bounds only shape generation: replies are validated by the
+    unbounded model, so a longer reply from a hosted model is still accepted.
+    """
+    schema = model.model_json_schema()
+    for prop in schema["properties"].values():
+        if prop.get("type") == "string" and "enum" not in prop:
+            prop["maxLength"] = MAX_EXPLANATION
+        elif prop.get("type") == "array":
+            prop["maxItems"] = MAX_INDICES
+            if prop.get("items", {}).get("type") == "array":
+                prop["items"]["maxItems"] = MAX_INDICES
+    return schema
+
+
+CONSENSUS_SCHEMA = bounded_schema(ConsensusReply)
+VOTE_SCHEMA = bounded_schema(VoteReply)
 
 CONSENSUS_INSTRUCTIONS = """You judge a multi-agent discussion. Group the candidate answers that state the same final answer
 (same value or same meaning, even if worded differently). Mark as invalid any candidate that gives no answer.

@@ -11,7 +11,8 @@ from typing import Any
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "reasoning": {"type": "string"},
+        # Bounded so a constrained small model finishes its JSON before the token limit (it did not).
+        "reasoning": {"type": "string", "maxLength": 800},
         "answer_artifact": {"type": "string"},
         "confidence": {"type": "number"},
     },
@@ -40,7 +41,7 @@ and wait for the result. Put the numbers of THIS task into the expression. Never
 arguments (you already have its result), and never invent tool results."""
 
 ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (reasoning first):
-{"reasoning": "<short step-by-step reasoning>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
+{"reasoning": "<short step-by-step reasoning, a few sentences>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
 
 CODE_HINT = "The answer_artifact must be the complete Python function (signature and body), as plain code."
 

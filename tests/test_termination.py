@@ -409,3 +409,13 @@ async def test_no_judge_call_before_the_minimum_rounds():
     d = await decide(LoopPosition(stage="debate", round=0, max_rounds=3, min_rounds=1), candidate_artifacts=c,
                      previous_candidate_artifacts=None, expected_count=3, mode="llm_judge", judge=judge)
     assert not calls and not d.stop and d.held_back == "consensus_reached" and d.consensus_source == "lexical"
+
+
+def test_judge_schemas_bound_generation_but_not_validation():
+    from mas.judge import CONSENSUS_SCHEMA, MAX_EXPLANATION, VOTE_SCHEMA, VoteReply
+
+    assert CONSENSUS_SCHEMA["properties"]["explanation"]["maxLength"] == MAX_EXPLANATION
+    assert "maxLength" not in CONSENSUS_SCHEMA["properties"]["progress_status"]
+    assert VOTE_SCHEMA["properties"]["groups"]["items"]["maxItems"] > 0
+    long = VoteReply(groups=[[0, 1]], winner_index=0, explanation="x" * (MAX_EXPLANATION * 2))
+    assert len(long.explanation) == 2 * MAX_EXPLANATION  # a hosted model's longer reply is still usable
