@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 
-from mas.config import ExperimentConfig, apply_overrides, load_config
+from mas.config import ExperimentConfig, apply_overrides, load_config, parse_set_options
 
 
 def _csv(value: str) -> list[str]:
@@ -25,6 +25,7 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
     }
     if getattr(args, "inject_errors", None) is not None:
         overrides["inject.rate"] = args.inject_errors
+    overrides.update(parse_set_options(getattr(args, "set", None)))
     return apply_overrides(cfg, **overrides)
 
 
@@ -98,6 +99,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-root", help="artifact root directory (default from config: artifacts)")
     p.add_argument("--experiment-id", help="experiment directory name (default: a UTC timestamp)")
     p.add_argument("--seed", type=int, help="base seed")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any config key with a TOML value, e.g. --set mas.max_rounds=2 "
+                        "--set models.default.temperature=0.0 (repeatable)")
     p.add_argument("--concurrency", type=int, help="runs at once")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where runs execute: local (asyncio, default) or dask (see mas/executors.py)")

@@ -254,17 +254,39 @@ def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig
     for key, value in overrides.items():
         if value is None:
             continue
-        target, *rest = key.split(".")
-        if rest:
-            data.setdefault(target, {})[rest[0]] = value
-        else:
-            data[target] = value
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:  # any depth: models.default.temperature, mas.max_rounds, benchmarks.arith.count
+            child = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                node[part] = child = {}
+            node = child
+        node[leaf] = value
     new = parse_config(data, "<command line>")
     if model is not None:
         chosen = new.route(model)
         new.models = {"default": chosen}
         new.roles = {}
     return new
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` options as overrides; VALUE is a TOML value (``2``, ``"x"``, ``true``, ``[1, 2]``).
+
+    A VALUE that is not valid TOML is taken as a plain string, so ``--set mas.termination_consensus_mode=lexical``
+    works without quotes.
+    """
+    overrides: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. mas.max_rounds=2")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        overrides[key.strip()] = value
+    return overrides
 
 
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:

@@ -1,5 +1,6 @@
 """Config loading: clear errors naming the file and key; overrides; API keys."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,28 @@ def test_minimum_discussion_rounds_must_not_exceed_max_rounds():
     with pytest.raises(ConfigError, match=r"mas\.minimum_discussion_rounds \(4\) must not exceed mas\.max_rounds \(3\)"):
         _cfg(mas={"max_rounds": 3, "minimum_discussion_rounds": 4})
     assert _cfg(mas={"max_rounds": 2, "minimum_discussion_rounds": 2}).mas.minimum_discussion_rounds == 2
+
+
+def test_set_options_override_any_key_with_toml_values():
+    from mas.config import ConfigError, apply_overrides, load_config, parse_set_options
+
+    cfg = apply_overrides(load_config(None), **parse_set_options(
+        ["mas.max_rounds=2", "mas.termination_consensus_mode=lexical", "models.default.temperature=0.0",
+         "benchmarks.arith.count=7"]))
+    assert cfg.mas.max_rounds == 2 and cfg.mas.termination_consensus_mode == "lexical"
+    assert cfg.models["default"].temperature == 0.0 and cfg.benchmarks["arith"]["count"] == 7
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_set_options(["mas.max_rounds"])
+    with pytest.raises(ConfigError, match="max_rounds"):
+        apply_overrides(load_config(None), **parse_set_options(["mas.max_rounds=0"]))
+
+
+def test_run_cli_accepts_set(tmp_path):
+    from main import main
+
+    code = main(["run", "--benchmark", "arith", "--task-limit", "1", "--systems", "debate", "--model", "scripted",
+                 "--output-root", str(tmp_path), "--experiment-id", "s", "--progress", "none",
+                 "--set", "mas.agents=2", "--set", "mas.termination_consensus_mode=lexical"])
+    assert code == 0
+    meta = json.loads(next((tmp_path / "s").rglob("run_0.metadata.json")).read_text())
+    assert meta["config"]["mas"]["agents"] == 2
