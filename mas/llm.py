@@ -204,7 +204,7 @@ async def call_llm(
     (native or text protocol): the caller answers it with a failed result.
     """
     runnable: Any = bound.model
-    tool_names = {getattr(t, "name", str(t)) for t in tools or []}
+    tool_names = {(t.name if hasattr(t, "name") else str(t)) for t in tools or []}
     if tools and bound.provider != "embedded":
         # Small local models never return native tool_calls; they get the text protocol only.
         runnable = runnable.bind_tools(tools)

@@ -130,7 +130,8 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     plan = injection_plan(cfg, spec)
     models = ModelSet(cfg, seed=spec.seed, injection=plan)
     meta = run_metadata(cfg, spec, models=models, status="running")
-    write_json_atomic(spec.path(".metadata.json"), meta)
+    # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
+    await asyncio.to_thread(write_json_atomic, spec.path(".metadata.json"), meta)
 
     tracer = Tracer(spec.run_id, [JsonlWriter(spec.path(".trace.jsonl"))], enabled=tracing)
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)

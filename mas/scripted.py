@@ -132,7 +132,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         # The runtime binds tools for real models; the scripted model knows them already.
-        return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
+        return self.bind(tools=[(t.name if hasattr(t, "name") else str(t)) for t in tools], **kwargs)
 
     def _may_inject(self, meta: dict[str, Any]) -> bool:
         """True when this call is eligible for the injection (it is not marked fired here)."""
