@@ -8,7 +8,8 @@
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
    actual_s`` (target >= 0.90 at C = 16 and 200 runs). ``calls`` is counted
-   from the traces the sweep wrote.
+   from the traces the sweep wrote. Measured twice: C runs at once, and 2C
+   runs at once with the endpoint limited to C concurrent calls.
 3. **Embedded saturation** (skip with ``--skip-embedded``): a GSM8K ``sas``
    sweep on the local llama-server, ``concurrency = 2 x slots``; its aggregate
    output tokens/s (sum of the traces' ``token_out`` over the sweep's wall
@@ -36,7 +37,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
-from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute  # noqa: E402
+from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
 from mas.experiment import ExperimentRequest, run_experiment  # noqa: E402
 
 EFFICIENCY_TARGET, OVERHEAD_TARGET, SATURATION_TARGET = 0.90, 0.05, 0.85
@@ -53,10 +54,12 @@ def trace_calls_and_tokens(root: Path) -> tuple[int, int]:
     return calls, tokens
 
 
-def _scripted_cfg(tmp: Path, *, concurrency: int, latency_ms: float, tasks: int) -> ExperimentConfig:
-    return ExperimentConfig(
-        output_root=str(tmp), concurrency=concurrency, benchmarks={"arith": {"count": tasks}},
-        models={"default": ModelRoute(provider="scripted", model="scripted", scripted_latency_ms=latency_ms)})
+def _scripted_cfg(tmp: Path, *, concurrency: int, latency_ms: float, tasks: int,
+                  max_concurrent: int | None = None) -> ExperimentConfig:
+    route = ModelRoute(provider="scripted", model="scripted", scripted_latency_ms=latency_ms,
+                       rate_limit=RateLimit(max_concurrent=max_concurrent))
+    return ExperimentConfig(output_root=str(tmp), concurrency=concurrency, benchmarks={"arith": {"count": tasks}},
+                            models={"default": route})
 
 
 def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, tasks: int, runs: int,
@@ -89,11 +92,22 @@ def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, floa
 
 
 def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
-                       executor: str = "local") -> dict[str, float]:
-    """One sweep of ``runs`` arith runs at concurrency C; ideal vs actual seconds."""
+                       executor: str = "local", runs_in_flight: int | None = None) -> dict[str, float]:
+    """One sweep of ``runs`` arith runs with C = ``concurrency`` model slots; ideal vs actual seconds.
+
+    ``runs_in_flight=None``: C runs at once (each holds its slot while it
+    starts and writes its files too). Otherwise that many runs at once, and
+    the endpoint serves at most C calls at once (``rate_limit.max_concurrent``):
+    run set-up and teardown overlap with other runs' calls, as in a sweep
+    tuned to its endpoint.
+    """
     tmp = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     tasks = max(1, (runs + 1) // 2)
-    cfg = _scripted_cfg(tmp, concurrency=concurrency, latency_ms=latency_ms, tasks=tasks)
+    if runs_in_flight is None:
+        cfg = _scripted_cfg(tmp, concurrency=concurrency, latency_ms=latency_ms, tasks=tasks)
+    else:
+        cfg = _scripted_cfg(tmp, concurrency=runs_in_flight, latency_ms=latency_ms, tasks=tasks,
+                            max_concurrent=concurrency)
     try:
         _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)
         cpu0 = time.process_time()
@@ -174,12 +188,15 @@ def main(argv: list[str] | None = None) -> int:
               f"per sweep): {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call untraced, "
               f"overhead {o['overhead'] * 100:+.1f} % [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
 
-    e = measure_efficiency(runs=args.runs, concurrency=args.concurrency, latency_ms=args.latency_ms,
-                           system=args.system, executor=args.executor)
-    print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={args.concurrency}, {args.latency_ms:.0f} ms/call): "
-          f"{e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual {e['actual_s']:.2f} s, efficiency "
-          f"{e['efficiency']:.3f} [{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]; "
-          f"process CPU {e['cpu_ms_per_run']:.1f} ms/run")
+    for in_flight in (None, 2 * args.concurrency):
+        e = measure_efficiency(runs=args.runs, concurrency=args.concurrency, latency_ms=args.latency_ms,
+                               system=args.system, executor=args.executor, runs_in_flight=in_flight)
+        how = (f"{args.concurrency} runs at once" if in_flight is None else
+               f"{in_flight} runs at once, endpoint max_concurrent {args.concurrency}")
+        print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={args.concurrency} slots, {how}, "
+              f"{args.latency_ms:.0f} ms/call): {e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual "
+              f"{e['actual_s']:.2f} s, efficiency {e['efficiency']:.3f} "
+              f"[{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]; process CPU {e['cpu_ms_per_run']:.1f} ms/run")
 
     if not args.skip_embedded:
         s = measure_saturation(tasks=args.embedded_tasks, system="sas")
