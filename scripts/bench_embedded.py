@@ -72,7 +72,9 @@ async def _streamed(client: httpx.AsyncClient, url: str, body: dict) -> dict:
     t0 = time.perf_counter()
     t_first = None
     usage = None
-    async with client.stream("POST", url, json=body) as resp:
+    # A fresh connection per streamed request: llama-server may close a kept-alive connection after a
+    # stream, and httpx reusing it fails with "Server disconnected without sending a response".
+    async with client.stream("POST", url, json=body, headers={"Connection": "close"}) as resp:
         resp.raise_for_status()
         async for line in resp.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
