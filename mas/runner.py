@@ -21,7 +21,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from benchmark.base import Benchmark, Task
 from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import RunResult, read_trace
+from descriptor.schema import RunResult, TraceEvent, read_trace
 from mas.agent import RunContext
 from mas.config import ExperimentConfig
 from mas.io import read_json, write_json_atomic, write_text_atomic
@@ -29,7 +29,7 @@ from mas.metadata import run_metadata
 from mas.models import ModelSet
 from mas.scripted import InjectionPlan
 from mas.systems import SYSTEMS, final_answer, stage_metrics
-from mas.tracing import JsonlWriter, Tracer, use_tracer
+from mas.tracing import JsonlWriter, ListCollector, Tracer, use_tracer
 from mas.trajectory_files import write_trajectory
 
 log = structlog.get_logger(__name__)
@@ -133,7 +133,9 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
     await asyncio.to_thread(write_json_atomic, spec.path(".metadata.json"), meta)
 
-    tracer = Tracer(spec.run_id, [JsonlWriter(spec.path(".trace.jsonl"))], enabled=tracing)
+    # The collector hands finish_run the events just written, instead of parsing the file back.
+    collected = ListCollector()
+    tracer = Tracer(spec.run_id, [JsonlWriter(spec.path(".trace.jsonl")), collected], enabled=tracing)
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
     error: str | None = None
@@ -153,12 +155,13 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     wall_s = time.perf_counter() - t0
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
     return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, wall_s=wall_s,
-                                   models=models, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals)
+                                   models=models, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
+                                   events=collected.events)
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
                wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: dict[str, Any],
-               tracing: bool, totals: dict[str, Any]) -> RunResult:
+               tracing: bool, totals: dict[str, Any], events: list[TraceEvent] | None = None) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
     answer = final_answer(state) if error is None else None
     completion = answer is not None
@@ -166,7 +169,10 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     write_text_atomic(spec.path(".answer.txt"), answer or "")
     write_json_atomic(spec.path(".eval.json"), {"success": evaluation.success, "completion": completion,
                                                  "score": evaluation.score, "details": evaluation.details})
-    events = read_trace(spec.path(".trace.jsonl")) if tracing else []
+    if not tracing:
+        events = []
+    elif events is None:
+        events = read_trace(spec.path(".trace.jsonl"))
     metrics = compute_run_metrics(events).model_dump()
     write_json_atomic(spec.path(".trace_metrics.json"), {
         "success": evaluation.success, "completion": completion, **metrics, "stages": stage_metrics(state),

@@ -111,7 +111,9 @@ class Tracer:
             payload["step_index"] = self.next_step
             self.next_step += 1
         now = utc_now_iso()
-        event = TraceEvent(
+        # Built without validation: every field comes from this function, and validating each event cost
+        # more than writing it (tests read every trace back through the schema).
+        event = TraceEvent.model_construct(
             run_id=self.run_id,
             seq=self.seq,
             timestamp_start=start or now,

@@ -13,9 +13,9 @@
 3. **Embedded saturation** (skip with ``--skip-embedded``): a GSM8K ``sas``
    sweep on the local llama-server, ``concurrency = 2 x slots``; its aggregate
    output tokens/s (sum of the traces' ``token_out`` over the sweep's wall
-   time) against the server's own peak measured alone just before: ``slots``
-   concurrent plain requests of the same output length as the sweep's mean
-   call (target >= 0.85).
+   time) against the server's own peak measured alone right after: ``slots``
+   concurrent requests with the sweep's own prompts and its mean output
+   length (target >= 0.85).
 
 Run: python scripts/bench_sweep.py [--runs 200] [--concurrency 16] [--latency-ms 200] [--skip-embedded]
 """
@@ -123,21 +123,34 @@ def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system
             "cpu_ms_per_run": cpu_s * 1000 / n}
 
 
-async def _peak_tok_s(base_url: str, model: str, *, slots: int, max_tokens: int, rounds: int = 3) -> float:
-    """The server alone: ``slots`` concurrent requests of exactly ``max_tokens`` output; best of ``rounds``."""
-    prompt = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-              "How many clips did Natalia sell altogether? Think step by step.")
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0.0, "ignore_eos": True}
+async def _peak_tok_s(base_url: str, model: str, *, prompts: list[list[dict[str, str]]], max_tokens: int,
+                      rounds: int = 3) -> float:
+    """The server alone: ``len(prompts) / rounds`` concurrent requests of exactly ``max_tokens`` output; best round.
+
+    The prompts are the sweep's own first calls (the solver's system prompt and a GSM8K task), so the
+    server does the same prompt processing per token generated as in the sweep.
+    """
     best = 0.0
+    slots = len(prompts) // rounds
     async with httpx.AsyncClient(timeout=httpx.Timeout(1800.0)) as client:
-        for _ in range(rounds):
+        for r in range(rounds):  # other tasks each round: only the shared system prompt is cached, as in the sweep
+            bodies = [{"model": model, "messages": m, "max_tokens": max_tokens, "temperature": 0.0,
+                       "ignore_eos": True} for m in prompts[r * slots:(r + 1) * slots]]
             t0 = time.perf_counter()
-            replies = await asyncio.gather(*(client.post(f"{base_url}/chat/completions", json=body)
-                                             for _ in range(slots)))
+            replies = await asyncio.gather(*(client.post(f"{base_url}/chat/completions", json=b) for b in bodies))
             wall = time.perf_counter() - t0
             best = max(best, sum(r.json()["usage"]["completion_tokens"] for r in replies) / wall)
     return best
+
+
+def _solver_prompts(n: int) -> list[list[dict[str, str]]]:
+    """The opening messages of the sweep's ``sas`` solver for the first ``n`` GSM8K tasks."""
+    from benchmark.registry import get_benchmark
+    from mas.prompts import system_prompt, task_message
+
+    tasks = get_benchmark("gsm8k").load_tasks(n)
+    return [[{"role": "system", "content": system_prompt("solver")},
+             {"role": "user", "content": task_message(t.question)}] for t in tasks]
 
 
 def measure_saturation(*, tasks: int, system: str) -> dict[str, float]:
@@ -157,7 +170,7 @@ def measure_saturation(*, tasks: int, system: str) -> dict[str, float]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mean_out = max(16, round(tokens / max(calls, 1)))
-    peak = asyncio.run(_peak_tok_s(handle.base_url, handle.model, slots=slots, max_tokens=mean_out))
+    peak = asyncio.run(_peak_tok_s(handle.base_url, handle.model, prompts=_solver_prompts(3 * slots), max_tokens=mean_out))
     sweep_tok_s = tokens / sweep_s
     return {"slots": slots, "runs": tasks, "calls": calls, "tokens_out": tokens, "sweep_s": sweep_s,
             "mean_out": mean_out, "sweep_tok_s": sweep_tok_s, "peak_tok_s": peak, "saturation": sweep_tok_s / peak,
