@@ -102,15 +102,21 @@ def _multiply_then_calculator(protocol):
     return respond
 
 
-@pytest.mark.parametrize("protocol", ["text", "native"])
-async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, monkeypatch):
-    monkeypatch.setitem(RESPONDERS, "agent.turn", _multiply_then_calculator(protocol))
-    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="What is 6 times 7?")
+async def _solver_turn(question: str, **cfg_fields: object) -> tuple[object, ListCollector]:
+    """One scripted solver turn; returns its answer and the events it traced."""
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")}, **cfg_fields)
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question=question)
     agent = AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):
         answer, _ = await agent_turn(rt, agent, opening_messages(rt, agent))
+    return answer, sink
+
+
+@pytest.mark.parametrize("protocol", ["text", "native"])
+async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, monkeypatch):
+    monkeypatch.setitem(RESPONDERS, "agent.turn", _multiply_then_calculator(protocol))
+    answer, sink = await _solver_turn("What is 6 times 7?")
     assert answer.answer_artifact == "42"
     kinds = [(e.event_type, e.payload.get("tool"), e.payload.get("ok")) for e in sink.events]
     assert kinds == [("tool_call", "multiply", None), ("tool_result", "multiply", False),
@@ -125,13 +131,7 @@ async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch)
     monkeypatch.setitem(RESPONDERS, "agent.turn", lambda ctx: (
         json.dumps({"answer_artifact": "gave up", "confidence": 0.1}) if "tools" not in ctx.kwargs
         else AIMessage(content='{"name": "multiply", "arguments": {"a": 1, "b": 2}}')))
-    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")},
-                           mas={"max_tool_iterations": 2})
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="q")
-    agent = AgentSpec(name="solver", role="solver")
-    sink = ListCollector()
-    with use_tracer(Tracer("t", [sink])):
-        answer, _ = await agent_turn(rt, agent, opening_messages(rt, agent))
+    answer, sink = await _solver_turn("q", mas={"max_tool_iterations": 2})
     assert answer.answer_artifact == "gave up"
     assert [e.event_type for e in sink.events] == ["tool_call", "tool_result"] * 2 + ["act"]
 
