@@ -57,7 +57,8 @@ class ModelRoute(_Strict):
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Request timeout (s); None: 120 for endpoints, 1800 for ``embedded`` (see :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
     price_input_per_1m: float = Field(default=0.0, ge=0)
@@ -73,6 +74,18 @@ class ModelRoute(_Strict):
     def cost_usd(self, token_in: int, token_out: int) -> float:
         """Price of one call in USD."""
         return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
+
+    def request_timeout_s(self) -> float:
+        """The request timeout in seconds.
+
+        The local server queues requests beyond its slots and the client's
+        timeout runs while they wait (a queued ECHO panel call waited past
+        120 s on 2 cores), so ``embedded`` defaults to 30 minutes; a dead
+        server is detected by its process instead (:mod:`mas.llm`).
+        """
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return 1800.0 if self.provider == "embedded" else 120.0
 
 
 class EmbeddedSettings(_Strict):

@@ -119,7 +119,7 @@ def make_chat_model(
         api_key=api_key,
         temperature=route.temperature,
         max_tokens=route.max_tokens,
-        timeout=route.timeout_s,
+        timeout=route.request_timeout_s(),
         max_retries=0,  # mas.llm retries, so each retry is traced
         seed=seed,
         rate_limiter=shared_rate_limiter(route, base_url, model_name),

@@ -134,3 +134,11 @@ def test_run_cli_accepts_set(tmp_path):
     assert code == 0
     meta = json.loads(next((tmp_path / "s").rglob("run_0.metadata.json")).read_text())
     assert meta["config"]["mas"]["agents"] == 2
+
+
+def test_request_timeout_defaults_by_provider():
+    from mas.config import ModelRoute
+
+    assert ModelRoute(provider="embedded").request_timeout_s() == 1800.0  # queued requests wait at the server
+    assert ModelRoute(provider="openai", model="m").request_timeout_s() == 120.0
+    assert ModelRoute(provider="embedded", timeout_s=30).request_timeout_s() == 30
