@@ -10,7 +10,9 @@ from mas.models import ModelSet, make_chat_model
 from mas.prompts import ANSWER_SCHEMA
 from mas.tracing import ListCollector, Tracer, use_tracer
 
-pytestmark = pytest.mark.embedded
+# One event loop for the module: langchain-openai caches its async HTTP client per endpoint, and a pooled
+# connection from a closed loop fails the next test with "Event loop is closed" (a run uses one loop).
+pytestmark = [pytest.mark.embedded, pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest.fixture(scope="module")
