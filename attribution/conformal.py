@@ -47,12 +47,11 @@ from pathlib import Path
 from typing import Annotated, Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator
+from pydantic import BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator
 
 from attribution.scorefile import (
     ScoreRecord,
-    ScorerInfo,
-    TrainSource,
+    ScorerFields,
     common_scorer,
     fingerprint,
     labelled,
@@ -392,10 +391,12 @@ def _q_from_json(v: object) -> object:
     return INF if v == "inf" else v
 
 
-class Calibration(BaseModel):
+class Calibration(ScorerFields):
     """``calibration.json``: a fitted conformal threshold and how it was made.
 
-    ∞ is written as the string ``"inf"`` (strict JSON has no Infinity).
+    ∞ is written as the string ``"inf"`` (strict JSON has no Infinity). The
+    scorer fields say which scorer produced the calibration scores: new runs
+    must be scored by it for the guarantee to hold (null in older files).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -432,15 +433,6 @@ class Calibration(BaseModel):
     """Score file the threshold was fitted on."""
     auto_rates: dict[str, float] | None = None
     """auto only: in-sample removal rate of each candidate."""
-    scorer: str | None = None
-    """Scorer that produced the calibration scores; new runs must be scored by it for the guarantee
-    to hold. Null in files written before it was recorded, or from score files that do not say."""
-    scorer_route: str | None = None
-    """Model route of an LLM scorer."""
-    scorer_with_ground_truth: bool | None = None
-    """Whether the scorer saw the reference answer."""
-    scorer_train: TrainSource | None = None
-    """What a trained scorer (position, learned) was fitted on; rollback trains on it by default."""
 
     @field_validator("q_hat")
     @classmethod
@@ -461,11 +453,6 @@ class Calibration(BaseModel):
             alpha=self.alpha, q_hat=self.q_hat, n=self.n, n_skipped=self.n_skipped, n_selection=self.n_selection,
             seed=self.seed, twf_fallback=self.twf_fallback, auto_rates=self.auto_rates,
         )
-
-    def scorer_info(self) -> ScorerInfo:
-        """The scorer the calibration scores came from (all null when not recorded)."""
-        return ScorerInfo(scorer=self.scorer, scorer_route=self.scorer_route,
-                          scorer_with_ground_truth=self.scorer_with_ground_truth, scorer_train=self.scorer_train)
 
 
 def calibrate_file(

@@ -63,29 +63,37 @@ class TrainSource(BaseModel):
         return " ".join(parts) or "nothing"
 
 
-class ScorerInfo(BaseModel):
-    """Which scorer produced a set of step scores, and how (all null: not recorded)."""
-
-    model_config = ConfigDict(frozen=True)
+class ScorerFields(BaseModel):
+    """The scorer provenance fields that score records, calibrations and :class:`ScorerInfo` share."""
 
     scorer: str | None = None
-    """Scorer name (``score-steps --scorer``)."""
+    """Scorer name (``score-steps --scorer``); null in files that do not record it."""
     scorer_route: str | None = None
     """Model route of an LLM scorer (``--model``); null for scorers without a model."""
     scorer_with_ground_truth: bool | None = None
     """Whether the scorer was allowed to see the reference answer."""
     scorer_train: TrainSource | None = None
-    """What a trained scorer was fitted on; null for untrained scorers."""
+    """What a trained scorer (position, learned) was fitted on; null for untrained scorers."""
+
+    def scorer_info(self) -> ScorerInfo:
+        """These fields alone (all null when not recorded)."""
+        return ScorerInfo(**{k: getattr(self, k) for k in SCORER_FIELDS})
+
+
+class ScorerInfo(ScorerFields):
+    """Which scorer produced a set of step scores, and how (all null: not recorded)."""
+
+    model_config = ConfigDict(frozen=True)
 
     @property
     def known(self) -> bool:
         return self.scorer is not None
 
 
-SCORER_FIELDS: tuple[str, ...] = tuple(ScorerInfo.model_fields)
+SCORER_FIELDS: tuple[str, ...] = tuple(ScorerFields.model_fields)
 
 
-class ScoreRecord(BaseModel):
+class ScoreRecord(ScorerFields):
     """One line of a score file: per-step error likelihoods of one failed trajectory."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -102,16 +110,6 @@ class ScoreRecord(BaseModel):
     """Agent responsible for the decisive error, when known."""
     nfe: StrictInt | None = None
     """Scorer model calls spent on this trajectory, when the scorer reports it."""
-    scorer: str | None = None
-    """Scorer that produced ``step_scores`` (null in files that do not record it)."""
-    scorer_route: str | None = None
-    scorer_with_ground_truth: bool | None = None
-    scorer_train: TrainSource | None = None
-    """See :class:`ScorerInfo`."""
-
-    def scorer_info(self) -> ScorerInfo:
-        """The scorer provenance of this record."""
-        return ScorerInfo(**{k: getattr(self, k) for k in SCORER_FIELDS})
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "ScoreRecord":
