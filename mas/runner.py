@@ -21,7 +21,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from benchmark.base import Benchmark, Task
 from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import RunResult, TraceEvent, read_trace
+from descriptor.schema import RunResult, TraceEvent
 from mas.agent import RunContext
 from mas.config import ExperimentConfig
 from mas.io import read_json, write_json_atomic, write_text_atomic
@@ -95,24 +95,29 @@ def identity_mismatch(spec: RunSpec, result: RunResult) -> list[str]:
     return [k for k, v in want.items() if getattr(result, k) != v]
 
 
-def is_finished(spec: RunSpec) -> bool:
-    """A run is finished when its ``result.json`` exists, parses and names this very run.
+def finished_result(spec: RunSpec) -> RunResult | None:
+    """This run's result when it is finished: ``result.json`` exists, parses and names this very run.
 
     A result of another run (a copied or renamed directory, a changed seed)
     would otherwise be kept as this run's outcome; it is logged and redone.
     """
     path = spec.path(".result.json")
     if not path.is_file():
-        return False
+        return None
     try:
         result = RunResult.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
+        return None
     if differs := identity_mismatch(spec, result):
         log.warning("result.json belongs to another run; redoing it", run=spec.run_id, path=str(path),
                     differs=differs)
-        return False
-    return True
+        return None
+    return result
+
+
+def is_finished(spec: RunSpec) -> bool:
+    """Whether the run is finished (see :func:`finished_result`)."""
+    return finished_result(spec) is not None
 
 
 def clear_partial(spec: RunSpec) -> None:
@@ -123,8 +128,8 @@ def clear_partial(spec: RunSpec) -> None:
 
 async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, tracing: bool = True) -> RunResult:
     """Run one task on one system and write all its artifacts; a finished run is returned as is."""
-    if is_finished(spec):
-        return RunResult.model_validate_json(spec.path(".result.json").read_text(encoding="utf-8"))
+    if (done := finished_result(spec)) is not None:
+        return done
     clear_partial(spec)
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     plan = injection_plan(cfg, spec)
@@ -161,7 +166,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
                wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: dict[str, Any],
-               tracing: bool, totals: dict[str, Any], events: list[TraceEvent] | None = None) -> RunResult:
+               tracing: bool, totals: dict[str, Any], events: list[TraceEvent]) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
     answer = final_answer(state) if error is None else None
     completion = answer is not None
@@ -169,10 +174,6 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     write_text_atomic(spec.path(".answer.txt"), answer or "")
     write_json_atomic(spec.path(".eval.json"), {"success": evaluation.success, "completion": completion,
                                                  "score": evaluation.score, "details": evaluation.details})
-    if not tracing:
-        events = []
-    elif events is None:
-        events = read_trace(spec.path(".trace.jsonl"))
     metrics = compute_run_metrics(events).model_dump()
     write_json_atomic(spec.path(".trace_metrics.json"), {
         "success": evaluation.success, "completion": completion, **metrics, "stages": stage_metrics(state),

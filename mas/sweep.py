@@ -27,7 +27,7 @@ from descriptor.schema import RunResult
 from mas.executors import EXECUTORS, SweepJob
 from mas.manifest import ManifestStore
 from mas.progress import ProgressMode, SweepStats, make_progress
-from mas.runner import RunSpec, is_finished
+from mas.runner import RunSpec, finished_result
 
 log = structlog.get_logger(__name__)
 
@@ -115,8 +115,7 @@ def _split_finished(specs: list[RunSpec], store: ManifestStore, stats: SweepStat
     """Record runs finished earlier; return those still to run."""
     todo = []
     for spec in specs:
-        if is_finished(spec):
-            result = RunResult.model_validate_json(spec.path(".result.json").read_text(encoding="utf-8"))
+        if (result := finished_result(spec)) is not None:
             results[spec.run_id] = result
             store.mark_finished(spec, result, seen_now=False)
             stats.add(result, skipped=True)
