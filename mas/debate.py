@@ -74,7 +74,7 @@ def build_debate(rt: RunContext) -> StateGraph:
     names = [d.name for d in debaters]
     by_name = {d.name: d for d in debaters}
 
-    def fan_out(state: DebateState) -> list[Send]:
+    async def fan_out(state: DebateState) -> list[Send]:
         r = state.get("round", 0)
         return [Send("debater", {"agent": n, "round": r, "history": state.get("history") or {},
                                  "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0)})
@@ -107,8 +107,8 @@ def build_debate(rt: RunContext) -> StateGraph:
         emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, names))
         return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
 
-    def after_controller(state: DebateState) -> list[Send] | str:
-        return "vote" if state["decisions"][-1]["stop"] else fan_out(state)
+    async def after_controller(state: DebateState) -> list[Send] | str:
+        return "vote" if state["decisions"][-1]["stop"] else await fan_out(state)
 
     async def vote(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}

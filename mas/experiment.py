@@ -9,6 +9,8 @@ execute is :mod:`mas.executors`.
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,14 +115,18 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         from mas.executors import connect_scheduler
 
         await (await connect_scheduler(req.scheduler_address)).close()
-    write_system_pictures(req, benches)
+    # Drawing takes ~0.1 s per system (matplotlib): in a thread, so the first runs need not wait for it.
+    pictures = asyncio.create_task(asyncio.to_thread(write_system_pictures, req, benches))
     job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                    scheduler_address=req.scheduler_address,
                    bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
     request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
-    outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
-                              executor=req.executor, request=request, progress=req.progress)
+    try:
+        outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                                  executor=req.executor, request=request, progress=req.progress)
+    finally:
+        await pictures
     if outcome.crashed:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "

@@ -74,7 +74,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                          payload={"cycle": c})
         return {"history": {PLANNER.name: [artifact_of(PLANNER, c, res)]}, "steps_done": res.steps}
 
-    def fan_out(state: OrchestratorState) -> list[Send]:
+    async def fan_out(state: OrchestratorState) -> list[Send]:
         c, history = state.get("cycle", 0), state.get("history") or {}
         plan = latest(history, PLANNER.name)
         return [Send("worker", {"agent": n, "cycle": c, "plan": plan["answer_artifact"] if plan else "",
@@ -132,7 +132,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         emit_decision(d, state_id=state_id_of(config), sends=sends)
         return {"decisions": [d.payload()], "cycle": c if d.stop else c + 1}
 
-    def after_controller(state: OrchestratorState) -> str:
+    async def after_controller(state: OrchestratorState) -> str:
         return "finalize" if state["decisions"][-1]["stop"] else "planner"
 
     async def finalize(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def build_sas(rt: RunContext):
         msgs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config))
         return {"messages": msgs, "pending_tools": [], "tool_iterations": state.get("tool_iterations", 0) + 1}
 
-    def route(state: SASState) -> str:
+    async def route(state: SASState) -> str:
         return "tools" if state.get("pending_tools") else END
 
     g = StateGraph(SASState)

@@ -169,7 +169,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             update["answer"] = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name}
         return update
 
-    def after_supervisor(state: SupervisorState) -> list[Send] | str:
+    async def after_supervisor(state: SupervisorState) -> list[Send] | str:
         r = state.get("round", 0)
         targets = (state.get("delegated") or {}).get(str(r), [])
         if state.get("phase") == "done":
@@ -215,7 +215,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             update.update({"phase": "final"} if d.stop else {"phase": "route", "round": r + 1})
         return update
 
-    def after_controller(state: SupervisorState) -> str:
+    async def after_controller(state: SupervisorState) -> str:
         return END if state.get("phase") == "done" else "supervisor"
 
     g = StateGraph(SupervisorState)

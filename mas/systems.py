@@ -3,6 +3,10 @@
 Each entry builds an uncompiled LangGraph ``StateGraph`` for one run; every
 graph leaves its final answer in ``state["answer"]`` and its per-stage
 metrics (rounds used, stop reasons) in ``state["stages"]``.
+
+Routing functions (conditional edges) are ``async def`` like the nodes:
+LangGraph runs a plain ``def`` one in a thread pool on every step, and
+those hand-offs cost a sweep of 16 concurrent runs about 3 % efficiency.
 """
 
 from __future__ import annotations
