@@ -86,7 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("attribute", help="name the responsible agent and decisive step of failed runs",
                        description="Runs one attribution method on every failed trajectory and writes "
                                    "OUT/predictions.jsonl (one case per line, with the labels) and "
-                                   "OUT/results.json (agent/step accuracy, ±1..±5, tokens, wall time, per subset).")
+                                   "OUT/results.json (agent/step accuracy, ±1..±5, tokens, wall time, per subset). "
+                                   "Resumable: finished cases are kept in OUT as they finish, and the same "
+                                   "command again (or with a larger --max-cases) runs only the cases not yet done.")
     _add_source(p)
     p.add_argument("--method", required=True, choices=sorted(METHODS), help="attribution method")
     p.add_argument("--out", required=True, help="output directory")

@@ -21,7 +21,7 @@ from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_traject
 from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.trajectory import Trajectory
 from mas.errors import UserError
-from mas.io import write_json_atomic, write_text_atomic
+from mas.io import read_json, write_json_atomic, write_text_atomic
 
 log = structlog.get_logger(__name__)
 
@@ -148,33 +148,106 @@ def _progress_bar(total: int, label: str) -> Any:
     return tqdm(total=total, desc=label, unit="case", leave=False, disable=None)
 
 
+PARTIAL = "predictions.partial.jsonl"
+"""Finished cases of an unfinished ``attribute`` run, one line each, appended as they finish."""
+
+RESUME_KEYS = ("method", "route", "model", "with_ground_truth", "seed", "data_dir", "runs_dir", "subset")
+"""Settings a resumed run must share with the records it keeps (``max_cases`` may grow)."""
+
+
+def _settings(job: AttributeJob, facts: dict[str, Any]) -> dict[str, Any]:
+    return {"method": job.method, "route": facts["route"], "model": facts["model_label"],
+            "with_ground_truth": job.with_ground_truth, "seed": job.seed, "data_dir": _abspath(job.data_dir),
+            "runs_dir": _abspath(job.runs_dir), "subset": job.subset}
+
+
+def _read_records(path: Path) -> list[CaseRecord]:
+    """Records of a predictions file; a line cut off by a crash (or otherwise unreadable) is skipped."""
+    if not path.is_file():
+        return []
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            records.append(CaseRecord.model_validate_json(line))
+        except ValueError:
+            log.warning("skipping an unreadable prediction line", path=str(path), line=n)
+    return records
+
+
+def resumable_records(out: Path, settings: dict[str, Any]) -> dict[str, CaseRecord]:
+    """Finished cases already in ``out`` (from ``predictions.jsonl`` and the partial file), by case id.
+
+    Kept only when ``out`` was written with the same :data:`RESUME_KEYS`
+    (read from ``settings.json``, or ``results.json`` of a finished run);
+    otherwise a :class:`UserError` names the differing setting. Cases that
+    ended in an error are dropped, so they are tried again.
+    """
+    saved = None
+    for name in ("settings.json", "results.json"):
+        if (out / name).is_file():
+            saved = read_json(out / name)
+            break
+    records = [*_read_records(out / "predictions.jsonl"), *_read_records(out / PARTIAL)]
+    if saved is None:
+        if records:
+            raise UserError(f"{out}: holds predictions but no settings.json or results.json to check them "
+                            "against; use another --out")
+        return {}
+    for key in RESUME_KEYS:
+        old, new = saved.get(key), settings[key]
+        if key.endswith("_dir") and old is not None:
+            old = _abspath(old)
+        if old != new:
+            raise UserError(f"{out}: was written with {key}={old!r}, this run has {key}={new!r}; "
+                            "use another --out to keep both, or delete it to start over")
+    return {r.id: r for r in records if r.error is None}
+
+
 def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
-    """Run ``job.method`` on every case; write ``predictions.jsonl`` and ``results.json``; return the results."""
+    """Run ``job.method`` on every case; write ``predictions.jsonl`` and ``results.json``; return the results.
+
+    Resumable: each finished case is appended to ``predictions.partial.jsonl``
+    at once, and a later run with the same settings (and ``--out``) keeps the
+    finished cases and runs only the rest, so an interrupted evaluation (or
+    a larger ``--max-cases``) never redoes work.
+    """
     from attribution.methods import get_method
     from attribution.methods.base import MethodContext
 
     method = get_method(job.method)
     loaded = load_source(job)
     model, facts = open_model(job)
+    out = Path(job.out)
+    settings = _settings(job, facts)
+    done = resumable_records(out, settings)
+    todo = [t for t in loaded.trajectories if t.id not in done]
+    write_json_atomic(out / "settings.json", settings)
     ctx = MethodContext(model=model, route=facts["route"], context_window=facts["context_window"],
                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
                         seed=job.seed)
-    bar = _progress_bar(len(loaded.trajectories), job.method)
+    bar = _progress_bar(len(todo), job.method)
     start = time.perf_counter()
-    records = asyncio.run(attribute_all(method, loaded.trajectories, ctx, concurrency=job.concurrency,
-                                        progress=(lambda _r: bar.update(1)) if bar is not None else None))
+    with (out / PARTIAL).open("a", encoding="utf-8") as partial:
+        def finished(rec: CaseRecord) -> None:
+            partial.write(_prediction_line(rec) + "\n")
+            partial.flush()
+            if bar is not None:
+                bar.update(1)
+
+        fresh = asyncio.run(attribute_all(method, todo, ctx, concurrency=job.concurrency, progress=finished))
     wall = time.perf_counter() - start
     if bar is not None:
         bar.close()
+    by_id = {**done, **{r.id: r for r in fresh}}
+    records = [by_id[t.id] for t in loaded.trajectories]
     results = {
-        "method": job.method, "model": facts["model_label"], "route": facts["route"],
-        "context_window": facts["context_window"], "with_ground_truth": job.with_ground_truth, "seed": job.seed,
-        "date": _now(), "wall_seconds": wall, "n_cases": len(records), **_source_record(job, loaded),
+        **settings, "context_window": facts["context_window"], "date": _now(), "wall_seconds": wall,
+        "n_cases": len(records), "n_resumed": len(records) - len(fresh), **_source_record(job, loaded),
         "metrics": attribution_metrics(records),
     }
-    out = Path(job.out)
     write_text_atomic(out / "predictions.jsonl", "".join(_prediction_line(r) + "\n" for r in records))
     write_json_atomic(out / "results.json", results)
+    (out / PARTIAL).unlink(missing_ok=True)
     return results
 
 

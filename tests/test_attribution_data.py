@@ -249,6 +249,85 @@ def test_cli_attribute_random_on_dev(tmp_path: Path) -> None:
     assert len((tmp_path / "r2" / "predictions.jsonl").read_text().splitlines()) == 5
 
 
+def _counting_method(monkeypatch: pytest.MonkeyPatch, calls: list[str], fail: set[str] = frozenset()) -> None:
+    """Register ``counting``: random's answer, recording which cases it was asked (and failing on ``fail``)."""
+    from attribution.methods.base import METHODS
+
+    def factory():
+        inner = get_method("random")
+
+        async def run(t: Trajectory, ctx: MethodContext):
+            calls.append(t.id)
+            if t.id in fail:
+                raise RuntimeError("transient")
+            return await inner(t, ctx)
+        return run
+
+    monkeypatch.setitem(METHODS, "counting", factory)
+
+
+def test_attribute_resumes_without_redoing_finished_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from attribution.jobs import PARTIAL, AttributeJob, run_attribute_job
+
+    for i in range(5):
+        write_wnw(tmp_path / "ww", "algorithm_generated", f"{i}", ag_record(str(i % 4)))
+    calls: list[str] = []
+    _counting_method(monkeypatch, calls, fail={"algorithm_generated/1"})
+    out = tmp_path / "out"
+    job = AttributeJob(data_dir=str(tmp_path / "ww"), method="counting", out=str(out), max_cases=3, concurrency=1)
+    first = run_attribute_job(job)
+    assert first["n_cases"] == 3 and first["n_resumed"] == 0 and len(calls) == 3
+    assert not (out / PARTIAL).exists()
+    before = {json.loads(x)["id"]: x for x in (out / "predictions.jsonl").read_text().splitlines()}
+
+    # A larger --max-cases runs only the new cases and the one that failed.
+    calls.clear()
+    _counting_method(monkeypatch, calls)
+    second = run_attribute_job(job.model_copy(update={"max_cases": 5}))
+    assert sorted(calls) == ["algorithm_generated/1", "algorithm_generated/3", "algorithm_generated/4"]
+    assert second["n_cases"] == 5 and second["n_resumed"] == 2
+    after = {json.loads(x)["id"]: x for x in (out / "predictions.jsonl").read_text().splitlines()}
+    assert list(after) == [f"algorithm_generated/{i}" for i in range(5)]  # input order
+    assert all(after[k] == before[k] for k in before if k != "algorithm_generated/1")  # kept byte for byte
+    assert json.loads(after["algorithm_generated/1"])["error"] is None
+
+
+def test_attribute_resumes_from_the_partial_file_of_a_crashed_run(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from attribution.jobs import PARTIAL, AttributeJob, run_attribute_job
+
+    for i in range(4):
+        write_wnw(tmp_path / "ww", "algorithm_generated", f"{i}", ag_record())
+    calls: list[str] = []
+    _counting_method(monkeypatch, calls)
+    out = tmp_path / "out"
+    job = AttributeJob(data_dir=str(tmp_path / "ww"), method="counting", out=str(out), concurrency=1)
+    run_attribute_job(job)
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    # What a run killed after two cases leaves: settings.json, two finished lines and a torn third.
+    (out / "predictions.jsonl").unlink()
+    (out / "results.json").unlink()
+    (out / PARTIAL).write_text(lines[2] + "\n" + lines[0] + "\n" + lines[1][:25], encoding="utf-8")
+    calls.clear()
+    res = run_attribute_job(job)
+    assert sorted(calls) == ["algorithm_generated/1", "algorithm_generated/3"]
+    again = (out / "predictions.jsonl").read_text().splitlines()
+    assert res["n_resumed"] == 2 and [again[0], again[2]] == [lines[0], lines[2]]  # kept byte for byte
+    assert [json.loads(x)["id"] for x in again] == [json.loads(x)["id"] for x in lines]
+
+
+def test_attribute_refuses_to_mix_settings_in_one_out_dir(tmp_path: Path) -> None:
+    from attribution.jobs import AttributeJob, run_attribute_job
+
+    write_wnw(tmp_path / "ww", "algorithm_generated", "0", ag_record())
+    job = AttributeJob(data_dir=str(tmp_path / "ww"), method="random", out=str(tmp_path / "out"), seed=1)
+    run_attribute_job(job)
+    with pytest.raises(UserError, match="seed=1.*seed=2"):
+        run_attribute_job(job.model_copy(update={"seed": 2}))
+    with pytest.raises(UserError, match="with_ground_truth"):
+        run_attribute_job(job.model_copy(update={"with_ground_truth": False}))
+
+
 @needs_dev
 def test_cli_score_steps_position_on_dev(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
