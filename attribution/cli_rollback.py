@@ -27,15 +27,21 @@ def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
 def cmd_rollback(args: argparse.Namespace) -> int:
     from attribution.loaders import load_run
     from attribution.rollback import _run_paths, rollback_one
-    from attribution.rollback_experiment import score_runs
+    from attribution.rollback_experiment import early_stopped_choices, score_runs
 
     task_dir, r = _run_paths(args.run_dir)
     traj = load_run(task_dir, r)
     calibration = _calibration(args.calibration)
     setup = _setup(args, calibration, [args.strategy])
-    scores = asyncio.run(score_runs([traj], setup))[0] if setup else None
-    rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=scores, calibration=calibration,
-                                   scoring_nfe=(scores.nfe or 0) if scores else 0))
+    early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None
+    if early:
+        (choice, nfe), = early
+        rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=None, calibration=calibration,
+                                       scoring_nfe=nfe, choice=choice))
+    else:
+        scores = asyncio.run(score_runs([traj], setup))[0] if setup else None
+        rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=scores, calibration=calibration,
+                                       scoring_nfe=(scores.nfe or 0) if scores else 0))
     print(json.dumps(rec.model_dump(mode="json"), indent=2))
     return 0
 

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Iterable, Sequence
 
 import numpy as np
@@ -285,6 +286,35 @@ def prediction_set(
         suffix_in = int(np.sum(suffix_scores(s, agg) <= q_hat))
         prefix_in = int(np.sum(prefix_scores(s, agg) <= q_hat))
     return PredictionSet(steps=steps, nfe=nfe_count(method, len(s), q_hat, suffix_in, prefix_in, fallback), fallback=fallback)
+
+
+async def lazy_filtration_set(
+    n: int, score_at: Callable[[int], Awaitable[float]], method: str, q_hat: float, agg: Aggregator
+) -> PredictionSet:
+    """``lf``/``rf`` with early stopping: ``score_at(i)`` is awaited only for the steps the scan needs.
+
+    lf scores i = l-1, l-2, ... and stops at the first suffix whose g exceeds
+    ``q_hat``; g(whole trajectory) = inf, so step 0 is never scored. rf
+    mirrors it from step 0. The set equals :func:`prediction_set`'s on the
+    full scores, and ``nfe`` (the steps scored) equals its count: the scan
+    is what makes that count true for a scorer that pays per step (an LLM).
+    """
+    if method not in ("lf", "rf"):
+        raise UserError(f"early stopping applies to lf and rf, not {method!r}")
+    if math.isinf(q_hat):
+        return PredictionSet(steps=tuple(range(n)), nfe=0)
+    s = [0.0] * n  # unscored steps are never read: each g below covers scored steps only
+    order = range(n - 1, 0, -1) if method == "lf" else range(0, n - 1)
+    kept: list[int] = []
+    scored = 0
+    for i in order:
+        s[i] = float(await score_at(i))
+        scored += 1
+        g = segment_score(s, i, n - 1, agg) if method == "lf" else segment_score(s, 0, i, agg)
+        if g > q_hat:
+            break
+        kept.append(i)
+    return PredictionSet(steps=tuple(sorted(kept)), nfe=scored)
 
 
 def record_u(seed: int, record_id: str) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import structlog
@@ -111,13 +112,18 @@ def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calib
     if strategy == "conformal":
         if calibration is None:
             raise UserError("strategy 'conformal' needs --calibration")
-        members = sorted(predict(calibration.fitted(), scores).steps)
-        if not members:
-            # An empty set flags nothing; redo the last step so the run still gets a second try,
-            # but keep the empty set on record (coverage is about the set, not the substitute).
-            return Choice(members=[], step=scores.n_steps - 1, fallback=True)
-        return Choice(members=members, step=members[0])
+        return set_choice(predict(calibration.fitted(), scores).steps, scores.n_steps)
     raise UserError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def set_choice(steps: Iterable[int], n_steps: int) -> Choice:
+    """The restart choice for a conformal set: its first step."""
+    members = sorted(steps)
+    if not members:
+        # An empty set flags nothing; redo the last step so the run still gets a second try,
+        # but keep the empty set on record (coverage is about the set, not the substitute).
+        return Choice(members=[], step=n_steps - 1, fallback=True)
+    return Choice(members=members, step=members[0])
 
 
 def superstep_start(traj: Trajectory, step: int) -> int:
@@ -224,10 +230,12 @@ async def restart_run(traj: Trajectory, *, restart_step: int, note: str, k: int)
 
 
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
-                       calibration: Calibration | None, scoring_nfe: int = 0) -> RollbackRecord:
-    """Choose the restart step for ``strategy``, restart the run, and write ``rollback_<k>.json``."""
+                       calibration: Calibration | None, scoring_nfe: int = 0,
+                       choice: Choice | None = None) -> RollbackRecord:
+    """Choose the restart step for ``strategy`` (unless ``choice`` is given), restart the run, and write
+    ``rollback_<k>.json``."""
     t0 = time.perf_counter()
-    choice = choose_restart(strategy, scores, calibration)
+    choice = choice or choose_restart(strategy, scores, calibration)
     members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
     restart = superstep_start(traj, choice.step)
     task_dir, r = _run_paths(traj.source_path.removesuffix(".trace.jsonl"))

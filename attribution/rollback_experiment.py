@@ -14,7 +14,7 @@ import structlog
 
 from attribution.conformal import Calibration
 from attribution.loaders import load_runs_dir
-from attribution.rollback import STRATEGIES, RollbackRecord, rollback_one
+from attribution.rollback import STRATEGIES, Choice, RollbackRecord, rollback_one, set_choice
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
@@ -126,21 +126,52 @@ def training_for(targets: list[Trajectory], train: list[Trajectory]) -> list[Tra
     return train
 
 
+def _scorer_context(setup: ScoringSetup, train: list[Trajectory]) -> Any:
+    from attribution.jobs import ModelOptions, open_model
+    from attribution.scorers.base import ScorerContext
+
+    model, facts = open_model(ModelOptions(model=setup.route, config=setup.config, seed=setup.seed,
+                                           with_ground_truth=setup.with_ground_truth))
+    return ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=setup.with_ground_truth,
+                         seed=setup.seed, train=train)
+
+
+async def early_stopped_choices(trajs: list[Trajectory], setup: ScoringSetup | None,
+                                calibration: Calibration | None) -> list[tuple[Choice, int]] | None:
+    """Conformal restart choices with early stopping, and the model calls each needed; None when it does not apply.
+
+    Applies when the calibration's method is ``lf`` or ``rf`` and the scorer
+    pays per step (``llm_naive``, ``llm_roles``): each run's steps are scored
+    only as far as the filtration scan reaches (same set as scoring them all).
+    """
+    from attribution.conformal import lazy_filtration_set
+    from attribution.scorers.llm import lazy_scores
+
+    if setup is None or calibration is None or setup.route is None:
+        return None
+    fitted = calibration.fitted()
+    if fitted.resolved_method not in ("lf", "rf"):
+        return None
+    ctx = _scorer_context(setup, [])
+    out = []
+    for t in trajs:
+        scores = lazy_scores(setup.scorer, t, ctx)
+        if scores is None:
+            return None
+        ps = await lazy_filtration_set(t.n_steps, scores, fitted.resolved_method, fitted.q_hat, fitted.agg)
+        out.append((set_choice(ps.steps, t.n_steps), scores.calls))
+    return out
+
+
 async def score_runs(trajs: list[Trajectory], setup: ScoringSetup) -> list[ScoreRecord]:
     """Step scores of ``trajs`` as ``setup`` says (trained scorers fit on its training data)."""
-    from attribution.jobs import ModelOptions, open_model
     from attribution.scorers import SCORERS
-    from attribution.scorers.base import ScorerContext
 
     if setup.scorer not in SCORERS:
         raise UserError(f"unknown scorer {setup.scorer!r}; known: {', '.join(sorted(SCORERS))}")
     train = training_for(trajs, _load_training(setup.train)) if setup.scorer in TRAINED_SCORERS and setup.train else []
-    model, facts = open_model(ModelOptions(model=setup.route, config=setup.config, seed=setup.seed,
-                                           with_ground_truth=setup.with_ground_truth))
-    ctx = ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
-                        max_output_tokens=facts["max_output_tokens"], with_ground_truth=setup.with_ground_truth,
-                        seed=setup.seed, train=train)
-    results = await SCORERS[setup.scorer]()(trajs, ctx)
+    results = await SCORERS[setup.scorer]()(trajs, _scorer_context(setup, train))
     info = setup.info().model_dump()
     return [ScoreRecord(id=t.id, n_steps=r.n_steps, step_scores=r.step_scores, mistake_step=t.mistake_step,
                         mistake_agent=t.mistake_agent, nfe=r.nfe, **info) for t, r in zip(trajs, results, strict=True)]
@@ -199,20 +230,28 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")
-    needs_scores = any(s != "restart" for s in strategies)
-    if needs_scores and setup is None:
+    if any(s != "restart" for s in strategies) and setup is None:
         raise UserError("strategies other than restart need a scorer")
+    # top1 needs every step's score; conformal alone may stop scoring early.
+    early = await early_stopped_choices(failed, setup, calibration) if "top1" not in strategies else None
+    needs_scores = "top1" in strategies or ("conformal" in strategies and early is None)
     scores = await score_runs(failed, setup) if needs_scores and setup else [None] * len(failed)
+    choices = early or [None] * len(failed)
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(t: Trajectory, sc: ScoreRecord | None, strategy: str) -> RollbackRecord:
+    async def one(i: int, strategy: str) -> RollbackRecord:
+        t, sc = failed[i], scores[i]
         async with gate:
+            if strategy == "conformal" and choices[i] is not None:
+                choice, nfe = choices[i]
+                return await rollback_one(t, strategy=strategy, scores=None, calibration=calibration,
+                                          scoring_nfe=nfe, choice=choice)
             return await rollback_one(t, strategy=strategy, scores=sc, calibration=calibration,
                                       scoring_nfe=(sc.nfe or 0) if sc else 0)
 
     results: dict[str, Any] = {}
     for strategy in strategies:
-        recs = await asyncio.gather(*(one(t, sc, strategy) for t, sc in zip(failed, scores, strict=True)))
+        recs = await asyncio.gather(*(one(i, strategy) for i in range(len(failed))))
         results[strategy] = {**aggregate(recs), "runs": [r.model_dump(mode="json") for r in recs]}
     summary = {
         "experiment_root": str(experiment_root),

@@ -466,6 +466,23 @@ async def test_llm_naive_scores_marked_step_highest_with_one_call_per_step() -> 
         assert res.tokens > 0 and res.details["unusable"] == 0
 
 
+async def test_segment_scores_ask_once_per_segment_on_demand_and_match_the_full_scorer() -> None:
+    from attribution.scorers.llm import lazy_scores
+
+    sctx = ScorerContext(model=ScriptedChatModel(seed=0), route="scripted")
+    traj = TRAJS[1]
+    full = (await llm_naive()([traj], sctx))[0]
+    lazy = lazy_scores("llm_naive", traj, sctx)
+    assert lazy is not None and lazy.calls == 0
+    assert await lazy(traj.n_steps - 1) == full.step_scores[-1] and lazy.calls == 1
+    assert await lazy(traj.n_steps - 1) == full.step_scores[-1] and lazy.calls == 1  # cached
+    assert [await lazy(i) for i in range(traj.n_steps)] == full.step_scores and lazy.calls == full.nfe
+    roles = lazy_scores("llm_roles", traj, sctx)
+    await roles(0)
+    assert roles.calls == 3  # one call per analyst role for the step's segment
+    assert lazy_scores("position", traj, sctx) is None
+
+
 async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
     sctx = ScorerContext(model=ScriptedChatModel(seed=0), route="scripted")
     traj = make_traj([f"A{i % 3}" for i in range(12)], 7)

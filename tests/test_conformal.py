@@ -485,3 +485,47 @@ def test_auto_rule_prefers_rf_on_ties_and_picks_smaller_sets():
     late = [rec(i, [0.05, 0.05, 0.05, 0.1, 0.3, 0.45], 4) for i in range(9)]
     best, rates = choose_method(late, 0.3, SUM)
     assert rates[best] == max(rates.values()) and best in ("lf", "twf")
+
+
+# --- early stopping (lf/rf scanning a scorer that pays per step) ---------------------
+
+
+@pytest.mark.parametrize("method", ["lf", "rf"])
+@pytest.mark.parametrize("agg", [Aggregator(), Aggregator(kind="max", lam=0.3), Aggregator(kind="lse", beta=2.0)],
+                         ids=["sum", "max", "lse"])
+async def test_lazy_filtration_equals_the_full_scan_and_scores_only_what_it_needs(method, agg):
+    from attribution.conformal import lazy_filtration_set, prefix_scores, suffix_scores
+
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        n = int(rng.integers(1, 12))
+        s = [float(x) for x in rng.choice([0.0, 0.1, 0.5, 0.5, 1.0], size=n)]  # ties on purpose
+        edges = [*suffix_scores(s, agg), *prefix_scores(s, agg)]
+        finite = [e for e in edges if math.isfinite(e)]
+        for q in {0.0, INF, *finite, *[e + 1e-3 for e in finite]}:
+            asked: list[int] = []
+
+            async def score_at(i: int, s=s, asked=asked) -> float:
+                asked.append(i)
+                return s[i]
+
+            lazy = await lazy_filtration_set(n, score_at, method, q, agg)
+            full = prediction_set(s, method, q, agg)
+            assert lazy.steps == full.steps and lazy.nfe == full.nfe == len(asked) == len(set(asked))
+            assert (0 if method == "lf" else n - 1) not in asked or n == 1 and not asked  # g(whole) is inf
+
+
+async def test_lazy_filtration_stops_at_the_first_crossing():
+    from attribution.conformal import lazy_filtration_set
+
+    s = [0.9, 0.8, 0.1, 0.0, 0.0, 0.1]
+    asked: list[int] = []
+
+    async def score_at(i: int) -> float:
+        asked.append(i)
+        return s[i]
+
+    ps = await lazy_filtration_set(len(s), score_at, "lf", 0.03, Aggregator())  # (0.1 + 0.1) / 6 > 0.03 at step 2
+    assert ps.steps == (3, 4, 5) and asked == [5, 4, 3, 2] and ps.nfe == 4
+    with pytest.raises(UserError, match="lf and rf"):
+        await lazy_filtration_set(len(s), score_at, "vcp", 0.03, Aggregator())

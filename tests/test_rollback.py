@@ -201,6 +201,20 @@ def test_rollback_with_an_llm_scorer_on_a_model_route(failed_run, capsys):
     assert rec["strategy"] == "top1" and rec["scoring_nfe"] > 0 and len(rec["set"]) == 1
 
 
+def test_conformal_rollback_with_an_llm_scorer_stops_scoring_early(failed_run, tmp_path, capsys):
+    traj = load_run(failed_run, 0)
+    cal = calibration(0.0001, method="lf", scorer="llm_naive", scorer_route="scripted",
+                      scorer_with_ground_truth=True)
+    path = tmp_path / "cal.json"
+    path.write_text(cal.model_dump_json(), encoding="utf-8")
+    assert main(["rollback", "--run-dir", str(failed_run / "run_0"), "--strategy", "conformal",
+                 "--calibration", str(path)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    # A tiny q_hat: the scan crosses it within the first steps it scores, far short of every step.
+    assert 1 <= rec["scoring_nfe"] < traj.n_steps - 1
+    assert rec["set"] == list(range(traj.n_steps - len(rec["set"]), traj.n_steps))  # a suffix (lf)
+
+
 def test_llm_scorer_settings_default_to_the_calibrations_route_without_ground_truth():
     cal = calibration(0.5, scorer="llm_naive", scorer_route="scripted", scorer_with_ground_truth=False)
     setup = resolve_scoring(cal)

@@ -37,6 +37,8 @@ from attribution.trajectory import Trajectory
 
 SCORE_REPLY_TOKENS = 24
 """Completion budget per scoring call (tokens): the answer is one number."""
+MAX_CALLS, ROLES_K = 40, 3
+"""Default calls per role per trajectory (beyond it, steps are scored in segments) and llm_roles' panel size."""
 _PROB_RE = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%|(?<![\w.])(0?\.\d+|1\.0+|[01])(?!\d|\.\d)")
 
 BASE_SYSTEM = (
@@ -86,27 +88,57 @@ async def _score_segment(session: LLMSession, traj: Trajectory, header: str, seg
     return parse_probability(reply)
 
 
+class SegmentScores:
+    """One trajectory's step scores from the model, asked per segment on first need and cached.
+
+    Awaiting ``scores(i)`` costs ``len(roles)`` calls the first time step
+    ``i``'s segment is needed and nothing after; early-stopped conformal
+    sets (:func:`attribution.conformal.lazy_filtration_set`) therefore pay
+    only for the steps their scan reaches.
+    """
+
+    def __init__(self, traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
+                 max_calls: int) -> None:
+        self.traj, self.roles = traj, roles
+        self.session = new_session(ctx, method)
+        self.session.reply_tokens = SCORE_REPLY_TOKENS
+        self.header = case_header(traj, ctx.with_ground_truth)
+        self.segs = segments(traj.n_steps, max_calls)
+        self._seg_of = {i: k for k, seg in enumerate(self.segs) for i in seg}
+        self._cache: dict[int, float] = {}
+        self.unusable = 0
+
+    async def __call__(self, step: int) -> float:
+        k = self._seg_of[step]
+        if k not in self._cache:
+            self._cache[k] = await self._ask(self.segs[k])
+        return self._cache[k]
+
+    async def _ask(self, seg: range) -> float:
+        total = 0.0
+        for role in self.roles:
+            system = BASE_SYSTEM if role is None else f"You are a {role} analyst. {ROLES[role][1]} {BASE_SYSTEM}"
+            temperature = None if role is None else ROLES[role][0]
+            p = await _score_segment(self.session, self.traj, self.header, seg, system, temperature)
+            if p is None:
+                self.unusable += 1
+                p = 0.5
+            total += p
+        return min(1.0, max(0.0, total / len(self.roles)))
+
+    @property
+    def calls(self) -> int:
+        """Model calls so far (the NFE)."""
+        return self.session.calls
+
+
 async def score_trajectory(traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
                            max_calls: int) -> StepScores:
-    """Average over ``roles`` (None: the plain prompt) of per-segment probabilities."""
+    """Average over ``roles`` (None: the plain prompt) of per-segment probabilities, for every step."""
     start = time.perf_counter()
-    session = new_session(ctx, method)
-    session.reply_tokens = SCORE_REPLY_TOKENS
-    header = case_header(traj, ctx.with_ground_truth)
-    segs = segments(traj.n_steps, max_calls)
-    totals = [0.0] * traj.n_steps
-    unusable = 0
-    for role in roles:
-        system = BASE_SYSTEM if role is None else f"You are a {role} analyst. {ROLES[role][1]} {BASE_SYSTEM}"
-        temperature = None if role is None else ROLES[role][0]
-        for seg in segs:
-            p = await _score_segment(session, traj, header, seg, system, temperature)
-            if p is None:
-                unusable += 1
-                p = 0.5
-            for i in seg:
-                totals[i] += p
-    scores = [min(1.0, max(0.0, t / len(roles))) for t in totals]
+    lazy = SegmentScores(traj, ctx, method, roles, max_calls)
+    scores = [await lazy(i) for i in range(traj.n_steps)]
+    session = lazy.session
     return StepScores(
         id=traj.id,
         n_steps=traj.n_steps,
@@ -114,13 +146,22 @@ async def score_trajectory(traj: Trajectory, ctx: ScorerContext, method: str, ro
         nfe=session.calls,
         tokens=session.tokens_in + session.tokens_out,
         seconds=time.perf_counter() - start,
-        details={"segment_size": len(segs[0]) if segs else 0, "roles": [r for r in roles if r], "unusable": unusable,
-                 "truncated": session.truncated, **session.accounting()},
+        details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": [r for r in roles if r],
+                 "unusable": lazy.unusable, "truncated": session.truncated, **session.accounting()},
     )
 
 
+def lazy_scores(name: str, traj: Trajectory, ctx: ScorerContext) -> SegmentScores | None:
+    """An on-demand scorer of ``traj`` for the LLM scorer ``name`` (default options); None for other scorers."""
+    if name == "llm_naive":
+        return SegmentScores(traj, ctx, "llm_naive", [None], MAX_CALLS)
+    if name == "llm_roles":
+        return SegmentScores(traj, ctx, "llm_roles", list(sample_panel(ROLES_K, ctx.seed)), MAX_CALLS)
+    return None
+
+
 @register_scorer("llm_naive")
-def llm_naive(max_calls: int = 40) -> Scorer:
+def llm_naive(max_calls: int = MAX_CALLS) -> Scorer:
     """One call per step (segments when ``n_steps > max_calls``)."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
@@ -130,7 +171,7 @@ def llm_naive(max_calls: int = 40) -> Scorer:
 
 
 @register_scorer("llm_roles")
-def llm_roles(k: int = 3, max_calls: int = 40) -> Scorer:
+def llm_roles(k: int = ROLES_K, max_calls: int = MAX_CALLS) -> Scorer:
     """``k`` ECHO roles (sampled with the seed) each scoring every step/segment; averaged."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
