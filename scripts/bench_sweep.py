@@ -1,9 +1,10 @@
 """Sweep performance figures, printed by one command.
 
 1. **Tracing overhead**: the same scripted runs (zero model latency) of
-   ``sas`` and ``debate`` with tracing on and off, one run at a time, the two
-   modes interleaved over ``--repeats`` rounds; wall time per LLM call and the
-   overhead ``on / off - 1`` of the medians (target <= 5 %).
+   ``sas`` and ``debate`` with tracing on and off, one run at a time (each
+   run whole: graph, trace, evaluation, artifacts; not the sweep's fixed
+   set-up), the two modes interleaved over ``--repeats`` rounds; wall time
+   per LLM call and the overhead ``on / off - 1`` of the medians (target <= 5 %).
 2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
@@ -38,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
-from mas.experiment import ExperimentRequest, run_experiment  # noqa: E402
+from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
+from mas.runner import execute_run  # noqa: E402
 
 EFFICIENCY_TARGET, OVERHEAD_TARGET, SATURATION_TARGET = 0.90, 0.05, 0.85
 
@@ -72,19 +74,45 @@ def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, task
     return time.perf_counter() - t0
 
 
+def _runs_only(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int, tracing: bool) -> float:
+    """Wall time (s) of ``tasks`` runs executed one after another, without the sweep around them.
+
+    The sweep's fixed costs (graph pictures, manifest, progress) are the same
+    with tracing on and off; timed along with 20 short runs they made the
+    on/off ratio wander by several per cent.
+    """
+    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks, runs_per_task=1,
+                            experiment_id=exp, progress="none", tracing=tracing)
+    benches = validate_request(req)
+    specs = plan_runs(req, benches)
+
+    async def run_all() -> float:
+        t0 = time.perf_counter()
+        for spec in specs:
+            await execute_run(spec, cfg, benches[spec.benchmark], tracing=tracing)
+        return time.perf_counter() - t0
+
+    return asyncio.run(run_all())
+
+
 def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
     """Wall ms per LLM call with tracing on and off (medians over interleaved repeats)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
     try:
         _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
-        _sweep(cfg, "count", benchmark="arith", system=system, tasks=tasks, runs=1)
+        _runs_only(cfg, "count", system=system, tasks=tasks, tracing=True)
         calls, _ = trace_calls_and_tokens(tmp / "count")  # the scripted runs are deterministic: same calls off
+        # The first few rounds of both modes run up to 30 % slower (allocator, file system and library caches
+        # warming up); two discarded rounds per mode keep that out of the medians.
+        for i in range(2):
+            for tracing in (True, False):
+                _runs_only(cfg, f"warm{i}_{tracing}", system=system, tasks=tasks, tracing=tracing)
         walls: dict[bool, list[float]] = {True: [], False: []}
         for i in range(repeats):
             for tracing in ((True, False) if i % 2 == 0 else (False, True)):
-                walls[tracing].append(_sweep(cfg, f"r{i}_{tracing}", benchmark="arith", system=system, tasks=tasks,
-                                             runs=1, tracing=tracing))
+                walls[tracing].append(_runs_only(cfg, f"r{i}_{tracing}", system=system, tasks=tasks,
+                                                 tracing=tracing))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     on, off = statistics.median(walls[True]), statistics.median(walls[False])
@@ -188,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=200.0, help="simulated model latency per call (default 200)")
     p.add_argument("--system", default="sas", help="system of the efficiency sweep (default sas)")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--overhead-tasks", type=int, default=20, help="runs per overhead measurement (default 20)")
-    p.add_argument("--repeats", type=int, default=5, help="interleaved on/off rounds of the overhead (default 5)")
+    p.add_argument("--overhead-tasks", type=int, default=50, help="runs per overhead measurement (default 50)")
+    p.add_argument("--repeats", type=int, default=7, help="interleaved on/off rounds of the overhead (default 7)")
     p.add_argument("--embedded-tasks", type=int, default=16, help="GSM8K runs of the saturation sweep (default 16)")
     p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
     args = p.parse_args(argv)
