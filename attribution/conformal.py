@@ -41,11 +41,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Iterable, Sequence
+from typing import Annotated
 
 import numpy as np
 from pydantic import BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import structlog

@@ -10,7 +10,6 @@ execute is :mod:`mas.executors`.
 from __future__ import annotations
 
 import asyncio
-
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
