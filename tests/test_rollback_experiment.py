@@ -91,3 +91,26 @@ def test_rollback_loop_at_scale(tmp_path):
     results = json.loads((out / "rollback_results.json").read_text())
     check_results(results, n_failed)
     assert results["conformal"]["coverage"] >= 0.8 - 0.2  # 1 - alpha, within the noise of 20 runs
+
+
+def test_llm_scorer_rollback_scores_only_what_the_filtration_scan_needs(tmp_path):
+    cal_root = sweep(tmp_path, "cal", 0, 6)
+    scores = tmp_path / "cal.scores.jsonl"
+    assert main(["score-steps", "--runs-dir", str(cal_root), "--scorer", "llm_naive", "--model", "scripted",
+                 "--out", str(scores)]) == 0
+    cal = tmp_path / "calibration.json"
+    assert main(["calibrate", "--scores", str(scores), "--method", "lf", "--alpha", "0.3", "--out", str(cal)]) == 0
+    test_root = sweep(tmp_path, "test", 1, 4)
+
+    def roll(strategies, out):
+        assert main(["rollback-experiment", "--experiment-root", str(test_root), "--calibration", str(cal),
+                     "--strategies", strategies, "--out", str(tmp_path / out)]) == 0
+        return json.loads((tmp_path / out / "rollback_results.json").read_text())
+
+    early = roll("conformal", "early")["conformal"]["runs"]
+    full = roll("conformal,top1", "full")  # top1 needs every score: the same sets from full scoring
+    assert [r["set"] for r in early] == [r["set"] for r in full["conformal"]["runs"]]
+    every_step = [r["scoring_nfe"] for r in full["top1"]["runs"]]
+    assert all(r["n_steps"] == n for r, n in zip(early, every_step, strict=True))  # llm_naive: one call a step
+    assert all(r["scoring_nfe"] <= r["n_steps"] - 1 for r in early)  # g(whole) is inf: step 0 never scored
+    assert sum(r["scoring_nfe"] for r in early) < sum(every_step)
