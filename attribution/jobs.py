@@ -121,14 +121,32 @@ def load_train_source(src: TrainSource) -> list[Trajectory]:
 def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
     """``(chat model or None, route facts)`` for ``opts.model`` via ``mas.models.make_chat_model``."""
     if opts.model is None:
-        return None, {"route": None, "context_window": 8192, "max_output_tokens": 512, "model_label": None}
+        return None, {"route": None, "context_window": 8192, "max_output_tokens": 512, "model_label": None,
+                      "count_tokens": None}
     from mas.config import load_config
     from mas.models import make_chat_model
 
     cfg = load_config(opts.config)
     bound = make_chat_model(cfg, opts.model, seed=opts.seed)
     return bound.model, {"route": opts.model, "context_window": bound.route.context_window,
-                         "max_output_tokens": bound.route.max_tokens, "model_label": bound.model_label}
+                         "max_output_tokens": bound.route.max_tokens, "model_label": bound.model_label,
+                         "count_tokens": _server_tokenizer(bound)}
+
+
+def _server_tokenizer(bound: Any) -> Any:
+    """``async (text) -> tokens`` by the embedded server's own tokenizer; None for other routes.
+
+    Characters / 4 undercounts code and numbers: the server then cut the
+    front of a prompt off (system prompt and task) without a word.
+    """
+    if bound.provider != "embedded":
+        return None
+    from mas.llm import count_tokens
+
+    async def count(text: str) -> int:
+        return (await count_tokens(bound, text))[0]
+
+    return count
 
 
 def _source_record(opts: SourceOptions, loaded: LoadResult) -> dict[str, Any]:
@@ -223,6 +241,7 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     todo = [t for t in loaded.trajectories if t.id not in done]
     write_json_atomic(out / "settings.json", settings)
     ctx = MethodContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                        count_tokens=facts["count_tokens"],
                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
                         seed=job.seed)
     bar = _progress_bar(len(todo), job.method)
@@ -265,6 +284,7 @@ def run_score_job(job: ScoreJob) -> dict[str, Any]:
     train = load_train_dir(job.train_dir).trajectories if job.train_dir else []
     model, facts = open_model(job)
     ctx = ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                        count_tokens=facts["count_tokens"],
                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
                         seed=job.seed, folds=job.folds, train=train, concurrency=job.concurrency)
     start = time.perf_counter()

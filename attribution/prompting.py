@@ -6,9 +6,11 @@ context window minus the reply reserve), step texts are cut to a common
 per-step cap (head and tail kept, focus steps get a larger share); when even
 a minimum cap does not fit, steps far from the focus are collapsed into
 ``… steps a–b omitted …`` lines. Every fit is recorded (:class:`FitReport`).
-Tokens are estimated as characters / 4 (no tokenizer of the served model is
-available offline); if the server still refuses a prompt as too long, the
-call is rebuilt with a smaller budget, so no method fails on length.
+Tokens are estimated as characters / 4; on the embedded route the fitted
+prompt is then measured with the server's own tokenizer and refitted while it
+is over budget (llama-server would otherwise cut its head off silently). If a
+server still refuses a prompt as too long, the call is rebuilt with a smaller
+budget, so no method fails on length.
 
 Calling: :class:`LLMSession` wraps one case: it calls the model with the
 contract name as metadata, counts calls (NFE), input/output tokens from
@@ -51,6 +53,8 @@ __all__ = [
 REPLY_RESERVE_TOKENS = 512
 """Tokens kept free for the model's answer (also sent as ``max_tokens``)."""
 SAFETY_MARGIN_TOKENS = 96
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+"""Chat-template tokens around each message (role markers), added to a measured prompt."""
 TRANSIENT_RETRIES = 2
 """Retries of a call that failed with a timeout, connection error, 429 or 5xx."""
 _TRANSIENT_RE = re.compile(r"timeout|timed out|connection|rate limit|\b429\b|\b5\d\d\b|overloaded|unavailable", re.I)
@@ -229,6 +233,8 @@ class LLMSession:
     context_window: int
     method: str
     reply_tokens: int = REPLY_RESERVE_TOKENS
+    count_tokens: Any = None
+    """``async (text) -> tokens`` by the served model's tokenizer; None: the estimate alone."""
     calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -273,6 +279,12 @@ class LLMSession:
         limit = self.prompt_budget
         for attempt in range(MAX_REFITS + 1):
             messages, report, prompt_tokens = _fit(build, limit)
+            if self.count_tokens is not None and attempt < MAX_REFITS:
+                # A server that truncates instead of refusing would silently drop the prompt's head.
+                prompt_tokens = await self._measured(messages)
+                if prompt_tokens > self.prompt_budget and report is not None and report.n_steps:
+                    limit = max(64, limit * self.prompt_budget // prompt_tokens - 16)
+                    continue
             try:
                 reply = await self._invoke(stage, messages, temperature, meta, schema)
             except ModelCallError as err:
@@ -283,6 +295,11 @@ class LLMSession:
             self._record_fit(stage, report, prompt_tokens, attempt)
             return reply
         raise ModelCallError(f"{self.method}.{stage}: prompt still too long after {MAX_REFITS} refits")  # pragma: no cover
+
+    async def _measured(self, messages: list[BaseMessage]) -> int:
+        """Prompt tokens by the served model's tokenizer, plus the chat template's per-message tokens."""
+        counts = [await self.count_tokens(str(m.content)) for m in messages]
+        return sum(counts) + TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
 
     def _record_fit(self, stage: str, report: FitReport | None, prompt_tokens: int, refits: int) -> None:
         if report is None:
@@ -401,7 +418,8 @@ def new_session(ctx: Any, method: str) -> LLMSession:
 
     model = require_model(ctx, method)
     reply = min(int(getattr(ctx, "max_output_tokens", REPLY_RESERVE_TOKENS)), REPLY_RESERVE_TOKENS)
-    return LLMSession(model=model, context_window=int(ctx.context_window), method=method, reply_tokens=reply)
+    return LLMSession(model=model, context_window=int(ctx.context_window), method=method, reply_tokens=reply,
+                      count_tokens=getattr(ctx, "count_tokens", None))
 
 
 def finish(

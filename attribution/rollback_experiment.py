@@ -133,6 +133,7 @@ def _scorer_context(setup: ScoringSetup, train: list[Trajectory]) -> Any:
     model, facts = open_model(ModelOptions(model=setup.route, config=setup.config, seed=setup.seed,
                                            with_ground_truth=setup.with_ground_truth))
     return ScorerContext(model=model, route=facts["route"], context_window=facts["context_window"],
+                         count_tokens=facts["count_tokens"],
                          max_output_tokens=facts["max_output_tokens"], with_ground_truth=setup.with_ground_truth,
                          seed=setup.seed, train=train)
 

@@ -166,7 +166,7 @@ def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
     return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
 
 
-async def _count_tokens(bound: BoundModel, text: str) -> tuple[int, str]:
+async def count_tokens(bound: BoundModel, text: str) -> tuple[int, str]:
     if bound.provider == "embedded" and bound.base_url:
         root = bound.base_url.removesuffix("/v1")
         try:
@@ -265,8 +265,8 @@ async def call_llm(
         token_in, token_out, source = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), "provider"
     else:
         prompt = "\n".join(str(m.content) for m in messages)
-        token_in, source = await _count_tokens(bound, prompt)
-        token_out, _ = await _count_tokens(bound, text)
+        token_in, source = await count_tokens(bound, prompt)
+        token_out, _ = await count_tokens(bound, text)
     # Unknown names are kept: each native call needs a tool result in the
     # history, and the model learns from the failure which tools exist.
     calls = [

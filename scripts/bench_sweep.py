@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", choices=("local", "dask"), default="local")
     p.add_argument("--overhead-tasks", type=int, default=50, help="runs per overhead measurement (default 50)")
     p.add_argument("--repeats", type=int, default=7, help="interleaved on/off rounds of the overhead (default 7)")
-    p.add_argument("--embedded-tasks", type=int, default=16, help="GSM8K runs of the saturation sweep (default 16)")
+    p.add_argument("--embedded-tasks", type=int, default=32, help="GSM8K runs of the saturation sweep (default 32)")
     p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
     args = p.parse_args(argv)
     print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")

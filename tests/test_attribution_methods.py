@@ -634,3 +634,25 @@ async def test_all_methods_run_on_the_embedded_model() -> None:
             assert pred.details["fit"]["max_prompt_tokens"] <= mctx.context_window
     finally:
         _release_all()
+
+
+async def test_prompt_measured_over_budget_by_the_servers_tokenizer_is_refitted() -> None:
+    """A tokenizer counting 2 characters a token (where the estimate assumes 4) forces smaller fits."""
+    from attribution.prompting import LLMSession, messages, render_steps, step_views
+
+    traj = make_traj(["human", "Planner", "Coder"] * 30, 40, tid="long", filler="value 3.14159, " * 20)
+
+    async def count(text: str) -> int:
+        return (len(text) + 1) // 2
+
+    session = LLMSession(model=ScriptedChatModel(seed=0), context_window=2048, method="llm_naive", count_tokens=count)
+
+    def build(budget: int):
+        text, report = render_steps(step_views(traj), budget)
+        return messages("system", f"Log:\n{text}\nWhich step?"), report
+
+    await session.ask("score", build)
+    fit = session.fits[-1]
+    # chars / 4 alone would have sent about twice the budget; the measured prompt fits
+    assert fit["refits"] >= 1 and fit["prompt_tokens"] <= session.prompt_budget
+    assert fit["mode"] in ("compressed", "windowed")

@@ -36,6 +36,8 @@ class MethodContext(BaseModel):
     """Tokens the route's model accepts; prompts must fit (tokens)."""
     max_output_tokens: int = Field(default=512, ge=1)
     """Completion budget per call on this route (tokens)."""
+    count_tokens: Any = None
+    """``async (text) -> tokens`` by the served model's tokenizer (embedded route); None: chars / 4."""
     with_ground_truth: bool = True
     """Whether the method may show the task's reference answer to the model."""
     seed: int = 0

@@ -30,6 +30,8 @@ class ScorerContext(BaseModel):
     context_window: int = Field(default=8192, ge=256)
     """Tokens the route's model accepts (tokens)."""
     max_output_tokens: int = Field(default=512, ge=1)
+    count_tokens: Any = None
+    """``async (text) -> tokens`` by the served model's tokenizer (embedded route); None: chars / 4."""
     with_ground_truth: bool = True
     seed: int = 0
     folds: int = Field(default=5, ge=2)
