@@ -130,10 +130,10 @@ def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
     bound = make_chat_model(cfg, opts.model, seed=opts.seed)
     return bound.model, {"route": opts.model, "context_window": bound.route.context_window,
                          "max_output_tokens": bound.route.max_tokens, "model_label": bound.model_label,
-                         "count_tokens": _server_tokenizer(bound)}
+                         "count_tokens": server_tokenizer(bound)}
 
 
-def _server_tokenizer(bound: Any) -> Any:
+def server_tokenizer(bound: Any) -> Any:
     """``async (text) -> tokens`` by the embedded server's own tokenizer; None for other routes.
 
     Characters / 4 undercounts code and numbers: the server then cut the

@@ -623,10 +623,13 @@ async def test_all_methods_run_on_the_embedded_model() -> None:
 
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="embedded", model="qwen2.5-coder-0.5b",
                                                          temperature=0.2, max_tokens=256)})
+    from attribution.jobs import server_tokenizer
+
     bound = make_chat_model(cfg, "default")
     try:
         mctx = MethodContext(model=bound.model, route="default", context_window=bound.route.context_window,
-                             max_output_tokens=256)
+                             max_output_tokens=256, count_tokens=server_tokenizer(bound))
+        assert await mctx.count_tokens("1 2 3 4 5 6 7 8 9 0") >= 10  # the server's tokenizer: chars / 4 says 5
         for method in LLM_METHODS:
             pred = await METHODS[method]()(TRAJS[0], mctx)
             assert pred.agent is not None and pred.step is not None and 0 <= pred.step < TRAJS[0].n_steps
