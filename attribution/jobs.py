@@ -200,17 +200,17 @@ def resumable_records(out: Path, settings: dict[str, Any]) -> dict[str, CaseReco
     otherwise a :class:`UserError` names the differing setting. Cases that
     ended in an error are dropped, so they are tried again.
     """
+    records = [*_read_records(out / "predictions.jsonl"), *_read_records(out / PARTIAL)]
+    if not records:  # nothing to keep (e.g. the last attempt stopped before its first case): start afresh
+        return {}
     saved = None
     for name in ("settings.json", "results.json"):
         if (out / name).is_file():
             saved = read_json(out / name)
             break
-    records = [*_read_records(out / "predictions.jsonl"), *_read_records(out / PARTIAL)]
     if saved is None:
-        if records:
-            raise UserError(f"{out}: holds predictions but no settings.json or results.json to check them "
-                            "against; use another --out")
-        return {}
+        raise UserError(f"{out}: holds predictions but no settings.json or results.json to check them "
+                        "against; use another --out")
     for key in RESUME_KEYS:
         old, new = saved.get(key), settings[key]
         if key.endswith("_dir") and old is not None:

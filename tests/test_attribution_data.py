@@ -328,6 +328,18 @@ def test_attribute_refuses_to_mix_settings_in_one_out_dir(tmp_path: Path) -> Non
         run_attribute_job(job.model_copy(update={"with_ground_truth": False}))
 
 
+def test_a_failed_first_attempt_does_not_bind_the_out_dir(tmp_path: Path) -> None:
+    from attribution.jobs import AttributeJob, run_attribute_job
+
+    write_wnw(tmp_path / "ww", "algorithm_generated", "0", ag_record())
+    job = AttributeJob(data_dir=str(tmp_path / "ww"), method="all_at_once", out=str(tmp_path / "out"))
+    with pytest.raises(UserError, match="model"):  # forgot --model: stops before any case finishes
+        run_attribute_job(job)
+    # the same --out with the model given (here the scripted one) then just runs
+    res = run_attribute_job(job.model_copy(update={"model": "scripted"}))
+    assert res["n_cases"] == 1 and res["route"] == "scripted"
+
+
 @needs_dev
 def test_cli_score_steps_position_on_dev(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
