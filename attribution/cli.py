@@ -59,6 +59,8 @@ def _attribute(args: argparse.Namespace) -> int:
               f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
     for s in res["skipped_files"]:
         print(f"skipped {s['path']}: {s['reason']}")
+    if res["n_resumed"]:
+        print(f"kept {res['n_resumed']} case(s) finished by an earlier run into {args.out}")
     print(f"wrote {args.out}/predictions.jsonl and {args.out}/results.json")
     return 0
 
