@@ -125,7 +125,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
                                   executor=req.executor, request=request, progress=req.progress)
     finally:
-        await pictures
+        await asyncio.wait([pictures])  # a picture error must not mask how the sweep itself ended
+    pictures.result()
     if outcome.crashed:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
