@@ -76,6 +76,8 @@ def _score_steps(args: argparse.Namespace) -> int:
               f"nfe={_fmt(m['mean_nfe'])}")
     for s in res["skipped_files"]:
         print(f"skipped {s['path']}: {s['reason']}")
+    if res["n_resumed"]:
+        print(f"kept {res['n_resumed']} trajectory score(s) finished by an earlier run")
     print(f"wrote {args.out} and {args.out}.metrics.json")
     return 0
 
@@ -100,7 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Writes one JSON object per trajectory: id, n_steps, step_scores (each in "
                                    "[0, 1]), mistake_step, mistake_agent, nfe (plus subset, raw_scores, fold). "
                                    "Trained scorers (position, learned) are cross-fitted: a record is never "
-                                   "scored by a model trained on it. Metrics go to OUT.metrics.json.")
+                                   "scored by a model trained on it. Metrics go to OUT.metrics.json. "
+                                   "Model-based scorers are resumable: the same command keeps the "
+                                   "trajectories an interrupted run finished.")
     _add_source(p)
     p.add_argument("--scorer", required=True, choices=sorted(SCORERS), help="step scorer")
     p.add_argument("--train-dir", default=None,

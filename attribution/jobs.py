@@ -169,12 +169,10 @@ def _progress_bar(total: int, label: str) -> Any:
 PARTIAL = "predictions.partial.jsonl"
 """Finished cases of an unfinished ``attribute`` run, one line each, appended as they finish."""
 
-RESUME_KEYS = ("method", "route", "model", "with_ground_truth", "seed", "data_dir", "runs_dir", "subset")
-"""Settings a resumed run must share with the records it keeps (``max_cases`` may grow)."""
-
-
-def _settings(job: AttributeJob, facts: dict[str, Any]) -> dict[str, Any]:
-    return {"method": job.method, "route": facts["route"], "model": facts["model_label"],
+def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed run must share with the cases it keeps (``max_cases`` and ``concurrency`` may change)."""
+    what = {"method": job.method} if isinstance(job, AttributeJob) else {"scorer": job.scorer}
+    return {**what, "route": facts["route"], "model": facts["model_label"],
             "with_ground_truth": job.with_ground_truth, "seed": job.seed, "data_dir": _abspath(job.data_dir),
             "runs_dir": _abspath(job.runs_dir), "subset": job.subset}
 
@@ -195,7 +193,7 @@ def _read_records(path: Path) -> list[CaseRecord]:
 def resumable_records(out: Path, settings: dict[str, Any]) -> dict[str, CaseRecord]:
     """Finished cases already in ``out`` (from ``predictions.jsonl`` and the partial file), by case id.
 
-    Kept only when ``out`` was written with the same :data:`RESUME_KEYS`
+    Kept only when ``out`` was written with the same settings (:func:`_settings`)
     (read from ``settings.json``, or ``results.json`` of a finished run);
     otherwise a :class:`UserError` names the differing setting. Cases that
     ended in an error are dropped, so they are tried again.
@@ -203,22 +201,27 @@ def resumable_records(out: Path, settings: dict[str, Any]) -> dict[str, CaseReco
     records = [*_read_records(out / "predictions.jsonl"), *_read_records(out / PARTIAL)]
     if not records:  # nothing to keep (e.g. the last attempt stopped before its first case): start afresh
         return {}
-    saved = None
-    for name in ("settings.json", "results.json"):
-        if (out / name).is_file():
-            saved = read_json(out / name)
-            break
+    check_settings(out, [out / "settings.json", out / "results.json"], settings)
+    return {r.id: r for r in records if r.error is None}
+
+
+def check_settings(out: Path, saved_in: list[Path], settings: dict[str, Any]) -> None:
+    """Raise a :class:`UserError` unless the first existing file of ``saved_in`` holds ``settings``.
+
+    Directories are compared as absolute paths; the message names the first
+    setting that differs.
+    """
+    saved = next((read_json(p) for p in saved_in if p.is_file()), None)
     if saved is None:
-        raise UserError(f"{out}: holds predictions but no settings.json or results.json to check them "
-                        "against; use another --out")
-    for key in RESUME_KEYS:
-        old, new = saved.get(key), settings[key]
+        raise UserError(f"{out}: holds finished cases but no {' or '.join(p.name for p in saved_in)} to check "
+                        "them against; use another --out")
+    for key, new in settings.items():
+        old = saved.get(key)
         if key.endswith("_dir") and old is not None:
             old = _abspath(old)
         if old != new:
             raise UserError(f"{out}: was written with {key}={old!r}, this run has {key}={new!r}; "
                             "use another --out to keep both, or delete it to start over")
-    return {r.id: r for r in records if r.error is None}
 
 
 def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
@@ -274,8 +277,75 @@ def _prediction_line(r: CaseRecord) -> str:
     return json.dumps(r.model_dump(mode="json"), ensure_ascii=False)
 
 
+def _score_row(r: Any, t: Trajectory, info: dict[str, Any]) -> dict[str, Any]:
+    """One line of the score file (see the ``score-steps`` help)."""
+    row = {"id": r.id, "n_steps": r.n_steps, "step_scores": r.step_scores, "mistake_step": t.mistake_step,
+           "mistake_agent": t.mistake_agent, "nfe": r.nfe, "subset": t.subset, "tokens": r.tokens,
+           "seconds": r.seconds, **info}
+    if "raw_scores" in r.details:
+        row["raw_scores"] = r.details["raw_scores"]
+    if "fold" in r.details:
+        row["fold"] = r.details["fold"]
+    return row
+
+
+def _read_scores(path: Path) -> list[Any]:
+    """``StepScores`` of a score file's readable lines (a torn last line is skipped)."""
+    from attribution.scorers.base import StepScores
+
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            out.append(StepScores(id=row["id"], n_steps=row["n_steps"], step_scores=row["step_scores"],
+                                  nfe=row.get("nfe", 0), tokens=row.get("tokens", 0), seconds=row.get("seconds", 0.0)))
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping an unreadable score line", path=str(path))
+    return out
+
+
+def _score_resumable(job: ScoreJob, scorer: Any, trajectories: list[Trajectory], ctx: Any,
+                     settings: dict[str, Any], info: dict[str, Any]) -> tuple[list[Any], int]:
+    """Score per trajectory, appending each row to ``<out>.partial.jsonl``; keep rows an earlier run finished.
+
+    Returns the scores in input order and how many were kept.
+    """
+    out, partial = Path(job.out), Path(f"{job.out}.partial.jsonl")
+    kept = [*_read_scores(out), *_read_scores(partial)]
+    if kept:
+        check_settings(out, [Path(f"{job.out}.settings.json"), Path(f"{job.out}.metrics.json")], settings)
+    done = {r.id: r for r in kept}
+    todo = [t for t in trajectories if t.id not in done]
+    write_json_atomic(f"{job.out}.settings.json", settings)
+
+    async def score_all(fh: Any) -> list[Any]:
+        gate = asyncio.Semaphore(job.concurrency)
+
+        async def one(t: Trajectory) -> Any:
+            async with gate:
+                r = (await scorer([t], ctx))[0]
+            fh.write(json.dumps(_score_row(r, t, info), ensure_ascii=False) + "\n")
+            fh.flush()
+            return r
+
+        return list(await asyncio.gather(*(one(t) for t in todo)))
+
+    with partial.open("a", encoding="utf-8") as fh:
+        fresh = asyncio.run(score_all(fh))
+    merged = {**done, **{r.id: r for r in fresh}}
+    return [merged[t.id] for t in trajectories], len(trajectories) - len(fresh)
+
+
 def run_score_job(job: ScoreJob) -> dict[str, Any]:
-    """Score every step of every case; write the score file and ``<out>.metrics.json``; return the metrics."""
+    """Score every step of every case; write the score file and ``<out>.metrics.json``; return the metrics.
+
+    Model-based scorers are resumable like ``attribute``: each scored
+    trajectory is appended to ``<out>.partial.jsonl`` at once, and the same
+    command keeps what an interrupted run finished. Trained scorers are
+    cross-fitted over all records together (seconds), so they always start afresh.
+    """
     from attribution.scorers import get_scorer
     from attribution.scorers.base import ScorerContext
 
@@ -287,28 +357,22 @@ def run_score_job(job: ScoreJob) -> dict[str, Any]:
                         count_tokens=facts["count_tokens"],
                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
                         seed=job.seed, folds=job.folds, train=train, concurrency=job.concurrency)
+    info = scorer_info(job).model_dump(mode="json")
+    settings = _settings(job, facts)
     start = time.perf_counter()
-    results = asyncio.run(scorer(loaded.trajectories, ctx))
+    if job.scorer in TRAINED_SCORERS:
+        results, n_resumed = asyncio.run(scorer(loaded.trajectories, ctx)), 0
+    else:
+        results, n_resumed = _score_resumable(job, scorer, loaded.trajectories, ctx, settings, info)
     wall = time.perf_counter() - start
     by_id = {t.id: t for t in loaded.trajectories}
-    info = scorer_info(job).model_dump(mode="json")
-    lines = []
-    for r in results:
-        t = by_id[r.id]
-        row = {"id": r.id, "n_steps": r.n_steps, "step_scores": r.step_scores, "mistake_step": t.mistake_step,
-               "mistake_agent": t.mistake_agent, "nfe": r.nfe, "subset": t.subset, "tokens": r.tokens,
-               "seconds": r.seconds, **info}
-        if "raw_scores" in r.details:
-            row["raw_scores"] = r.details["raw_scores"]
-        if "fold" in r.details:
-            row["fold"] = r.details["fold"]
-        lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    lines = [json.dumps(_score_row(r, by_id[r.id], info), ensure_ascii=False) + "\n" for r in results]
     summary = {
-        **info, "model": facts["model_label"], "route": facts["route"], "seed": job.seed,
-        "folds": job.folds, "train_dir": job.train_dir, "n_train_extra": len(train), "date": _now(),
-        "wall_seconds": wall, "n_cases": len(results), **_source_record(job, loaded),
-        "metrics": scorer_metrics(results, loaded.trajectories),
+        **settings, **info, "folds": job.folds, "train_dir": job.train_dir, "n_train_extra": len(train),
+        "date": _now(), "wall_seconds": wall, "n_cases": len(results), "n_resumed": n_resumed,
+        **_source_record(job, loaded), "metrics": scorer_metrics(results, loaded.trajectories),
     }
     write_text_atomic(job.out, "".join(lines))
     write_json_atomic(f"{job.out}.metrics.json", summary)
+    Path(f"{job.out}.partial.jsonl").unlink(missing_ok=True)
     return summary

@@ -340,6 +340,28 @@ def test_a_failed_first_attempt_does_not_bind_the_out_dir(tmp_path: Path) -> Non
     assert res["n_cases"] == 1 and res["route"] == "scripted"
 
 
+def test_score_steps_with_a_model_resumes_without_rescoring(tmp_path: Path) -> None:
+    from attribution.jobs import ScoreJob, run_score_job
+
+    for i in range(4):
+        write_wnw(tmp_path / "ww", "algorithm_generated", f"{i}", ag_record(str(i % 4)))
+    out = tmp_path / "s.jsonl"
+    job = ScoreJob(data_dir=str(tmp_path / "ww"), scorer="llm_naive", model="scripted", out=str(out), max_cases=2)
+    assert run_score_job(job)["n_resumed"] == 0
+    first = out.read_text().splitlines()
+    assert not Path(f"{out}.partial.jsonl").exists()
+    # a run killed after one more trajectory left its line (and a torn one) in the partial file
+    more = run_score_job(job.model_copy(update={"max_cases": 3, "out": str(tmp_path / "t.jsonl")}))
+    third = (tmp_path / "t.jsonl").read_text().splitlines()[2]
+    Path(f"{out}.partial.jsonl").write_text(third + "\n" + third[:30], encoding="utf-8")
+    res = run_score_job(job.model_copy(update={"max_cases": 4}))
+    lines = out.read_text().splitlines()
+    assert res["n_resumed"] == 3 and more["n_resumed"] == 0 and len(lines) == 4
+    assert lines[:2] == first and lines[2] == third  # kept rows are not rescored (same seconds)
+    with pytest.raises(UserError, match="with_ground_truth"):
+        run_score_job(job.model_copy(update={"with_ground_truth": False}))
+
+
 @needs_dev
 def test_cli_score_steps_position_on_dev(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
