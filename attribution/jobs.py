@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -177,17 +178,23 @@ def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any]) -> dict[str, 
             "runs_dir": _abspath(job.runs_dir), "subset": job.subset}
 
 
-def _read_records(path: Path) -> list[CaseRecord]:
-    """Records of a predictions file; a line cut off by a crash (or otherwise unreadable) is skipped."""
+def _read_lines(path: Path, parse: Callable[[str], Any]) -> list[Any]:
+    """``parse`` of every line of a JSONL file (none when it is missing); a line cut off by a crash, or
+    otherwise unreadable, is skipped with a warning."""
     if not path.is_file():
         return []
-    records = []
+    out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
-            records.append(CaseRecord.model_validate_json(line))
-        except ValueError:
-            log.warning("skipping an unreadable prediction line", path=str(path), line=n)
-    return records
+            out.append(parse(line))
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping an unreadable line", path=str(path), line=n)
+    return out
+
+
+def _read_records(path: Path) -> list[CaseRecord]:
+    """Records of a predictions file."""
+    return _read_lines(path, CaseRecord.model_validate_json)
 
 
 def resumable_records(out: Path, settings: dict[str, Any]) -> dict[str, CaseRecord]:
@@ -290,20 +297,15 @@ def _score_row(r: Any, t: Trajectory, info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_scores(path: Path) -> list[Any]:
-    """``StepScores`` of a score file's readable lines (a torn last line is skipped)."""
+    """``StepScores`` of a score file's lines."""
     from attribution.scorers.base import StepScores
 
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-            out.append(StepScores(id=row["id"], n_steps=row["n_steps"], step_scores=row["step_scores"],
-                                  nfe=row.get("nfe", 0), tokens=row.get("tokens", 0), seconds=row.get("seconds", 0.0)))
-        except (ValueError, KeyError, TypeError):
-            log.warning("skipping an unreadable score line", path=str(path))
-    return out
+    def parse(line: str) -> StepScores:
+        row = json.loads(line)
+        return StepScores(id=row["id"], n_steps=row["n_steps"], step_scores=row["step_scores"],
+                          nfe=row.get("nfe", 0), tokens=row.get("tokens", 0), seconds=row.get("seconds", 0.0))
+
+    return _read_lines(path, parse)
 
 
 def _score_resumable(job: ScoreJob, scorer: Any, trajectories: list[Trajectory], ctx: Any,

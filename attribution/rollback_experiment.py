@@ -147,9 +147,9 @@ async def early_stopped_choices(trajs: list[Trajectory], setup: ScoringSetup | N
     only as far as the filtration scan reaches (same set as scoring them all).
     """
     from attribution.conformal import lazy_filtration_set
-    from attribution.scorers.llm import lazy_scores
+    from attribution.scorers.llm import LAZY_SCORERS, lazy_scores
 
-    if setup is None or calibration is None or setup.route is None:
+    if setup is None or calibration is None or setup.route is None or setup.scorer not in LAZY_SCORERS:
         return None
     fitted = calibration.fitted()
     if fitted.resolved_method not in ("lf", "rf"):
@@ -158,8 +158,6 @@ async def early_stopped_choices(trajs: list[Trajectory], setup: ScoringSetup | N
     out = []
     for t in trajs:
         scores = lazy_scores(setup.scorer, t, ctx)
-        if scores is None:
-            return None
         ps = await lazy_filtration_set(t.n_steps, scores, fitted.resolved_method, fitted.q_hat, fitted.agg)
         out.append((set_choice(ps.steps, t.n_steps), scores.calls))
     return out
@@ -234,7 +232,8 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     if any(s != "restart" for s in strategies) and setup is None:
         raise UserError("strategies other than restart need a scorer")
     # top1 needs every step's score; conformal alone may stop scoring early.
-    early = await early_stopped_choices(failed, setup, calibration) if "top1" not in strategies else None
+    early = (await early_stopped_choices(failed, setup, calibration)
+             if "conformal" in strategies and "top1" not in strategies else None)
     needs_scores = "top1" in strategies or ("conformal" in strategies and early is None)
     scores = await score_runs(failed, setup) if needs_scores and setup else [None] * len(failed)
     choices = early or [None] * len(failed)

@@ -97,7 +97,7 @@ def _runs_only(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int, trac
 
 
 def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
-    """Wall ms per LLM call with tracing on and off (medians over interleaved repeats)."""
+    """Wall ms per LLM call with tracing on and off (medians) and the overhead (median of paired on/off ratios)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
     try:

@@ -132,13 +132,11 @@ class SegmentScores:
         return self.session.calls
 
 
-async def score_trajectory(traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
-                           max_calls: int) -> StepScores:
-    """Average over ``roles`` (None: the plain prompt) of per-segment probabilities, for every step."""
+async def score_trajectory(lazy: SegmentScores) -> StepScores:
+    """Every step's score from ``lazy`` (each segment asked once per role, averaged over the roles)."""
     start = time.perf_counter()
-    lazy = SegmentScores(traj, ctx, method, roles, max_calls)
+    traj, session = lazy.traj, lazy.session
     scores = [await lazy(i) for i in range(traj.n_steps)]
-    session = lazy.session
     return StepScores(
         id=traj.id,
         n_steps=traj.n_steps,
@@ -146,18 +144,25 @@ async def score_trajectory(traj: Trajectory, ctx: ScorerContext, method: str, ro
         nfe=session.calls,
         tokens=session.tokens_in + session.tokens_out,
         seconds=time.perf_counter() - start,
-        details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": [r for r in roles if r],
+        details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": [r for r in lazy.roles if r],
                  "unusable": lazy.unusable, "truncated": session.truncated, **session.accounting()},
     )
 
 
-def lazy_scores(name: str, traj: Trajectory, ctx: ScorerContext) -> SegmentScores | None:
-    """An on-demand scorer of ``traj`` for the LLM scorer ``name`` (default options); None for other scorers."""
-    if name == "llm_naive":
-        return SegmentScores(traj, ctx, "llm_naive", [None], MAX_CALLS)
-    if name == "llm_roles":
-        return SegmentScores(traj, ctx, "llm_roles", list(sample_panel(ROLES_K, ctx.seed)), MAX_CALLS)
-    return None
+LAZY_SCORERS = ("llm_naive", "llm_roles")
+"""Scorers that can score one step at a time (:class:`SegmentScores`)."""
+
+
+def lazy_scores(name: str, traj: Trajectory, ctx: ScorerContext, *, k: int = ROLES_K,
+                max_calls: int = MAX_CALLS) -> SegmentScores | None:
+    """The on-demand scorer of ``traj`` for the LLM scorer ``name``; None for scorers not in :data:`LAZY_SCORERS`.
+
+    ``llm_naive`` asks the plain prompt; ``llm_roles`` asks ``k`` ECHO roles sampled with the seed.
+    """
+    if name not in LAZY_SCORERS:
+        return None
+    roles: list[str | None] = [None] if name == "llm_naive" else list(sample_panel(k, ctx.seed))
+    return SegmentScores(traj, ctx, name, roles, max_calls)
 
 
 @register_scorer("llm_naive")
@@ -165,7 +170,7 @@ def llm_naive(max_calls: int = MAX_CALLS) -> Scorer:
     """One call per step (segments when ``n_steps > max_calls``)."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
-        return await score_trajectory(traj, ctx, "llm_naive", [None], max_calls)
+        return await score_trajectory(lazy_scores("llm_naive", traj, ctx, max_calls=max_calls))
 
     return per_trajectory(one)
 
@@ -175,6 +180,6 @@ def llm_roles(k: int = ROLES_K, max_calls: int = MAX_CALLS) -> Scorer:
     """``k`` ECHO roles (sampled with the seed) each scoring every step/segment; averaged."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
-        return await score_trajectory(traj, ctx, "llm_roles", list(sample_panel(k, ctx.seed)), max_calls)
+        return await score_trajectory(lazy_scores("llm_roles", traj, ctx, k=k, max_calls=max_calls))
 
     return per_trajectory(one)
