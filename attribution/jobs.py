@@ -231,6 +231,32 @@ def check_settings(out: Path, saved_in: list[Path], settings: dict[str, Any]) ->
                             "use another --out to keep both, or delete it to start over")
 
 
+class PartialFile:
+    """Appends finished cases to a partial file as they finish, flushed line by line.
+
+    The settings are written beside it just before the first line, so a run
+    that finishes no case (bad input, no model) leaves no file behind.
+    """
+
+    def __init__(self, path: Path, settings_path: Path, settings: dict[str, Any]) -> None:
+        self.path, self.settings_path, self.settings = path, settings_path, settings
+        self._fh: Any = None
+
+    def append(self, line: str) -> None:
+        if self._fh is None:
+            write_json_atomic(self.settings_path, self.settings)
+            self._fh = self.path.open("a", encoding="utf-8")
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def __enter__(self) -> PartialFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
 def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     """Run ``job.method`` on every case; write ``predictions.jsonl`` and ``results.json``; return the results.
 
@@ -249,17 +275,15 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     settings = _settings(job, facts)
     done = resumable_records(out, settings)
     todo = [t for t in loaded.trajectories if t.id not in done]
-    write_json_atomic(out / "settings.json", settings)
     ctx = MethodContext(model=model, route=facts["route"], context_window=facts["context_window"],
                         count_tokens=facts["count_tokens"],
                         max_output_tokens=facts["max_output_tokens"], with_ground_truth=job.with_ground_truth,
                         seed=job.seed)
     bar = _progress_bar(len(todo), job.method)
     start = time.perf_counter()
-    with (out / PARTIAL).open("a", encoding="utf-8") as partial:
+    with PartialFile(out / PARTIAL, out / "settings.json", settings) as partial:
         def finished(rec: CaseRecord) -> None:
-            partial.write(_prediction_line(rec) + "\n")
-            partial.flush()
+            partial.append(_prediction_line(rec))
             if bar is not None:
                 bar.update(1)
 
@@ -320,21 +344,19 @@ def _score_resumable(job: ScoreJob, scorer: Any, trajectories: list[Trajectory],
         check_settings(out, [Path(f"{job.out}.settings.json"), Path(f"{job.out}.metrics.json")], settings)
     done = {r.id: r for r in kept}
     todo = [t for t in trajectories if t.id not in done]
-    write_json_atomic(f"{job.out}.settings.json", settings)
 
-    async def score_all(fh: Any) -> list[Any]:
+    async def score_all(fh: PartialFile) -> list[Any]:
         gate = asyncio.Semaphore(job.concurrency)
 
         async def one(t: Trajectory) -> Any:
             async with gate:
                 r = (await scorer([t], ctx))[0]
-            fh.write(json.dumps(_score_row(r, t, info), ensure_ascii=False) + "\n")
-            fh.flush()
+            fh.append(json.dumps(_score_row(r, t, info), ensure_ascii=False))
             return r
 
         return list(await asyncio.gather(*(one(t) for t in todo)))
 
-    with partial.open("a", encoding="utf-8") as fh:
+    with PartialFile(partial, Path(f"{job.out}.settings.json"), settings) as fh:
         fresh = asyncio.run(score_all(fh))
     merged = {**done, **{r.id: r for r in fresh}}
     return [merged[t.id] for t in trajectories], len(trajectories) - len(fresh)

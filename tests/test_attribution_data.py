@@ -388,3 +388,14 @@ def test_cli_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert main.main(["attribute", "--data-dir", str(tmp_path), "--method", "all_at_once",
                           "--out", str(tmp_path / "o")]) == 2
         assert "--model" in capsys.readouterr().err
+
+
+def test_a_job_that_finishes_no_case_leaves_no_file(tmp_path: Path) -> None:
+    from attribution.jobs import AttributeJob, ScoreJob, run_attribute_job, run_score_job
+
+    write_wnw(tmp_path / "ww", "algorithm_generated", "0", ag_record())
+    with pytest.raises(UserError, match="model"):
+        run_attribute_job(AttributeJob(data_dir=str(tmp_path / "ww"), method="all_at_once", out=str(tmp_path / "a")))
+    with pytest.raises(UserError, match="model"):
+        run_score_job(ScoreJob(data_dir=str(tmp_path / "ww"), scorer="llm_naive", out=str(tmp_path / "s.jsonl")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ww"]  # no settings, no empty partial file
