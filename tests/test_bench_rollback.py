@@ -1,0 +1,26 @@
+"""scripts/bench_rollback.py end to end on a small scripted sweep (about 10 s)."""
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_rollback.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("bench_rollback", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_rollback_prints_every_strategy_and_the_oracle_cost(tmp_path, capsys):
+    keep = tmp_path / "out"
+    assert load_script().main(["--cal-tasks", "8", "--test-tasks", "4", "--methods", "vcp", "--keep", str(keep)]) == 0
+    out = capsys.readouterr().out
+    table = {line.split()[0] if not line.startswith("conformal") else "conformal": line.split()
+             for line in out.splitlines() if line.startswith(("conformal ", "top1 ", "restart ", "oracle "))}
+    assert set(table) == {"conformal", "top1", "restart", "oracle"}
+    assert table["restart"][1:] == ["1.000", "1.000", "1.000"]  # a full restart always fixes the scripted error
+    oracle_cost = float(table["oracle"][3])
+    assert 0.0 < oracle_cost < 1.0
+    assert (keep / "rollback.vcp" / "rollback_results.json").is_file()
