@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from main import main as cli  # noqa: E402
+from main import main as cli
 
 
 def _cli(*args: str) -> None:
