@@ -58,6 +58,9 @@ class SweepJob:
     tracing: bool = True
     scheduler_address: str | None = None
     """``dask`` only: ``tcp://host:8786``; None starts an in-process LocalCluster."""
+    dask_client: Any = None
+    """``dask`` only: a client already connected to ``scheduler_address`` (the sweep checked the address
+    with it before starting); used as is and closed by whoever opened it."""
     bench_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Adapter options by benchmark name, so a remote worker can rebuild the adapter."""
 
@@ -156,8 +159,11 @@ async def connect_scheduler(address: str, timeout_s: float | None = None) -> Any
 
 
 async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
+    """(client, in-process cluster or None); a client passed in ``job`` is returned as is."""
     from distributed import Client, LocalCluster
 
+    if job.dask_client is not None:
+        return job.dask_client, None
     if job.scheduler_address:
         return await connect_scheduler(job.scheduler_address), None
     # In-process workers (threads): starts in about a second, no pickling across processes; for CI
@@ -203,7 +209,8 @@ async def run_dask(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None
         await _cancel_dask(client, list(futures))
         raise
     finally:
-        await client.close()
+        if client is not job.dask_client:
+            await client.close()
         if cluster is not None:
             await cluster.close()
 

@@ -110,14 +110,15 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     benches = validate_request(req)
     specs = plan_runs(req, benches)
     prepare_models(req.cfg)
+    client = None
     if req.scheduler_address:  # an unreachable cluster is bad input: say so before the manifest exists
         from mas.executors import connect_scheduler
 
-        await (await connect_scheduler(req.scheduler_address)).close()
+        client = await connect_scheduler(req.scheduler_address)
     # Drawing takes ~0.1 s per system (matplotlib): in a thread, so the first runs need not wait for it.
     pictures = asyncio.create_task(asyncio.to_thread(write_system_pictures, req, benches))
     job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
-                   scheduler_address=req.scheduler_address,
+                   scheduler_address=req.scheduler_address, dask_client=client,
                    bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
     request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
@@ -125,6 +126,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
                                   executor=req.executor, request=request, progress=req.progress)
     finally:
+        if client is not None:
+            await client.close()
         await asyncio.wait([pictures])  # a picture error must not mask how the sweep itself ended
     pictures.result()
     if outcome.crashed:

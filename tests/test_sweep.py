@@ -415,6 +415,30 @@ async def test_dask_executor_local_cluster_matches_local(tmp_path):
     assert manifest["invocations"][0]["executor"] == "dask" and manifest["counts"]["finished"] == 2
 
 
+async def test_dask_executor_on_a_scheduler_address_connects_once(tmp_path, monkeypatch):
+    """``--scheduler-address``: the client that checked the address runs the sweep (no second connection)."""
+    from distributed import LocalCluster
+
+    import mas.executors
+
+    connects = []
+    real_connect = mas.executors.connect_scheduler
+
+    async def counting_connect(address, timeout_s=None):
+        connects.append(address)
+        return await real_connect(address, timeout_s)
+
+    monkeypatch.setattr(mas.executors, "connect_scheduler", counting_connect)
+    cfg = scripted_cfg(tmp_path, concurrency=2)
+    async with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, asynchronous=True,
+                            dashboard_address=None, protocol="tcp", host="127.0.0.1") as cluster:
+        results = await run_experiment(request(cfg, "c", tasks=2, runs=1, executor="dask",
+                                               scheduler_address=cluster.scheduler_address))
+        assert connects == [cluster.scheduler_address]
+        assert len(results) == 2 and all(r.error is None for r in results)
+        assert not cluster.scheduler.clients.keys() - {"fire-and-forget"}  # the sweep's client is closed
+
+
 def test_bad_executor_options_fail_before_any_run(tmp_path):
     cfg = scripted_cfg(tmp_path)
     with pytest.raises(UserError, match="only used with --executor dask"):
