@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from attribution.conformal import METHODS
 from main import main as cli
 
 
@@ -52,14 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alpha", type=float, default=0.2)
     ap.add_argument("--keep", type=Path, help="write the sweeps and results here instead of a temp dir")
     args = ap.parse_args(argv)
+    methods = args.methods.split(",")
+    if unknown := [m for m in methods if m not in METHODS]:
+        ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_rollback_"))
+    try:
+        _bench(args, methods, root)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def _bench(args: argparse.Namespace, methods: list[str], root: Path) -> None:
     cal_root = _sweep(root, "cal", seed=0, tasks=args.cal_tasks, benchmark=args.benchmark, system=args.system)
     scores = root / "cal.scores.jsonl"
     _cli("score-steps", "--runs-dir", str(cal_root), "--scorer", args.scorer, "--out", str(scores))
     test_root = _sweep(root, "test", seed=1, tasks=args.test_tasks, benchmark=args.benchmark, system=args.system)
     rows: dict[str, dict] = {}
-    for i, method in enumerate(args.methods.split(",")):
+    for i, method in enumerate(methods):
         cal = root / f"calibration.{method}.json"
         _cli("calibrate", "--scores", str(scores), "--method", method, "--alpha", str(args.alpha), "--out", str(cal))
         out = root / f"rollback.{method}"
@@ -87,9 +100,6 @@ def main(argv: list[str] | None = None) -> int:
               "the oracle cost")
     if args.keep:
         print(f"\nfiles: {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":
