@@ -115,10 +115,9 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         from mas.executors import connect_scheduler
 
         client = await connect_scheduler(req.scheduler_address)
-    pictures: asyncio.Task[None] | None = None
+    # Drawing takes ~0.1 s per system (matplotlib): in a thread, so the first runs need not wait for it.
+    pictures = asyncio.create_task(asyncio.to_thread(write_system_pictures, req, benches))
     try:
-        # Drawing takes ~0.1 s per system (matplotlib): in a thread, so the first runs need not wait for it.
-        pictures = asyncio.create_task(asyncio.to_thread(write_system_pictures, req, benches))
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                        scheduler_address=req.scheduler_address, dask_client=client,
                        bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
@@ -129,8 +128,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     finally:
         if client is not None:
             await client.close()
-        if pictures is not None:
-            await asyncio.wait([pictures])  # a picture error must not mask how the sweep itself ended
+        await asyncio.wait([pictures])  # a picture error must not mask how the sweep itself ended
     pictures.result()
     if outcome.crashed:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
