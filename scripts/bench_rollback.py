@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alpha", type=float, default=0.2)
     ap.add_argument("--keep", type=Path, help="write the sweeps and results here instead of a temp dir")
     args = ap.parse_args(argv)
-    methods = args.methods.split(",")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if unknown := [m for m in methods if m not in METHODS]:
         ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
 
