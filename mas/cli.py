@@ -71,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_effective_config(args)
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
-                            executor=args.executor, scheduler_address=args.scheduler_address, progress=args.progress)
+                            executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
+                            progress=args.progress)
     if args.experiment_id:
         req.experiment_id = args.experiment_id
     try:
@@ -107,6 +108,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="where runs execute: local (asyncio, default) or dask (see mas/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",
                    help="dask scheduler, e.g. tcp://host:8786 (default: an in-process LocalCluster)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="dask without --scheduler-address: worker processes on this machine (default 1, "
+                        "in-process); each gets 1/N of every route's rate limits")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
                    help="auto: a progress bar on a terminal, periodic log lines otherwise")
     p.add_argument("--inject-errors", type=float, metavar="RATE",

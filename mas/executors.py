@@ -16,6 +16,14 @@ are shared by the runs of that process, and writes the run's directory
 itself: the output root must be on a filesystem every worker and the
 client see at the same path (NFS, a shared volume).
 
+On one machine, ``--workers N`` starts a LocalCluster of N worker
+*processes* instead of the default single in-process worker: a sweep's own
+CPU (LangGraph, checkpoints, traces; ~30-50 ms per short run) then spreads
+over N event loops and N cores instead of queueing on one. Each worker
+process gets 1/N of every route's ``max_concurrent`` and
+``requests_per_minute`` (:func:`per_worker_cfg`), so the endpoint's limits
+hold for the sweep as a whole.
+
 Pointing it at a cluster::
 
     dask scheduler                                   # on host A, listens on :8786
@@ -63,6 +71,9 @@ class SweepJob:
     with it before starting); used as is and closed by whoever opened it."""
     bench_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Adapter options by benchmark name, so a remote worker can rebuild the adapter."""
+    workers: int = 1
+    """``dask`` without ``scheduler_address`` only: 1 = one in-process worker (threads);
+    N > 1 = a LocalCluster of N worker processes, each with 1/N of every route limit."""
 
 
 async def run_local(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None:
@@ -158,6 +169,26 @@ async def connect_scheduler(address: str, timeout_s: float | None = None) -> Any
                         "LocalCluster") from err
 
 
+def per_worker_cfg(cfg: ExperimentConfig, workers: int) -> ExperimentConfig:
+    """``cfg`` with every route's rate limits divided among ``workers`` processes.
+
+    Limiters live in one process (:mod:`mas.models`), so N processes with the
+    full limit each would send N times what the endpoint allows. Concurrency
+    is floored (a process needs at least one slot: :func:`mas.experiment.validate_request`
+    refuses more workers than a route's ``max_concurrent``).
+    """
+    if workers <= 1:
+        return cfg
+    routes = {}
+    for name, route in cfg.models.items():
+        lim = route.rate_limit
+        routes[name] = route.model_copy(update={"rate_limit": lim.model_copy(update={
+            "max_concurrent": None if lim.max_concurrent is None else max(1, lim.max_concurrent // workers),
+            "requests_per_minute": None if lim.requests_per_minute is None else lim.requests_per_minute / workers,
+        })})
+    return cfg.model_copy(update={"models": routes})
+
+
 async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
     """(client, in-process cluster or None); a client passed in ``job`` is returned as is."""
     from distributed import Client, LocalCluster
@@ -166,10 +197,14 @@ async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
         return job.dask_client, None
     if job.scheduler_address:
         return await connect_scheduler(job.scheduler_address), None
-    # In-process workers (threads): starts in about a second, no pickling across processes; for CI
-    # and single machines. Each run still executes as a Dask task on a worker thread.
-    cluster = await LocalCluster(n_workers=1, threads_per_worker=job.concurrency, processes=False,
-                                 asynchronous=True, dashboard_address=None)
+    if job.workers > 1:  # one event loop per process and core; each process takes its share of the runs
+        cluster = await LocalCluster(n_workers=job.workers, threads_per_worker=-(-job.concurrency // job.workers),
+                                     processes=True, asynchronous=True, dashboard_address=None)
+    else:
+        # One in-process worker (threads): starts in about a second, no pickling across processes; for CI
+        # and small sweeps. Each run still executes as a Dask task on a worker thread.
+        cluster = await LocalCluster(n_workers=1, threads_per_worker=job.concurrency, processes=False,
+                                     asynchronous=True, dashboard_address=None)
     client = await Client(cluster, asynchronous=True)
     return client, cluster
 
@@ -179,6 +214,7 @@ async def run_dask(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None
     from distributed import as_completed
 
     client, cluster = await _dask_client(job)
+    cfg = per_worker_cfg(job.cfg, job.workers) if cluster is not None else job.cfg
     futures: dict[Any, RunSpec] = {}
     queue = iter(specs)
 
@@ -186,7 +222,7 @@ async def run_dask(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None
         spec = next(queue, None)
         if spec is None:
             return None
-        fut = client.submit(execute_on_worker, spec, job.cfg, job.bench_options.get(spec.benchmark), job.tracing,
+        fut = client.submit(execute_on_worker, spec, cfg, job.bench_options.get(spec.benchmark), job.tracing,
                             key=f"run-{spec.run_id}", pure=False)
         futures[fut] = spec
         return fut

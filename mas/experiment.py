@@ -44,6 +44,8 @@ class ExperimentRequest:
     """``local`` (asyncio in this process) or ``dask``; see :mod:`mas.executors`."""
     scheduler_address: str | None = None
     """``dask`` only: scheduler to connect to; None starts an in-process LocalCluster."""
+    workers: int = 1
+    """``dask`` without a scheduler address: worker processes on this machine (1: one in-process worker)."""
     progress: ProgressMode = "auto"
     """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
 
@@ -73,10 +75,26 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
     if req.scheduler_address and req.executor != "dask":
         raise UserError("--scheduler-address is only used with --executor dask")
+    _check_workers(req)
     benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
     for name, route in req.cfg.used_routes().items():
         require_api_key(route, name)
     return benches
+
+
+def _check_workers(req: ExperimentRequest) -> None:
+    if req.workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {req.workers})")
+    if req.workers == 1:
+        return
+    if req.executor != "dask" or req.scheduler_address:
+        raise UserError("--workers starts local dask worker processes: use it with --executor dask and "
+                        "without --scheduler-address (a cluster's workers are started with `dask worker`)")
+    for name, route in req.cfg.used_routes().items():
+        if route.rate_limit.max_concurrent is not None and route.rate_limit.max_concurrent < req.workers:
+            raise UserError(f"--workers {req.workers}: models.{name}.rate_limit.max_concurrent is "
+                            f"{route.rate_limit.max_concurrent}, and each worker process needs at least one "
+                            "of those slots; use at most that many workers")
 
 
 def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[RunSpec]:
@@ -119,7 +137,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     pictures = asyncio.create_task(asyncio.to_thread(write_system_pictures, req, benches))
     try:
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
-                       scheduler_address=req.scheduler_address, dask_client=client,
+                       scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
                        bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                    "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}

@@ -10,8 +10,11 @@
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
    actual_s`` (target >= 0.90 at C = 16 and 200 runs). ``calls`` is counted
-   from the traces the sweep wrote. Measured twice: C runs at once, and 2C
-   runs at once with the endpoint limited to C concurrent calls.
+   from the traces the sweep wrote. Measured three ways: C runs at once; 2C
+   runs at once with the endpoint limited to C concurrent calls; and the
+   same on a standing Dask cluster of ``--workers`` local worker processes
+   (each with C / workers of the endpoint's slots), which spreads the
+   sweep's own CPU over several event loops and cores.
 3. **Embedded saturation** (skip with ``--skip-embedded``): a GSM8K ``sas``
    sweep on the local llama-server, ``concurrency = 2 x slots``; its aggregate
    output tokens/s (sum of the traces' ``token_out`` over the sweep's wall
@@ -19,13 +22,14 @@
    concurrent requests with the sweep's own prompts and its mean output
    length (target >= 0.85).
 
-Run: python scripts/bench_sweep.py [--runs 200] [--concurrency 16] [--latency-ms 200] [--skip-embedded]
+Run: python scripts/bench_sweep.py [--runs 200] [--concurrency 16] [--latency-ms 200] [--workers N] [--skip-embedded]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -66,10 +70,11 @@ def _scripted_cfg(tmp: Path, *, concurrency: int, latency_ms: float, tasks: int,
 
 
 def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, tasks: int, runs: int,
-           tracing: bool = True, executor: str = "local") -> float:
+           tracing: bool = True, executor: str = "local", scheduler_address: str | None = None) -> float:
     """Run one sweep; returns its wall time (s)."""
     req = ExperimentRequest(cfg=cfg, benchmarks=[benchmark], systems=[system], task_limit=tasks, runs_per_task=runs,
-                            experiment_id=exp, progress="none", tracing=tracing, executor=executor)
+                            experiment_id=exp, progress="none", tracing=tracing, executor=executor,
+                            scheduler_address=scheduler_address)
     t0 = time.perf_counter()
     asyncio.run(run_experiment(req))
     return time.perf_counter() - t0
@@ -123,7 +128,8 @@ def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, floa
 
 
 def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
-                       executor: str = "local", runs_in_flight: int | None = None) -> dict[str, float]:
+                       executor: str = "local", runs_in_flight: int | None = None,
+                       cluster_workers: int = 0) -> dict[str, float]:
     """One sweep of ``runs`` arith runs with C = ``concurrency`` model slots; ideal vs actual seconds.
 
     ``runs_in_flight=None``: C runs at once (each holds its slot while it
@@ -131,24 +137,38 @@ def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system
     the endpoint serves at most C calls at once (``rate_limit.max_concurrent``):
     run set-up and teardown overlap with other runs' calls, as in a sweep
     tuned to its endpoint.
+
+    ``cluster_workers=N``: the runs go to a standing Dask cluster of N worker
+    processes on this machine (started before the timed sweep, as a cluster
+    is), each process with ``max_concurrent`` C/N: the sweep's CPU spreads
+    over N event loops. ``cpu_ms_per_run`` is then this process's share only.
     """
     tmp = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     tasks = max(1, (runs + 1) // 2)
-    if runs_in_flight is None:
-        cfg = _scripted_cfg(tmp, concurrency=concurrency, latency_ms=latency_ms, tasks=tasks)
-    else:
-        cfg = _scripted_cfg(tmp, concurrency=runs_in_flight, latency_ms=latency_ms, tasks=tasks,
-                            max_concurrent=concurrency)
-    try:
-        _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)
+    in_flight = runs_in_flight or concurrency
+    slots = None if runs_in_flight is None else concurrency
+    if cluster_workers:
+        slots = (slots or concurrency) // cluster_workers
+    cfg = _scripted_cfg(tmp, concurrency=in_flight, latency_ms=latency_ms, tasks=tasks, max_concurrent=slots)
+    with contextlib.ExitStack() as stack:
+        address = None
+        if cluster_workers:
+            from distributed import LocalCluster
+
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=cluster_workers, threads_per_worker=-(-in_flight // cluster_workers), processes=True,
+                dashboard_address=None))
+            executor, address = "dask", cluster.scheduler_address
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        # The warm-up goes where the sweep goes: imports and caches on every worker process.
+        _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=max(1, cluster_workers * 2), runs=1,
+               executor=executor, scheduler_address=address)
         cpu0 = time.process_time()
         actual_s = _sweep(cfg, "sweep", benchmark="arith", system=system, tasks=tasks, runs=2 if runs > 1 else 1,
-                          executor=executor)
+                          executor=executor, scheduler_address=address)
         cpu_s = time.process_time() - cpu0
         calls, _ = trace_calls_and_tokens(tmp / "sweep")
         n = len(list((tmp / "sweep").rglob("run_*.result.json")))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     ideal_s = calls * latency_ms / 1000 / concurrency
     return {"runs": n, "calls": calls, "ideal_s": ideal_s, "actual_s": actual_s, "efficiency": ideal_s / actual_s,
             "cpu_ms_per_run": cpu_s * 1000 / n}
@@ -219,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=200.0, help="simulated model latency per call (default 200)")
     p.add_argument("--system", default="sas", help="system of the efficiency sweep (default sas)")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4),
+                   help="worker processes of the local dask cluster variant (default: cores, at most 4; "
+                        "1 skips it)")
     p.add_argument("--overhead-tasks", type=int, default=50, help="runs per overhead measurement (default 50)")
     p.add_argument("--repeats", type=int, default=7, help="interleaved on/off rounds of the overhead (default 7)")
     p.add_argument("--embedded-tasks", type=int, default=32, help="GSM8K runs of the saturation sweep (default 32)")
@@ -232,15 +255,20 @@ def main(argv: list[str] | None = None) -> int:
               f"per sweep): {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call untraced, "
               f"overhead {o['overhead'] * 100:+.1f} % [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
 
-    for in_flight in (None, 2 * args.concurrency):
-        e = measure_efficiency(runs=args.runs, concurrency=args.concurrency, latency_ms=args.latency_ms,
-                               system=args.system, executor=args.executor, runs_in_flight=in_flight)
-        how = (f"{args.concurrency} runs at once" if in_flight is None else
-               f"{in_flight} runs at once, endpoint max_concurrent {args.concurrency}")
-        print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={args.concurrency} slots, {how}, "
+    c = args.concurrency
+    variants = [(None, 0, f"{c} runs at once"),
+                (2 * c, 0, f"{2 * c} runs at once, endpoint max_concurrent {c}")]
+    if args.workers > 1:
+        variants.append((2 * c, args.workers, f"{2 * c} runs at once on a dask cluster of {args.workers} local "
+                                              f"worker processes, max_concurrent {c // args.workers} each"))
+    for in_flight, workers, how in variants:
+        e = measure_efficiency(runs=args.runs, concurrency=c, latency_ms=args.latency_ms, system=args.system,
+                               executor=args.executor, runs_in_flight=in_flight, cluster_workers=workers)
+        cpu = "" if workers else f"; process CPU {e['cpu_ms_per_run']:.1f} ms/run"
+        print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={c} slots, {how}, "
               f"{args.latency_ms:.0f} ms/call): {e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual "
               f"{e['actual_s']:.2f} s, efficiency {e['efficiency']:.3f} "
-              f"[{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]; process CPU {e['cpu_ms_per_run']:.1f} ms/run")
+              f"[{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]{cpu}")
 
     if not args.skip_embedded:
         s = measure_saturation(tasks=args.embedded_tasks, system="sas")

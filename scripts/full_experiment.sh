@@ -13,6 +13,7 @@
 #   CONCURRENCY     runs at once                              (default: the config's, 4)
 #   EXECUTOR        local | dask                              (default local)
 #   SCHEDULER_ADDRESS  dask scheduler, e.g. tcp://host:8786   (default: an in-process LocalCluster)
+#   WORKERS         dask without a scheduler: worker processes on this machine (default 1, in-process)
 #   PYTHON          interpreter                               (default python3)
 #
 # Flags: --list-benchmarks, --benchmark X (repeatable), --benchmarks a,b (flags override BENCHMARKS), -h/--help.
@@ -53,6 +54,7 @@ RUNS_PER_TASK="${RUNS_PER_TASK:-3}"
 positive_int TASK_LIMIT "$TASK_LIMIT"
 positive_int RUNS_PER_TASK "$RUNS_PER_TASK"
 [[ -z "${CONCURRENCY:-}" ]] || positive_int CONCURRENCY "$CONCURRENCY"
+[[ -z "${WORKERS:-}" ]] || positive_int WORKERS "$WORKERS"
 TASK_LIMIT=$((10#$TASK_LIMIT)) RUNS_PER_TASK=$((10#$RUNS_PER_TASK))
 
 if ((${#bench_flags[@]})); then
@@ -81,6 +83,7 @@ done
 [[ -n "${CONFIG:-}" ]] && args+=(--config "$CONFIG")
 [[ -n "${CONCURRENCY:-}" ]] && args+=(--concurrency "$CONCURRENCY")
 [[ -n "${SCHEDULER_ADDRESS:-}" ]] && args+=(--scheduler-address "$SCHEDULER_ADDRESS")
+[[ -n "${WORKERS:-}" ]] && args+=(--workers "$WORKERS")
 
 root="$OUTPUT_ROOT/$EXPERIMENT_ID"
 echo "full_experiment: ${benchmarks[*]} x ${SYSTEMS} x ${TASK_LIMIT} tasks x ${RUNS_PER_TASK} runs -> $root" >&2

@@ -37,7 +37,7 @@ SCRIPT = ROOT / "scripts" / "full_experiment.sh"
 ISSUE_ENV = {"TASK_LIMIT": "2", "RUNS_PER_TASK": "2", "BENCHMARKS": "arith,gsm8k", "SYSTEMS": "sas,debate",
              "MODEL": "scripted"}
 SCRIPT_VARS = ("TASK_LIMIT", "RUNS_PER_TASK", "BENCHMARKS", "SYSTEMS", "MODEL", "EXPERIMENT_ID", "OUTPUT_ROOT",
-               "CONFIG", "CONCURRENCY", "EXECUTOR", "SCHEDULER_ADDRESS", "PYTHON")
+               "CONFIG", "CONCURRENCY", "EXECUTOR", "SCHEDULER_ADDRESS", "WORKERS", "PYTHON")
 
 
 def script_env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -92,7 +92,7 @@ def test_missing_api_key_fails_before_any_run(tmp_path):
 
 
 @pytest.mark.parametrize(("var", "value"), [("TASK_LIMIT", "0"), ("RUNS_PER_TASK", "0"), ("TASK_LIMIT", "-1"),
-                                            ("RUNS_PER_TASK", "two"), ("CONCURRENCY", "0")])
+                                            ("RUNS_PER_TASK", "two"), ("CONCURRENCY", "0"), ("WORKERS", "0")])
 def test_counts_must_be_positive_integers(tmp_path, var, value):
     proc = run_script(tmp_path, EXPERIMENT_ID="counts", timeout=30, **{**ISSUE_ENV, var: value})
     assert proc.returncode == 2

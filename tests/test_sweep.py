@@ -439,6 +439,55 @@ async def test_dask_executor_on_a_scheduler_address_connects_once(tmp_path, monk
         assert not cluster.scheduler.clients.keys() - {"fire-and-forget"}  # the sweep's client is closed
 
 
+async def test_dask_worker_processes_match_local(tmp_path, monkeypatch):
+    """``--workers 2``: a LocalCluster of two worker processes, each with half of every route limit."""
+    import distributed
+
+    started = []
+    real_cluster = distributed.LocalCluster
+
+    def recording_cluster(**kw):
+        started.append(kw)
+        return real_cluster(**kw)
+
+    monkeypatch.setattr(distributed, "LocalCluster", recording_cluster)
+    cfg = scripted_cfg(tmp_path, concurrency=3, rate_limit=RateLimit(max_concurrent=4))
+    via_dask = await run_experiment(request(cfg, "p", tasks=2, runs=1, executor="dask", workers=2))
+    via_local = await run_experiment(request(cfg, "l", tasks=2, runs=1))
+    assert [(k["n_workers"], k["processes"], k["threads_per_worker"]) for k in started] == [(2, True, 2)]
+    strip = {"wall_time_s", "latency_total_ms", "run_id"}
+    assert [r.model_dump(exclude=strip) for r in via_dask] == [r.model_dump(exclude=strip) for r in via_local]
+    assert comparable_results(tmp_path / "p") == comparable_results(tmp_path / "l")
+
+
+def test_per_worker_cfg_divides_every_route_limit():
+    from mas.executors import per_worker_cfg
+
+    cfg = ExperimentConfig(models={
+        "default": ModelRoute(provider="scripted", model="s",
+                              rate_limit=RateLimit(max_concurrent=16, requests_per_minute=600)),
+        "b": ModelRoute(provider="scripted", model="s", rate_limit=RateLimit(max_concurrent=5)),
+        "c": ModelRoute(provider="scripted", model="s")})
+    split = per_worker_cfg(cfg, 2)
+    assert split.models["default"].rate_limit == RateLimit(max_concurrent=8, requests_per_minute=300)
+    assert split.models["b"].rate_limit == RateLimit(max_concurrent=2)  # floored: 2 workers never exceed 5
+    assert split.models["c"].rate_limit == RateLimit()
+    assert per_worker_cfg(cfg, 1) is cfg and cfg.models["default"].rate_limit.max_concurrent == 16
+
+
+def test_bad_worker_counts_fail_before_any_run(tmp_path):
+    cfg = scripted_cfg(tmp_path, rate_limit=RateLimit(max_concurrent=2))
+    with pytest.raises(UserError, match="use it with --executor dask"):
+        asyncio.run(run_experiment(request(cfg, workers=2)))
+    with pytest.raises(UserError, match="without --scheduler-address"):
+        asyncio.run(run_experiment(request(cfg, executor="dask", workers=2, scheduler_address="tcp://h:8786")))
+    with pytest.raises(UserError, match=r"--workers 3: models\.default\.rate_limit\.max_concurrent is 2"):
+        asyncio.run(run_experiment(request(cfg, executor="dask", workers=3)))
+    with pytest.raises(UserError, match="--workers must be at least 1"):
+        asyncio.run(run_experiment(request(cfg, executor="dask", workers=0)))
+    assert not (tmp_path / "e").exists()
+
+
 def test_bad_executor_options_fail_before_any_run(tmp_path):
     cfg = scripted_cfg(tmp_path)
     with pytest.raises(UserError, match="only used with --executor dask"):
