@@ -242,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4),
                    help="worker processes of the local dask cluster variant (default: cores, at most 4; "
                         "1 skips it)")
+    p.add_argument("--efficiency-repeats", type=int, default=3, help="sweeps per efficiency variant; the "
+                   "median is reported (default 3)")
     p.add_argument("--overhead-tasks", type=int, default=50, help="runs per overhead measurement (default 50)")
     p.add_argument("--repeats", type=int, default=7, help="interleaved on/off rounds of the overhead (default 7)")
     p.add_argument("--embedded-tasks", type=int, default=32, help="GSM8K runs of the saturation sweep (default 32)")
@@ -262,13 +264,18 @@ def main(argv: list[str] | None = None) -> int:
         variants.append((2 * c, args.workers, f"{2 * c} runs at once on a dask cluster of {args.workers} local "
                                               f"worker processes, max_concurrent {c // args.workers} each"))
     for in_flight, workers, how in variants:
-        e = measure_efficiency(runs=args.runs, concurrency=c, latency_ms=args.latency_ms, system=args.system,
-                               executor=args.executor, runs_in_flight=in_flight, cluster_workers=workers)
-        cpu = "" if workers else f"; process CPU {e['cpu_ms_per_run']:.1f} ms/run"
+        # One 14 s sweep on a shared VM varies by several points: the median of a few is the figure.
+        sweeps = [measure_efficiency(runs=args.runs, concurrency=c, latency_ms=args.latency_ms, system=args.system,
+                                     executor=args.executor, runs_in_flight=in_flight, cluster_workers=workers)
+                  for _ in range(args.efficiency_repeats)]
+        effs = sorted(e["efficiency"] for e in sweeps)
+        e = min(sweeps, key=lambda x: abs(x["efficiency"] - statistics.median(effs)))
+        cpu = "" if workers else f"; process CPU {statistics.median(x['cpu_ms_per_run'] for x in sweeps):.1f} ms/run"
         print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={c} slots, {how}, "
               f"{args.latency_ms:.0f} ms/call): {e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual "
-              f"{e['actual_s']:.2f} s, efficiency {e['efficiency']:.3f} "
-              f"[{_verdict(e['efficiency'] >= EFFICIENCY_TARGET, '0.90')}]{cpu}")
+              f"{e['actual_s']:.2f} s, efficiency {statistics.median(effs):.3f} (median of {len(effs)} sweeps: "
+              f"{', '.join(f'{x:.3f}' for x in effs)}) "
+              f"[{_verdict(statistics.median(effs) >= EFFICIENCY_TARGET, '0.90')}]{cpu}")
 
     if not args.skip_embedded:
         s = measure_saturation(tasks=args.embedded_tasks, system="sas")
