@@ -1,21 +1,12 @@
 """scripts/bench_rollback.py end to end on a small scripted sweep (about 10 s)."""
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_rollback.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_rollback", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts_loader import load_script
 
 
 def test_bench_rollback_prints_every_strategy_and_the_oracle_cost(tmp_path, capsys):
     keep = tmp_path / "out"
-    assert load_script().main(["--cal-tasks", "8", "--test-tasks", "4", "--methods", "vcp", "--keep", str(keep)]) == 0
+    argv = ["--cal-tasks", "8", "--test-tasks", "4", "--methods", "vcp", "--keep", str(keep)]
+    assert load_script("bench_rollback").main(argv) == 0
     out = capsys.readouterr().out
     table = {line.split()[0] if not line.startswith("conformal") else "conformal": line.split()
              for line in out.splitlines() if line.startswith(("conformal ", "top1 ", "restart ", "oracle "))}

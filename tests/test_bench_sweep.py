@@ -1,23 +1,14 @@
 """scripts/bench_sweep.py end to end with tiny sweeps (about 15 s): every figure is printed and sane."""
 
-import importlib.util
 import re
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_sweep.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts_loader import load_script
 
 
 def test_bench_sweep_prints_overhead_and_three_efficiency_variants(capsys):
     argv = ["--runs", "8", "--concurrency", "2", "--latency-ms", "20", "--overhead-tasks", "2", "--repeats", "1",
             "--efficiency-repeats", "2", "--workers", "2", "--skip-embedded"]
-    assert load_script().main(argv) == 0
+    assert load_script("bench_sweep").main(argv) == 0
     out = capsys.readouterr().out
     assert len(re.findall(r"^tracing overhead \((sas|debate),", out, re.M)) == 2
     effs = re.findall(r"^sweep efficiency \(sas, 8 runs, C=2 slots, (.*?), 20 ms/call\).*efficiency "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,18 +9,9 @@ from pydantic import ValidationError
 
 from descriptor.schema import TraceEvent
 from tests.descriptor_fixtures import ev
+from tests.scripts_loader import load_script
 
-VERIFY = Path(__file__).resolve().parents[1] / "scripts" / "verify_descriptor.py"
-
-
-def _verifier() -> Any:
-    spec = importlib.util.spec_from_file_location("verify_descriptor", VERIFY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-valid_event = _verifier().valid_event
+valid_event = load_script("verify_descriptor").valid_event
 
 
 def schema_accepts(obj: dict[str, Any]) -> bool:
