@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
+from mas.executors import per_worker_cfg  # noqa: E402
 from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
 from mas.runner import execute_run  # noqa: E402
 
@@ -146,10 +147,10 @@ def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system
     tmp = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     tasks = max(1, (runs + 1) // 2)
     in_flight = runs_in_flight or concurrency
-    slots = None if runs_in_flight is None else concurrency
-    if cluster_workers:
-        slots = (slots or concurrency) // cluster_workers
-    cfg = _scripted_cfg(tmp, concurrency=in_flight, latency_ms=latency_ms, tasks=tasks, max_concurrent=slots)
+    slots = concurrency if runs_in_flight is not None or cluster_workers else None
+    # A standing cluster's workers each take the route limits they are given: split them as --workers does.
+    cfg = per_worker_cfg(_scripted_cfg(tmp, concurrency=in_flight, latency_ms=latency_ms, tasks=tasks,
+                                       max_concurrent=slots), cluster_workers)
     with contextlib.ExitStack() as stack:
         address = None
         if cluster_workers:
@@ -249,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embedded-tasks", type=int, default=32, help="GSM8K runs of the saturation sweep (default 32)")
     p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
     args = p.parse_args(argv)
+    if args.efficiency_repeats < 1:
+        p.error(f"--efficiency-repeats must be at least 1 (got {args.efficiency_repeats})")
     print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")
 
     for system in ("sas", "debate"):
@@ -269,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
                                      executor=args.executor, runs_in_flight=in_flight, cluster_workers=workers)
                   for _ in range(args.efficiency_repeats)]
         effs = sorted(e["efficiency"] for e in sweeps)
-        e = min(sweeps, key=lambda x: abs(x["efficiency"] - statistics.median(effs)))
+        median = statistics.median(effs)
+        e = min(sweeps, key=lambda x: abs(x["efficiency"] - median))
         cpu = "" if workers else f"; process CPU {statistics.median(x['cpu_ms_per_run'] for x in sweeps):.1f} ms/run"
         print(f"sweep efficiency ({args.system}, {e['runs']} runs, C={c} slots, {how}, "
               f"{args.latency_ms:.0f} ms/call): {e['calls']} calls, ideal {e['ideal_s']:.2f} s, actual "
-              f"{e['actual_s']:.2f} s, efficiency {statistics.median(effs):.3f} (median of {len(effs)} sweeps: "
+              f"{e['actual_s']:.2f} s, efficiency {median:.3f} (median of {len(effs)} sweeps: "
               f"{', '.join(f'{x:.3f}' for x in effs)}) "
-              f"[{_verdict(statistics.median(effs) >= EFFICIENCY_TARGET, '0.90')}]{cpu}")
+              f"[{_verdict(median >= EFFICIENCY_TARGET, '0.90')}]{cpu}")
 
     if not args.skip_embedded:
         s = measure_saturation(tasks=args.embedded_tasks, system="sas")
