@@ -1,4 +1,4 @@
-"""scripts/bench_sweep.py end to end with tiny sweeps (about 15 s): every figure is printed and sane."""
+"""scripts/bench_sweep.py end to end with tiny sweeps (about 25 s on 2 cores): every figure is printed and sane."""
 
 import re
 
