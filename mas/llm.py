@@ -88,19 +88,6 @@ class UsageCallback(AsyncCallbackHandler):
             self.usage = None
 
 
-_semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
-
-
-def _route_semaphore(bound: BoundModel) -> asyncio.Semaphore | None:
-    limit = bound.route.rate_limit.max_concurrent
-    if limit is None:
-        return None
-    key = (id(asyncio.get_running_loop()), f"{bound.base_url}|{bound.model_label}")
-    if key not in _semaphores:
-        _semaphores[key] = asyncio.Semaphore(limit)
-    return _semaphores[key]
-
-
 def _retryable(err: BaseException) -> bool:
     import openai
 
@@ -230,12 +217,8 @@ async def call_llm(
         start = utc_now_iso()
         t0 = time.perf_counter()
         try:
-            sem = _route_semaphore(bound)
-            if sem is None:
-                msg = await runnable.ainvoke(messages, config={"callbacks": [cb], "metadata": meta})
-            else:
-                async with sem:
-                    msg = await runnable.ainvoke(messages, config={"callbacks": [cb], "metadata": meta})
+            # rate_limit.max_concurrent is held by the model's transport, only while the request is at the endpoint.
+            msg = await runnable.ainvoke(messages, config={"callbacks": [cb], "metadata": meta})
             break
         except Exception as err:
             retry = _retryable(err) and attempts <= max_retries

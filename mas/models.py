@@ -8,14 +8,13 @@ only ever used when a route names it.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from mas.config import ExperimentConfig, ModelRoute, require_api_key
+from mas.limits import shared_rate_limiter, slot_limited_client
 from mas.scripted import InjectionPlan, ScriptedChatModel
 
 if TYPE_CHECKING:
@@ -46,32 +45,6 @@ class BoundModel:
         return {"embedded": "json_schema", "openai": "json_object"}.get(self.route.provider, "prompt")
 
 
-_limiters: dict[tuple[str, str, float], InMemoryRateLimiter] = {}
-_limiters_lock = threading.Lock()
-
-
-def shared_rate_limiter(route: ModelRoute, base_url: str | None, model_name: str) -> InMemoryRateLimiter | None:
-    """The one limiter of an endpoint (``base_url`` + model), shared by every run in this process.
-
-    Each run builds its own chat models, so a limiter per model would let C
-    concurrent runs send C x ``requests_per_minute``. One limiter per endpoint
-    keeps the configured rate whatever the concurrency. It is not keyed by event
-    loop: ``InMemoryRateLimiter`` holds only a thread lock and polls with
-    ``asyncio.sleep``, so runs on different loops (threads) can share it.
-    The rate is part of the key, so two routes configuring different rates
-    for one endpoint do not silently take each other's.
-    """
-    rpm = route.rate_limit.requests_per_minute
-    if rpm is None:
-        return None
-    key = (base_url or "(provider default)", model_name, rpm)
-    with _limiters_lock:
-        if key not in _limiters:
-            _limiters[key] = InMemoryRateLimiter(requests_per_second=rpm / 60.0, check_every_n_seconds=0.05,
-                                                 max_bucket_size=1)
-        return _limiters[key]
-
-
 def make_chat_model(
     cfg: ExperimentConfig,
     route_name: str = "default",
@@ -93,7 +66,7 @@ def make_chat_model(
 
         variant = route.model if route.model.startswith("scripted") else "scripted"
         model = ScriptedChatModel(seed=seed, variant=variant, latency_ms=route.scripted_latency_ms,
-                                  injection=injection)
+                                  injection=injection, max_concurrent=route.rate_limit.max_concurrent)
         return BoundModel(name=route_name, route=route, model=model, model_label=variant)
 
     from langchain_openai import ChatOpenAI
@@ -113,6 +86,7 @@ def make_chat_model(
     else:
         api_key = require_api_key(route, route_name) or "sk-local-no-key"
         base_url, model_name = route.base_url, route.model
+    limit = route.rate_limit.max_concurrent
     model = ChatOpenAI(
         model=model_name,
         base_url=base_url,
@@ -125,6 +99,8 @@ def make_chat_model(
         rate_limiter=shared_rate_limiter(route, base_url, model_name),
         stream_usage=True,
         extra_body=extra_body or None,
+        http_async_client=None if limit is None else slot_limited_client(
+            f"{base_url}|{model_name}", limit, route.request_timeout_s()),
     )
     return BoundModel(name=route_name, route=route, model=model, model_label=model_name, base_url=base_url,
                       server=handle)

@@ -35,6 +35,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from mas.limits import endpoint_slot
+
 
 @dataclass(kw_only=True, slots=True)
 class InjectionPlan:
@@ -119,6 +121,8 @@ class ScriptedChatModel(BaseChatModel):
     latency_ms: float = 0.0
     """Simulated wall time per call (ms); asyncio.sleep, so concurrent calls overlap."""
     injection: InjectionPlan | None = None
+    max_concurrent: int | None = None
+    """The simulated endpoint's slots (``rate_limit.max_concurrent``): calls beyond it wait for a slot."""
     calls: int = Field(default=0)
     _bound_kwargs: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -216,7 +220,12 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        meta = dict(run_manager.metadata) if run_manager else {}
+        async with endpoint_slot(self.variant, self.max_concurrent):
+            return await self._serve(messages, meta, kwargs)
+
+    async def _serve(self, messages: list[BaseMessage], meta: dict[str, Any], kwargs: dict[str, Any]) -> ChatResult:
+        """What the simulated endpoint does with one request, inside one of its slots: wait, then answer."""
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
-        meta = dict(run_manager.metadata) if run_manager else {}
         return self._respond(messages, meta, kwargs)

@@ -199,18 +199,18 @@ async def test_concurrency_bound_is_respected_and_used(tmp_path, monkeypatch):
 
 async def test_route_max_concurrent_bounds_llm_calls_across_runs(tmp_path, monkeypatch):
     active, peak = 0, 0
-    original = ScriptedChatModel._agenerate
+    original = ScriptedChatModel._serve
 
-    async def counting(self, messages, stop=None, run_manager=None, **kwargs):  # run_manager: named, see langchain
+    async def counting(self, *args):  # the simulated endpoint's work: what max_concurrent bounds
         nonlocal active, peak
         active += 1
         peak = max(peak, active)
         try:
-            return await original(self, messages, stop, run_manager, **kwargs)
+            return await original(self, *args)
         finally:
             active -= 1
 
-    monkeypatch.setattr(ScriptedChatModel, "_agenerate", counting)
+    monkeypatch.setattr(ScriptedChatModel, "_serve", counting)
     cfg = scripted_cfg(tmp_path, concurrency=6, latency_ms=20, rate_limit=RateLimit(max_concurrent=2))
     results = await run_experiment(request(cfg, tasks=3, runs=2))
     assert all(r.success for r in results) and peak == 2
