@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -11,7 +12,7 @@ _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|sk-or-v1-[A-Za-z0-9]{16,}|B
 REDACTED = "[REDACTED]"
 
 
-_cached: tuple[Any, list[str]] = (None, [])
+_cached: tuple[Any, list[str], list[str] | None] = (None, [], [])
 
 
 def _secret_values() -> list[str]:
@@ -22,14 +23,34 @@ def _secret_values() -> list[str]:
     compared instead (a C-level tuple compare), so a key set mid-run is still
     redacted from the next event on.
     """
+    return _secret_table()[0]
+
+
+def _secret_table() -> tuple[list[str], list[str] | None]:
+    """The secret values and their JSON-escaped forms (None when one would not be escaped predictably)."""
     global _cached
     raw = getattr(os.environ, "_data", None)  # CPython's undecoded mapping; None elsewhere: no caching
     key = tuple(raw.items()) if raw is not None else None
     if key is not None and key == _cached[0]:
-        return _cached[1]
+        return _cached[1], _cached[2]
     values = [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
-    _cached = (key, values)
-    return values
+    plain = all(not any(c in '"\\' or c < " " for c in v) for v in values)
+    needles = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values] if plain else None
+    _cached = (key, values, needles)
+    return values, needles
+
+
+def may_hold_secret(text: str) -> bool:
+    """Whether the JSON text ``text`` may hold a secret value or a key shape (False: :func:`redact` would
+    change nothing in the data it was serialized from).
+
+    A few substring searches over one string, against a walk over every string of the data: the tracer
+    serializes each event anyway and redacts only when this says so.
+    """
+    _values, needles = _secret_table()
+    if needles is None:  # a secret with quotes, backslashes or control characters: always redact
+        return True
+    return "sk-" in text or "Bearer" in text or any(n in text for n in needles)
 
 
 def redact(value: Any, _secrets: list[str] | None = None) -> Any:

@@ -3,9 +3,9 @@
 1. **Tracing overhead**: the same scripted runs (zero model latency) of
    ``sas`` and ``debate`` with tracing on and off, one run at a time (each
    run whole: graph, trace, evaluation, artifacts; not the sweep's fixed
-   set-up), the two modes interleaved over ``--repeats`` rounds; wall time
-   per LLM call (medians) and the overhead: the median over rounds of
-   ``on / off - 1``, each round's two batches run back to back (target <= 5 %).
+   set-up), each run traced and untraced back to back, over ``--repeats``
+   rounds of ``--overhead-tasks`` runs; wall time per LLM call (medians) and
+   the overhead: the median over rounds of ``on / off - 1`` (target <= 5 %).
 2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
@@ -81,51 +81,50 @@ def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, task
     return time.perf_counter() - t0
 
 
-def _runs_only(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int, tracing: bool) -> float:
-    """Wall time (s) of ``tasks`` runs executed one after another, without the sweep around them.
+async def _paired_round(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int, flip: bool) -> dict[bool, float]:
+    """Each of ``tasks`` runs twice, traced and untraced back to back (order flipped every other run);
+    the wall time (s) of each mode summed over the round.
 
-    The sweep's fixed costs (graph pictures, manifest, progress) are the same
-    with tracing on and off; timed along with 20 short runs they made the
-    on/off ratio wander by several per cent.
+    Only the runs are timed, not the sweep around them: its fixed costs (graph pictures, manifest,
+    progress) are the same in both modes. Pairing single runs, rather than timing one batch of each mode,
+    cancels the VM's drift, which moved whole 2 s batches by up to 15 %.
     """
-    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks, runs_per_task=1,
-                            experiment_id=exp, progress="none", tracing=tracing)
-    benches = validate_request(req)
-    specs = plan_runs(req, benches)
-
-    async def run_all() -> float:
-        t0 = time.perf_counter()
-        for spec in specs:
-            await execute_run(spec, cfg, benches[spec.benchmark], tracing=tracing)
-        return time.perf_counter() - t0
-
-    return asyncio.run(run_all())
+    walls = {True: 0.0, False: 0.0}
+    specs = {}
+    for tracing in (True, False):
+        req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks, runs_per_task=1,
+                                experiment_id=f"{exp}_{tracing}", progress="none", tracing=tracing)
+        benches = validate_request(req)
+        specs[tracing] = (plan_runs(req, benches), benches["arith"])
+    for i in range(tasks):
+        for tracing in ((True, False) if (i % 2 == 0) != flip else (False, True)):
+            spec, bench = specs[tracing][0][i], specs[tracing][1]
+            t0 = time.perf_counter()
+            await execute_run(spec, cfg, bench, tracing=tracing)
+            walls[tracing] += time.perf_counter() - t0
+    return walls
 
 
 def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
-    """Wall ms per LLM call with tracing on and off (medians) and the overhead (median of paired on/off ratios)."""
+    """Wall ms per LLM call with tracing on and off, and the overhead: the median over rounds of
+    ``on / off - 1`` (see :func:`_paired_round`)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
     try:
         _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
-        _runs_only(cfg, "count", system=system, tasks=tasks, tracing=True)
-        calls, _ = trace_calls_and_tokens(tmp / "count")  # the scripted runs are deterministic: same calls off
-        # The first few rounds of both modes run up to 30 % slower (allocator, file system and library caches
-        # warming up); two discarded rounds per mode keep that out of the medians.
+        # The first rounds run up to 30 % slower (allocator, file system and library caches warming up);
+        # two discarded rounds keep that out of the figures.
         for i in range(2):
-            for tracing in (True, False):
-                _runs_only(cfg, f"warm{i}_{tracing}", system=system, tasks=tasks, tracing=tracing)
-        walls: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(repeats):
-            for tracing in ((True, False) if i % 2 == 0 else (False, True)):
-                walls[tracing].append(_runs_only(cfg, f"r{i}_{tracing}", system=system, tasks=tasks,
-                                                 tracing=tracing))
+            asyncio.run(_paired_round(cfg, f"warm{i}", system=system, tasks=tasks, flip=bool(i % 2)))
+        rounds = [asyncio.run(_paired_round(cfg, f"r{i}", system=system, tasks=tasks, flip=bool(i % 2)))
+                  for i in range(repeats)]
+        calls, _ = trace_calls_and_tokens(tmp / "r0_True")  # the scripted runs are deterministic: same calls off
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    on, off = statistics.median(walls[True]), statistics.median(walls[False])
-    # Each on/off pair ran back to back, so the machine's slow drift cancels in the pair's ratio.
-    paired = statistics.median(a / b for a, b in zip(walls[True], walls[False], strict=True)) - 1
-    return {"calls": calls, "on_ms": on * 1000 / calls, "off_ms": off * 1000 / calls, "overhead": paired}
+    on = statistics.median(r[True] for r in rounds)
+    off = statistics.median(r[False] for r in rounds)
+    return {"calls": calls, "on_ms": on * 1000 / calls, "off_ms": off * 1000 / calls,
+            "overhead": statistics.median(r[True] / r[False] for r in rounds) - 1}
 
 
 def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
