@@ -86,3 +86,21 @@ def test_broken_processor_does_not_break_the_run():
     tracer = Tracer("r", [Broken(), sink])
     tracer.emit("a", "act")
     assert len(sink.events) == 1
+
+
+@pytest.mark.parametrize("secret", ["plain-secret-value-42", 'quote"and\\slash-secret', "ünïcode-sécret-välue"])
+def test_secrets_without_key_shape_are_redacted_everywhere(tmp_path, monkeypatch, secret):
+    # The tracer searches the serialized event before redacting: the search must find every secret,
+    # also one that JSON escapes (quotes, backslashes) or leaves as UTF-8.
+    monkeypatch.setenv("SERVICE_TOKEN", secret)
+    from mas.tracing import ListCollector
+
+    path, sink = tmp_path / "t.jsonl", ListCollector()
+    tracer = Tracer("r", [JsonlWriter(path), sink])
+    tracer.emit("tool", "tool_result", {"output": {"lines": [f"token={secret}"]}}, note=f"saw {secret}")
+    tracer.emit("tool", "act", {"content": "nothing to hide"})
+    text = path.read_text(encoding="utf-8")
+    assert secret not in text and json.dumps(secret)[1:-1] not in text and text.count(REDACTED) == 2
+    assert sink.events[0].payload == {"output": {"lines": [f"token={REDACTED}"]}}
+    assert sink.events[0].model_extra["note"] == f"saw {REDACTED}"
+    assert sink.events[1].payload == {"content": "nothing to hide"}
