@@ -7,6 +7,7 @@ skipped; it never breaks a run.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import time
@@ -37,17 +38,37 @@ class TraceProcessor(Protocol):
 
 
 class JsonlWriter:
-    """Appends one JSON line per event in one unbuffered write, so a crash leaves a readable prefix."""
+    """Appends one JSON line per event, so a crash leaves a readable prefix of the trace.
+
+    On an event loop, the lines of one loop step (a node's events, emitted
+    between two awaits) go out in one write at the end of that step, before
+    the run can wait on anything: a write per event cost more than building
+    the event. Without a running loop each line is written at once.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._pending: list[bytes] = []
 
     def on_event(self, event: TraceEvent) -> None:
-        self._fh.write(event.model_dump_json(exclude_none=True).encode() + b"\n")
+        self._pending.append(event.model_dump_json(exclude_none=True).encode() + b"\n")
+        if len(self._pending) > 1:
+            return  # a write is already scheduled for this loop step
+        try:
+            asyncio.get_running_loop().call_soon(self.flush)
+        except RuntimeError:  # no event loop in this thread
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending lines now."""
+        if self._pending and not self._fh.closed:
+            self._fh.write(b"".join(self._pending))
+        self._pending.clear()
 
     def close(self) -> None:
+        self.flush()
         self._fh.close()
 
 

@@ -1,5 +1,6 @@
 """Trace schema, the JSONL writer, and secret redaction."""
 
+import asyncio
 import json
 
 import pytest
@@ -104,3 +105,24 @@ def test_secrets_without_key_shape_are_redacted_everywhere(tmp_path, monkeypatch
     assert sink.events[0].payload == {"output": {"lines": [f"token={REDACTED}"]}}
     assert sink.events[0].model_extra["note"] == f"saw {REDACTED}"
     assert sink.events[1].payload == {"content": "nothing to hide"}
+
+
+async def test_jsonl_writer_writes_a_loop_steps_lines_before_the_run_waits(tmp_path):
+    path = tmp_path / "t.jsonl"
+    writer = JsonlWriter(path)
+    tracer = Tracer("r", [writer])
+    tracer.emit("a", "plan")
+    tracer.emit("a", "act")
+    await asyncio.sleep(0)  # the run yields (e.g. awaits a model call): its lines are on disk by then
+    assert [json.loads(line)["event_type"] for line in path.read_text().splitlines()] == ["plan", "act"]
+    tracer.emit("a", "finalize")
+    tracer.close()  # closing writes what is pending
+    assert len(path.read_text().splitlines()) == 3
+
+
+def test_jsonl_writer_without_a_loop_writes_each_line_at_once(tmp_path):
+    path = tmp_path / "t.jsonl"
+    tracer = Tracer("r", [JsonlWriter(path)])
+    tracer.emit("a", "plan")
+    assert len(path.read_text().splitlines()) == 1
+    tracer.close()
