@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gzip
 import hashlib
 import json
 import os
@@ -219,11 +220,11 @@ async def test_route_max_concurrent_bounds_llm_calls_across_runs(tmp_path, monke
 class FakeOpenAI:
     """A loopback OpenAI-compatible chat endpoint that answers every prompt with one final answer.
 
-    ``fail_first`` requests get HTTP 429; each request takes ``delay_s``. It
+    ``fail_first`` requests get HTTP 429; each request takes ``delay_s``; ``gzip_body`` compresses replies. It
     records request start times and the peak number of requests in flight.
     """
 
-    def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0) -> None:
+    def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0, gzip_body: bool = False) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -257,6 +258,9 @@ class FakeOpenAI:
                                       "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}, 200
                     data = json.dumps(body).encode()
                     self.send_response(code)
+                    if gzip_body:
+                        data = gzip.compress(data)
+                        self.send_header("content-encoding", "gzip")
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
