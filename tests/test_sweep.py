@@ -256,18 +256,20 @@ class FakeOpenAI:
                                       "choices": [{"index": 0, "finish_reason": "stop",
                                                    "message": {"role": "assistant", "content": content}}],
                                       "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}, 200
-                    data = json.dumps(body).encode()
-                    self.send_response(code)
-                    if gzip_body:
-                        data = gzip.compress(data)
-                        self.send_header("content-encoding", "gzip")
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
                 finally:
+                    # Out of the count before the reply goes out: a client may hand its slot to its next
+                    # request as soon as the last byte arrives, before this thread gets past the write.
                     with lock:
                         fake.active -= 1
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                if gzip_body:
+                    data = gzip.compress(data)
+                    self.send_header("content-encoding", "gzip")
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
