@@ -60,7 +60,9 @@ def endpoint_slot(endpoint: str, limit: int | None) -> contextlib.AbstractAsyncC
     if limit is None:
         return contextlib.nullcontext()
     per_loop = _slots.setdefault(asyncio.get_running_loop(), {})
-    return per_loop.setdefault((endpoint, limit), asyncio.Semaphore(limit))
+    if (endpoint, limit) not in per_loop:
+        per_loop[endpoint, limit] = asyncio.Semaphore(limit)
+    return per_loop[endpoint, limit]
 
 
 class SlotTransport(httpx.AsyncBaseTransport):
