@@ -32,7 +32,9 @@ def utc_now_iso() -> str:
 class TraceProcessor(Protocol):
     """Receives every event of a run (write a file, print progress, export)."""
 
-    def on_event(self, event: TraceEvent) -> None: ...
+    def on_event(self, event: TraceEvent, line: str) -> None:
+        """``event`` (already redacted) and its trace line: the event as JSON, without ``None`` fields."""
+        ...
 
     def close(self) -> None: ...
 
@@ -52,8 +54,8 @@ class JsonlWriter:
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._pending: list[bytes] = []
 
-    def on_event(self, event: TraceEvent) -> None:
-        self._pending.append(event.model_dump_json(exclude_none=True).encode() + b"\n")
+    def on_event(self, event: TraceEvent, line: str) -> None:
+        self._pending.append(line.encode() + b"\n")
         if len(self._pending) > 1:
             return  # a write is already scheduled for this loop step
         try:
@@ -78,7 +80,7 @@ class ListCollector:
     def __init__(self) -> None:
         self.events: list[TraceEvent] = []
 
-    def on_event(self, event: TraceEvent) -> None:
+    def on_event(self, event: TraceEvent, line: str) -> None:
         self.events.append(event)
 
     def close(self) -> None:
@@ -137,14 +139,16 @@ class Tracer:
         # Built without validation: every field comes from this function, and validating each event cost
         # more than writing it (tests read every trace back through the schema).
         event = TraceEvent.model_construct(**fields, payload=payload, **extra)
+        line = event.model_dump_json(exclude_none=True)
         # Walking every string of every event for secrets cost a third of tracing; one search of the
-        # serialized event finds whether there is anything to redact.
-        if may_hold_secret(event.model_dump_json()):
+        # trace line finds whether there is anything to redact.
+        if may_hold_secret(line):
             event = TraceEvent.model_construct(**fields, payload=redact(payload), **redact(extra))
+            line = event.model_dump_json(exclude_none=True)
         self.seq += 1
         for proc in self.processors:
             try:
-                proc.on_event(event)
+                proc.on_event(event, line)
             except Exception as err:  # a broken processor must not break the run
                 log.warning("trace processor failed", processor=type(proc).__name__, error=str(err))
         return event

@@ -75,7 +75,7 @@ def test_secrets_are_redacted_from_events(tmp_path, monkeypatch):
 
 def test_broken_processor_does_not_break_the_run():
     class Broken:
-        def on_event(self, e):
+        def on_event(self, e, line):
             raise OSError("disk full")
 
         def close(self):
