@@ -172,7 +172,7 @@ async def connect_scheduler(address: str, timeout_s: float | None = None) -> Any
 def per_worker_cfg(cfg: ExperimentConfig, workers: int) -> ExperimentConfig:
     """``cfg`` with every route's rate limits divided among ``workers`` processes.
 
-    Limiters live in one process (:mod:`mas.models`), so N processes with the
+    Limiters live in one process (:mod:`mas.limits`), so N processes with the
     full limit each would send N times what the endpoint allows. Concurrency
     is floored (a process needs at least one slot: :func:`mas.experiment.validate_request`
     refuses more workers than a route's ``max_concurrent``).
@@ -189,22 +189,32 @@ def per_worker_cfg(cfg: ExperimentConfig, workers: int) -> ExperimentConfig:
     return cfg.model_copy(update={"models": routes})
 
 
+def local_cluster(workers: int, concurrency: int, *, asynchronous: bool = False) -> Any:
+    """A Dask LocalCluster on this machine with a worker thread for each of ``concurrency`` runs at once.
+
+    ``workers=1``: one in-process worker (threads); it starts in about a
+    second and pickles nothing across processes (CI, small sweeps).
+    ``workers=N``: N worker processes, one event loop and core each, each
+    taking its share of the runs. Give those workers :func:`per_worker_cfg`.
+    """
+    from distributed import LocalCluster
+
+    if workers > 1:
+        return LocalCluster(n_workers=workers, threads_per_worker=-(-concurrency // workers), processes=True,
+                            asynchronous=asynchronous, dashboard_address=None)
+    return LocalCluster(n_workers=1, threads_per_worker=concurrency, processes=False, asynchronous=asynchronous,
+                        dashboard_address=None)
+
+
 async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
     """(client, in-process cluster or None); a client passed in ``job`` is returned as is."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if job.dask_client is not None:
         return job.dask_client, None
     if job.scheduler_address:
         return await connect_scheduler(job.scheduler_address), None
-    if job.workers > 1:  # one event loop per process and core; each process takes its share of the runs
-        cluster = await LocalCluster(n_workers=job.workers, threads_per_worker=-(-job.concurrency // job.workers),
-                                     processes=True, asynchronous=True, dashboard_address=None)
-    else:
-        # One in-process worker (threads): starts in about a second, no pickling across processes; for CI
-        # and small sweeps. Each run still executes as a Dask task on a worker thread.
-        cluster = await LocalCluster(n_workers=1, threads_per_worker=job.concurrency, processes=False,
-                                     asynchronous=True, dashboard_address=None)
+    cluster = await local_cluster(job.workers, job.concurrency, asynchronous=True)
     client = await Client(cluster, asynchronous=True)
     return client, cluster
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
-from mas.executors import per_worker_cfg  # noqa: E402
+from mas.executors import local_cluster, per_worker_cfg  # noqa: E402
 from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
 from mas.runner import execute_run  # noqa: E402
 
@@ -153,11 +153,7 @@ def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system
     with contextlib.ExitStack() as stack:
         address = None
         if cluster_workers:
-            from distributed import LocalCluster
-
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=cluster_workers, threads_per_worker=-(-in_flight // cluster_workers), processes=True,
-                dashboard_address=None))
+            cluster = stack.enter_context(local_cluster(cluster_workers, in_flight))
             executor, address = "dask", cluster.scheduler_address
         stack.callback(shutil.rmtree, tmp, ignore_errors=True)
         # The warm-up goes where the sweep goes: imports and caches on every worker process.
