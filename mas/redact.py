@@ -15,19 +15,15 @@ REDACTED = "[REDACTED]"
 _cached: tuple[Any, list[str], list[str] | None] = (None, [], [])
 
 
-def _secret_values() -> list[str]:
-    """Values of secret-named environment variables (8+ characters), recomputed whenever the environment changes.
+def _secret_table() -> tuple[list[str], list[str] | None]:
+    """Values of secret-named environment variables (8+ characters) and their JSON-escaped forms (None
+    when one would not be escaped predictably), recomputed whenever the environment changes.
 
     Every trace event passes through here, and decoding all of ``os.environ``
     per event cost a quarter of a millisecond; the raw environment is
     compared instead (a C-level tuple compare), so a key set mid-run is still
     redacted from the next event on.
     """
-    return _secret_table()[0]
-
-
-def _secret_table() -> tuple[list[str], list[str] | None]:
-    """The secret values and their JSON-escaped forms (None when one would not be escaped predictably)."""
     global _cached
     raw = getattr(os.environ, "_data", None)  # CPython's undecoded mapping; None elsewhere: no caching
     key = tuple(raw.items()) if raw is not None else None
@@ -59,7 +55,7 @@ def redact(value: Any, _secrets: list[str] | None = None) -> Any:
     >>> redact({"auth": "Bearer abcdefghijklmnopqrstu"})
     {'auth': '[REDACTED]'}
     """
-    secrets = _secret_values() if _secrets is None else _secrets
+    secrets = _secret_table()[0] if _secrets is None else _secrets
     if isinstance(value, str):
         for s in secrets:
             if s in value:
