@@ -21,14 +21,14 @@ def _secret_table() -> tuple[list[str], list[str] | None]:
 
     Every trace event passes through here, and decoding all of ``os.environ``
     per event cost a quarter of a millisecond; the raw environment is
-    compared instead (a C-level tuple compare), so a key set mid-run is still
-    redacted from the next event on.
+    compared with a copy instead (a C-level dict compare), so a key set
+    mid-run is still redacted from the next event on.
     """
     global _cached
     raw = getattr(os.environ, "_data", None)  # CPython's undecoded mapping; None elsewhere: no caching
-    key = tuple(raw.items()) if raw is not None else None
-    if key is not None and key == _cached[0]:
+    if raw is not None and raw == _cached[0]:
         return _cached[1], _cached[2]
+    key = dict(raw) if raw is not None else None
     values = [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
     plain = all(not any(c in '"\\' or c < " " for c in v) for v in values)
     needles = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values] if plain else None
