@@ -153,10 +153,9 @@ def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str]
 
     ``layers`` fixes the row of some nodes; the others get the longest-path layer.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure, not pyplot: sweeps draw these in a worker thread, and pyplot's global figure
+    # manager is not thread-safe.
+    from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch
 
     names = list(dict.fromkeys([*(nodes or []), *(x for e in edges for x in (e.source, e.target))]))
@@ -166,7 +165,10 @@ def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str]
         rows.setdefault(layer[x], []).append(x)
     pos = {x: (i - (len(row) - 1) / 2, -lv) for lv, row in rows.items() for i, x in enumerate(row)}
     width = max(len(r) for r in rows.values())
-    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * width), max(3.0, 1.4 * len(rows) + 1)))
+    fig = Figure(figsize=(max(6.0, 2.2 * width), max(3.0, 1.4 * len(rows) + 1)))
+    # The axes fill the figure (below the title): the limits below already leave a node's width of margin,
+    # and a "tight" bounding box would draw the whole picture twice.
+    ax = fig.add_axes((0.01, 0.01, 0.98, 0.9))
     for e in edges:
         (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
         curve = 0.4 if y1 == y0 else 0.35 if y1 > y0 else 0.08
@@ -186,8 +188,7 @@ def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str]
     ax.set_title(title, fontsize=10)
     ax.axis("off")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(buf, format="png", dpi=130)
     return _write_bytes_atomic(path, buf.getvalue())
 
 
