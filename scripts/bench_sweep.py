@@ -46,6 +46,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from descriptor.schema import read_trace  # noqa: E402
+from mas.cli import freeze_startup_heap  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
 from mas.executors import local_cluster, per_worker_cfg  # noqa: E402
 from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
@@ -115,6 +116,7 @@ def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, floa
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
     try:
         _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
+        freeze_startup_heap()  # as `main.py run` does: no full collections walking the imports mid-round
         # The first rounds run up to 30 % slower (allocator, file system and library caches warming up);
         # two discarded rounds keep that out of the figures.
         for i in range(2):
@@ -162,6 +164,7 @@ def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system
         # The warm-up goes where the sweep goes: imports and caches on every worker process.
         _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=max(1, cluster_workers * 2), runs=1,
                executor=executor, scheduler_address=address)
+        freeze_startup_heap()  # as `main.py run` does
         cpu0 = time.process_time()
         actual_s = _sweep(cfg, "sweep", benchmark="arith", system=system, tasks=tasks, runs=2 if runs > 1 else 1,
                           executor=executor, scheduler_address=address)

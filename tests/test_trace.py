@@ -126,3 +126,16 @@ def test_jsonl_writer_without_a_loop_writes_each_line_at_once(tmp_path):
     tracer.emit("a", "plan")
     assert len(path.read_text().splitlines()) == 1
     tracer.close()
+
+
+@pytest.mark.parametrize("extra", [{}, {"usage_source": "provider", "gen_ai.request.model": "m"}])
+def test_tracer_events_equal_pydantics_own_construct(extra):
+    """The tracer builds events by hand (cheaper); they must be what ``model_construct`` would build."""
+    tracer = Tracer("r1", [])
+    ev = tracer.emit("agent_0", "act", {"text": "hi"}, token_in=3, latency_ms=1.5, step=True, **extra)
+    fields = {k: getattr(ev, k) for k in TraceEvent.model_fields if k != "version"}
+    ref = TraceEvent.model_construct(**fields, **extra)
+    assert ev == ref
+    assert ev.model_fields_set == ref.model_fields_set and ev.model_extra == ref.model_extra
+    assert ev.model_dump_json(exclude_none=True) == ref.model_dump_json(exclude_none=True)
+    assert TraceEvent.model_validate_json(ev.model_dump_json()) == ev  # and it is a valid event
