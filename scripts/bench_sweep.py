@@ -5,7 +5,8 @@
    run whole: graph, trace, evaluation, artifacts; not the sweep's fixed
    set-up), each run traced and untraced back to back, over ``--repeats``
    rounds of ``--overhead-tasks`` runs; wall time per LLM call (medians) and
-   the overhead: the median over rounds of ``on / off - 1`` (target <= 5 %).
+   the overhead: the median over all pairs of ``on / off - 1``, with its
+   95 % confidence interval (target <= 5 %).
 2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
@@ -85,33 +86,49 @@ def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, task
     return time.perf_counter() - t0
 
 
-async def _paired_round(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int, flip: bool) -> dict[bool, float]:
+async def _paired_round(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int,
+                        flip: bool) -> list[tuple[float, float]]:
     """Each of ``tasks`` runs twice, traced and untraced back to back (order flipped every other run);
-    the wall time (s) of each mode summed over the round.
+    the (traced, untraced) wall times (s) of each pair.
 
     Only the runs are timed, not the sweep around them: its fixed costs (graph pictures, manifest,
-    progress) are the same in both modes. Pairing single runs, rather than timing one batch of each mode,
-    cancels the VM's drift, which moved whole 2 s batches by up to 15 %.
+    progress) are the same in both modes.
     """
-    walls = {True: 0.0, False: 0.0}
     specs = {}
     for tracing in (True, False):
         req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks, runs_per_task=1,
                                 experiment_id=f"{exp}_{tracing}", progress="none", tracing=tracing)
         benches = validate_request(req)
         specs[tracing] = (plan_runs(req, benches), benches["arith"])
+    pairs = []
     for i in range(tasks):
+        wall = {}
         for tracing in ((True, False) if (i % 2 == 0) != flip else (False, True)):
             spec, bench = specs[tracing][0][i], specs[tracing][1]
             t0 = time.perf_counter()
             await execute_run(spec, cfg, bench, tracing=tracing)
-            walls[tracing] += time.perf_counter() - t0
-    return walls
+            wall[tracing] = time.perf_counter() - t0
+        pairs.append((wall[True], wall[False]))
+    return pairs
+
+
+def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """The median and its ~95 % confidence interval (order statistics of the binomial, no distribution assumed)."""
+    xs = sorted(values)
+    n = len(xs)
+    half = z * n ** 0.5 / 2
+    lo, hi = max(0, int(n / 2 - half)), min(n - 1, int(n / 2 + half))
+    return statistics.median(xs), xs[lo], xs[hi]
 
 
 def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
-    """Wall ms per LLM call with tracing on and off, and the overhead: the median over rounds of
-    ``on / off - 1`` (see :func:`_paired_round`)."""
+    """Wall ms per LLM call with tracing on and off, and the overhead: the median over all pairs of
+    ``traced / untraced - 1`` with its 95 % confidence interval (see :func:`_paired_round`).
+
+    Pairing single runs cancels the VM's drift, which moved whole 2 s batches by up to 15 %. The median
+    of the pairs, not a ratio of sums, because of the VM's stalls: runs of 40 ms took up to 450 ms now and
+    then, in either mode, and one such stall moved a 50-run round's summed ratio by 20 %.
+    """
     tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
     try:
@@ -121,15 +138,16 @@ def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, floa
         # two discarded rounds keep that out of the figures.
         for i in range(2):
             asyncio.run(_paired_round(cfg, f"warm{i}", system=system, tasks=tasks, flip=bool(i % 2)))
-        rounds = [asyncio.run(_paired_round(cfg, f"r{i}", system=system, tasks=tasks, flip=bool(i % 2)))
-                  for i in range(repeats)]
+        pairs = [pair for i in range(repeats)
+                 for pair in asyncio.run(_paired_round(cfg, f"r{i}", system=system, tasks=tasks, flip=bool(i % 2)))]
         calls, _ = trace_calls_and_tokens(tmp / "r0_True")  # the scripted runs are deterministic: same calls off
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    on = statistics.median(r[True] for r in rounds)
-    off = statistics.median(r[False] for r in rounds)
-    return {"calls": calls, "on_ms": on * 1000 / calls, "off_ms": off * 1000 / calls,
-            "overhead": statistics.median(r[True] / r[False] for r in rounds) - 1}
+    per_call_ms = 1000 * tasks / calls
+    overhead, lo, hi = median_ci([on / off - 1 for on, off in pairs])
+    return {"calls": calls, "pairs": len(pairs), "on_ms": statistics.median(on for on, _ in pairs) * per_call_ms,
+            "off_ms": statistics.median(off for _, off in pairs) * per_call_ms,
+            "overhead": overhead, "overhead_lo": lo, "overhead_hi": hi}
 
 
 def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
@@ -258,9 +276,10 @@ def main(argv: list[str] | None = None) -> int:
 
     for system in ("sas", "debate"):
         o = measure_overhead(system, tasks=args.overhead_tasks, repeats=args.repeats)
-        print(f"tracing overhead ({system}, {args.overhead_tasks} runs x {args.repeats} repeats, {o['calls']} calls "
-              f"per sweep): {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call untraced, "
-              f"overhead {o['overhead'] * 100:+.1f} % [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
+        print(f"tracing overhead ({system}, {o['pairs']} traced/untraced pairs of runs, {o['calls']} calls per "
+              f"{args.overhead_tasks} runs): median {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call "
+              f"untraced, overhead {o['overhead'] * 100:+.1f} % (95 % CI {o['overhead_lo'] * 100:+.1f} to "
+              f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
 
     c = args.concurrency
     variants = [(None, 0, f"{c} runs at once"),

@@ -10,10 +10,20 @@ def test_bench_sweep_prints_overhead_and_three_efficiency_variants(capsys):
             "--efficiency-repeats", "2", "--workers", "2", "--skip-embedded"]
     assert load_script("bench_sweep").main(argv) == 0
     out = capsys.readouterr().out
-    assert len(re.findall(r"^tracing overhead \((sas|debate),", out, re.M)) == 2
+    overheads = re.findall(r"^tracing overhead \((sas|debate), 2 traced/untraced pairs.*overhead ([-+0-9.]+) % "
+                           r"\(95 % CI ([-+0-9.]+) to ([-+0-9.]+) %\)", out, re.M)
+    assert [system for system, *_ in overheads] == ["sas", "debate"]
+    for _, median, lo, hi in overheads:
+        assert float(lo) <= float(median) <= float(hi)
     effs = re.findall(r"^sweep efficiency \(sas, 8 runs, C=2 slots, (.*?), 20 ms/call\).*efficiency "
                       r"([0-9.]+) \(median of 2 sweeps: ([0-9.]+), ([0-9.]+)\)", out, re.M)
     assert [how.split(",")[0] for how, *_ in effs] == ["2 runs at once", "4 runs at once", "4 runs at once on a dask "
                                                        "cluster of 2 local worker processes"]
     for _, median, low, high in effs:
         assert 0.0 < float(low) <= float(median) <= float(high) <= 1.05
+
+
+def test_median_ci_brackets_the_median_by_order_statistics():
+    median_ci = load_script("bench_sweep").median_ci
+    assert median_ci([float(x) for x in range(1, 102)]) == (51.0, 41.0, 61.0)
+    assert median_ci([3.0]) == (3.0, 3.0, 3.0)
