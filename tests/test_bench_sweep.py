@@ -1,6 +1,9 @@
 """scripts/bench_sweep.py end to end with tiny sweeps (about 25 s on 2 cores): every figure is printed and sane."""
 
 import re
+import statistics
+
+import pytest
 
 from tests.scripts_loader import load_script
 
@@ -27,3 +30,13 @@ def test_median_ci_brackets_the_median_by_order_statistics():
     median_ci = load_script("bench_sweep").median_ci
     assert median_ci([float(x) for x in range(1, 102)]) == (51.0, 41.0, 61.0)
     assert median_ci([3.0]) == (3.0, 3.0, 3.0)
+
+
+@pytest.mark.embedded
+def test_saturation_compares_the_sweep_with_the_server_probed_before_and_after():
+    bench = load_script("bench_sweep")
+    bench.PROBE_ROUNDS, bench.PROBE_TOKENS_BEFORE = 1, 32  # one short round each side: a smoke test, not a figure
+    s = bench.measure_saturation(tasks=2, system="sas")
+    assert len(s["before"]) == len(s["after"]) == 1 and s["runs"] == 2 and s["tokens_out"] > 0
+    assert s["peak_tok_s"] == statistics.median(s["before"] + s["after"]) > 0
+    assert s["saturation"] == pytest.approx(s["tokens_out"] / s["sweep_s"] / s["peak_tok_s"])
