@@ -236,11 +236,11 @@ def measure_saturation(*, tasks: int, system: str) -> dict[str, float]:
     """A GSM8K sweep on the embedded server vs the server's own peak output tokens/s.
 
     The peak is the median of the server-alone rounds probed right before and
-    right after the sweep. This VM's speed drifts over minutes: the sweep's
-    rate held at 51-54 tok/s across three sweeps while single rounds of the
-    server alone ranged from 44 to 69 tok/s, so one best-of-three probe after
-    the sweep put the figure anywhere from 0.74 to 0.98. Bracketing the sweep
-    and taking the median measures the server at the speed the sweep had.
+    right after the sweep. This VM's speed drifts over minutes: single
+    rounds of the server alone ranged from 40 to 69 tok/s in one session,
+    and one best-of-three probe after the sweep put three sweeps of 51-54
+    tok/s at 0.74, 0.85 and 0.98. Bracketing the sweep and taking the median
+    measures the server at about the speed the sweep had.
     """
     from mas.llama_server import ensure_server
 
