@@ -14,8 +14,6 @@ service is called.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 from mas.agent import RunContext
 from mas.config import ExperimentConfig
 from mas.errors import UserError
-from mas.io import write_text_atomic
+from mas.io import write_bytes_atomic, write_text_atomic
 from mas.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
 from mas.termination import CONTROLLER
 
@@ -189,20 +187,7 @@ def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str]
     ax.axis("off")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=130)
-    return _write_bytes_atomic(path, buf.getvalue())
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_bytes_atomic(path, buf.getvalue())
 
 
 def workflow_edges(system: str, rt: RunContext) -> tuple[list[str], list[Edge], str]:

@@ -11,14 +11,14 @@ from typing import Any
 from pydantic_core import to_json
 
 
-def write_text_atomic(path: str | Path, text: str | bytes) -> Path:
-    """Write ``text`` (bytes as they are, str as UTF-8) to a temp file beside ``path``, fsync, then rename over it."""
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to a temp file beside ``path``, fsync, then rename over it."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text if isinstance(text, bytes) else text.encode())
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
@@ -28,6 +28,11 @@ def write_text_atomic(path: str | Path, text: str | bytes) -> Path:
     return p
 
 
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """:func:`write_bytes_atomic` of ``text`` as UTF-8."""
+    return write_bytes_atomic(path, text.encode())
+
+
 def write_json_atomic(path: str | Path, data: Any) -> Path:
     """Atomically write ``data`` as indented UTF-8 JSON; NaN and infinities become null, unknown types their ``str``.
 
@@ -35,7 +40,7 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
     seventh of its cost: with ``indent`` the standard library falls back to
     its pure-Python encoder, and a run writes six of these files.
     """
-    return write_text_atomic(path, to_json(data, indent=2, inf_nan_mode="null", fallback=str) + b"\n")
+    return write_bytes_atomic(path, to_json(data, indent=2, inf_nan_mode="null", fallback=str) + b"\n")
 
 
 def read_json(path: str | Path) -> Any:

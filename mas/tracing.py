@@ -39,7 +39,7 @@ def _new_event(fields: dict[str, Any], extra: dict[str, Any]) -> TraceEvent:
     JSON line keeps that order). Not validated: the tracer builds every field
     itself, and tests read every trace back through the schema. This is what
     ``model_construct`` sets, at a quarter of its cost (~2 against ~8 us);
-    ``tests/test_tracing.py`` checks the two agree on the installed pydantic.
+    ``tests/test_trace.py`` checks the two agree on the installed pydantic.
     """
     event = TraceEvent.__new__(TraceEvent)
     _set_attr(event, "__dict__", {"version": TRACE_VERSION, **fields})

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overhead-tasks", type=int, default=50, help="runs per overhead measurement (default 50)")
     p.add_argument("--repeats", type=int, default=7, help="interleaved on/off rounds of the overhead (default 7)")
     p.add_argument("--embedded-tasks", type=int, default=64, help="GSM8K runs of the saturation sweep (default 64, "
-                   "about 6.5 min on 2 cores)")
+                   "7-9 min on 2 cores)")
     p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
     args = p.parse_args(argv)
     if args.efficiency_repeats < 1:
