@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from mas.errors import UserError
+    from descriptor.errors import UserError
 
     try:
         return int(args.func(args) or 0)

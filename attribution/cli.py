@@ -34,7 +34,7 @@ def _job(cls: type, **kw: object) -> object:
     """Build a job's options; a bad value becomes a UserError naming the flag."""
     from pydantic import ValidationError
 
-    from mas.errors import UserError
+    from descriptor.errors import UserError
 
     try:
         return cls(**kw)

@@ -59,7 +59,7 @@ from attribution.scorefile import (
     read_score_file,
     write_json_atomic,
 )
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 BASE_METHODS = ("vcp", "crsvp", "lf", "rf", "twf")
 METHODS = (*BASE_METHODS, "auto")

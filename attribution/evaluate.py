@@ -27,7 +27,7 @@ from sklearn.metrics import roc_auc_score
 from attribution.methods.base import Method, MethodContext, Prediction
 from attribution.scorers.base import StepScores
 from attribution.trajectory import Trajectory, normalize_agent
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 log = structlog.get_logger(__name__)
 

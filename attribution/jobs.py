@@ -21,7 +21,7 @@ from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics,
 from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
 from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.trajectory import Trajectory
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import read_json, write_json_atomic, write_text_atomic
 
 log = structlog.get_logger(__name__)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from attribution.trajectory import Step, Trajectory
 from descriptor.schema import iter_trace_lines
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 log = structlog.get_logger(__name__)
 

@@ -37,7 +37,7 @@ from descriptor.run_metrics import compute_run_metrics
 from descriptor.schema import read_trace
 from mas.agent import RunContext
 from mas.config import ExperimentConfig
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import read_json, write_json_atomic
 from mas.models import ModelSet
 from mas.scripted import InjectionPlan

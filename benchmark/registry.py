@@ -16,7 +16,7 @@ from benchmark.gsm8k import GSM8KBenchmark
 from benchmark.humaneval import HumanEvalBenchmark
 from benchmark.mbpp import MBPPBenchmark
 from benchmark.reasoning_gym import ReasoningGymBenchmark
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "arith": ArithBenchmark,

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from descriptor._io import write_csv_atomic, write_json_atomic
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 """Quality points given up per cost unit: 1e-5 per token (0.01 per 1k tokens), 1.0 per USD."""

@@ -29,7 +29,7 @@ from descriptor.task_descriptor import (
 )
 from descriptor.task_files import write_task_files
 from descriptor.topology_analysis import analyse_topology
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 ROLLUP_FIELDS: tuple[str, ...] = (
     "benchmark", "system", "n_tasks", "n_runs", "success_rate", "completion_rate", "eval_avg_score",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from descriptor.run_files import RunRecord
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 PASS_AT_K: tuple[int, ...] = (1, 3, 5, 8)
 

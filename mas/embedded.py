@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mas.config import EmbeddedSettings
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import write_json_atomic
 
 Progress = Callable[[str], None]

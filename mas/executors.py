@@ -45,7 +45,7 @@ import structlog
 from benchmark.base import Benchmark
 from descriptor.schema import RunResult
 from mas.config import ExperimentConfig
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.runner import RunSpec, execute_run
 
 log = structlog.get_logger(__name__)

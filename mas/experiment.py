@@ -18,7 +18,7 @@ from benchmark.base import Benchmark
 from benchmark.registry import get_benchmark
 from descriptor.schema import RunResult
 from mas.config import ExperimentConfig, require_api_key
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.executors import EXECUTORS, SweepJob
 from mas.progress import ProgressMode
 from mas.runner import RunSpec, run_seed

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mas.agent import RunContext
 from mas.config import ExperimentConfig
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import write_bytes_atomic, write_text_atomic
 from mas.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
 from mas.termination import CONTROLLER

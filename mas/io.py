@@ -45,7 +45,7 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
 
 def read_json(path: str | Path) -> Any:
     """Read a JSON file; errors name the file."""
-    from mas.errors import UserError
+    from descriptor.errors import UserError
 
     p = Path(path)
     try:

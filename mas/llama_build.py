@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from mas.embedded import CachePaths, Progress
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.16"

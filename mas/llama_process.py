@@ -22,7 +22,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from mas.embedded import CachePaths
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import write_text_atomic
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from descriptor.schema import RunResult
 from mas.config import ExperimentConfig
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.io import write_json_atomic
 from mas.redact import redact
 from mas.runner import RunSpec

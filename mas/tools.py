@@ -56,7 +56,7 @@ async def execute_tool(name: str, args: dict[str, Any], sandbox: SandboxSettings
 
             return ToolOutcome(ok=True, output=str(safe_eval(_first_arg(args, "expression", "expr", "input"))))
         if name == "python":
-            from mas.sandbox import arun_python
+            from benchmark.sandbox import arun_python
 
             res = await arun_python(_first_arg(args, "code", "input"), timeout_s=sandbox.timeout_s,
                                     memory_mb=sandbox.memory_mb)

@@ -1,4 +1,4 @@
-"""Print the per-call cost of mas.sandbox against a bare interpreter start.
+"""Print the per-call cost of benchmark.sandbox against a bare interpreter start.
 
 Wall-clock figures (ms) depend on machine load; the CPU figures (user+sys ms of
 the child processes, from getrusage) barely do, so compare those on a busy box.
@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from mas.sandbox import arun_python, run_python
+from benchmark.sandbox import arun_python, run_python
 
 
 def _children_cpu_ms() -> float:

@@ -12,7 +12,7 @@ from attribution.evaluate import CaseRecord, agent_correct, attribution_metrics,
 from attribution.loaders import load_run, load_runs_dir, load_who_and_when_dir, load_who_and_when_file
 from attribution.methods import METHODS, MethodContext, get_method
 from attribution.trajectory import Step, Trajectory, normalize_agent
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "who_and_when" / "dev"
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="Who&When dev split not present")

@@ -13,7 +13,7 @@ from attribution.scorers.features import step_features
 from attribution.scorers.learned import fit_step_classifier
 from attribution.scorers.position import fit_density, fit_position_prior
 from attribution.trajectory import Step, Trajectory
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 
 def synth(tid: str, n: int, error_at: int, *, query: str | None = None, subset: str = "s") -> Trajectory:

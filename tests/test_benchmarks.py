@@ -12,7 +12,7 @@ import pytest
 from benchmark import gsm8k as gsm8k_mod
 from benchmark.base import Task
 from benchmark.registry import BENCHMARKS, get_benchmark, list_benchmarks
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 

@@ -29,7 +29,7 @@ from attribution.conformal import (
 )
 from attribution.conformal_eval import Evaluator, summarise, synthetic_records
 from attribution.scorefile import ScoreRecord, TrainSource, fingerprint, parse_score_lines, read_score_file
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 # --- direct reference implementation of the definitions ------------------------
 # Written from the issue text, independently of attribution.conformal: families

@@ -13,7 +13,7 @@ from descriptor.topology_analysis import (
     pareto_frontier,
     zscore,
 )
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 
 def desc(system: str, task: str, q: float, tokens: float, usd: float = 0.0, bench: str = "b") -> dict:

@@ -13,7 +13,7 @@ import pytest
 import main
 from descriptor.summaries import summarize_experiment
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PipelineError
-from mas.errors import UserError
+from descriptor.errors import UserError
 from tests.descriptor_fixtures import build_experiment, ev, write_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -341,7 +341,7 @@ def _must_not_start(*_args, **_kw):
 
 
 def test_embedded_server_error_is_a_user_error():
-    from mas.errors import UserError
+    from descriptor.errors import UserError
 
     assert issubclass(EmbeddedServerError, UserError)  # main.py prints it on one line, exit 2
 

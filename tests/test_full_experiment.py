@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 import main
 from mas.config import ExperimentConfig, ModelRoute
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.experiment import (
     ExperimentRequest,
     plan_runs,

@@ -15,7 +15,7 @@ from attribution.rollback_experiment import resolve_scoring, training_for
 from attribution.scorefile import ScoreRecord, TrainSource
 from attribution.trajectory import Step, Trajectory
 from main import main
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 # Verified against this LangGraph minor version: forking a top-level checkpoint re-runs only the
 # super-steps after it. Subgraph time travel re-runs whole subgraphs, so rollback never uses it.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mas.sandbox import MAX_OUTPUT_CHARS, SandboxResult, arun_python, run_python
+from benchmark.sandbox import MAX_OUTPUT_CHARS, SandboxResult, arun_python, run_python
 
 
 def _last_error(result: SandboxResult) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from descriptor.schema import read_trace
 from mas.config import ExperimentConfig, ModelRoute, RateLimit
-from mas.errors import UserError
+from descriptor.errors import UserError
 from mas.experiment import ExperimentRequest, SweepInterrupted, run_experiment
 from mas.llm import TransientModelError
 from mas.manifest import MANIFEST_NAME, config_differences

@@ -42,8 +42,8 @@ _import_optional()
 
 
 def get_method(name: str, **options: object) -> Method:
-    """Build method ``name``; an unknown name is a :class:`~mas.errors.UserError` listing the known ones."""
-    from mas.errors import UserError
+    """Build method ``name``; an unknown name is a :class:`~descriptor.errors.UserError` listing the known ones."""
+    from descriptor.errors import UserError
 
     if name not in METHODS:
         raise UserError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from attribution.trajectory import Trajectory
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 
 class MethodContext(BaseModel):

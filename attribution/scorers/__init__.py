@@ -43,8 +43,8 @@ _import_optional()
 
 
 def get_scorer(name: str, **options: object) -> Scorer:
-    """Build scorer ``name``; an unknown name is a :class:`~mas.errors.UserError` listing the known ones."""
-    from mas.errors import UserError
+    """Build scorer ``name``; an unknown name is a :class:`~descriptor.errors.UserError` listing the known ones."""
+    from descriptor.errors import UserError
 
     if name not in SCORERS:
         raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(sorted(SCORERS))}")

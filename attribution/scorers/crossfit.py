@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from attribution.scorers.base import StepScores
 from attribution.trajectory import Trajectory
-from mas.errors import UserError
+from descriptor.errors import UserError
 
 M = TypeVar("M")
 
