@@ -22,7 +22,7 @@ from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_traject
 from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
-from mas.io import read_json, write_json_atomic, write_text_atomic
+from descriptor.io import read_json, write_json_atomic, write_text_atomic
 
 log = structlog.get_logger(__name__)
 
@@ -120,12 +120,12 @@ def load_train_source(src: TrainSource) -> list[Trajectory]:
 
 
 def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
-    """``(chat model or None, route facts)`` for ``opts.model`` via ``mas.models.make_chat_model``."""
+    """``(chat model or None, route facts)`` for ``opts.model`` via ``mas.llm.models.make_chat_model``."""
     if opts.model is None:
         return None, {"route": None, "context_window": 8192, "max_output_tokens": 512, "model_label": None,
                       "count_tokens": None}
     from mas.config import load_config
-    from mas.models import make_chat_model
+    from mas.llm.models import make_chat_model
 
     cfg = load_config(opts.config)
     bound = make_chat_model(cfg, opts.model, seed=opts.seed)
@@ -142,7 +142,7 @@ def server_tokenizer(bound: Any) -> Any:
     """
     if bound.provider != "embedded":
         return None
-    from mas.llm import count_tokens
+    from mas.llm.call import count_tokens
 
     async def count(text: str) -> int:
         return (await count_tokens(bound, text))[0]

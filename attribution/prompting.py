@@ -41,7 +41,7 @@ from attribution._prompt_fit import (
     step_views,
 )
 from attribution.trajectory import Trajectory, normalize_agent
-from mas.jsonparse import parse_json_object
+from mas.llm.jsonparse import parse_json_object
 
 __all__ = [
     "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "actor_step", "agent_names",

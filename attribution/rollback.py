@@ -35,12 +35,12 @@ from benchmark.base import Task
 from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.schema import read_trace
-from mas.agent import RunContext
+from mas.topologies.agent import RunContext
 from mas.config import ExperimentConfig
 from descriptor.errors import UserError
-from mas.io import read_json, write_json_atomic
-from mas.models import ModelSet
-from mas.scripted import InjectionPlan
+from descriptor.io import read_json, write_json_atomic
+from mas.llm.models import ModelSet
+from mas.scripted.model import InjectionPlan
 from mas.systems import SYSTEMS, final_answer
 from mas.tracing import JsonlWriter, Tracer, use_tracer
 

@@ -19,7 +19,7 @@ from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, Trai
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
-from mas.io import write_json_atomic
+from descriptor.io import write_json_atomic
 
 log = structlog.get_logger(__name__)
 

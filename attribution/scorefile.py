@@ -18,7 +18,7 @@ into calibration.json and ``rollback`` checks them. Files without them (older
 ones, or written by others) still read; the fields are then null.
 
 Also holds the small atomic-write helpers the conformal commands use
-(``mas.io`` did not exist when this was written).
+(``descriptor.io`` did not exist when this was written).
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ def freeze_startup_heap() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mas.experiment import ExperimentRequest, SweepInterrupted, run_experiment
     from mas.logging import configure_logging
+    from mas.sweep.experiment import ExperimentRequest, SweepInterrupted, run_experiment
 
     configure_logging()
     cfg = load_effective_config(args)
@@ -121,7 +121,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "--set models.default.temperature=0.0 (repeatable)")
     p.add_argument("--concurrency", type=int, help="runs at once")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
-                   help="where runs execute: local (asyncio, default) or dask (see mas/executors.py)")
+                   help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",
                    help="dask scheduler, e.g. tcp://host:8786 (default: an in-process LocalCluster)")
     p.add_argument("--workers", type=int, default=1,

@@ -13,8 +13,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from descriptor.errors import UserError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from descriptor.errors import UserError
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
@@ -81,7 +82,7 @@ class ModelRoute(_Strict):
         The local server queues requests beyond its slots and the client's
         timeout runs while they wait (a queued ECHO panel call waited past
         120 s on 2 cores), so ``embedded`` defaults to 30 minutes; a dead
-        server is detected by its process instead (:mod:`mas.llm`).
+        server is detected by its process instead (:mod:`mas.llm.call`).
         """
         if self.timeout_s is not None:
             return self.timeout_s

@@ -7,7 +7,7 @@ import sys
 
 import structlog
 
-from mas.redact import structlog_redactor
+from descriptor.redact import structlog_redactor
 
 
 def configure_logging(level: str = "INFO") -> None:

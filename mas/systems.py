@@ -2,7 +2,8 @@
 
 Each entry builds an uncompiled LangGraph ``StateGraph`` for one run; every
 graph leaves its final answer in ``state["answer"]`` and its per-stage
-metrics (rounds used, stop reasons) in ``state["stages"]``.
+metrics (rounds used, stop reasons) in ``state["stages"]``. Adding a
+topology is one module under :mod:`mas.topologies` plus one line here.
 
 Routing functions (conditional edges) are ``async def`` like the nodes:
 LangGraph runs a plain ``def`` one in a thread pool on every step, and
@@ -11,27 +12,25 @@ those hand-offs cost a sweep of 16 concurrent runs about 3 % efficiency.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph import StateGraph
 
-from mas.agent import RunContext
-from mas.sas import build_sas
+from mas.topologies.agent import RunContext
+from mas.topologies.debate import build_debate
+from mas.topologies.orchestrator import build_orchestrator
+from mas.topologies.sas import build_sas
+from mas.topologies.supervisor import build_supervisor
 
 SystemBuilder = Callable[[RunContext], StateGraph]
 
-SYSTEMS: dict[str, SystemBuilder] = {"sas": build_sas}
-
-# Topologies register themselves when their module is present.
-for _name, _module in (("supervisor", "mas.supervisor"), ("debate", "mas.debate"),
-                       ("orchestrator", "mas.orchestrator")):
-    try:
-        SYSTEMS[_name] = importlib.import_module(_module).BUILDER
-    except ModuleNotFoundError as _err:
-        if _err.name != _module:
-            raise
+SYSTEMS: dict[str, SystemBuilder] = {
+    "sas": build_sas,
+    "supervisor": build_supervisor,
+    "debate": build_debate,
+    "orchestrator": build_orchestrator,
+}
 
 
 def final_answer(state: dict[str, Any]) -> str | None:

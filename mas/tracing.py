@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from descriptor.redact import may_hold_secret, redact
 from descriptor.schema import TRACE_VERSION, EventType, TraceEvent
-from mas.redact import may_hold_secret, redact
 
 log = structlog.get_logger(__name__)
 

@@ -32,9 +32,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mas.config import EmbeddedSettings  # noqa: E402
-from mas.embedded import CATALOGUE  # noqa: E402
-from mas.io import write_json_atomic  # noqa: E402
-from mas.llama_server import ensure_server  # noqa: E402
+from mas.serving.catalogue import CATALOGUE  # noqa: E402
+from descriptor.io import write_json_atomic  # noqa: E402
+from mas.serving.server import ensure_server  # noqa: E402
 
 PROMPTS = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "

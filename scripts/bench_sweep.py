@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from descriptor.schema import read_trace  # noqa: E402
 from mas.cli import freeze_startup_heap  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
-from mas.executors import local_cluster, per_worker_cfg  # noqa: E402
-from mas.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
-from mas.runner import execute_run  # noqa: E402
+from mas.sweep.executors import local_cluster, per_worker_cfg  # noqa: E402
+from mas.sweep.experiment import ExperimentRequest, plan_runs, run_experiment, validate_request  # noqa: E402
+from mas.sweep.runner import execute_run  # noqa: E402
 
 EFFICIENCY_TARGET, OVERHEAD_TARGET, SATURATION_TARGET = 0.90, 0.05, 0.85
 
@@ -218,7 +218,7 @@ async def _alone_tok_s(base_url: str, model: str, *, prompts: list[list[dict[str
 def _solver_prompts(n: int) -> list[list[dict[str, str]]]:
     """The opening messages of the sweep's ``sas`` solver for the first ``n`` GSM8K tasks."""
     from benchmark.registry import get_benchmark
-    from mas.prompts import system_prompt, task_message
+    from mas.topologies.prompts import system_prompt, task_message
 
     tasks = get_benchmark("gsm8k").load_tasks(n)
     return [[{"role": "system", "content": system_prompt("solver")},
@@ -242,7 +242,7 @@ def measure_saturation(*, tasks: int, system: str) -> dict[str, float]:
     tok/s at 0.74, 0.85 and 0.98. Bracketing the sweep and taking the median
     measures the server at about the speed the sweep had.
     """
-    from mas.llama_server import ensure_server
+    from mas.serving.server import ensure_server
 
     settings = EmbeddedSettings()
     handle = ensure_server(settings)

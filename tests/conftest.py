@@ -24,8 +24,8 @@ SESSION_ENV = "MAS_TEST_SESSION"
 
 def _recorded_pids(roots: list[Path]) -> set[int]:
     """PIDs in the server records (``run/server.json``) under the cache dirs the tests use."""
-    from mas.embedded import CachePaths
-    from mas.llama_process import read_record
+    from mas.serving.catalogue import CachePaths
+    from mas.serving.process import read_record
 
     pids = set()
     for root in roots:
@@ -37,7 +37,7 @@ def _recorded_pids(roots: list[Path]) -> set[int]:
 
 def _cache_roots(basetemp: Path) -> list[Path]:
     """The default cache (embedded tests use it) and every cache a test made under the session's temp dir."""
-    from mas.embedded import cache_root
+    from mas.serving.catalogue import cache_root
 
     private = [p.parent.parent for p in basetemp.rglob("server.json") if p.parent.name == "run"]
     return [cache_root(None), *private]
@@ -53,10 +53,10 @@ def _started_by_session(pid: int, token: str) -> bool:
 
 def _leaked_servers(basetemp: Path, token: str) -> list[int]:
     """Live llama-server PIDs (recorded, or held by a handle of this process) that this session started."""
-    from mas.llama_process import pid_alive
+    from mas.serving.process import pid_alive
 
     pids = _recorded_pids(_cache_roots(basetemp))
-    server_module = sys.modules.get("mas.llama_server")  # not imported: this process started no server
+    server_module = sys.modules.get("mas.serving.server")  # not imported: this process started no server
     if server_module is not None:
         pids |= {h.pid for h in server_module._handles.values()}
     return sorted(p for p in pids if pid_alive(p) and _started_by_session(p, token))
@@ -72,7 +72,7 @@ def no_llama_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield
         leaked = _leaked_servers(tmp_path_factory.getbasetemp(), token)
         if leaked:
-            from mas.llama_process import terminate
+            from mas.serving.process import terminate
 
             for pid in leaked:  # do not leave them running for the next session either
                 terminate(pid)

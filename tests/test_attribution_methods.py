@@ -45,7 +45,7 @@ from attribution.prompting import case_header, new_session, parse_loose, render_
 from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
 from attribution.trajectory import Step, Trajectory
-from mas.scripted import ScriptedChatModel
+from mas.scripted.model import ScriptedChatModel
 
 LLM_METHODS = ["all_at_once", "step_by_step", "binary_search", "echo", "chief"]
 
@@ -618,8 +618,8 @@ async def test_all_at_once_fills_missing_step_from_agent() -> None:
 async def test_all_methods_run_on_the_embedded_model() -> None:
     """Every LLM method returns a valid prediction from the real 0.5B model (JSON constrained by schema)."""
     from mas.config import ExperimentConfig, ModelRoute
-    from mas.llama_server import _release_all
-    from mas.models import make_chat_model
+    from mas.serving.server import _release_all
+    from mas.llm.models import make_chat_model
 
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="embedded", model="qwen2.5-coder-0.5b",
                                                          temperature=0.2, max_tokens=256)})

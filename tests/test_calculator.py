@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mas.calculator import CalculatorError, evaluate
+from mas.tools.calculator import CalculatorError, evaluate
 
 
 @pytest.mark.parametrize(

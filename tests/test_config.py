@@ -84,7 +84,7 @@ def test_used_routes_include_role_routes_under_models():
 
 
 def test_missing_key_of_a_role_route_fails_before_any_run(tmp_path, monkeypatch):
-    from mas.experiment import ExperimentRequest, validate_request
+    from mas.sweep.experiment import ExperimentRequest, validate_request
 
     monkeypatch.delenv("CRITIC_KEY", raising=False)
     cfg = _cfg(models={"default": {"provider": "scripted", "model": "scripted"},
@@ -96,10 +96,10 @@ def test_missing_key_of_a_role_route_fails_before_any_run(tmp_path, monkeypatch)
 
 
 def test_embedded_role_route_is_prestarted(monkeypatch):
-    from mas import experiment
+    from mas.sweep import experiment
 
     started = []
-    monkeypatch.setattr("mas.llama_server.ensure_server", lambda settings: started.append(settings))
+    monkeypatch.setattr("mas.serving.server.ensure_server", lambda settings: started.append(settings))
     experiment.prepare_models(_cfg(models={"default": {"provider": "scripted", "model": "scripted"},
                                            "critic": {"provider": "embedded"}}))
     assert len(started) == 1

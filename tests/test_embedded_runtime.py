@@ -3,11 +3,11 @@
 import pytest
 from langchain_core.messages import HumanMessage
 
-from mas.agent import AgentSpec, RunContext, agent_step, opening_messages, run_tool_calls
+from mas.topologies.agent import AgentSpec, RunContext, agent_step, opening_messages, run_tool_calls
 from mas.config import ExperimentConfig, ModelRoute
-from mas.llm import call_llm
-from mas.models import ModelSet, make_chat_model
-from mas.prompts import ANSWER_SCHEMA
+from mas.llm.call import call_llm
+from mas.llm.models import ModelSet, make_chat_model
+from mas.topologies.prompts import ANSWER_SCHEMA
 from mas.tracing import ListCollector, Tracer, use_tracer
 
 # One event loop for the module: langchain-openai caches its async HTTP client per endpoint, and a pooled
@@ -20,7 +20,7 @@ def cfg():
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="embedded", model="qwen2.5-coder-0.5b",
                                                          temperature=0.0, max_tokens=256)})
     yield cfg
-    from mas.llama_server import _release_all
+    from mas.serving.server import _release_all
 
     _release_all()  # stop the server this test process started (by PID)
 

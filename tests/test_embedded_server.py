@@ -21,9 +21,9 @@ MAX_TOKENS = 160  # enough for a short JSON answer or one tool call
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     from mas.config import EmbeddedSettings
-    from mas.embedded import cache_paths
-    from mas.llama_process import pid_alive
-    from mas.llama_server import ensure_server, install
+    from mas.serving.catalogue import cache_paths
+    from mas.serving.process import pid_alive
+    from mas.serving.server import ensure_server, install
 
     shared = EmbeddedSettings()
     install(shared)  # no-op when already built and assembled
@@ -43,7 +43,7 @@ def server(tmp_path_factory):
 
 def _servers_under(root: Path) -> list[int]:
     """PIDs of live llama-server processes whose command line mentions ``root``."""
-    from mas.llama_process import pid_alive
+    from mas.serving.process import pid_alive
 
     found = []
     for proc in Path("/proc").iterdir():
@@ -71,7 +71,7 @@ def _chat(handle, **kw):
 def test_server_is_healthy_and_serves_the_model(server):
     import httpx
 
-    from mas.llama_server import check_alive
+    from mas.serving.server import check_alive
 
     check_alive(server)
     models = httpx.get(f"{server.base_url}/models", timeout=10).json()
@@ -99,7 +99,7 @@ def test_tool_call_round_trip(server):
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
     from langchain_core.tools import tool
 
-    from mas.jsonparse import parse_json_object
+    from mas.llm.jsonparse import parse_json_object
 
     @tool
     def multiply(a: float, b: float) -> float:

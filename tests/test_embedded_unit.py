@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from mas import embedded, llama_process, llama_server
+from mas.serving import catalogue as embedded
+from mas.serving import process as llama_process
+from mas.serving import server as llama_server
 from mas.config import EmbeddedSettings
-from mas.embedded import CachePaths, ModelPartsError, ModelSpec
-from mas.llama_process import EmbeddedServerError, ServerRecord
+from mas.serving.catalogue import CachePaths, ModelPartsError, ModelSpec
+from mas.serving.process import EmbeddedServerError, ServerRecord
 
 PREFIX = "mas-fake-part"
 VERSION = "1.0.0"
@@ -371,11 +373,11 @@ def _embedded_cfg(settings, tmp_path):
 async def test_connection_error_on_a_dead_server_names_exit_code_and_log(settings, dead_server, tmp_path, monkeypatch):
     from langchain_core.messages import HumanMessage
 
-    from mas.llm import call_llm
-    from mas.models import make_chat_model
+    from mas.llm.call import call_llm
+    from mas.llm.models import make_chat_model
     from mas.tracing import ListCollector, Tracer, use_tracer
 
-    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     bound = make_chat_model(_embedded_cfg(settings, tmp_path))
     assert bound.server is dead_server
     sink = ListCollector()
@@ -391,8 +393,8 @@ async def test_connection_error_on_a_dead_server_names_exit_code_and_log(setting
 async def test_connection_error_with_a_live_server_is_retried_as_before(settings, fake_llama, tmp_path, monkeypatch):
     from langchain_core.messages import HumanMessage
 
-    from mas.llm import LLMCallError, call_llm
-    from mas.models import make_chat_model
+    from mas.llm.call import LLMCallError, call_llm
+    from mas.llm.models import make_chat_model
     from mas.tracing import ListCollector, Tracer, use_tracer
 
     paths = embedded.cache_paths(settings)
@@ -402,7 +404,7 @@ async def test_connection_error_with_a_live_server_is_retried_as_before(settings
                                        ctx_per_slot=2048, record=rec, paths=paths)
     monkeypatch.setattr(llama_server, "ensure_server", lambda *_a, **_kw: handle)
     monkeypatch.setattr(llama_server, "is_healthy", lambda *_a, **_kw: True)  # /health answered in time
-    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="ConnectionError"):
         await call_llm(make_chat_model(_embedded_cfg(settings, tmp_path)), [HumanMessage("hi")],
@@ -414,7 +416,7 @@ async def test_connection_error_with_a_live_server_is_retried_as_before(settings
 async def test_a_run_on_a_dead_server_records_the_error_in_its_trace(settings, dead_server, tmp_path):
     from benchmark.registry import get_benchmark
     from descriptor.schema import read_trace
-    from mas.runner import RunSpec, execute_run
+    from mas.sweep.runner import RunSpec, execute_run
 
     cfg = _embedded_cfg(settings, tmp_path)
     bench = get_benchmark("arith")

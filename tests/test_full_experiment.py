@@ -21,14 +21,14 @@ from structlog.testing import capture_logs
 import main
 from mas.config import ExperimentConfig, ModelRoute
 from descriptor.errors import UserError
-from mas.experiment import (
+from mas.sweep.experiment import (
     ExperimentRequest,
     plan_runs,
     run_experiment,
     validate_request,
 )
-from mas.manifest import MANIFEST_NAME
-from mas.runner import is_finished
+from mas.sweep.manifest import MANIFEST_NAME
+from mas.sweep.runner import is_finished
 from tests.test_sweep import comparable_summary, file_states, sigterm_after_finished
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,13 +138,13 @@ def test_exit_status_is_the_childs_after_a_forwarded_signal(tmp_path, code):
 
 SLOW_VALIDATION = """\
 import sys, time
-import mas.experiment
+import mas.sweep.experiment
 
 def slow_validate(req):  # stands in for task loading / embedded server start-up (blocking code)
     print("validating", flush=True)
     time.sleep(60)
 
-mas.experiment.validate_request = slow_validate
+mas.sweep.experiment.validate_request = slow_validate
 import main
 sys.exit(main.main(sys.argv[1:]))
 """
@@ -212,7 +212,7 @@ def free_port() -> int:
 
 
 def test_unreachable_dask_scheduler_is_a_user_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("mas.executors.SCHEDULER_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("mas.sweep.executors.SCHEDULER_CONNECT_TIMEOUT_S", 1.0)
     address = f"tcp://127.0.0.1:{free_port()}"
     with pytest.raises(UserError, match=r"could not connect to the dask scheduler at 'tcp://127\.0\.0\.1:\d+'"):
         asyncio.run(run_experiment(scripted_request(tmp_path, executor="dask", scheduler_address=address)))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mas.io import write_json_atomic, write_text_atomic
+from descriptor.io import write_json_atomic, write_text_atomic
 
 
 def test_json_artifacts_read_as_json_dumps_wrote_them(tmp_path):

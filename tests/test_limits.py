@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from mas.limits import SlotTransport, endpoint_slot
+from mas.llm.limits import SlotTransport, endpoint_slot
 from tests.test_sweep import FakeOpenAI
 
 

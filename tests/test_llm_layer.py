@@ -5,12 +5,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 import json
 
-from mas.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
-from mas.jsonparse import parse_json_object
-from mas.llm import LLMCallError, TransientModelError, _text_tool_calls, backoff_s, call_llm, clip_confidence
-from mas.models import ModelSet, make_chat_model
-from mas.scripted import RESPONDERS, responder
+from mas.llm.jsonparse import parse_json_object
+from mas.llm.call import LLMCallError, TransientModelError, _text_tool_calls, backoff_s, call_llm, clip_confidence
+from mas.llm.models import ModelSet, make_chat_model
+from mas.scripted.model import RESPONDERS, responder
 from mas.tracing import ListCollector, Tracer, use_tracer
 
 
@@ -63,7 +63,7 @@ def flaky_contract():
 
 
 async def test_retries_are_traced_and_succeed(flaky_contract, monkeypatch):
-    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted", max_retries=3)})
     bound = make_chat_model(cfg)
     sink = ListCollector()
@@ -75,7 +75,7 @@ async def test_retries_are_traced_and_succeed(flaky_contract, monkeypatch):
 
 
 async def test_retries_exhausted_raise(flaky_contract, monkeypatch):
-    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted", max_retries=1)})
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="503"):
@@ -138,8 +138,8 @@ async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch)
 
 async def test_injection_fires_only_on_a_step_whose_output_it_changes():
     from benchmark.registry import get_benchmark
-    from mas.agent import agent_step
-    from mas.scripted import InjectionPlan
+    from mas.topologies.agent import agent_step
+    from mas.scripted.model import InjectionPlan
 
     plan = InjectionPlan(step=0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from descriptor.schema import is_system_actor, read_trace
 from main import main
-from mas import graph_pictures
-from mas.termination import STOP_REASONS
+from mas.topologies import pictures as graph_pictures
+from mas.topologies.termination import STOP_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")

@@ -7,7 +7,7 @@ import pytest
 
 from descriptor.schema import read_trace
 from main import main
-from mas.graph_pictures import PICTURE_FILES
+from mas.topologies.pictures import PICTURE_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")

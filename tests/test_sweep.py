@@ -19,11 +19,11 @@ import pytest
 from descriptor.schema import read_trace
 from mas.config import ExperimentConfig, ModelRoute, RateLimit
 from descriptor.errors import UserError
-from mas.experiment import ExperimentRequest, SweepInterrupted, run_experiment
-from mas.llm import TransientModelError
-from mas.manifest import MANIFEST_NAME, config_differences
-from mas.progress import LogProgress, SweepStats, make_progress
-from mas.scripted import ScriptedChatModel
+from mas.sweep.experiment import ExperimentRequest, SweepInterrupted, run_experiment
+from mas.llm.call import TransientModelError
+from mas.sweep.manifest import MANIFEST_NAME, config_differences
+from mas.sweep.progress import LogProgress, SweepStats, make_progress
+from mas.scripted.model import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ def test_config_differences_names_dotted_keys():
 
 @pytest.fixture
 def no_backoff(monkeypatch):
-    monkeypatch.setattr("mas.llm.backoff_s", lambda attempt, rng: 0.0)
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
 
 
 def flaky_model(monkeypatch, fail_first: int):
@@ -179,10 +179,10 @@ async def test_exhausted_retries_end_the_run_but_not_the_sweep(tmp_path, monkeyp
 
 
 async def test_concurrency_bound_is_respected_and_used(tmp_path, monkeypatch):
-    import mas.executors
+    import mas.sweep.executors
 
     active, peak = 0, 0
-    real = mas.executors.execute_run
+    real = mas.sweep.executors.execute_run
 
     async def counting(*args, **kwargs):
         nonlocal active, peak
@@ -193,7 +193,7 @@ async def test_concurrency_bound_is_respected_and_used(tmp_path, monkeypatch):
         finally:
             active -= 1
 
-    monkeypatch.setattr(mas.executors, "execute_run", counting)
+    monkeypatch.setattr(mas.sweep.executors, "execute_run", counting)
     results = await run_experiment(request(scripted_cfg(tmp_path, concurrency=3, latency_ms=20), tasks=4, runs=2))
     assert len(results) == 8 and peak == 3
 
@@ -425,16 +425,16 @@ async def test_dask_executor_on_a_scheduler_address_connects_once(tmp_path, monk
     """``--scheduler-address``: the client that checked the address runs the sweep (no second connection)."""
     from distributed import LocalCluster
 
-    import mas.executors
+    import mas.sweep.executors
 
     connects = []
-    real_connect = mas.executors.connect_scheduler
+    real_connect = mas.sweep.executors.connect_scheduler
 
     async def counting_connect(address, timeout_s=None):
         connects.append(address)
         return await real_connect(address, timeout_s)
 
-    monkeypatch.setattr(mas.executors, "connect_scheduler", counting_connect)
+    monkeypatch.setattr(mas.sweep.executors, "connect_scheduler", counting_connect)
     cfg = scripted_cfg(tmp_path, concurrency=2)
     async with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, asynchronous=True,
                             dashboard_address=None, protocol="tcp", host="127.0.0.1") as cluster:
@@ -467,7 +467,7 @@ async def test_dask_worker_processes_match_local(tmp_path, monkeypatch):
 
 
 def test_per_worker_cfg_divides_every_route_limit():
-    from mas.executors import per_worker_cfg
+    from mas.sweep.executors import per_worker_cfg
 
     cfg = ExperimentConfig(models={
         "default": ModelRoute(provider="scripted", model="s",

@@ -7,13 +7,13 @@ import pytest
 
 from benchmark.registry import get_benchmark
 from descriptor.schema import read_trace
-from mas.agent import RunContext
+from mas.topologies.agent import RunContext
 from mas.config import ExperimentConfig, ModelRoute, parse_config
-from mas.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
-from mas.models import ModelSet
-from mas.runner import RunSpec, execute_run
-from mas.scripted import RESPONDERS
-from mas.termination import (
+from mas.topologies.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
+from mas.llm.models import ModelSet
+from mas.sweep.runner import RunSpec, execute_run
+from mas.scripted.model import RESPONDERS
+from mas.topologies.termination import (
     STOP_REASONS,
     Candidate,
     ConsensusView,
@@ -286,7 +286,7 @@ def test_parse_consensus_fills_uncovered_indices():
 
 
 def test_emit_decision_is_a_controller_verify_with_judge_usage():
-    from mas.termination import TerminationDecision
+    from mas.topologies.termination import TerminationDecision
 
     d = TerminationDecision(stage="s", round=1, max_rounds=2, min_rounds=0, stop=True, reason="max_rounds_reached",
                             reason_detail="x", judge_token_in=10, judge_token_out=3, judge_latency_ms=5.0,
@@ -412,7 +412,7 @@ async def test_no_judge_call_before_the_minimum_rounds():
 
 
 def test_judge_schemas_bound_generation_but_not_validation():
-    from mas.judge import CONSENSUS_SCHEMA, MAX_EXPLANATION, VOTE_SCHEMA, VoteReply
+    from mas.topologies.judge import CONSENSUS_SCHEMA, MAX_EXPLANATION, VOTE_SCHEMA, VoteReply
 
     assert CONSENSUS_SCHEMA["properties"]["explanation"]["maxLength"] == MAX_EXPLANATION
     assert "maxLength" not in CONSENSUS_SCHEMA["properties"]["progress_status"]

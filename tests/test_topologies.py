@@ -11,11 +11,11 @@ from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.schema import read_trace
 from mas.config import parse_config
-from mas.graph_pictures import PICTURE_FILES, agent_edges, write_graph_pictures
-from mas.runner import RunSpec, execute_run
-from mas.scripted import RESPONDERS
+from mas.topologies.pictures import PICTURE_FILES, agent_edges, write_graph_pictures
+from mas.sweep.runner import RunSpec, execute_run
+from mas.scripted.model import RESPONDERS
 from mas.systems import SYSTEMS
-from mas.termination import STOP_REASONS
+from mas.topologies.termination import STOP_REASONS
 
 MAS_SYSTEMS = ("supervisor", "debate", "orchestrator")
 

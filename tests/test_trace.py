@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from descriptor.schema import TraceEvent, TraceReadError, is_system_actor, read_trace
-from mas.redact import REDACTED, redact
+from descriptor.redact import REDACTED, redact
 from mas.tracing import JsonlWriter, Tracer
 
 

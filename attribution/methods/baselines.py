@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from attribution.methods import _scripted  # noqa: F401  (scripted responders for these contracts)
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
     ENVIRONMENT_KEYS,

@@ -41,7 +41,6 @@ import re
 from collections import Counter
 from typing import Any
 
-from attribution.methods import _scripted  # noqa: F401  (scripted responders)
 from attribution.methods._chief_graph import (
     CausalGraph,
     Subtask,

@@ -46,7 +46,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attribution.methods import _scripted  # noqa: F401  (scripted responders)
 from attribution.methods._echo_context import hierarchical_views, hotspots, step_types
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (

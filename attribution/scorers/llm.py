@@ -16,7 +16,6 @@ import math
 import re
 import time
 
-from attribution.methods import _scripted  # noqa: F401  (scripted responders)
 from attribution.methods.echo import ROLES, sample_panel
 from attribution.prompting import (
     LLMSession,

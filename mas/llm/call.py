@@ -1,0 +1,298 @@
+"""One LLM call as the runtime makes it: limits, retries, usage, tool calls, JSON.
+
+Every agent, judge and attribution call goes through :func:`call_llm`, so
+retries are traced as ``error`` events, tokens and latency come from a
+callback per call, and small local models' quirks (tool calls written as
+text, chatty JSON) are handled in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import structlog
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import LLMResult as LCResult
+
+from mas.llm.jsonparse import parse_json_object
+from mas.llm.models import BoundModel
+from mas.tracing import current_tracer, utc_now_iso
+
+log = structlog.get_logger(__name__)
+
+
+class LLMCallError(RuntimeError):
+    """An LLM call failed for good (retries exhausted or a non-retryable error)."""
+
+
+class TransientModelError(RuntimeError):
+    """Raised by test doubles to simulate a retryable failure (429/5xx/timeout)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCallRequest:
+    """A tool call the model asked for."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str
+    protocol: Literal["native", "text"]
+    """``native``: the provider's ``tool_calls``; ``text``: a fenced JSON block in the reply."""
+
+
+@dataclass(kw_only=True, slots=True)
+class LLMResult:
+    """What one call produced and cost."""
+
+    message: AIMessage
+    text: str
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    parsed: dict[str, Any] | None = None
+    """The reply's JSON object, when it had one."""
+    token_in: int = 0
+    token_out: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+    usage_source: str = "provider"
+    """``provider`` (usage_metadata), ``tokenizer`` (server /tokenize) or ``estimate`` (chars/4)."""
+    start: str = ""
+    end: str = ""
+    model_label: str = ""
+    attempts: int = 1
+
+
+class UsageCallback(AsyncCallbackHandler):
+    """Captures start time, end time and ``usage_metadata`` of one LLM call."""
+
+    def __init__(self) -> None:
+        self.t0 = 0.0
+        self.latency_ms = 0.0
+        self.usage: dict[str, int] | None = None
+
+    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self.t0 = time.perf_counter()
+
+    async def on_llm_end(self, response: LCResult, **kwargs: Any) -> None:
+        self.latency_ms = (time.perf_counter() - self.t0) * 1000
+        try:
+            msg = response.generations[0][0].message  # type: ignore[attr-defined]
+            self.usage = getattr(msg, "usage_metadata", None) or None
+        except (IndexError, AttributeError):
+            self.usage = None
+
+
+def _retryable(err: BaseException) -> bool:
+    import openai
+
+    if isinstance(err, TransientModelError | asyncio.TimeoutError | httpx.TimeoutException | httpx.TransportError):
+        return True
+    if isinstance(err, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
+        return True
+    if isinstance(err, openai.APIStatusError):
+        return err.status_code in (408, 409, 429) or err.status_code >= 500
+    return False
+
+
+def _connection_failed(err: BaseException) -> bool:
+    """True when the request never got an answer (refused, reset, timed out): what a dead server looks like."""
+    import openai
+
+    return isinstance(err, openai.APIConnectionError | httpx.TransportError)
+
+
+async def _server_down(bound: BoundModel, err: BaseException, *, final: bool) -> str | None:
+    """Why the ``embedded`` server behind ``bound`` is gone, or None when it is up (or ``err`` is no connection failure).
+
+    Between retries only the process is checked (a ``/proc`` read): once it has
+    exited, retrying cannot help, and the exit code and log tail say why far
+    better than "Connection error". After the last retry ``/health`` is asked
+    too, so a hung server is named as well.
+    """
+    if bound.server is None or not _connection_failed(err):
+        return None
+    from mas.serving.server import EmbeddedServerError, check_alive
+
+    try:
+        await asyncio.to_thread(check_alive, bound.server, health=final)
+    except EmbeddedServerError as down:
+        return str(down)
+    return None
+
+
+def backoff_s(attempt: int, rng: random.Random, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential backoff with full jitter: uniform(0, min(cap, base * 2**attempt)) seconds."""
+    return rng.uniform(0, min(cap, base * 2**attempt))
+
+
+def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
+    """Tool calls written as text: a fenced or bare ``{"name": ..., "arguments": {...}}`` object.
+
+    A call naming an unknown tool is returned too when it has the protocol's
+    shape (a string ``name`` and an ``arguments`` object): the model meant a
+    tool call, so it gets a failed tool result and can try again, instead of
+    the JSON becoming its final answer. Other JSON (an answer) is no call.
+    """
+    obj = parse_json_object(text.replace("<tool_call>", "```json").replace("</tool_call>", "```"))
+    if not obj or not isinstance(obj.get("name"), str):
+        return []
+    has_args = "arguments" in obj or "args" in obj
+    if obj["name"] not in tool_names and not has_args:
+        return []
+    args = obj.get("arguments", obj.get("args", {}))
+    if isinstance(args, str):
+        args = parse_json_object(args) or {"input": args}
+    if not isinstance(args, dict):
+        args = {"input": args}
+    return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
+
+
+async def count_tokens(bound: BoundModel, text: str) -> tuple[int, str]:
+    if bound.provider == "embedded" and bound.base_url:
+        root = bound.base_url.removesuffix("/v1")
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+                r = await client.post(f"{root}/tokenize", json={"content": text})
+                return len(r.json()["tokens"]), "tokenizer"
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+    return max(1, len(text) // 4), "estimate"
+
+
+async def call_llm(
+    bound: BoundModel,
+    messages: list[BaseMessage],
+    *,
+    contract: str,
+    actor: str,
+    step: int | None = None,
+    tools: list[Any] | None = None,
+    json_schema: dict[str, Any] | None = None,
+    temperature: float | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> LLMResult:
+    """Call the model once (with retries) and return text, tool calls, parsed JSON and usage.
+
+    ``contract`` names the prompt's output contract (the scripted model
+    answers by it); ``step`` is the trajectory step index this output will
+    be. Retries on 429/5xx/timeouts are traced as ``error`` events by
+    ``actor``; :class:`LLMCallError` when they are exhausted. On an
+    ``embedded`` route whose server process has died (or stopped answering
+    after the last retry), the ``error`` event and the raised
+    :class:`mas.serving.server.EmbeddedServerError` name its exit code and log tail.
+
+    A tool call naming a tool that is not in ``tools`` is still returned
+    (native or text protocol): the caller answers it with a failed result.
+    """
+    runnable: Any = bound.model
+    tool_names = {(t.name if hasattr(t, "name") else str(t)) for t in tools or []}
+    if tools and bound.provider != "embedded":
+        # Small local models never return native tool_calls; they get the text protocol only.
+        runnable = runnable.bind_tools(tools)
+    if json_schema is not None and not tools:
+        mode = bound.structured_output_mode()
+        if mode == "json_schema":
+            runnable = runnable.bind(response_format={
+                "type": "json_schema",
+                "json_schema": {"name": contract.replace(".", "_"), "schema": json_schema},
+            })
+        elif mode == "json_object":
+            runnable = runnable.bind(response_format={"type": "json_object"})
+    if temperature is not None and bound.provider != "scripted":
+        runnable = runnable.bind(temperature=temperature)
+
+    tracer = current_tracer()
+    rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{step}")
+    meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
+    attempts, max_retries = 0, bound.route.max_retries
+    while True:
+        attempts += 1
+        cb = UsageCallback()
+        start = utc_now_iso()
+        t0 = time.perf_counter()
+        try:
+            # rate_limit.max_concurrent is held by the model's transport, only while the request is at the endpoint.
+            msg = await runnable.ainvoke(messages, config={"callbacks": [cb], "metadata": meta})
+            break
+        except Exception as err:
+            retry = _retryable(err) and attempts <= max_retries
+            down = await _server_down(bound, err, final=not retry)
+            cause = f"{type(err).__name__}: {err}"
+            if down is not None:
+                tracer.emit(actor, "error", {
+                    "kind": "embedded_server_down", "contract": contract, "attempt": attempts,
+                    "error": down[:2000], "cause": cause[:500], "will_retry": False,
+                }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
+                from mas.serving.server import EmbeddedServerError
+
+                # Not an LLMCallError: callers that fall back on a failed call
+                # (judges, roles) must not carry on against a dead server.
+                raise EmbeddedServerError(f"{bound.name} route: {down}") from err
+            tracer.emit(actor, "error", {
+                "kind": "llm_call", "contract": contract, "attempt": attempts,
+                "error": cause[:500], "will_retry": retry,
+            }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
+            if not retry:
+                raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
+            await asyncio.sleep(backoff_s(attempts - 1, rng))
+    end = utc_now_iso()
+    text = msg.content if isinstance(msg.content, str) else str(msg.content)
+    usage = cb.usage or getattr(msg, "usage_metadata", None)
+    if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
+        token_in, token_out, source = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), "provider"
+    else:
+        prompt = "\n".join(str(m.content) for m in messages)
+        token_in, source = await count_tokens(bound, prompt)
+        token_out, _ = await count_tokens(bound, text)
+    # Unknown names are kept: each native call needs a tool result in the
+    # history, and the model learns from the failure which tools exist.
+    calls = [
+        ToolCallRequest(name=c["name"], arguments=dict(c.get("args") or {}), id=c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+                        protocol="native")
+        for c in (msg.tool_calls or []) if c.get("name")
+    ] if tools else []
+    if tools and not calls:
+        calls = _text_tool_calls(text, tool_names)
+    return LLMResult(
+        message=msg, text=text, tool_calls=calls,
+        parsed=None if calls else parse_json_object(text),
+        token_in=token_in, token_out=token_out,
+        latency_ms=cb.latency_ms or (time.perf_counter() - t0) * 1000,
+        cost_usd=bound.route.cost_usd(token_in, token_out),
+        usage_source=source, start=start, end=end, model_label=bound.model_label, attempts=attempts,
+    )
+
+
+def clip_confidence(value: Any) -> float:
+    """A confidence in [0, 1]; 0.5 when missing or unparsable.
+
+    >>> clip_confidence("0.8"), clip_confidence(7), clip_confidence(None), clip_confidence("high")
+    (0.8, 1.0, 0.5, 0.5)
+    """
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return 0.5
+    if x != x:  # NaN
+        return 0.5
+    return min(1.0, max(0.0, x))
+
+
+def llm_event_fields(result: LLMResult) -> dict[str, Any]:
+    """Envelope fields of a trace event backed by this call (OpenTelemetry GenAI names for extras)."""
+    return {
+        "start": result.start,
+        "end": result.end,
+        "token_in": result.token_in,
+        "token_out": result.token_out,
+        "latency_ms": result.latency_ms,
+        "cost_usd": result.cost_usd,
+        "usage_source": result.usage_source,
+        **{"gen_ai.request.model": result.model_label},
+    }

@@ -1,0 +1,141 @@
+"""Build llama.cpp's ``llama-server`` from the source vendored in a PyPI sdist.
+
+The ``llama-cpp-python`` sdist carries the full llama.cpp tree under
+``vendor/llama.cpp``; PyPI is reachable where model hubs are not, so the
+project builds its server from there: ``pip download`` the sdist, extract it,
+``cmake`` configure and build only the ``llama-server`` target (about 3
+minutes on 2 cores), then copy the binary into ``<cache>/bin``. Every step
+logs to ``<cache>/logs/llama-build.log``; progress lines go to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from descriptor.errors import UserError
+from mas.serving.catalogue import CachePaths, Progress
+
+SDIST_PACKAGE = "llama-cpp-python"
+SDIST_VERSION = "0.3.16"
+SDIST_ENV = "MAS_LLAMA_SDIST"
+"""Optional path to an already downloaded sdist tarball (offline installs)."""
+
+CMAKE_FLAGS = (
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+)
+
+_PERCENT_RE = re.compile(r"^\[\s*(\d+)%\]")
+
+
+class BuildError(UserError):
+    """Building llama-server failed; the message names the step and the log file."""
+
+
+def binary_works(path: Path) -> bool:
+    """True when ``path`` is an executable llama-server that answers ``--version``."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        res = subprocess.run([str(path), "--version"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+def _run_logged(cmd: list[str], log: Path, step: str, say: Progress, cwd: Path | None = None) -> None:
+    """Run ``cmd`` appending its output to ``log``; report cmake's ``[ NN%]`` lines every 10 %."""
+    say(f"{step}: {' '.join(cmd)}")
+    last_pct = -10
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except FileNotFoundError:
+            raise BuildError(f"{step}: {cmd[0]} is not installed (needed to build llama-server)") from None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            m = _PERCENT_RE.match(line)
+            if m and int(m.group(1)) >= last_pct + 10:
+                last_pct = int(m.group(1))
+                say(f"{step}: {last_pct}%")
+        code = proc.wait()
+    if code != 0:
+        raise BuildError(f"{step} failed with exit code {code}; see {log}")
+
+
+def _fetch_sdist(build_dir: Path, log: Path, say: Progress) -> Path:
+    """Path of the sdist tarball: ``$MAS_LLAMA_SDIST``, a previous download, or ``pip download``."""
+    env = os.environ.get(SDIST_ENV)
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise BuildError(f"${SDIST_ENV} points to {p}, which is not a file")
+        return p
+    name = f"llama_cpp_python-{SDIST_VERSION}.tar.gz"
+    existing = build_dir / name
+    if existing.is_file():
+        return existing
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        f"{SDIST_PACKAGE}=={SDIST_VERSION}", "-d", str(build_dir),
+    ]  # fmt: skip
+    _run_logged(cmd, log, "downloading llama.cpp source", say)
+    if not existing.is_file():
+        raise BuildError(f"pip download did not produce {existing}; see {log}")
+    return existing
+
+
+def _extract(sdist: Path, build_dir: Path, say: Progress) -> Path:
+    """Extract the sdist once; return its ``vendor/llama.cpp`` directory."""
+    src = build_dir / f"llama_cpp_python-{SDIST_VERSION}"
+    tree = src / "vendor" / "llama.cpp"
+    if (tree / "CMakeLists.txt").is_file():
+        return tree
+    say(f"extracting {sdist.name}")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(build_dir, filter="data")
+    if not (tree / "CMakeLists.txt").is_file():
+        raise BuildError(f"{sdist}: no vendor/llama.cpp/CMakeLists.txt inside; is it the llama-cpp-python sdist?")
+    return tree
+
+
+def build_server(paths: CachePaths, progress: Progress, jobs: int | None = None) -> Path:
+    """Build ``llama-server`` into ``<cache>/bin`` unless a working one is already there.
+
+    Returns the binary's path. ``jobs`` defaults to the usable CPU cores.
+    """
+    target = paths.server_bin
+    if binary_works(target):
+        return target
+    t0 = time.monotonic()
+    paths.build_dir.mkdir(parents=True, exist_ok=True)
+    paths.logs_dir.mkdir(parents=True, exist_ok=True)
+    log = paths.logs_dir / "llama-build.log"
+    progress(f"building llama-server from {SDIST_PACKAGE}=={SDIST_VERSION} (a few minutes, once); log: {log}")
+    tree = _extract(_fetch_sdist(paths.build_dir, log, progress), paths.build_dir, progress)
+    out = tree / "build"
+    _run_logged(["cmake", "-S", str(tree), "-B", str(out), *CMAKE_FLAGS], log, "configuring", progress)
+    n = jobs or len(os.sched_getaffinity(0))
+    _run_logged(["cmake", "--build", str(out), "--target", "llama-server", f"-j{n}"], log, "compiling", progress)
+    built = out / "bin" / "llama-server"
+    if not binary_works(built):
+        raise BuildError(f"the build finished but {built} does not run; see {log}")
+    paths.bin_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".llama-server.{os.getpid()}.tmp")
+    shutil.copy2(built, tmp)
+    os.replace(tmp, target)
+    progress(f"built {target} in {time.monotonic() - t0:.0f} s")
+    return target

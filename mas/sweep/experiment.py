@@ -1,0 +1,182 @@
+"""An experiment: benchmarks × systems × tasks × repeated runs, run as a resumable sweep.
+
+Everything is validated before the first run starts (benchmarks, systems,
+counts, executor, API keys, the embedded server), so bad input never leaves
+a half-made experiment behind. The sweep itself (resume, manifest, clean
+stop on signals, progress) is :func:`mas.sweep.loop.run_sweep`; where runs
+execute is :mod:`mas.sweep.executors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmark.base import Benchmark
+from benchmark.registry import get_benchmark
+from descriptor.errors import UserError
+from descriptor.schema import RunResult
+from mas.config import ExperimentConfig, require_api_key
+from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.loop import SweepInterrupted, run_sweep
+from mas.sweep.progress import ProgressMode
+from mas.sweep.runner import RunSpec, run_seed
+from mas.systems import SYSTEMS
+
+__all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
+           "validate_request"]
+
+
+@dataclass(kw_only=True, slots=True)
+class ExperimentRequest:
+    """What ``main.py run`` asks for."""
+
+    cfg: ExperimentConfig
+    benchmarks: list[str]
+    systems: list[str]
+    task_limit: int
+    runs_per_task: int
+    experiment_id: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    tracing: bool = True
+    executor: str = "local"
+    """``local`` (asyncio in this process) or ``dask``; see :mod:`mas.sweep.executors`."""
+    scheduler_address: str | None = None
+    """``dask`` only: scheduler to connect to; None starts an in-process LocalCluster."""
+    workers: int = 1
+    """``dask`` without a scheduler address: worker processes on this machine (1: one in-process worker)."""
+    progress: ProgressMode = "auto"
+    """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
+
+    @property
+    def output_root(self) -> Path:
+        return Path(self.cfg.output_root)
+
+    @property
+    def experiment_root(self) -> Path:
+        return self.output_root / self.experiment_id
+
+
+def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
+    """Check everything a sweep needs before any run starts; returns the benchmark adapters."""
+    if req.task_limit < 1:
+        raise UserError(f"--task-limit must be at least 1 (got {req.task_limit})")
+    if req.runs_per_task < 1:
+        raise UserError(f"--runs-per-task must be at least 1 (got {req.runs_per_task})")
+    if not req.benchmarks:
+        raise UserError("no benchmark given; see `python main.py list-benchmarks`")
+    unknown = [s for s in req.systems if s not in SYSTEMS]
+    if unknown or not req.systems:
+        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+    if "/" in req.experiment_id or not req.experiment_id.strip() or req.experiment_id in (".", ".."):
+        raise UserError(f"--experiment-id must be a plain name (got {req.experiment_id!r})")
+    if req.executor not in EXECUTORS:
+        raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
+    if req.scheduler_address and req.executor != "dask":
+        raise UserError("--scheduler-address is only used with --executor dask")
+    _check_workers(req)
+    benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
+    for name, route in req.cfg.used_routes().items():
+        require_api_key(route, name)
+    return benches
+
+
+def _check_workers(req: ExperimentRequest) -> None:
+    if req.workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {req.workers})")
+    if req.workers == 1:
+        return
+    if req.executor != "dask" or req.scheduler_address:
+        raise UserError("--workers starts local dask worker processes: use it with --executor dask and "
+                        "without --scheduler-address (a cluster's workers are started with `dask worker`)")
+    for name, route in req.cfg.used_routes().items():
+        if route.rate_limit.max_concurrent is not None and route.rate_limit.max_concurrent < req.workers:
+            raise UserError(f"--workers {req.workers}: models.{name}.rate_limit.max_concurrent is "
+                            f"{route.rate_limit.max_concurrent}, and each worker process needs at least one "
+                            "of those slots; use at most that many workers")
+
+
+def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[RunSpec]:
+    """Every run of the experiment, in a stable order (tasks outermost, then run index, then system)."""
+    specs = []
+    for bname, bench in benches.items():
+        for task in bench.load_tasks(req.task_limit, seed=req.cfg.seed):
+            for r in range(req.runs_per_task):
+                for system in dict.fromkeys(req.systems):
+                    specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
+                                         benchmark=bname, system=system, task=task, run_index=r,
+                                         seed=run_seed(req.cfg.seed, r)))
+    return specs
+
+
+def prepare_models(cfg: ExperimentConfig) -> None:
+    """Start the embedded server up front when any route uses it (a clear error now, not mid-sweep)."""
+    if any(r.provider == "embedded" for r in cfg.used_routes().values()):
+        from mas.serving.server import ensure_server
+
+        ensure_server(cfg.embedded)
+
+
+async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
+    """Run (or resume) the whole experiment with at most ``cfg.concurrency`` runs at once.
+
+    Returns every run's result in plan order. Raises :class:`SweepInterrupted`
+    when stopped by SIGINT/SIGTERM and :class:`UserError` when a run crashed
+    outside its graph (it is redone on the next invocation).
+    """
+    benches = validate_request(req)
+    specs = plan_runs(req, benches)
+    prepare_models(req.cfg)
+    client = None
+    if req.scheduler_address:  # an unreachable cluster is bad input: say so before the manifest exists
+        from mas.sweep.executors import connect_scheduler
+
+        client = await connect_scheduler(req.scheduler_address)
+    try:
+        # Drawn before the runs start, not beside them: in a thread next to starting runs, matplotlib held
+        # the GIL long enough to delay the first model calls by 2-4 times its own ~0.1 s per system.
+        await asyncio.to_thread(write_system_pictures, req, benches)
+        job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
+                       scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
+                       bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
+        request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
+                   "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
+        outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                                  executor=req.executor, request=request, progress=req.progress)
+    finally:
+        if client is not None:
+            await client.close()
+    if outcome.crashed:
+        shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
+        raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
+                        f"({shown}); run the same command again to redo them")
+    return outcome.results
+
+
+def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:
+    """``mas_graph`` and ``workflow_graph`` pictures in every ``<benchmark>/<system>/`` directory (kept once written)."""
+    from mas.topologies.pictures import write_graph_pictures
+
+    for bname in benches:
+        for system in dict.fromkeys(req.systems):
+            write_graph_pictures(req.experiment_root / bname / system, system, req.cfg)
+
+
+def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:
+    """Per (benchmark, system): runs, success rate, completion rate, mean tokens, cost (USD) and wall time (s)."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.benchmark, r.system), []).append(r)
+    rows = []
+    for (bench, system), rs in sorted(groups.items()):
+        n = len(rs)
+        rows.append({
+            "benchmark": bench, "system": system, "runs": n,
+            "success_rate": sum(r.success for r in rs) / n,
+            "completion_rate": sum(r.completion for r in rs) / n,
+            "tokens_mean": sum(r.tokens_total for r in rs) / n,
+            "cost_usd_total": sum(r.cost_total_usd for r in rs),
+            "wall_s_mean": sum(r.wall_time_s for r in rs) / n,
+        })
+    return rows

@@ -1,0 +1,176 @@
+"""A resumable sweep: skip finished runs, execute the rest, keep the manifest and progress current.
+
+Resume: a run whose ``result.json`` exists is finished and its files are
+never touched again; every other run is executed (``execute_run`` clears an
+interrupted run's leftovers and redoes it from scratch).
+
+Clean stop: SIGINT (Ctrl-C) or SIGTERM stops scheduling, cancels the runs
+in flight (their partial files are cleared and redone on the next
+invocation), leaves finished runs intact, records the stop in the manifest
+and raises :class:`SweepInterrupted` (the CLI exits 128 + signal number).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from descriptor.schema import RunResult
+from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.manifest import ManifestStore
+from mas.sweep.progress import ProgressMode, SweepStats, make_progress
+from mas.sweep.runner import RunSpec, finished_result
+
+log = structlog.get_logger(__name__)
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SweepInterrupted(Exception):
+    """The sweep was stopped by a signal; finished runs are kept, the rest resume next time."""
+
+    def __init__(self, signum: int, *, done: int, total: int, root: Path) -> None:
+        self.signum = signum
+        self.done, self.total, self.root = done, total, root
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped by {name}: {done}/{total} runs finished under {root}; run the same command "
+                         "with the same experiment id to finish the rest (finished runs are not redone)")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@dataclass(kw_only=True, slots=True)
+class SweepOutcome:
+    """What a sweep that ran to the end produced."""
+
+    results: list[RunResult]
+    """Results of every run that finished, in plan order."""
+    skipped: int
+    """Runs already finished before this invocation (files untouched)."""
+    ran: int
+    crashed: dict[str, str] = field(default_factory=dict)
+    """run_id -> error, for runs whose ``execute_run`` raised (nothing recorded; redone next time)."""
+
+
+class _ThrottledSave:
+    """Rewrite the manifest as runs finish, at most once per ``interval_s`` (a large sweep is not O(n^2) I/O)."""
+
+    def __init__(self, store: ManifestStore, interval_s: float) -> None:
+        self.store, self.interval_s = store, interval_s
+        self.last = 0.0
+        self.handle: asyncio.TimerHandle | None = None
+
+    def request(self) -> None:
+        wait = self.interval_s - (time.monotonic() - self.last)
+        if wait <= 0:
+            self.now()
+        elif self.handle is None:
+            self.handle = asyncio.get_running_loop().call_later(wait, self.now)
+
+    def now(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        self.store.save()
+        self.last = time.monotonic()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(task: asyncio.Task[Any], received: list[int]) -> Iterator[None]:
+    """Cancel ``task`` on SIGINT/SIGTERM while inside (only possible on the main thread's loop)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+
+    def stop(signum: int) -> None:
+        if not received:
+            log.warning("stopping sweep: cancelling runs in flight", signal=signal.Signals(signum).name)
+        received.append(signum)
+        task.cancel()
+
+    for sig in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+            installed.append(sig)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _split_finished(specs: list[RunSpec], store: ManifestStore, stats: SweepStats,
+                    results: dict[str, RunResult]) -> list[RunSpec]:
+    """Record runs finished earlier; return those still to run."""
+    todo = []
+    for spec in specs:
+        if (result := finished_result(spec)) is not None:
+            results[spec.run_id] = result
+            store.mark_finished(spec, result, seen_now=False)
+            stats.add(result, skipped=True)
+        else:
+            store.mark_pending(spec)
+            todo.append(spec)
+    return todo
+
+
+async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experiment_id: str, executor: str = "local",
+                    request: dict[str, Any] | None = None, progress: ProgressMode = "auto",
+                    progress_interval_s: float = 10.0, manifest_interval_s: float = 1.0) -> SweepOutcome:
+    """Execute the unfinished runs of ``specs`` with ``executor``; see the module docstring."""
+    root.mkdir(parents=True, exist_ok=True)
+    store = ManifestStore.open(root, experiment_id, job.cfg)
+    store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
+    stats = SweepStats(total=len(specs))
+    results: dict[str, RunResult] = {}
+    todo = _split_finished(specs, store, stats, results)
+    store.manifest.invocations[-1].skipped = stats.skipped
+    store.save()
+    saver = _ThrottledSave(store, manifest_interval_s)
+    view = make_progress(progress, interval_s=progress_interval_s)
+    crashed: dict[str, str] = {}
+
+    def on_done(spec: RunSpec, result: RunResult | None, err: BaseException | None) -> None:
+        if result is None:
+            crashed[spec.run_id] = f"{type(err).__name__}: {err}"
+            log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
+        else:
+            results[spec.run_id] = result
+            store.mark_finished(spec, result, seen_now=True)
+            stats.add(result)
+        view.update(stats)
+        saver.request()
+
+    received: list[int] = []
+    view.start(stats)
+    ticker = asyncio.create_task(view.tick(stats))
+    work = asyncio.create_task(EXECUTORS[executor](todo, job, on_done))
+    status = "crashed"
+    try:
+        with _stop_on_signals(work, received):
+            try:
+                await work
+            except asyncio.CancelledError:
+                if not received:
+                    raise  # cancelled from outside: not ours to swallow
+        status = "interrupted" if received else ("crashed" if crashed else "finished")
+    finally:
+        ticker.cancel()
+        view.close(stats)
+        store.end(status, signal.Signals(received[0]).name if received else None)
+        saver.now()
+    if received:
+        raise SweepInterrupted(received[0], done=stats.done, total=stats.total, root=root)
+    return SweepOutcome(results=[results[s.run_id] for s in specs if s.run_id in results],
+                        skipped=stats.skipped, ran=stats.done - stats.skipped, crashed=crashed)

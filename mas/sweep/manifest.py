@@ -1,0 +1,195 @@
+"""The experiment manifest: ``<experiment_root>/manifest.json``.
+
+It records the effective config (redacted), what each invocation asked
+for, every planned run and whether it is finished. It is rewritten
+atomically whenever a run finishes, so a reader (or a crash) never sees a
+half-written file. The run files stay the source of truth: a run is
+finished when its ``result.json`` is (see :func:`mas.sweep.runner.is_finished`);
+the manifest is the index a person or a dashboard reads.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from descriptor.errors import UserError
+from descriptor.io import write_json_atomic
+from descriptor.redact import redact
+from descriptor.schema import RunResult
+from mas.config import ExperimentConfig
+from mas.sweep.runner import RunSpec
+from mas.tracing import utc_now_iso
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+
+# Keys that may change between invocations of one experiment without changing any run's outcome.
+RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root"})
+
+RunStatus = Literal["pending", "finished"]
+SweepStatus = Literal["running", "finished", "interrupted", "crashed"]
+
+
+class ManifestRun(BaseModel):
+    """One planned run and what became of it."""
+
+    run_id: str
+    benchmark: str
+    system: str
+    task_id: str
+    run_index: int
+    seed: int
+    status: RunStatus = "pending"
+    """``finished``: its ``result.json`` exists (a run that ended in an error is finished too)."""
+    success: bool | None = None
+    error: str | None = None
+    """The run's recorded error, when it finished with one."""
+    tokens_total: int | None = None
+    cost_total_usd: float | None = None
+    finished_at: str | None = None
+    """UTC ISO time this sweep saw it finish; None for runs finished by an earlier invocation and not seen."""
+
+
+class Invocation(BaseModel):
+    """One command invocation that worked on the experiment."""
+
+    started_at: str
+    ended_at: str | None = None
+    status: SweepStatus = "running"
+    stopped_by: str | None = None
+    """Signal name (``SIGTERM``, ``SIGINT``) when the invocation was interrupted."""
+    executor: str
+    concurrency: int
+    host: str
+    pid: int
+    request: dict[str, Any]
+    """Benchmarks, systems, task limit, runs per task and tracing of this invocation."""
+    skipped: int = 0
+    """Runs already finished when it started (their files untouched)."""
+    ran: int = 0
+    """Runs it finished."""
+
+
+class Manifest(BaseModel):
+    """The whole ``manifest.json``."""
+
+    version: int = MANIFEST_VERSION
+    experiment_id: str
+    created_at: str
+    updated_at: str
+    status: SweepStatus = "running"
+    config: dict[str, Any]
+    """The effective config, redacted (routes name env variables, never keys)."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """``total``, ``finished``, ``pending``, ``failed`` (finished with an error), ``succeeded``."""
+    invocations: list[Invocation] = Field(default_factory=list)
+    runs: list[ManifestRun] = Field(default_factory=list)
+
+
+def spec_entry(spec: RunSpec) -> ManifestRun:
+    return ManifestRun(run_id=spec.run_id, benchmark=spec.benchmark, system=spec.system, task_id=spec.task.task_id,
+                       run_index=spec.run_index, seed=spec.seed)
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): data}
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ, ignoring :data:`RESUME_NEUTRAL_KEYS`.
+
+    >>> config_differences({"seed": 0, "mas": {"agents": 3}}, {"seed": 0, "mas": {"agents": 4}})
+    ['mas.agents']
+    """
+    a, b = _flatten(old), _flatten(new)
+    keys = sorted(set(a) | set(b))
+    return [k for k in keys if k.split(".")[0] not in RESUME_NEUTRAL_KEYS and a.get(k) != b.get(k)]
+
+
+class ManifestStore:
+    """Reads, updates and atomically rewrites one experiment's manifest."""
+
+    def __init__(self, root: Path, manifest: Manifest) -> None:
+        self.path = root / MANIFEST_NAME
+        self.manifest = manifest
+        self._index = {r.run_id: r for r in manifest.runs}
+
+    @classmethod
+    def open(cls, root: Path, experiment_id: str, cfg: ExperimentConfig) -> ManifestStore:
+        """Load the manifest (resume) or start a new one; a changed config is refused.
+
+        Resuming with a different config would mix runs of two experiments in
+        one directory, so it raises :class:`UserError` naming the keys.
+        """
+        config = redact(cfg.redacted())
+        path = root / MANIFEST_NAME
+        if path.is_file():
+            try:
+                manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+            except ValueError as err:
+                raise UserError(f"{path}: not a valid experiment manifest ({str(err).splitlines()[0]}); "
+                                "move it away to rebuild it from the run files") from None
+            diff = config_differences(manifest.config, config)
+            if diff:
+                raise UserError(f"{path}: experiment {experiment_id!r} was started with a different config "
+                                f"(differs in: {', '.join(diff[:10])}); resume it with the same config "
+                                "or use a new experiment id")
+            return cls(root, manifest)
+        now = utc_now_iso()
+        return cls(root, Manifest(experiment_id=experiment_id, created_at=now, updated_at=now, config=config))
+
+    def begin(self, specs: list[RunSpec], *, executor: str, concurrency: int, request: dict[str, Any]) -> Invocation:
+        """Add this invocation and any runs not yet listed (earlier runs stay listed)."""
+        for spec in specs:
+            if spec.run_id not in self._index:
+                entry = spec_entry(spec)
+                self.manifest.runs.append(entry)
+                self._index[spec.run_id] = entry
+        inv = Invocation(started_at=utc_now_iso(), executor=executor, concurrency=concurrency,
+                         host=platform.node(), pid=os.getpid(), request=request)
+        self.manifest.invocations.append(inv)
+        self.manifest.status = "running"
+        return inv
+
+    def mark_finished(self, spec: RunSpec, result: RunResult, *, seen_now: bool) -> None:
+        """Record a finished run (``seen_now``: this invocation ran it, rather than found it done)."""
+        entry = self._index[spec.run_id]
+        entry.status = "finished"
+        entry.success = result.success
+        entry.error = result.error
+        entry.tokens_total = result.tokens_total
+        entry.cost_total_usd = result.cost_total_usd
+        if seen_now:
+            entry.finished_at = utc_now_iso()
+            self.manifest.invocations[-1].ran += 1
+
+    def mark_pending(self, spec: RunSpec) -> None:
+        """A run listed as finished whose ``result.json`` is gone (deleted by hand) is pending again."""
+        entry = self._index[spec.run_id]
+        entry.status, entry.success, entry.error, entry.finished_at = "pending", None, None, None
+
+    def end(self, status: SweepStatus, stopped_by: str | None = None) -> None:
+        inv = self.manifest.invocations[-1]
+        inv.ended_at, inv.status, inv.stopped_by = utc_now_iso(), status, stopped_by
+        self.manifest.status = status
+
+    def save(self) -> None:
+        """Recount and rewrite ``manifest.json`` atomically."""
+        runs = self.manifest.runs
+        finished = [r for r in runs if r.status == "finished"]
+        self.manifest.counts = {
+            "total": len(runs), "finished": len(finished), "pending": len(runs) - len(finished),
+            "succeeded": sum(bool(r.success) for r in finished), "failed": sum(r.error is not None for r in finished),
+        }
+        self.manifest.updated_at = utc_now_iso()
+        write_json_atomic(self.path, self.manifest.model_dump(mode="json"))

@@ -1,0 +1,149 @@
+"""``debate``: N debaters answer independently, then read each other and revise.
+
+Round 0 is the independent answers; rounds 1..``mas.max_rounds`` are
+discussion rounds. Every round fans out one ``debater`` task per agent
+(LangGraph ``Send``); the ``controller`` decides after each round (no stop
+on consensus or stalling before ``mas.minimum_discussion_rounds`` discussion
+rounds); ``vote`` picks the final answer (LLM judge, else lexical vote).
+
+Each debater's answer is published to its peers (``sends`` to every other
+debater); a debater that changes its answer emits ``revise``. The
+controller's decision is system-mediated: a further round goes to every
+debater, a stop hands the debaters' last answers to ``system:judge``; the
+judge's pick goes out to the ``user`` in its ``finalize`` event.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
+from mas.topologies.roles import (
+    artifact_of,
+    candidate,
+    context_block,
+    event_for,
+    latest,
+    make_agents,
+    merge_history,
+    packet,
+    round_artifacts,
+    sync_step_counter,
+    turn,
+)
+from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
+from mas.tracing import current_tracer
+
+DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
+           "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
+
+
+def decision_sends(stop: bool, debaters: list[str]) -> list[dict[str, str]]:
+    """Who the controller's decision goes to: the judge (the final vote) on a stop, else every debater.
+
+    The controller reads the round's answers from graph state (not a message);
+    what it passes on is the next round's start or the answers to be voted on.
+    """
+    if stop:
+        return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
+    return [{"from": CONTROLLER, "to": n} for n in debaters]
+
+
+class DebateState(TypedDict, total=False):
+    round: int
+    """Round in progress: 0 = independent answers, k >= 1 = discussion round k."""
+    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
+    """Per debater: its artifact of every round."""
+    decisions: Annotated[list[dict[str, Any]], operator.add]
+    steps_done: Annotated[int, operator.add]
+    notes: Annotated[list[str], operator.add]
+    """Notes added on rollback (shown to every agent)."""
+    answer: dict[str, Any] | None
+    stages: list[dict[str, Any]]
+
+
+def build_debate(rt: RunContext) -> StateGraph:
+    """The debate graph of one run."""
+    debaters = make_agents(rt, "debater", "debater")
+    names = [d.name for d in debaters]
+    by_name = {d.name: d for d in debaters}
+
+    async def fan_out(state: DebateState) -> list[Send]:
+        r = state.get("round", 0)
+        return [Send("debater", {"agent": n, "round": r, "history": state.get("history") or {},
+                                 "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0)})
+                for n in names]
+
+    async def debater(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(task["steps_done"])
+        agent: AgentSpec = by_name[task["agent"]]
+        r, history = task["round"], task["history"]
+        own = latest(history, agent.name, before_round=r)
+        packets = [packet(a) for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
+        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:", packets=packets,
+                              own=own, instruction=DISCUSS if r > 0 else "")
+        sends = [{"from": agent.name, "to": n} for n in names if n != agent.name]
+        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=sends,
+                         state_id=state_id_of(config), payload={"round": r})
+        # a failed turn leaves an empty artifact, which the controller counts as an invalid branch
+        return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
+
+    async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
+        r = state.get("round", 0)
+        history = state.get("history") or {}
+        current = [candidate(a) for a in round_artifacts(history, names, r)]
+        previous = [candidate(a) for a in round_artifacts(history, names, r - 1)] if r > 0 else None
+        d = await decide(LoopPosition(stage="debate", round=r, max_rounds=rt.cfg.mas.max_rounds,
+                                      min_rounds=rt.cfg.mas.minimum_discussion_rounds),
+                         candidate_artifacts=current, previous_candidate_artifacts=previous,
+                         expected_count=len(names), mode=rt.cfg.mas.termination_consensus_mode,
+                         judge=consensus_judge(rt))
+        emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, names))
+        return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
+
+    async def after_controller(state: DebateState) -> list[Send] | str:
+        return "vote" if state["decisions"][-1]["stop"] else await fan_out(state)
+
+    async def vote(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
+        history = state.get("history") or {}
+        arts = [latest(history, n) for n in names]
+        arts = [a for a in arts if a is not None]
+        cands = [candidate(a) for a in arts]
+        out = await final_vote(rt, cands)
+        win = arts[out.winner_index]
+        tracer = current_tracer()
+        groups = [[cands[i].agent for i in g] for g in out.groups]
+        tracer.emit(JUDGE_ACTOR, "verify", {
+            "kind": "final_vote", "vote_source": out.source, "winner_index": out.winner_index,
+            "winner_agent": win["agent"], "groups": groups, "invalid_indices": out.invalid_indices,
+            "explanation": out.explanation, "judge_error": out.error,
+        }, token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
+            state_id=state_id_of(config))
+        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
+                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
+        tracer.emit(JUDGE_ACTOR, "finalize", {**answer, "content": win["answer_artifact"],
+                                             "sends": [{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]},
+                    state_id=state_id_of(config))
+        last = state["decisions"][-1]
+        stage = {"stage": "debate", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
+                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
+                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
+                 "decisions": len(state["decisions"]), "final_vote_source": out.source,
+                 "winner_agent": win["agent"]}
+        return {"answer": answer, "stages": [stage]}
+
+    g = StateGraph(DebateState)
+    g.add_node("debater", debater)
+    g.add_node("controller", controller)
+    g.add_node("vote", vote)
+    g.add_conditional_edges(START, fan_out, ["debater"])
+    g.add_edge("debater", "controller")
+    g.add_conditional_edges("controller", after_controller, ["debater", "vote"])
+    g.add_edge("vote", END)
+    return g

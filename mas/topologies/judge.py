@@ -1,0 +1,271 @@
+"""LLM judges for consensus and the final vote, their JSON contracts, and the fallbacks.
+
+Two contracts go to the ``judge`` route (``models.judge``, else default):
+
+- ``judge.consensus`` -> ``{groups, invalid_indices, is_substantive, progress_status,
+  expected_improvement, should_stop_for_no_progress, explanation}``;
+- ``judge.vote`` -> ``{groups, winner_index, invalid_indices, explanation}``.
+
+A reply that fails validation (not JSON, a missing field, an index out of
+range or in two groups, a vote winner with an empty artifact) is unusable:
+the caller falls back to lexical voting and records why.
+:func:`vote_artifacts` is the deterministic vote, which prefers direct,
+evidence-backed answers over blocked, planning-only or "no evidence" outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, ValidationError
+
+from mas.llm.call import LLMCallError, call_llm
+from mas.topologies.agent import RunContext
+from mas.topologies.termination import (
+    Candidate,
+    ConsensusJudge,
+    ConsensusView,
+    JudgeOutcome,
+    artifact_kind,
+    lexical_view,
+    normalize_artifact,
+)
+
+JUDGE_ACTOR = "system:judge"
+ANSWER_RECIPIENT = "user"
+"""Recipient of a final answer that a system actor publishes (the caller of the run)."""
+CANDIDATES_HEADER = "Candidates (JSON):"
+
+
+class ConsensusReply(BaseModel):
+    """The ``judge.consensus`` JSON contract."""
+
+    groups: list[list[int]]
+    invalid_indices: list[int] = []
+    is_substantive: bool
+    progress_status: Literal["improving", "stalled", "unclear"]
+    expected_improvement: Literal["high", "medium", "low"]
+    should_stop_for_no_progress: bool
+    explanation: str = ""
+
+
+class VoteReply(BaseModel):
+    """The ``judge.vote`` JSON contract."""
+
+    groups: list[list[int]]
+    winner_index: int
+    invalid_indices: list[int] = []
+    explanation: str = ""
+
+
+MAX_INDICES = 12
+"""Groups and indices a judge reply may list (candidates are agents: 3-5 in practice)."""
+MAX_EXPLANATION = 400  # characters
+
+
+def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema with length bounds for constrained decoding.
+
+    A constrained small model wrote until the token limit (an endless
+    explanation, index lists that never closed), and a reply cut there is
+    unusable. The bounds only shape generation: replies are validated by the
+    unbounded model, so a longer reply from a hosted model is still accepted.
+    """
+    schema = model.model_json_schema()
+    for prop in schema["properties"].values():
+        if prop.get("type") == "string" and "enum" not in prop:
+            prop["maxLength"] = MAX_EXPLANATION
+        elif prop.get("type") == "array":
+            prop["maxItems"] = MAX_INDICES
+            if prop.get("items", {}).get("type") == "array":
+                prop["items"]["maxItems"] = MAX_INDICES
+    return schema
+
+
+CONSENSUS_SCHEMA = bounded_schema(ConsensusReply)
+VOTE_SCHEMA = bounded_schema(VoteReply)
+
+CONSENSUS_INSTRUCTIONS = """You judge a multi-agent discussion. Group the candidate answers that state the same final answer
+(same value or same meaning, even if worded differently). Mark as invalid any candidate that gives no answer.
+Say whether the largest group's answer is substantive: a direct answer to the task, not a refusal, a plan, a
+"blocked" status or an admission of missing evidence. Compare each agent's answer with its previous answer
+(when given) and judge whether another round of discussion is likely to improve correctness.
+Reply with ONLY this JSON:
+{"groups": [[<indices>], ...], "invalid_indices": [<indices>], "is_substantive": true|false,
+ "progress_status": "improving"|"stalled"|"unclear", "expected_improvement": "high"|"medium"|"low",
+ "should_stop_for_no_progress": true|false, "explanation": "<one or two sentences>"}"""
+
+VOTE_INSTRUCTIONS = """You pick the final answer of a multi-agent system. Group the candidate answers that state the same
+final answer. Prefer a direct answer backed by evidence (tool results, checked reasoning) over refusals, plans,
+"blocked" statuses or answers that admit missing evidence; among direct answers prefer the one most agents
+support. Mark candidates with no answer as invalid.
+Reply with ONLY this JSON:
+{"groups": [[<indices>], ...], "winner_index": <index of the chosen candidate>, "invalid_indices": [<indices>],
+ "explanation": "<one or two sentences>"}"""
+
+
+def candidates_json(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None = None) -> str:
+    """The candidates as the judge sees them: a JSON array with each agent's previous answer."""
+    before = {p.agent: p.artifact for p in previous or []}
+    rows = []
+    for i, c in enumerate(candidates):
+        row: dict[str, Any] = {"index": i, "agent": c.agent, "answer": c.artifact,
+                               "confidence": round(c.confidence, 3), "tool_results_received": c.evidence}
+        if c.reasoning:
+            row["reasoning"] = c.reasoning[:400]
+        if c.agent in before:
+            row["previous_answer"] = before[c.agent]
+        rows.append(row)
+    return json.dumps(rows, ensure_ascii=False, indent=1)
+
+
+def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
+                   previous: Sequence[Candidate] | None = None) -> list[Any]:
+    return [SystemMessage(instructions),
+            HumanMessage(f"Task:\n{question}\n\n{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}")]
+
+
+def _check_indices(groups: list[list[int]], invalid: list[int], n: int) -> list[list[int]]:
+    """Groups with every index in range and used once; uncovered valid indices become singletons."""
+    seen: set[int] = set()
+    for i in [*(i for g in groups for i in g), *invalid]:
+        if not 0 <= i < n:
+            raise ValueError(f"index {i} is out of range for {n} candidates")
+        if i in seen:
+            raise ValueError(f"index {i} appears twice")
+        seen.add(i)
+    out = [list(g) for g in groups if g]
+    out += [[i] for i in range(n) if i not in seen]
+    return out
+
+
+def parse_consensus(parsed: dict[str, Any] | None, n: int) -> ConsensusView:
+    """Validate a ``judge.consensus`` reply; ``ValueError`` when it is unusable."""
+    if parsed is None:
+        raise ValueError("reply holds no JSON object")
+    try:
+        r = ConsensusReply.model_validate(parsed)
+    except ValidationError as err:
+        raise ValueError(f"reply does not match the contract: {err.errors()[0]['loc']} {err.errors()[0]['msg']}") from None
+    groups = _check_indices(r.groups, r.invalid_indices, n)
+    return ConsensusView(groups=groups, invalid_indices=list(r.invalid_indices), is_substantive=r.is_substantive,
+                         progress_status=r.progress_status, expected_improvement=r.expected_improvement,
+                         should_stop_for_no_progress=r.should_stop_for_no_progress, explanation=r.explanation[:1000])
+
+
+def parse_vote(parsed: dict[str, Any] | None, candidates: Sequence[Candidate]) -> VoteReply:
+    """Validate a ``judge.vote`` reply; ``ValueError`` when it is unusable.
+
+    A winner with an empty artifact is unusable too: it would leave the run
+    without an answer, and the deterministic vote can do better whenever any
+    candidate answered.
+    """
+    n = len(candidates)
+    if parsed is None:
+        raise ValueError("reply holds no JSON object")
+    try:
+        r = VoteReply.model_validate(parsed)
+    except ValidationError as err:
+        raise ValueError(f"reply does not match the contract: {err.errors()[0]['loc']} {err.errors()[0]['msg']}") from None
+    r.groups = _check_indices(r.groups, r.invalid_indices, n)
+    if not 0 <= r.winner_index < n or r.winner_index in r.invalid_indices:
+        raise ValueError(f"winner_index {r.winner_index} is not a valid candidate")
+    if not normalize_artifact(candidates[r.winner_index].artifact):
+        raise ValueError(f"winner_index {r.winner_index} names an empty artifact")
+    return r
+
+
+def consensus_judge(rt: RunContext) -> ConsensusJudge:
+    """The ``llm_judge`` consensus judge of this run (the ``judge`` route)."""
+
+    async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> JudgeOutcome:
+        try:
+            res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
+                                                                             candidates, previous),
+                                 contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
+                                 json_schema=CONSENSUS_SCHEMA, temperature=0.0)
+        except LLMCallError as err:
+            return JudgeOutcome(view=None, error=f"judge unavailable: {err}"[:500])
+        usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
+                 "cost_usd": res.cost_usd}
+        try:
+            return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
+        except ValueError as err:
+            return JudgeOutcome(view=None, error=f"unusable judge reply: {err}"[:500], **usage)
+
+    return judge
+
+
+@dataclass(kw_only=True, slots=True)
+class VoteOutcome:
+    """The final vote: the winning candidate and how it was chosen."""
+
+    winner_index: int
+    groups: list[list[int]]
+    invalid_indices: list[int] = field(default_factory=list)
+    explanation: str = ""
+    source: str = "lexical"
+    """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
+    error: str | None = None
+    token_in: int = 0
+    token_out: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+
+
+def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
+    """Deterministic vote: group by normalised answer, rank groups by (direct answer, evidence, size,
+    total confidence, earliest), and return the group's most confident member.
+
+    Empty artifacts form no group, so one wins only when every candidate is empty.
+
+    >>> c = [Candidate(agent="a", artifact="I cannot determine it"), Candidate(agent="b", artifact="I cannot determine it"),
+    ...      Candidate(agent="c", artifact="42", evidence=2)]
+    >>> vote_artifacts(c).winner_index
+    2
+    """
+    if not candidates:
+        raise ValueError("vote_artifacts needs at least one candidate")
+    view = lexical_view(candidates, None)
+    groups = view.groups or [[i] for i in range(len(candidates))]
+
+    def rank(g: list[int]) -> tuple[Any, ...]:
+        kind = artifact_kind(candidates[g[0]].artifact)
+        return (kind == "direct", any(candidates[i].evidence for i in g), len(g),
+                sum(candidates[i].confidence for i in g), -g[0])
+
+    best = max(groups, key=rank)
+    winner = max(best, key=lambda i: (candidates[i].confidence, candidates[i].evidence, -i))
+    kind = artifact_kind(candidates[winner].artifact)
+    return VoteOutcome(winner_index=winner, groups=groups, invalid_indices=view.invalid_indices,
+                       explanation=f"{len(best)} of {len(candidates)} agree on a {kind} answer", source="lexical")
+
+
+async def final_vote(rt: RunContext, candidates: Sequence[Candidate]) -> VoteOutcome:
+    """The final answer by ``mas.final_vote_mode``: the LLM judge, else (or when unusable) :func:`vote_artifacts`."""
+    if rt.cfg.mas.final_vote_mode != "llm_judge":
+        return vote_artifacts(candidates)
+    try:
+        res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
+                             contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
+                             temperature=0.0)
+    except LLMCallError as err:
+        out = vote_artifacts(candidates)
+        out.source, out.error = "lexical_fallback", f"judge unavailable: {err}"[:500]
+        return out
+    usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
+             "cost_usd": res.cost_usd}
+    try:
+        r = parse_vote(res.parsed, candidates)
+    except ValueError as err:
+        out = vote_artifacts(candidates)
+        out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
+        out.token_in, out.token_out = res.token_in, res.token_out
+        out.latency_ms, out.cost_usd = res.latency_ms, res.cost_usd
+        return out
+    return VoteOutcome(winner_index=r.winner_index, groups=r.groups, invalid_indices=list(r.invalid_indices),
+                       explanation=r.explanation[:1000], source="llm_judge", **usage)

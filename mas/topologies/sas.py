@@ -1,0 +1,81 @@
+"""The single-agent system: one solver with a tool loop, as a LangGraph graph.
+
+``agent`` makes one LLM call per super-step and ``tools`` runs the calls it
+asked for, so every step of the trajectory has its own top-level checkpoint
+(the point a rollback resumes from).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from mas.topologies.agent import AgentSpec, RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
+
+SOLVER = AgentSpec(name="solver", role="solver")
+
+
+class SASState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    pending_tools: list[dict[str, Any]]
+    tool_iterations: int
+    steps_done: Annotated[int, operator.add]
+    """Trajectory steps emitted so far (a resumed run restarts its step counter here)."""
+    answer: dict[str, Any] | None
+    notes: Annotated[list[str], operator.add]
+    """Notes added on rollback (shown to the agent as extra context)."""
+    notes_seen: int
+    """How many ``notes`` the agent has been shown."""
+
+
+def build_sas(rt: RunContext):
+    """Compile-ready SAS graph builder for one run.
+
+    >>> # build_sas(rt).compile(checkpointer=saver).ainvoke({}, config)
+    """
+
+    async def agent(state: SASState, config: RunnableConfig) -> dict[str, Any]:
+        history = list(state.get("messages") or [])
+        notes = state.get("notes") or []
+        unseen = notes[state.get("notes_seen", 0):]
+        if not history:
+            new: list[AnyMessage] = opening_messages(rt, SOLVER, "\n".join(unseen))
+        else:
+            new = [HumanMessage(n) for n in unseen]
+        history += new
+        allow = state.get("tool_iterations", 0) < rt.cfg.mas.max_tool_iterations
+        out = await agent_step(rt, SOLVER, history, answer_event="finalize", allow_tools=allow,
+                               state_id=state_id_of(config))
+        update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1, "notes_seen": len(notes)}
+        if out.answer is not None:
+            update["answer"] = out.answer.to_dict()
+            update["pending_tools"] = []
+        else:
+            update["pending_tools"] = [
+                {"name": c.name, "arguments": c.arguments, "id": c.id, "protocol": c.protocol}
+                for c in out.tool_calls
+            ]
+        return update
+
+    async def tools(state: SASState, config: RunnableConfig) -> dict[str, Any]:
+        from mas.llm.call import ToolCallRequest
+
+        calls = [ToolCallRequest(**c) for c in state.get("pending_tools") or []]
+        msgs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config))
+        return {"messages": msgs, "pending_tools": [], "tool_iterations": state.get("tool_iterations", 0) + 1}
+
+    async def route(state: SASState) -> str:
+        return "tools" if state.get("pending_tools") else END
+
+    g = StateGraph(SASState)
+    g.add_node("agent", agent)
+    g.add_node("tools", tools)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, ["tools", END])
+    g.add_edge("tools", "agent")
+    return g

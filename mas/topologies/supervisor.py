@@ -1,0 +1,220 @@
+"""``supervisor``: a supervisor agent hands the task off to specialist workers and answers from their reports.
+
+The supervisor routes with a ``delegate`` tool call (a handoff: the graph
+fans out one ``worker`` task per chosen worker with ``Send``). Workers report back concisely; the ``controller`` decides after
+each delegation round whether the supervisor delegates again (the workers'
+reports are relayed to each other) or writes the final answer from the
+reports. Output contract of the supervisor: ``supervisor.route``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from mas.llm.call import ToolCallRequest
+from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.topologies.judge import consensus_judge
+from mas.topologies.roles import (
+    artifact_of,
+    candidate,
+    context_block,
+    event_for,
+    latest,
+    make_agents,
+    merge_history,
+    packet,
+    round_artifacts,
+    sync_step_counter,
+    turn,
+)
+from mas.topologies.termination import (
+    CONTROLLER,
+    LoopPosition,
+    decide,
+    emit_decision,
+)
+from mas.tracing import current_tracer
+
+SUPERVISOR = AgentSpec(name="supervisor", role="supervisor", tools=False)
+CONTRACT = "supervisor.route"
+
+
+@tool
+def delegate(workers: list[str], instruction: str) -> str:
+    """Hand the task off to the named workers with a short instruction; they report back."""
+    raise NotImplementedError("a handoff: routed by the supervisor graph")  # schema only
+
+
+ROUTE_PROTOCOL = """To delegate, reply with ONLY a JSON block like
+```json
+{"name": "delegate", "arguments": {"workers": ["worker_0", "worker_1"], "instruction": "<what to do>"}}
+```
+Delegate first; you answer yourself only after the workers have reported."""
+FINAL = "The controller ended delegation. Give the final answer to the task from the workers' reports."
+
+
+class SupervisorState(TypedDict, total=False):
+    round: int
+    """Delegation round in progress (0-based)."""
+    phase: str
+    """``route`` (delegate), ``final`` (answer from the reports) or ``done``."""
+    delegated: dict[str, list[str]]
+    """Round (as text) -> workers delegated to in that round."""
+    instructions: dict[str, str]
+    """Round (as text) -> the supervisor's instruction to the workers."""
+    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
+    """Per worker: its report of every round it was delegated."""
+    decisions: Annotated[list[dict[str, Any]], operator.add]
+    steps_done: Annotated[int, operator.add]
+    notes: Annotated[list[str], operator.add]
+    answer: dict[str, Any] | None
+    stages: list[dict[str, Any]]
+
+
+def _named(call: ToolCallRequest) -> list[str]:
+    """Worker names a ``delegate`` call asks for (as written)."""
+    ws = call.arguments.get("workers", [])
+    return [str(w) for w in (ws if isinstance(ws, list) else [ws])]
+
+
+def _reports(state: SupervisorState, r: int) -> list[dict[str, Any]]:
+    """The reports of the workers delegated in round ``r``."""
+    return round_artifacts(state.get("history") or {}, (state.get("delegated") or {}).get(str(r), []), r)
+
+
+def _stage(state: SupervisorState, max_rounds: int) -> dict[str, Any]:
+    last = state["decisions"][-1]
+    return {"stage": "supervisor", "rounds_used": last["round"], "max_rounds": max_rounds,
+            "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
+            "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
+            "decisions": len(state["decisions"]), "delegations": dict(state.get("delegated") or {}),
+            "answered": bool(state.get("answer"))}
+
+
+def _undelegated_detail(detail: str, *, answered: bool) -> str:
+    """``reason_detail`` of a round in which no worker got the task.
+
+    The branch check still fails (no report, so fewer valid artifacts than
+    required), but the cause is the supervisor's routing: it either answered
+    itself, and that answer is the run's answer, or named no known worker.
+    """
+    if answered:
+        return f"the supervisor answered without delegating; its own answer is final ({detail})"
+    return f"the supervisor's handoff reached no known worker ({detail})"
+
+
+def build_supervisor(rt: RunContext) -> StateGraph:
+    """The supervisor graph of one run.
+
+    Routing goes through conditional edges, not ``Command`` returns: a
+    rollback fork (``update_state``) re-evaluates edges from state, while a
+    node's ``Command`` goto would be lost.
+    """
+    workers = make_agents(rt, "worker", "worker")
+    names = [w.name for w in workers]
+    by_name = {w.name: w for w in workers}
+    roster = "Workers you can delegate to:\n" + "\n".join(
+        f"- {w.name} ({w.persona or 'general specialist'})" for w in workers)
+
+    def handoff(call: ToolCallRequest) -> dict[str, Any]:
+        if call.name != "delegate":
+            return {}
+        to = [w for w in _named(call) if w in by_name]
+        return {"handoff": {"from": SUPERVISOR.name, "to": to}, "sends": [{"from": SUPERVISOR.name, "to": w} for w in to]}
+
+    async def supervisor(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(state.get("steps_done", 0))
+        r, notes, sid = state.get("round", 0), state.get("notes") or [], state_id_of(config)
+        if state.get("phase") == "final":
+            reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
+            extra = context_block(notes=notes, packets_title="Workers' reports:",
+                                  packets=[packet(a) for a in reports], instruction=FINAL)
+            res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
+                             payload={"round": r}, contract=CONTRACT)
+            answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
+            return {"steps_done": res.steps, "answer": answer, "phase": "done",
+                    "stages": [_stage({**state, "answer": answer}, rt.cfg.mas.max_rounds)]}
+        previous = _reports(state, r - 1) if r > 0 else []
+        extra = context_block(notes=[*notes, roster], packets_title="Workers' reports so far (they disagree):",
+                              packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
+        res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
+                         payload={"round": r}, contract=CONTRACT, route_tools=[delegate], on_route=handoff)
+        for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
+            chosen = [w for w in _named(call) if w in by_name]
+            current_tracer().emit(SUPERVISOR.name, "tool_result", {
+                "tool": call.name, "ok": bool(chosen), "tool_call_id": call.id, "tool_protocol": call.protocol,
+                "output": f"handed off to {', '.join(chosen)}" if chosen else f"no known worker named; known: {names}",
+            }, state_id=sid)
+        targets = [w for w in dict.fromkeys(w for c in res.routing_calls for w in _named(c)) if w in by_name]
+        instruction = "; ".join(str(c.arguments.get("instruction", "")) for c in res.routing_calls).strip()
+        update: dict[str, Any] = {"steps_done": res.steps, "phase": "route",
+                                  "delegated": {**(state.get("delegated") or {}), str(r): targets},
+                                  "instructions": {**(state.get("instructions") or {}), str(r): instruction}}
+        if res.answer is not None:  # answered without delegating: its answer stands if the loop stops
+            update["answer"] = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name}
+        return update
+
+    async def after_supervisor(state: SupervisorState) -> list[Send] | str:
+        r = state.get("round", 0)
+        targets = (state.get("delegated") or {}).get(str(r), [])
+        if state.get("phase") == "done":
+            return END
+        if not targets:
+            return "controller"
+        return [Send("worker", {"agent": w, "round": r, "instruction": (state.get("instructions") or {}).get(str(r), ""),
+                                "notes": state.get("notes") or [], "history": state.get("history") or {},
+                                "peers": _reports(state, r - 1) if r > 0 else [],
+                                "steps_done": state.get("steps_done", 0)}) for w in targets]
+
+    async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(task["steps_done"])
+        agent: AgentSpec = by_name[task["agent"]]
+        r = task["round"]
+        own = latest(task["history"], agent.name, before_round=r)
+        peers = [packet(a) for a in task["peers"] if a["agent"] != agent.name]
+        extra = context_block(notes=task["notes"], packets_title="Other workers' reports (relayed by the supervisor):",
+                              packets=peers, own=own,
+                              instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
+                                          "Report concisely.")
+        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=[{"from": agent.name, "to": "supervisor"}],
+                         state_id=state_id_of(config), payload={"round": r})
+        return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
+
+    async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
+        r = state.get("round", 0)
+        delegated = (state.get("delegated") or {}).get(str(r), [])
+        current = [candidate(a) for a in _reports(state, r)]
+        previous = [candidate(a) for a in _reports(state, r - 1)] if r > 0 else None
+        d = await decide(LoopPosition(stage="supervisor", round=r + 1, max_rounds=rt.cfg.mas.max_rounds),
+                         candidate_artifacts=current, previous_candidate_artifacts=previous,
+                         expected_count=len(delegated) or len(names), mode=rt.cfg.mas.termination_consensus_mode,
+                         judge=consensus_judge(rt))
+        if not delegated:  # say why no worker report arrived; the counts alone read like a failed worker
+            d.reason_detail = _undelegated_detail(d.reason_detail, answered=bool(state.get("answer")))
+        emit_decision(d, state_id=state_id_of(config), sends=[{"from": CONTROLLER, "to": SUPERVISOR.name}])
+        update: dict[str, Any] = {"decisions": [d.payload()]}
+        if d.stop and state.get("answer"):  # the supervisor already answered without delegating
+            decided = {**state, "decisions": [*(state.get("decisions") or []), d.payload()]}
+            update.update(phase="done", stages=[_stage(decided, rt.cfg.mas.max_rounds)])
+        else:
+            update.update({"phase": "final"} if d.stop else {"phase": "route", "round": r + 1})
+        return update
+
+    async def after_controller(state: SupervisorState) -> str:
+        return END if state.get("phase") == "done" else "supervisor"
+
+    g = StateGraph(SupervisorState)
+    g.add_node("supervisor", supervisor)
+    g.add_node("worker", worker)
+    g.add_node("controller", controller)
+    g.add_edge(START, "supervisor")
+    g.add_conditional_edges("supervisor", after_supervisor, ["worker", "controller", END])
+    g.add_edge("worker", "controller")
+    g.add_conditional_edges("controller", after_controller, ["supervisor", END])
+    return g

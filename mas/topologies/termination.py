@@ -1,0 +1,364 @@
+"""The termination controller: one decision function for every looped stage.
+
+After each round (debate round, supervisor delegation round, orchestrator
+cycle) :func:`decide` runs four checks in this order; the first that holds
+stops the loop:
+
+1. ``invalid_or_failed_branch``: non-empty artifacts < ceil(expected_count / 2)
+   (blocked or planning-only artifacts still count as present here);
+2. ``consensus_reached``: more than one valid artifact, winner group / valid
+   count >= 0.75 and the majority answer is substantive;
+3. ``no_meaningful_change``: comparable previous artifacts exist and another
+   round is unlikely to improve correctness;
+4. ``max_rounds_reached``.
+
+Consensus and progress come from an LLM judge (``llm_judge`` mode) or, in
+``lexical`` mode and whenever the judge is unavailable or answers unusable
+JSON, from exact matches of normalised text and a difflib mean delta.
+Checks 2 and 3 are held back until ``min_rounds`` rounds are done (the
+debate's ``minimum_discussion_rounds``); the held-back reason is logged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from difflib import SequenceMatcher
+from typing import Any, Literal
+
+from mas.tracing import current_tracer
+
+CONSENSUS_THRESHOLD = 0.75
+"""Winner share of the valid artifacts that counts as consensus."""
+NO_PROGRESS_DELTA = 0.05
+"""Lexical no-progress: mean (1 - SequenceMatcher ratio) at or below this stops the loop."""
+CONTROLLER = "system:controller"
+
+StopReason = Literal["invalid_or_failed_branch", "consensus_reached", "no_meaningful_change", "max_rounds_reached"]
+STOP_REASONS: tuple[str, ...] = ("invalid_or_failed_branch", "consensus_reached", "no_meaningful_change",
+                                 "max_rounds_reached")
+
+_NON_ALNUM = re.compile(r"[^0-9a-z\s]+")
+_SPACES = re.compile(r"\s+")
+_BLOCKED = re.compile(r"\b(blocked|cannot (be )?(determine|answer|solve|compute)|can't|unable to|not able to|"
+                      r"insufficient (information|data)|not enough information)\b", re.IGNORECASE)
+_NO_EVIDENCE = re.compile(r"\b(no evidence|without evidence|not verified|unverified)\b", re.IGNORECASE)
+_PLANNING = re.compile(r"^\s*(plan\b|steps?\s*:|i will\b|let me\b|we (will|need to|should)\b|first,? (i|we)\b)"
+                       r"|^\s*1\.\s.*(\n|\s)2\.\s", re.IGNORECASE | re.DOTALL)
+
+
+def normalize_artifact(text: str | None) -> str:
+    """Lexical form used for voting: lowercase, non-alphanumerics dropped, whitespace collapsed.
+
+    >>> normalize_artifact("  The Answer:\\n 42! ")
+    'the answer 42'
+    """
+    if not text:
+        return ""
+    return _SPACES.sub(" ", _NON_ALNUM.sub("", str(text).lower())).strip()
+
+
+def artifact_kind(text: str | None) -> str:
+    """``empty``, ``blocked``, ``no_evidence``, ``planning_only`` or ``direct``.
+
+    >>> [artifact_kind(t) for t in ("", "I cannot determine this", "1. Read. 2. Add.", "42")]
+    ['empty', 'blocked', 'planning_only', 'direct']
+    """
+    if not normalize_artifact(text):
+        return "empty"
+    t = str(text)
+    if _BLOCKED.search(t):
+        return "blocked"
+    if _NO_EVIDENCE.search(t):
+        return "no_evidence"
+    if _PLANNING.search(t):
+        return "planning_only"
+    return "direct"
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Candidate:
+    """One agent's artifact in one round."""
+
+    agent: str
+    artifact: str
+    confidence: float = 0.5
+    reasoning: str = ""
+    evidence: int = 0
+    """Tool outputs the agent received while producing it."""
+
+    @property
+    def valid(self) -> bool:
+        """Present (non-empty); blocked or planning-only artifacts are present too."""
+        return bool(normalize_artifact(self.artifact))
+
+
+@dataclass(kw_only=True, slots=True)
+class ConsensusView:
+    """What the judge (or the lexical fallback) says about one round."""
+
+    groups: list[list[int]]
+    """Indices into the consensus artifacts that give the same answer, largest first."""
+    invalid_indices: list[int] = field(default_factory=list)
+    is_substantive: bool = False
+    progress_status: str = "unclear"
+    """``improving``, ``stalled`` or ``unclear``."""
+    expected_improvement: str = "medium"
+    """``high``, ``medium`` or ``low``."""
+    should_stop_for_no_progress: bool = False
+    explanation: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class JudgeOutcome:
+    """A judge call: the validated view (None when unusable) and what the call cost."""
+
+    view: ConsensusView | None
+    error: str | None = None
+    """Why the reply was unusable or the call failed."""
+    token_in: int = 0
+    token_out: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+
+
+ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None], Awaitable[JudgeOutcome]]
+"""``(candidates, previous) -> JudgeOutcome``; see :func:`mas.topologies.judge.consensus_judge`."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class LoopPosition:
+    """Where the loop is: stage name and rounds counted for the max/min bounds."""
+
+    stage: str
+    round: int
+    """Rounds done that count against ``max_rounds`` (debate: discussion rounds; 0 = first answers only)."""
+    max_rounds: int
+    min_rounds: int = 0
+    """Rounds before which consensus and no-progress may not stop the loop."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TerminationDecision:
+    """One controller decision with every field the trace logs."""
+
+    stage: str
+    round: int
+    max_rounds: int
+    min_rounds: int
+    stop: bool
+    reason: str | None
+    """One of :data:`STOP_REASONS` when ``stop``; None when the loop continues."""
+    reason_detail: str
+    held_back: str | None = None
+    """A quality stop that held before ``min_rounds`` and was not applied."""
+    consensus_mode: str = "lexical"
+    consensus_source: str = "none"
+    """``llm_judge``, ``lexical``, ``lexical_fallback`` (judge unusable) or ``none`` (not evaluated)."""
+    consensus_ratio: float = 0.0
+    consensus_groups: list[list[str]] = field(default_factory=list)
+    """Agent names per answer group, largest first."""
+    consensus_answer: str | None = None
+    consensus_explanation: str = ""
+    is_substantive: bool | None = None
+    progress_source: str = "none"
+    """``llm_judge``, ``lexical`` or ``none`` (no comparable previous artifacts)."""
+    progress_status: str | None = None
+    expected_improvement: str | None = None
+    progress_explanation: str = ""
+    should_stop_for_no_progress: bool | None = None
+    average_confidence: float = 0.0
+    mean_delta: float | None = None
+    """Mean (1 - SequenceMatcher ratio) of each agent's normalised artifact vs its previous one."""
+    valid_artifact_count: int = 0
+    expected_count: int = 0
+    required_valid: int = 0
+    judge_error: str | None = None
+    judge_token_in: int = 0
+    judge_token_out: int = 0
+    judge_latency_ms: float = 0.0
+    judge_cost_usd: float = 0.0
+
+    def payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
+                 progress_of: Sequence[Candidate] | None = None) -> ConsensusView:
+    """Exact votes on normalised text; progress from the difflib mean delta.
+
+    ``progress_of`` are the artifacts compared with ``previous`` (default:
+    ``candidates``); the vote may run over other artifacts than the progress.
+    """
+    by_norm: dict[str, list[int]] = {}
+    invalid = []
+    for i, c in enumerate(candidates):
+        norm = normalize_artifact(c.artifact)
+        if norm:
+            by_norm.setdefault(norm, []).append(i)
+        else:
+            invalid.append(i)
+    groups = sorted(by_norm.values(), key=lambda g: (-len(g), g[0]))
+    winner = candidates[groups[0][0]].artifact if groups else ""
+    delta = mean_delta(candidates if progress_of is None else progress_of, previous)
+    stalled = delta is not None and delta <= NO_PROGRESS_DELTA + 1e-12  # 1 - 0.95 is 0.050000000000000044 in floats
+    return ConsensusView(
+        groups=groups, invalid_indices=invalid, is_substantive=artifact_kind(winner) == "direct",
+        progress_status="unclear" if delta is None else "stalled" if stalled else "improving",
+        expected_improvement="low" if stalled else "medium", should_stop_for_no_progress=stalled,
+        explanation="exact match of normalised answers",
+    )
+
+
+def comparable_pairs(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> list[tuple[str, str]]:
+    """(previous, current) normalised artifacts of agents present with a non-empty artifact in both rounds."""
+    if not previous:
+        return []
+    before = {p.agent: normalize_artifact(p.artifact) for p in previous}
+    return [(before[c.agent], normalize_artifact(c.artifact)) for c in candidates
+            if before.get(c.agent) and normalize_artifact(c.artifact)]
+
+
+def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> float | None:
+    """Mean (1 - SequenceMatcher ratio) over comparable pairs; None when there are none.
+
+    >>> a = [Candidate(agent="x", artifact="42")]
+    >>> mean_delta(a, a), mean_delta(a, None)
+    (0.0, None)
+    """
+    pairs = comparable_pairs(candidates, previous)
+    if not pairs:
+        return None
+    return sum(1.0 - SequenceMatcher(None, p, c).ratio() for p, c in pairs) / len(pairs)
+
+
+async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candidate],
+                previous: Sequence[Candidate] | None, candidates: Sequence[Candidate],
+                call_judge: bool) -> tuple[ConsensusView, str, JudgeOutcome | None]:
+    lexical = lexical_view(voters, previous, progress_of=candidates)
+    if mode != "llm_judge":
+        return lexical, "lexical", None
+    if not call_judge:  # before the minimum rounds no quality stop applies: a judge call could not change anything
+        lexical.explanation = "judge not called before the minimum rounds; " + lexical.explanation
+        return lexical, "lexical", None
+    if judge is None:
+        return lexical, "lexical_fallback", JudgeOutcome(view=None, error="no judge configured")
+    outcome = await judge(voters, previous)
+    if outcome.view is not None:
+        return outcome.view, "llm_judge", outcome
+    return lexical, "lexical_fallback", outcome
+
+
+async def decide(
+    position: LoopPosition,
+    *,
+    candidate_artifacts: Sequence[Candidate],
+    previous_candidate_artifacts: Sequence[Candidate] | None,
+    consensus_artifacts: Sequence[Candidate] | None = None,
+    expected_count: int,
+    mode: str = "llm_judge",
+    judge: ConsensusJudge | None = None,
+) -> TerminationDecision:
+    """Decide whether the looped stage stops after this round, and why.
+
+    ``consensus_artifacts`` are what the consensus vote runs over (default:
+    the candidates); progress always compares the candidates with
+    ``previous_candidate_artifacts``. The judge is only called when a
+    consensus or progress check could stop the loop (not before
+    ``min_rounds``); a judge that is missing (``judge=None`` in ``llm_judge``
+    mode) or unusable is recorded as ``consensus_source="lexical_fallback"``
+    with ``judge_error`` saying why.
+
+    >>> import asyncio
+    >>> c = [Candidate(agent=a, artifact="42") for a in ("a", "b", "c")]
+    >>> d = asyncio.run(decide(LoopPosition(stage="debate", round=1, max_rounds=3), candidate_artifacts=c,
+    ...                        previous_candidate_artifacts=None, expected_count=3, mode="lexical"))
+    >>> d.reason, d.consensus_ratio
+    ('consensus_reached', 1.0)
+    """
+    voters = list(consensus_artifacts if consensus_artifacts is not None else candidate_artifacts)
+    valid = sum(c.valid for c in candidate_artifacts)
+    required = math.ceil(expected_count / 2)
+    d = TerminationDecision(
+        stage=position.stage, round=position.round, max_rounds=position.max_rounds, min_rounds=position.min_rounds,
+        stop=False, reason=None, reason_detail="", consensus_mode=mode, valid_artifact_count=valid,
+        expected_count=expected_count, required_valid=required,
+        average_confidence=(sum(c.confidence for c in candidate_artifacts) / len(candidate_artifacts)
+                            if candidate_artifacts else 0.0),
+        mean_delta=mean_delta(candidate_artifacts, previous_candidate_artifacts),
+    )
+    if valid < required:
+        return _stop(d, "invalid_or_failed_branch", f"{valid} valid artifacts < ceil({expected_count}/2) = {required}")
+
+    has_previous = bool(comparable_pairs(candidate_artifacts, previous_candidate_artifacts))
+    voter_valid = sum(c.valid for c in voters)
+    if voter_valid > 1 or has_previous:
+        view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts, candidate_artifacts,
+                                            call_judge=position.round >= position.min_rounds)
+        _record_view(d, view, source, outcome, voters, has_previous)
+        held: list[str] = []
+        ratio_ok = voter_valid > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
+        if ratio_ok and view.is_substantive:
+            detail = (f"{len(view.groups[0])} of {voter_valid} valid artifacts agree "
+                      f"(ratio {d.consensus_ratio:.2f} >= {CONSENSUS_THRESHOLD}) and the answer is substantive")
+            if position.round >= position.min_rounds:
+                return _stop(d, "consensus_reached", detail)
+            held.append("consensus_reached")
+        if has_previous and d.should_stop_for_no_progress:
+            detail = f"{d.progress_source}: {d.progress_status}, expected improvement {d.expected_improvement}"
+            if position.round >= position.min_rounds:
+                return _stop(d, "no_meaningful_change", detail)
+            held.append("no_meaningful_change")
+        d.held_back = ",".join(held) or None
+    if position.round >= position.max_rounds:
+        return _stop(d, "max_rounds_reached", f"round {position.round} of at most {position.max_rounds}")
+    d.reason_detail = (f"continue: {d.held_back} held before minimum {position.min_rounds} rounds"
+                       if d.held_back else f"continue: no stop condition after round {position.round}")
+    return d
+
+
+def _record_view(d: TerminationDecision, view: ConsensusView, source: str, outcome: JudgeOutcome | None,
+                 voters: Sequence[Candidate], has_previous: bool) -> None:
+    valid_voters = sum(c.valid for c in voters)
+    invalid = set(view.invalid_indices)
+    groups = [[i for i in g if i not in invalid] for g in view.groups]
+    groups = sorted((g for g in groups if g), key=lambda g: (-len(g), g[0]))
+    view.groups = groups
+    d.consensus_source = source
+    d.consensus_groups = [[voters[i].agent for i in g] for g in groups]
+    d.consensus_ratio = len(groups[0]) / valid_voters if groups and valid_voters else 0.0
+    d.consensus_answer = voters[groups[0][0]].artifact if groups else None
+    d.consensus_explanation = view.explanation
+    d.is_substantive = view.is_substantive
+    if has_previous:
+        d.progress_source = "llm_judge" if source == "llm_judge" else "lexical"
+        d.progress_status = view.progress_status
+        d.expected_improvement = view.expected_improvement
+        d.should_stop_for_no_progress = view.should_stop_for_no_progress
+        d.progress_explanation = view.explanation if source == "llm_judge" else (
+            f"mean delta {d.mean_delta:.3f} {'<=' if view.should_stop_for_no_progress else '>'} {NO_PROGRESS_DELTA}")
+    if outcome is not None:
+        d.judge_error = outcome.error
+        d.judge_token_in, d.judge_token_out = outcome.token_in, outcome.token_out
+        d.judge_latency_ms, d.judge_cost_usd = outcome.latency_ms, outcome.cost_usd
+
+
+def _stop(d: TerminationDecision, reason: str, detail: str) -> TerminationDecision:
+    d.stop, d.reason, d.reason_detail = True, reason, detail
+    return d
+
+
+def emit_decision(decision: TerminationDecision, *, state_id: str | None = None,
+                  sends: list[dict[str, str]] | None = None) -> None:
+    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage.
+
+    A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
+    """
+    payload = decision.payload()
+    if sends:
+        payload["sends"] = sends
+    current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
+                          token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
+                          cost_usd=decision.judge_cost_usd, state_id=state_id)
