@@ -53,7 +53,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _predict_set(args: argparse.Namespace) -> int:
     from attribution.conformal import predict_file
-    from attribution.scorefile import write_text_atomic
+    from descriptor.io import write_text_atomic
 
     rows = predict_file(args.calibration, args.scores)
     text = "".join(json.dumps(r) + "\n" for r in rows)

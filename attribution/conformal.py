@@ -57,9 +57,9 @@ from attribution.scorefile import (
     fingerprint,
     labelled,
     read_score_file,
-    write_json_atomic,
 )
 from descriptor.errors import UserError
+from descriptor.io import write_json_atomic
 
 BASE_METHODS = ("vcp", "crsvp", "lf", "rf", "twf")
 METHODS = (*BASE_METHODS, "auto")

@@ -32,7 +32,8 @@ from attribution.conformal import (
     step_thresholds,
     suffix_scores,
 )
-from attribution.scorefile import ScoreRecord, fingerprint, labelled, read_score_file, write_json_atomic
+from attribution.scorefile import ScoreRecord, fingerprint, labelled, read_score_file
+from descriptor.io import write_json_atomic
 from descriptor.errors import UserError
 
 TARGETS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))  # 0.50 .. 0.95

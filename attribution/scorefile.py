@@ -26,10 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
@@ -204,22 +201,3 @@ def labelled(records: list[ScoreRecord]) -> tuple[list[ScoreRecord], int]:
     """Records with a known ``mistake_step``, and how many were skipped for lacking one."""
     kept = [r for r in records if r.mistake_step is not None]
     return kept, len(records) - len(kept)
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Atomic, strict JSON (no NaN/Infinity literals: encode ∞ as "inf" before calling)."""
-    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")

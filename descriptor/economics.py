@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.errors import UserError
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
@@ -136,5 +136,5 @@ def compute_economics(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
 
 def write_economics(root: Path, rows: Sequence[dict[str, Any]], s: EconomicsSettings) -> None:
     """``economics.json`` (settings + rows) and ``economics.csv`` at the experiment root."""
-    write_json_atomic(root / "economics.json", {"settings": s.model_dump(), "rows": list(rows)})
+    write_derived_json(root / "economics.json", {"settings": s.model_dump(), "rows": list(rows)})
     write_csv_atomic(root / "economics.csv", rows, ECONOMICS_FIELDS)

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from descriptor._io import write_bytes_atomic
+from descriptor.io import write_bytes_atomic
 from descriptor.economics import EconomicsSettings
 
 PLOT_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
@@ -30,7 +30,7 @@ def _save(fig: Any, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue())
+    write_bytes_atomic(path, buf.getvalue(), durable=False)
 
 
 def _panels(n: int) -> tuple[Any, list[Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
 from descriptor.run_files import RunIssue, load_task_runs, run_indices
 from descriptor.task_descriptor import (
@@ -121,7 +121,7 @@ def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]]) -> li
         row = rollup(ds, benchmark, system)
         rollups.append(row)
         sys_dir = root / benchmark / system
-        write_json_atomic(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
+        write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
         write_csv_atomic(sys_dir / "summary.csv", ds, DESCRIPTOR_FIELDS)
     return rollups
 
@@ -166,8 +166,8 @@ def summarize_experiment(
     economics = compute_economics(descriptors, settings)
     write_economics(root, economics, settings)
     topology = analyse_topology(descriptors, settings)
-    write_json_atomic(root / "topology.json", topology)
-    write_json_atomic(root / "experiment_summary.json", {
+    write_derived_json(root / "topology.json", topology)
+    write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_task_descriptors": len(descriptors),
         "rollups": rollups,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from descriptor._io import write_csv_atomic, write_json_atomic
+from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
 from descriptor.schema import TraceEvent, is_system_actor
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS
@@ -116,7 +116,7 @@ def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: 
 
 def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> None:
     """Write the four per-task files atomically into ``task_dir``."""
-    write_json_atomic(task_dir / "descriptor.json", descriptor)
+    write_derived_json(task_dir / "descriptor.json", descriptor)
     write_csv_atomic(task_dir / "descriptor.csv", [descriptor], DESCRIPTOR_FIELDS)
-    write_json_atomic(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
-    write_json_atomic(task_dir / "task_summary.json", task_summary(runs, descriptor, issues))
+    write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
+    write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues))
