@@ -143,6 +143,10 @@ class RunResult(BaseModel):
     task_id: str
     run_index: int
     seed: int
+    status: Literal["finished", "error"] = "finished"
+    """``finished``: the system ran to its end and its answer was evaluated (right or wrong); ``error``: an
+    infrastructure failure (model calls failed after retries, a crash of the runtime) ended it: not a task
+    result, retried by the next invocation of the sweep."""
     success: bool
     """Benchmark correctness of the final answer."""
     completion: bool
