@@ -26,11 +26,12 @@ def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from attribution.loaders import load_run
-    from attribution.rollback import _run_paths, rollback_one
+    from attribution.rollback import rollback_one
     from attribution.rollback_experiment import early_stopped_choices, score_runs
+    from descriptor.layout import RunPaths
 
-    task_dir, r = _run_paths(args.run_dir)
-    traj = load_run(task_dir, r)
+    run = RunPaths.parse(args.run_dir)
+    traj = load_run(run.task_dir, run.run_index)
     calibration = _calibration(args.calibration)
     setup = _setup(args, calibration, [args.strategy])
     early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None

@@ -24,14 +24,16 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from attribution.trajectory import Step, Trajectory
-from descriptor.schema import iter_trace_lines
 from descriptor.errors import UserError
+from descriptor.events import Payload, ToolCall, ToolResult, read_trace_checked
+from descriptor.layout import SUFFIXES, RunPaths, run_indices
+from descriptor.records import RunMetadata
+from descriptor.run_files import RunFileError, read_metadata, read_result
 
 log = structlog.get_logger(__name__)
 
 SUBSETS: tuple[str, ...] = ("algorithm_generated", "hand_crafted")
 Subset = Literal["algorithm_generated", "hand_crafted", "all"]
-_RESULT_RE = re.compile(r"^run_(\d+)\.result\.json$")
 _ROLE_SUFFIX_RE = re.compile(r"\(([^()]*)\)\s*$")
 
 
@@ -176,21 +178,10 @@ def load_who_and_when_dir(data_dir: str | Path, subset: Subset = "all") -> LoadR
 # ---------------------------------------------------------------- own runs
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MalformedFile(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise MalformedFile(f"{path}: not readable JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise MalformedFile(f"{path}: expected a JSON object")
-    return data
-
-
-def _render_payload(event_type: str, payload: dict[str, Any]) -> str:
+def _render_payload(event_type: str, payload: Payload) -> str:
     """Compact text of a step without ``content`` (e.g. a tool call's name and arguments)."""
-    rest = {k: v for k, v in payload.items() if k not in ("step_index", "role", "sends")}
+    rest = payload.model_dump(mode="json", by_alias=True, exclude_none=True,
+                              exclude={"step_index", "role", "sends", "kind"})
     body = json.dumps(rest, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
     return f"[{event_type}] {body}"
 
@@ -198,50 +189,45 @@ def _render_payload(event_type: str, payload: dict[str, Any]) -> str:
 _RESULT_CHARS = 2000  # tool output kept per step (characters)
 
 
-def _tool_result_text(payload: dict[str, Any]) -> str:
-    out = payload.get("output", payload.get("content", payload.get("error", "")))
-    text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+def _tool_result_text(payload: ToolResult) -> str:
+    text = payload.output
     if len(text) > _RESULT_CHARS:
         text = text[:_RESULT_CHARS] + " …"
-    failed = payload.get("ok") is False
-    return f"\n-> {'tool error' if failed else 'tool result'}: {text}"
+    return f"\n-> {'tool error' if payload.ok is False else 'tool result'}: {text}"
 
 
 def _trace_steps(trace: Path) -> tuple[list[Step], list[int]]:
     """Steps in trace order and each step's ``step_index`` as written in the trace."""
+    events, damage = read_trace_checked(trace)
+    if events is None:  # damage before the last line: the trace cannot be trusted
+        raise MalformedFile(f"{trace}:{damage[0].line}: {damage[0].message}")
+    if damage:
+        log.warning("damaged last trace line ignored", path=str(trace), reason=damage[0].message)
     rows: list[dict[str, Any]] = []
     written: list[int] = []
     by_call: dict[str, int] = {}
-    errors: list[str] = []
-    for lineno, ev, err in iter_trace_lines(trace):
-        if err is not None:
-            errors.append(f"{trace}:{lineno}: {err}")
-            continue
-        if errors:  # damage before the last line: the trace cannot be trusted
-            raise MalformedFile(errors[0])
+    for ev in events:
         p = ev.payload
-        if ev.event_type == "tool_result":
+        if isinstance(p, ToolResult):
             # A tool call's result belongs to the step that made the call.
-            pos = by_call.pop(str(p.get("tool_call_id")), None) if p.get("tool_call_id") else None
+            pos = by_call.pop(p.tool_call_id, None) if p.tool_call_id else None
             if pos is None and rows and rows[-1]["kind"] == "tool_call" and not rows[-1]["has_result"]:
                 pos = len(rows) - 1
             if pos is not None:
                 rows[pos]["content"] += _tool_result_text(p)
                 rows[pos]["has_result"] = True
             continue
-        idx = p.get("step_index")
-        if not isinstance(idx, int) or isinstance(idx, bool):
+        idx = p.step_index
+        if idx is None:
             continue
-        content = p.get("content")
+        content = getattr(p, "content", None)
         if not isinstance(content, str) or not content.strip():
             content = _render_payload(ev.event_type, p)
-        if ev.event_type == "tool_call" and p.get("tool_call_id"):
-            by_call[str(p["tool_call_id"])] = len(rows)
-        rows.append({"agent": ev.actor, "role": str(p.get("role") or ""), "content": content,
+        if isinstance(p, ToolCall) and p.tool_call_id:
+            by_call[p.tool_call_id] = len(rows)
+        rows.append({"agent": ev.actor, "role": str(getattr(p, "role", "") or ""), "content": content,
                      "state_id": ev.state_id, "kind": ev.event_type, "has_result": False})
         written.append(idx)
-    if errors:
-        log.warning("damaged last trace line ignored", path=str(trace), reason=errors[0])
     if written != list(range(len(written))):
         # Positions are what methods and labels use; state_id stays the resumable point.
         log.warning("step_index does not count 0, 1, 2, ...; steps renumbered by position",
@@ -251,20 +237,18 @@ def _trace_steps(trace: Path) -> tuple[list[Step], list[int]]:
     return steps, written
 
 
-def _injected(meta: dict[str, Any], path: Path, written: list[int]) -> tuple[str | None, int | None]:
+def _injected(meta: RunMetadata, path: Path, written: list[int]) -> tuple[str | None, int | None]:
     """The injected error as ``(agent, position)``; ``written`` are the trace's step indices."""
-    inj = meta.get("injected_error")
+    inj = meta.injected_error
     if inj is None:
         return None, None
-    if not isinstance(inj, dict):
-        raise MalformedFile(f"{path}: field 'injected_error': expected an object {{agent, step}} or null")
-    agent, step = inj.get("agent"), inj.get("step")
+    step = inj.step
     if step is not None:
-        if not isinstance(step, int) or isinstance(step, bool) or step not in written:
+        if step not in written:
             raise MalformedFile(f"{path}: field 'injected_error.step': expected one of the trace's step indices "
                                 f"{written[0] if written else '-'}..{written[-1] if written else '-'}, got {step!r}")
         step = written.index(step)
-    return (str(agent) if agent is not None else None), step
+    return inj.agent, step
 
 
 def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = None) -> Trajectory:
@@ -272,76 +256,60 @@ def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = 
 
     ``root`` only shapes the id: the run's path relative to it.
     """
-    task_dir = Path(task_dir)
-    stem = task_dir / f"run_{run_index}"
-    trace = Path(f"{stem}.trace.jsonl")
-    if not trace.is_file():
-        raise MalformedFile(f"{trace}: trace file not found")
-    steps, written = _trace_steps(trace)
+    paths = RunPaths(Path(task_dir), run_index)
+    if not paths.trace.is_file():
+        raise MalformedFile(f"{paths.trace}: trace file not found")
+    steps, written = _trace_steps(paths.trace)
     if not steps:
-        raise MalformedFile(f"{trace}: no event has an integer payload.step_index (no trajectory steps)")
-    meta_path = Path(f"{stem}.metadata.json")
-    meta = _read_json_object(meta_path)
-    task = meta.get("task") if isinstance(meta.get("task"), dict) else {}
-    query = task.get("question")
-    if not isinstance(query, str):
-        log.warning("run metadata has no task.question; query left empty", path=str(meta_path))
-        query = ""
-    reference = task.get("reference")
-    answer_path = Path(f"{stem}.answer.txt")
-    answer = answer_path.read_text(encoding="utf-8") if answer_path.is_file() else None
-    agent, step = _injected(meta, meta_path, written)
-    base = Path(root) if root is not None else task_dir.parent
+        raise MalformedFile(f"{paths.trace}: no event has an integer payload.step_index (no trajectory steps)")
     try:
-        rid = str(stem.relative_to(base))
+        meta = read_metadata(paths)
+    except RunFileError as err:
+        raise MalformedFile(str(err)) from None
+    reference = meta.task.reference
+    answer = paths.answer.read_text(encoding="utf-8") if paths.answer.is_file() else None
+    agent, step = _injected(meta, paths.metadata, written)
+    base = Path(root) if root is not None else paths.task_dir.parent
+    try:
+        rid = str(paths.prefix.relative_to(base))
     except ValueError:
-        rid = str(stem)
+        rid = str(paths.prefix)
     return Trajectory(
-        id=rid, subset="runs", query=query, ground_truth=None if reference is None else str(reference),
-        final_answer=answer, steps=steps, mistake_agent=agent, mistake_step=step, source_path=str(trace),
+        id=rid, subset="runs", query=meta.task.question, ground_truth=None if reference is None else str(reference),
+        final_answer=answer, steps=steps, mistake_agent=agent, mistake_step=step, source_path=str(paths.trace),
     )
-
-
-def _failed_run(result_path: Path) -> bool:
-    data = _read_json_object(result_path)
-    success = data.get("success")
-    if not isinstance(success, bool):
-        raise MalformedFile(f"{result_path}: field 'success': expected true or false")
-    return not success
 
 
 def load_runs_dir(runs_dir: str | Path) -> LoadResult:
     """Every failed, finished run under ``runs_dir`` (an experiment root or one task dir).
 
     A run counts when ``run_<r>.result.json`` exists and says ``success:
-    false``; unfinished runs (no result file) are ignored silently, broken
-    ones are skipped and listed.
+    false`` with ``status: finished`` (an infrastructure error is no task
+    failure to attribute); unfinished runs (no result file) are ignored
+    silently, broken ones are skipped and listed.
     """
     root = Path(runs_dir)
     if not root.is_dir():
         raise UserError(f"{root}: runs directory not found")
+    task_dirs = sorted({p.parent for p in root.rglob(f"run_*{SUFFIXES['result']}")})
     out: list[Trajectory] = []
     skipped: list[SkippedFile] = []
-    results = sorted(root.rglob("run_*.result.json"), key=lambda p: (str(p.parent), _run_no(p)))
-    for result_path in results:
-        m = _RESULT_RE.match(result_path.name)
-        if m is None:
-            continue
-        try:
-            if _failed_run(result_path):
-                # ids keep the task directory's name even when runs_dir is that directory
-                base = root.parent if result_path.parent == root else root
-                out.append(load_run(result_path.parent, int(m.group(1)), root=base))
-        except (MalformedFile, ValidationError) as err:
-            reason = str(err).splitlines()[0]
-            log.warning("skipped malformed run", path=str(result_path), reason=reason)
-            skipped.append(SkippedFile(path=str(result_path), reason=reason))
+    for task_dir in task_dirs:
+        for r in run_indices(task_dir):
+            paths = RunPaths(task_dir, r)
+            if not paths.result.is_file():
+                continue
+            try:
+                result = read_result(paths)
+                if not result.success and result.status == "finished":
+                    # ids keep the task directory's name even when runs_dir is that directory
+                    base = root.parent if task_dir == root else root
+                    out.append(load_run(task_dir, r, root=base))
+            except (MalformedFile, RunFileError, ValidationError) as err:
+                reason = str(err).splitlines()[0]
+                log.warning("skipped malformed run", path=str(paths.result), reason=reason)
+                skipped.append(SkippedFile(path=str(paths.result), reason=reason))
     return LoadResult(trajectories=out, skipped=skipped)
-
-
-def _run_no(p: Path) -> int:
-    m = _RESULT_RE.match(p.name)
-    return int(m.group(1)) if m else -1
 
 
 def load_trajectories(*, data_dir: str | Path | None = None, runs_dir: str | Path | None = None,

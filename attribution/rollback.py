@@ -18,31 +18,20 @@ the resumed trace's step numbers count from there.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from attribution.conformal import Calibration, predict
 from attribution.scorefile import ScoreRecord
 from attribution.trajectory import Trajectory
-from benchmark.base import Task
-from benchmark.registry import get_benchmark
-from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import read_trace
-from mas.topologies.agent import RunContext
-from mas.config import ExperimentConfig
 from descriptor.errors import UserError
-from descriptor.io import read_json, write_json_atomic
-from mas.llm.models import ModelSet
-from mas.scripted.model import InjectionPlan
-from mas.systems import SYSTEMS, final_answer
-from mas.tracing import JsonlWriter, Tracer, use_tracer
+from descriptor.io import write_json_atomic
+from descriptor.layout import RunPaths
+from mas.sweep.runner import resume_run
 
 log = structlog.get_logger(__name__)
 
@@ -138,15 +127,6 @@ def superstep_start(traj: Trajectory, step: int) -> int:
     return min(s.index for s in traj.steps if s.state_id == state_id)
 
 
-def _run_paths(run: str | Path) -> tuple[Path, int]:
-    """``(task_dir, run_index)`` from a run prefix ``.../run_<r>`` or any of its files."""
-    p = Path(run)
-    name = p.name.split(".")[0]
-    if not name.startswith("run_") or not name[4:].isdigit():
-        raise UserError(f"{run}: expected a run path like <task_dir>/run_<r> (or one of its files)")
-    return p.parent, int(name[4:])
-
-
 def _failed_tail(traj: Trajectory, start: int) -> str:
     lines = [f"- step {s.index} ({s.agent}): {s.content[:200]}" for s in traj.steps[start:]]
     tail = "\n".join(lines)
@@ -164,69 +144,14 @@ def rollback_note(traj: Trajectory, restart_step: int) -> str:
     )
 
 
-def next_rollback_index(task_dir: Path, run_index: int) -> int:
-    k = 0
-    while (task_dir / f"run_{run_index}.rollback_{k}.json").exists():
-        k += 1
-    return k
+def run_of(traj: Trajectory) -> RunPaths:
+    """The run a trajectory of this project's traces was loaded from."""
+    return RunPaths.parse(traj.source_path or traj.id)
 
 
-async def restart_run(traj: Trajectory, *, restart_step: int, note: str, k: int) -> tuple[dict[str, Any], Path]:
-    """Fork the run of ``traj`` before ``restart_step``, resume it to the end and evaluate.
-
-    Writes ``run_<r>.rollback_<k>.trace.jsonl``, ``.eval.json`` and a copy of
-    the checkpoint database; returns (outcome fields, trace path).
-    """
-    task_dir, r = _run_paths(traj.source_path.removesuffix(".trace.jsonl") if traj.source_path else traj.id)
-    meta = read_json(task_dir / f"run_{r}.metadata.json")
-    cfg = ExperimentConfig.model_validate(meta["config"])
-    if meta["system"] not in SYSTEMS:
-        raise UserError(f"{task_dir}: system {meta['system']!r} is not available in this installation")
-    bench = get_benchmark(meta["benchmark"], cfg.benchmarks.get(meta["benchmark"]))
-    t = meta["task"]
-    task = Task(task_id=meta["task_id"], question=t["question"], reference=t["reference"],
-                metadata=t.get("metadata") or {})
-    state_id = traj.steps[restart_step].state_id
-    if state_id is None:
-        raise UserError(f"{traj.source_path}: step {restart_step} has no state_id; it cannot be resumed")
-    # The fork redoes the whole super-step, so the resumed trace numbers its steps from its first one.
-    first_step = superstep_start(traj, restart_step)
-
-    prefix = task_dir / f"run_{r}.rollback_{k}"
-    db = Path(f"{prefix}.checkpoints.sqlite")
-    shutil.copyfile(task_dir / meta["checkpoint_db"], db)
-    plan = meta.get("injection_plan")
-    # A fired injection is one-shot: the resumed run must not repeat it.
-    injection = None if plan is None else InjectionPlan(agent=plan["agent"], step=plan["step"],
-                                                        fired=meta.get("injected_error") is not None)
-    models = ModelSet(cfg, seed=meta["seed"], injection=injection)
-    rt = RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind)
-    trace_path = Path(f"{prefix}.trace.jsonl")
-    trace_path.unlink(missing_ok=True)
-    tracer = Tracer(f"{meta['run_id']}/rollback_{k}", [JsonlWriter(trace_path)], first_step=first_step)
-    config = {"configurable": {"thread_id": meta["thread_id"], "checkpoint_ns": "", "checkpoint_id": state_id}}
-    error, state = None, {}
-    with use_tracer(tracer):
-        try:
-            async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
-                graph = SYSTEMS[meta["system"]](rt).compile(checkpointer=saver)
-                forked = await graph.aupdate_state(config, {"notes": [note]})
-                state = await graph.ainvoke(None, {**forked, "recursion_limit": 200})
-        except Exception as err:
-            error = f"{type(err).__name__}: {err}"
-            tracer.emit("system:runtime", "error", {"kind": "rollback_failed", "error": error[:2000]})
-        finally:
-            tracer.close()
-    answer = final_answer(state) if error is None else None
-    ev = bench.evaluate(task, answer or "")
-    write_json_atomic(f"{prefix}.eval.json", {"success": ev.success, "score": ev.score, "details": ev.details})
-    events = read_trace(trace_path)
-    metrics = compute_run_metrics(events)
-    return {
-        "success": ev.success, "answer": answer or "", "error": error,
-        "tokens": metrics.tokens_total,
-        "steps_redone": sum(1 for e in events if isinstance(e.payload.get("step_index"), int)),
-    }, trace_path
+def next_rollback_index(run: RunPaths) -> int:
+    taken = run.rollbacks()
+    return taken[-1] + 1 if taken else 0
 
 
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
@@ -238,17 +163,21 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
     choice = choice or choose_restart(strategy, scores, calibration)
     members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
     restart = superstep_start(traj, choice.step)
-    task_dir, r = _run_paths(traj.source_path.removesuffix(".trace.jsonl"))
-    k = next_rollback_index(task_dir, r)
-    outcome, _ = await restart_run(traj, restart_step=restart, note=rollback_note(traj, restart), k=k)
+    run = run_of(traj)
+    k = next_rollback_index(run)
+    state_id = traj.steps[restart].state_id
+    if state_id is None:
+        raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
+    outcome = await resume_run(run, checkpoint_id=state_id, note=rollback_note(traj, restart), rollback_index=k,
+                               first_step=restart)
     decisive = traj.mistake_step
     rec = RollbackRecord(
-        run=str(task_dir / f"run_{r}"), rollback_index=k, strategy=strategy, set=members,
+        run=str(run.prefix), rollback_index=k, strategy=strategy, set=members,
         fallback=choice.fallback, chosen_step=choice.step, restart_step=restart,
-        n_steps=traj.n_steps, steps_redone=outcome["steps_redone"],
-        cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome["tokens"], scoring_nfe=scoring_nfe,
-        success=outcome["success"], answer=outcome["answer"], decisive_step=decisive,
+        n_steps=traj.n_steps, steps_redone=outcome.steps_redone,
+        cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome.tokens, scoring_nfe=scoring_nfe,
+        success=outcome.success, answer=outcome.answer, decisive_step=decisive,
         covered=None if decisive is None else decisive in members, wall_time_s=time.perf_counter() - t0,
     )
-    write_json_atomic(task_dir / f"run_{r}.rollback_{k}.json", rec.model_dump(mode="json"))
+    write_json_atomic(outcome.paths.rollback_record, rec)
     return rec

@@ -1,8 +1,9 @@
-"""Load one task directory's finished runs from their files alone.
+"""Reading runs: the one reader of a run's files, with the one damage rule.
 
-A task directory is ``<root>/<benchmark>/<system>/<task_id>/`` holding, per
-run ``r``, ``run_<r>.trace.jsonl``, ``run_<r>.eval.json`` and
-``run_<r>.result.json`` (written last: its presence marks a finished run).
+Every stage that reads runs (summaries, the report, attribution, rollback,
+resume) reads them here, through the typed records of
+:mod:`descriptor.records` and :mod:`descriptor.events`, at the paths of
+:mod:`descriptor.layout`.
 
 Damage rules (also in ``descriptor/README.md``):
 
@@ -19,19 +20,19 @@ print and record in the summaries.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from descriptor.events import Event, read_trace_checked
+from descriptor.layout import RunPaths, run_indices
+from descriptor.records import EvalRecord, RunMetadata, RunResult
 from descriptor.run_metrics import RunMetrics, compute_run_metrics
-from descriptor.schema import RunResult, TraceEvent, iter_trace_lines
 
-_RUN_FILE = re.compile(r"^run_(\d+)\.(?:trace\.jsonl|result\.json|eval\.json)$")
-
-IssueKind = Literal["unfinished", "damaged_trace", "missing_trace", "bad_result", "bad_eval", "identity_mismatch"]
+IssueKind = Literal["unfinished", "damaged_trace", "missing_trace", "bad_result", "bad_eval", "bad_metadata",
+                    "identity_mismatch"]
 
 
 class RunIssue(BaseModel):
@@ -53,109 +54,114 @@ class RunIssue(BaseModel):
         return f"warning: {where}: {self.kind}: {self.message} ({what})"
 
 
+class RunFileError(ValueError):
+    """A run file that cannot be read as its record; the message names the file."""
+
+
+def read_record(path: Path, model: type[BaseModel]) -> Any:
+    """``path`` validated as ``model``; :class:`RunFileError` naming the file on any problem."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunFileError(f"{path}: not readable JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: expected a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise RunFileError(f"{path}: field {'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}") from None
+
+
+def read_result(paths: RunPaths) -> RunResult:
+    return read_record(paths.result, RunResult)
+
+
+def read_eval(paths: RunPaths) -> EvalRecord:
+    return read_record(paths.eval, EvalRecord)
+
+
+def read_metadata(paths: RunPaths) -> RunMetadata:
+    return read_record(paths.metadata, RunMetadata)
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunRecord:
-    """One finished run: its outcome, its eval verdict and its trace metrics."""
+    """One finished run as read from its files: outcome, verdict, trace (and metadata when asked for)."""
 
-    run_index: int
-    run_id: str
-    success: bool
-    """From ``result.json``."""
-    completion: bool
-    """From ``result.json``."""
-    eval_success: bool
-    """From ``eval.json``."""
-    eval_score: float
-    """From ``eval.json`` (in [0, 1])."""
-    eval_completion: bool
-    """``eval.json`` ``completion`` when present, else ``result.json`` completion."""
+    paths: RunPaths
+    result: RunResult
+    eval: EvalRecord
+    events: tuple[Event, ...]
     metrics: RunMetrics
-    events: tuple[TraceEvent, ...]
+    metadata: RunMetadata | None = None
+
+    # Short names the descriptor code reads.
+    run_index = property(lambda self: self.paths.run_index)
+    run_id = property(lambda self: self.result.run_id)
+    success = property(lambda self: self.result.success)
+    completion = property(lambda self: self.result.completion)
+    status = property(lambda self: self.result.status)
+    eval_success = property(lambda self: self.eval.success)
+    eval_score = property(lambda self: float(self.eval.score))
+
+    @property
+    def eval_completion(self) -> bool:
+        """``eval.json`` completion when present, else ``result.json``'s."""
+        return self.result.completion if self.eval.completion is None else self.eval.completion
 
 
-def run_indices(task_dir: Path) -> list[int]:
-    """Run indices seen in any run file of ``task_dir``, ascending."""
-    found = {int(m.group(1)) for p in task_dir.iterdir() if (m := _RUN_FILE.match(p.name))}
-    return sorted(found)
+def read_trace_prefix(path: Path) -> tuple[list[Event] | None, list[RunIssue]]:
+    """Events of a trace under the damage rule; ``None`` when the run must be skipped."""
+    events, damage = read_trace_checked(path)
+    issues = [RunIssue(path=str(path), line=d.line, kind="damaged_trace", message=d.message, included=not d.fatal)
+              for d in damage]
+    return events, issues
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    obj = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(obj, dict):
-        raise ValueError("expected a JSON object")
-    return obj
-
-
-def read_trace_prefix(path: Path) -> tuple[list[TraceEvent] | None, list[RunIssue]]:
-    """Events of a trace, applying the damage rules; ``None`` when the run must be skipped."""
-    rows = list(iter_trace_lines(path))
-    bad = [(n, err) for n, ev, err in rows if err is not None]
-    if not bad:
-        return [ev for _, ev, _ in rows], []
-    last_line = rows[-1][0]
-    if len(bad) == 1 and bad[0][0] == last_line:
-        issue = RunIssue(path=str(path), line=bad[0][0], kind="damaged_trace", message=bad[0][1], included=True)
-        return [ev for _, ev, err in rows if err is None], [issue]
-    issues = [RunIssue(path=str(path), line=n, kind="damaged_trace", message=err, included=False) for n, err in bad]
-    return None, issues
-
-
-def _identity(result: RunResult, expected: tuple[str, str, str]) -> str | None:
-    got = (result.benchmark, result.system, result.task_id)
-    if got != expected:
-        return f"result names benchmark/system/task {got}, directory is {expected}"
-    return None
-
-
-def load_run(task_dir: Path, r: int, identity: tuple[str, str, str]) -> tuple[RunRecord | None, list[RunIssue]]:
-    """Load run ``r`` of ``task_dir``; ``identity`` is (benchmark, system, task_id) from the path."""
-    result_path = task_dir / f"run_{r}.result.json"
-    eval_path = task_dir / f"run_{r}.eval.json"
-    trace_path = task_dir / f"run_{r}.trace.jsonl"
-    if not result_path.exists():
-        return None, [RunIssue(path=str(result_path), kind="unfinished", message="no result.json", included=False)]
+def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
+             with_metadata: bool = False) -> tuple[RunRecord | None, list[RunIssue]]:
+    """Run ``paths`` and the issues met; ``identity`` (benchmark, system, task_id) is what the path says."""
+    if not paths.result.exists():
+        return None, [RunIssue(path=str(paths.result), kind="unfinished", message="no result.json", included=False)]
     try:
-        result = RunResult.model_validate(_read_json(result_path))
-    except (ValueError, ValidationError) as err:
-        msg = str(err).splitlines()[0]
-        return None, [RunIssue(path=str(result_path), kind="bad_result", message=msg, included=False)]
-    if (mismatch := _identity(result, identity)) is not None:
-        return None, [RunIssue(path=str(result_path), kind="identity_mismatch", message=mismatch, included=False)]
+        result = read_result(paths)
+    except RunFileError as err:
+        return None, [RunIssue(path=str(paths.result), kind="bad_result", message=str(err), included=False)]
+    if identity is not None and (got := (result.benchmark, result.system, result.task_id)) != identity:
+        return None, [RunIssue(path=str(paths.result), kind="identity_mismatch", included=False,
+                               message=f"result names benchmark/system/task {got}, directory is {identity}")]
     try:
-        ev = _read_json(eval_path)
-        eval_success, eval_score = ev["success"], ev["score"]
-        if not isinstance(eval_success, bool) or isinstance(eval_score, bool) or not isinstance(eval_score, int | float):
-            raise ValueError("expected success: bool and score: number")
-        eval_completion = ev.get("completion", result.completion)
-        if not isinstance(eval_completion, bool):
-            raise ValueError("completion must be a boolean")
-    except (OSError, ValueError, KeyError) as err:
-        return None, [RunIssue(path=str(eval_path), kind="bad_eval", message=f"{type(err).__name__}: {err}", included=False)]
-    if not trace_path.exists():
-        return None, [RunIssue(path=str(trace_path), kind="missing_trace", message="no trace file", included=False)]
-    events, issues = read_trace_prefix(trace_path)
+        evaluation = read_eval(paths)
+    except RunFileError as err:
+        return None, [RunIssue(path=str(paths.eval), kind="bad_eval", message=str(err), included=False)]
+    metadata = None
+    if with_metadata:
+        try:
+            metadata = read_metadata(paths)
+        except RunFileError as err:
+            return None, [RunIssue(path=str(paths.metadata), kind="bad_metadata", message=str(err), included=False)]
+    if not paths.trace.exists():
+        return None, [RunIssue(path=str(paths.trace), kind="missing_trace", message="no trace file", included=False)]
+    events, issues = read_trace_prefix(paths.trace)
     if events is None:
         return None, issues
-    record = RunRecord(
-        run_index=r,
-        run_id=result.run_id,
-        success=result.success,
-        completion=result.completion,
-        eval_success=eval_success,
-        eval_score=float(eval_score),
-        eval_completion=eval_completion,
-        metrics=compute_run_metrics(events),
-        events=tuple(events),
-    )
+    record = RunRecord(paths=paths, result=result, eval=evaluation, events=tuple(events),
+                       metrics=compute_run_metrics(events), metadata=metadata)
     return record, issues
 
 
-def load_task_runs(task_dir: Path, identity: tuple[str, str, str]) -> tuple[list[RunRecord], list[RunIssue]]:
+def load_task_runs(task_dir: Path, identity: tuple[str, str, str] | None = None, *,
+                   with_metadata: bool = False) -> tuple[list[RunRecord], list[RunIssue]]:
     """All finished runs of a task directory (ascending run index) and the issues met."""
+    if identity is None:
+        identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
     records: list[RunRecord] = []
     issues: list[RunIssue] = []
     for r in run_indices(task_dir):
-        record, found = load_run(task_dir, r, identity)
+        record, found = read_run(RunPaths(task_dir, r), identity, with_metadata=with_metadata)
         issues.extend(found)
         if record is not None:
             records.append(record)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from descriptor.schema import TraceEvent, is_system_actor, read_trace
+from descriptor.events import Event, is_system_actor, read_trace
 
 # Event types whose text is an agent decision; a verbatim repeat of one is a loop.
 LOOP_EVENT_TYPES: frozenset[str] = frozenset({"plan", "act", "tool_call", "verify", "revise", "finalize"})
@@ -66,7 +66,7 @@ def _normalise_text(value: Any) -> str:
     return _WS.sub(" ", value).strip().lower()
 
 
-def loop_signature(event: TraceEvent) -> tuple[str, str, str] | None:
+def loop_signature(event: Event) -> tuple[str, str, str] | None:
     """The (actor, event_type, normalised content) key used by ``loop_score``.
 
     ``None`` when the event is not a loop candidate: system actors, event
@@ -74,8 +74,10 @@ def loop_signature(event: TraceEvent) -> tuple[str, str, str] | None:
     For ``tool_call`` the text is ``payload.tool`` plus the canonical JSON of
     ``payload.arguments``; for other types it is ``payload.content``.
 
-    >>> ev = TraceEvent(timestamp_start="2026-01-01T00:00:00", timestamp_end="2026-01-01T00:00:00",
-    ...                 actor="solver", event_type="act", payload={"content": "  X =  1 "})
+    >>> from descriptor.events import ActEvent, AgentOutput
+    >>> ev = ActEvent(timestamp_start="2026-01-01T00:00:00Z", timestamp_end="2026-01-01T00:00:00Z",
+    ...               actor="solver", payload=AgentOutput(role="solver", content="  X =  1 ", answer_artifact="1",
+    ...                                                   confidence=1.0))
     >>> loop_signature(ev)
     ('solver', 'act', 'x = 1')
     """
@@ -83,22 +85,23 @@ def loop_signature(event: TraceEvent) -> tuple[str, str, str] | None:
         return None
     p = event.payload
     if event.event_type == "tool_call":
-        tool = _normalise_text(p.get("tool"))
-        args = p.get("arguments")
+        tool = _normalise_text(p.tool)  # type: ignore[union-attr]
+        args = p.arguments  # type: ignore[union-attr]
         text = tool + " " + json.dumps(args, sort_keys=True, ensure_ascii=False) if tool else ""
         text = text.strip()
     else:
-        text = _normalise_text(p.get("content"))
+        text = _normalise_text(getattr(p, "content", None))
     if not text:
         return None
     return (event.actor, event.event_type, text)
 
 
-def loop_score(events: Sequence[TraceEvent]) -> float:
+def loop_score(events: Sequence[Event]) -> float:
     """Share of loop candidates whose :func:`loop_signature` appeared earlier in the run.
 
-    >>> mk = lambda c: TraceEvent(timestamp_start="2026-01-01T00:00:00",
-    ...     timestamp_end="2026-01-01T00:00:00", actor="a", event_type="act", payload={"content": c})
+    >>> from descriptor.events import ActEvent, AgentOutput
+    >>> mk = lambda c: ActEvent(timestamp_start="2026-01-01T00:00:00Z", timestamp_end="2026-01-01T00:00:00Z",
+    ...     actor="a", payload=AgentOutput(role="solver", content=c, answer_artifact="", confidence=0.5))
     >>> loop_score([mk("x"), mk("y"), mk("x"), mk("X ")])
     0.5
     """
@@ -116,21 +119,21 @@ def loop_score(events: Sequence[TraceEvent]) -> float:
     return repeats / candidates if candidates else 0.0
 
 
-def _edges(events: Sequence[TraceEvent]) -> list[tuple[str, str]]:
+def _edges(events: Sequence[Event]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for ev in events:
-        for s in ev.payload.get("sends") or []:
-            out.append((str(s["from"]), str(s["to"])))
+        for s in ev.payload.sends or ():
+            out.append((s.from_, s.to))
     return out
 
 
-def handoff_count(events: Sequence[TraceEvent]) -> int:
+def handoff_count(events: Sequence[Event]) -> int:
     """Actor switches across consecutive non-system events (tools count as actors)."""
     actors = [ev.actor for ev in events if not is_system_actor(ev.actor)]
     return sum(1 for a, b in pairwise(actors) if a != b)
 
 
-def compute_run_metrics(events: Sequence[TraceEvent]) -> RunMetrics:
+def compute_run_metrics(events: Sequence[Event]) -> RunMetrics:
     """Run-level metrics of one run's events, in trace order.
 
     >>> compute_run_metrics([]).backtrack_rate
@@ -138,7 +141,7 @@ def compute_run_metrics(events: Sequence[TraceEvent]) -> RunMetrics:
     """
     steps = len(events)
     revise = sum(1 for ev in events if ev.event_type == "revise")
-    redo = sum(1 for ev in events if ev.payload.get("redo") is True)
+    redo = sum(1 for ev in events if ev.payload.redo is True)
     verify = sum(1 for ev in events if ev.event_type == "verify")
     edges = _edges(events)
     system_edges = sum(1 for sender, _ in edges if is_system_actor(sender))
@@ -147,7 +150,7 @@ def compute_run_metrics(events: Sequence[TraceEvent]) -> RunMetrics:
         tokens_total=sum(ev.token_in + ev.token_out for ev in events),
         cost_total=float(sum(ev.cost_usd for ev in events)),
         tool_calls_total=sum(1 for ev in events if ev.event_type == "tool_call"),
-        tool_fail_total=sum(1 for ev in events if ev.event_type == "tool_result" and ev.payload.get("ok") is False),
+        tool_fail_total=sum(1 for ev in events if ev.event_type == "tool_result" and ev.payload.ok is False),
         steps_total=steps,
         backtrack_rate=(revise + redo) / steps if steps else 0.0,
         loop_score=loop_score(events),
@@ -163,6 +166,6 @@ def run_metrics_from_file(path: str | Path, *, strict: bool = True) -> RunMetric
     """:func:`compute_run_metrics` of a ``run_<r>.trace.jsonl`` file.
 
     With ``strict=False`` a damaged last line is dropped (see
-    :func:`descriptor.schema.read_trace`); otherwise it raises.
+    :func:`descriptor.events.read_trace`); otherwise it raises.
     """
     return compute_run_metrics(read_trace(path, strict=strict))

@@ -15,13 +15,13 @@ from typing import Any
 
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
-from descriptor.schema import TraceEvent, is_system_actor
+from descriptor.events import Decision, Event, is_system_actor
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS
 
 CONTROLLER = "system:controller"
 
 
-def _spend(events: Sequence[TraceEvent], key: str) -> dict[str, dict[str, float]]:
+def _spend(events: Sequence[Event], key: str) -> dict[str, dict[str, float]]:
     """Tokens, latency (ms), cost (USD) and event count grouped by ``actor`` or ``event_type``."""
     out: dict[str, dict[str, float]] = {}
     for ev in events:
@@ -47,9 +47,9 @@ def _stalls(run: RunRecord) -> list[dict[str, Any]]:
     last_agent: str | None = None
     for ev in run.events:
         p = ev.payload
-        if ev.actor == CONTROLLER and ev.event_type == "verify" and p.get("reason"):
-            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": str(p["reason"]), "after_actor": last_agent,
-                        "stage": p.get("stage"), "round": p.get("round"), "stop": p.get("stop")})
+        if ev.actor == CONTROLLER and isinstance(p, Decision) and p.reason:
+            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": p.reason, "after_actor": last_agent,
+                        "stage": p.stage, "round": p.round, "stop": p.stop})
         elif not is_system_actor(ev.actor):
             last_agent = ev.actor
     return out

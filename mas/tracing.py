@@ -14,12 +14,25 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
+from descriptor.events import (
+    ActEvent,
+    ErrorEvent,
+    Event,
+    EventType,
+    FinalizeEvent,
+    Payload,
+    PlanEvent,
+    ReviseEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    VerifyEvent,
+    event_line,
+)
 from descriptor.redact import may_hold_secret, redact
-from descriptor.schema import TRACE_VERSION, EventType, TraceEvent
 
 log = structlog.get_logger(__name__)
 
@@ -29,30 +42,16 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-_set_attr = object.__setattr__
-
-
-def _new_event(fields: dict[str, Any], extra: dict[str, Any]) -> TraceEvent:
-    """``TraceEvent.model_construct(**fields, **extra)`` without its per-field default lookups.
-
-    ``fields`` holds every field but ``version``, in declaration order (the
-    JSON line keeps that order). Not validated: the tracer builds every field
-    itself, and tests read every trace back through the schema. This is what
-    ``model_construct`` sets, at a quarter of its cost (~2 against ~8 us);
-    ``tests/test_trace.py`` checks the two agree on the installed pydantic.
-    """
-    event = TraceEvent.__new__(TraceEvent)
-    _set_attr(event, "__dict__", {"version": TRACE_VERSION, **fields})
-    _set_attr(event, "__pydantic_fields_set__", set(fields))
-    _set_attr(event, "__pydantic_extra__", extra)
-    _set_attr(event, "__pydantic_private__", None)
-    return event
+EVENT_CLASSES: dict[str, type[Event]] = {
+    "plan": PlanEvent, "act": ActEvent, "revise": ReviseEvent, "tool_call": ToolCallEvent,
+    "tool_result": ToolResultEvent, "verify": VerifyEvent, "finalize": FinalizeEvent, "error": ErrorEvent,
+}
 
 
 class TraceProcessor(Protocol):
     """Receives every event of a run (write a file, print progress, export)."""
 
-    def on_event(self, event: TraceEvent, line: str) -> None:
+    def on_event(self, event: Event, line: str) -> None:
         """``event`` (already redacted) and its trace line: the event as JSON, without ``None`` fields."""
         ...
 
@@ -74,7 +73,7 @@ class JsonlWriter:
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._pending: list[bytes] = []
 
-    def on_event(self, event: TraceEvent, line: str) -> None:
+    def on_event(self, event: Event, line: str) -> None:
         self._pending.append(line.encode() + b"\n")
         if len(self._pending) > 1:
             return  # a write is already scheduled for this loop step
@@ -98,9 +97,9 @@ class ListCollector:
     """Keeps events in memory (tests, progress accounting)."""
 
     def __init__(self) -> None:
-        self.events: list[TraceEvent] = []
+        self.events: list[Event] = []
 
-    def on_event(self, event: TraceEvent, line: str) -> None:
+    def on_event(self, event: Event, line: str) -> None:
         self.events.append(event)
 
     def close(self) -> None:
@@ -116,19 +115,21 @@ class Tracer:
     """
 
     def __init__(self, run_id: str, processors: list[TraceProcessor], *, enabled: bool = True,
-                 first_step: int = 0) -> None:
+                 first_step: int = 0, redo: bool = False) -> None:
         self.run_id = run_id
         self.processors = processors
         self.enabled = enabled
         self.seq = 0
         self.next_step = first_step
+        self.redo = redo
+        """Mark every trajectory step ``payload.redo`` (a resumed run redoes the steps it emits)."""
         self.totals = {"token_in": 0, "token_out": 0, "cost_usd": 0.0, "llm_calls": 0}
 
     def emit(
         self,
         actor: str,
         event_type: EventType,
-        payload: dict[str, Any] | None = None,
+        payload: Payload,
         *,
         start: str | None = None,
         end: str | None = None,
@@ -137,10 +138,15 @@ class Tracer:
         latency_ms: float = 0.0,
         cost_usd: float = 0.0,
         state_id: str | None = None,
+        model: str | None = None,
+        usage_source: str | None = None,
         step: bool = False,
-        **extra: Any,
-    ) -> TraceEvent | None:
-        """Record one event; ``step=True`` makes it a trajectory step with the next ``step_index``."""
+    ) -> Event | None:
+        """Record one event; ``step=True`` makes it a trajectory step with the next ``step_index``.
+
+        ``payload`` is the typed payload of ``event_type`` (see :mod:`descriptor.events`); the event is
+        validated as its class, so a payload of the wrong type fails here, in the code that wrote it.
+        """
         self.totals["token_in"] += token_in
         self.totals["token_out"] += token_out
         self.totals["cost_usd"] += cost_usd
@@ -148,22 +154,24 @@ class Tracer:
             if step:
                 self.next_step += 1
             return None
-        payload = dict(payload or {})
         if step:
-            payload["step_index"] = self.next_step
+            payload.step_index = self.next_step
             self.next_step += 1
+            if self.redo:
+                payload.redo = True
         now = utc_now_iso()
         fields = {"run_id": self.run_id, "seq": self.seq, "timestamp_start": start or now,
-                  "timestamp_end": end or now, "actor": actor, "event_type": event_type, "payload": payload,
-                  "token_in": token_in, "token_out": token_out, "latency_ms": latency_ms, "cost_usd": cost_usd,
-                  "state_id": state_id}
-        event = _new_event(fields, extra)
-        line = event.model_dump_json(exclude_none=True)
+                  "timestamp_end": end or now, "actor": actor, "token_in": token_in, "token_out": token_out,
+                  "latency_ms": latency_ms, "cost_usd": cost_usd, "state_id": state_id, "model": model,
+                  "usage_source": usage_source}
+        cls = EVENT_CLASSES[event_type]
+        event = cls(**fields, payload=payload)
+        line = event_line(event)
         # Walking every string of every event for secrets cost a third of tracing; one search of the
         # trace line finds whether there is anything to redact.
         if may_hold_secret(line):
-            event = _new_event({**fields, "payload": redact(payload)}, redact(extra))
-            line = event.model_dump_json(exclude_none=True)
+            event = cls.model_validate(redact(event.model_dump(mode="json", by_alias=True)))
+            line = event_line(event)
         self.seq += 1
         for proc in self.processors:
             try:

@@ -46,7 +46,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from descriptor.schema import read_trace  # noqa: E402
+from descriptor.events import read_trace  # noqa: E402
 from mas.cli import freeze_startup_heap  # noqa: E402
 from mas.config import EmbeddedSettings, ExperimentConfig, ModelRoute, RateLimit  # noqa: E402
 from mas.sweep.executors import local_cluster, per_worker_cfg  # noqa: E402
@@ -61,8 +61,7 @@ def trace_calls_and_tokens(root: Path) -> tuple[int, int]:
     calls = tokens = 0
     for path in root.rglob("*.trace.jsonl"):
         for e in read_trace(path):
-            extra = e.model_extra or {}
-            calls += "usage_source" in extra or (e.event_type == "error" and e.payload.get("kind") == "llm_call")
+            calls += e.usage_source is not None or (e.event_type == "error" and e.payload.kind == "llm_call")
             tokens += e.token_out
     return calls, tokens
 

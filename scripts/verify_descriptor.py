@@ -3,7 +3,8 @@
 
 Usage: ``python scripts/verify_descriptor.py EXPERIMENT_ROOT [--tol 1e-9] [--lambda L] [--cost-unit tokens|usd] [--baseline sas]``
 
-Deliberately imports nothing from ``descriptor/`` (only json, csv, math, re,
+Deliberately imports nothing from ``descriptor/`` but the run directory's
+file names (:mod:`descriptor.layout`; the rest is json, csv, math, re,
 datetime): it re-reads ``run_<r>.trace.jsonl``, ``run_<r>.eval.json`` and
 ``run_<r>.result.json``, recomputes the run-level metrics, the task
 descriptor, the roll-ups and the economics point estimates from the
@@ -27,9 +28,12 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from descriptor.layout import SUFFIXES, RunPaths  # noqa: E402  (file names only)
+
 EVENT_TYPES = {"plan", "act", "tool_call", "tool_result", "verify", "revise", "finalize", "error"}
 LOOP_TYPES = {"plan", "act", "tool_call", "verify", "revise", "finalize"}
-RUN_FILE = re.compile(r"^run_(\d+)\.(trace\.jsonl|result\.json|eval\.json)$")
+RUN_FILE = re.compile(r"^run_(\d+)(?:" + "|".join(re.escape(SUFFIXES[k]) for k in ("trace", "result", "eval")) + ")$")
 KS = (1, 3, 5, 8)
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json")
@@ -186,15 +190,15 @@ def load_task(task_dir, identity):
     runs = []
     for r in idx:
         try:
-            res = json.loads((task_dir / f"run_{r}.result.json").read_text(encoding="utf-8"))
-            ev = json.loads((task_dir / f"run_{r}.eval.json").read_text(encoding="utf-8"))
+            res = json.loads(RunPaths(task_dir, r).result.read_text(encoding="utf-8"))
+            ev = json.loads(RunPaths(task_dir, r).eval.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(res, dict) or (res.get("benchmark"), res.get("system"), res.get("task_id")) != identity:
             continue
         if not isinstance(ev, dict) or not isinstance(ev.get("success"), bool) or not _num(ev.get("score")):
             continue
-        trace = task_dir / f"run_{r}.trace.jsonl"
+        trace = RunPaths(task_dir, r).trace
         if not trace.exists():
             continue
         events, status = read_events(trace)
@@ -376,7 +380,7 @@ def verify(root, tol, lam, unit, baseline):
             rep.compare(f"{rel}/analysis.json run {x['r']}", x["m"], written.get(x["r"]),
                         ["tokens_total", "latency_total", "cost_total", "loop_score"])
             check_verdicts(rep, f"{rel}/analysis.json run {x['r']}", x, written.get(x["r"]))
-            tm = task_dir / f"run_{x['r']}.trace_metrics.json"
+            tm = RunPaths(task_dir, x["r"]).trace_metrics
             # the runtime wrote trace_metrics from the whole trace; a damaged one no longer matches it
             if tm.exists() and not x["damaged"]:
                 got = load_json(tm)

@@ -19,12 +19,33 @@ T0 = "2026-01-01T00:00:00+00:00"
 
 def ev(actor: str, event_type: str, seq: int = 0, *, tin: int = 0, tout: int = 0, ms: float = 0.0,
        usd: float = 0.0, **payload: Any) -> dict[str, Any]:
-    """One trace line as a dict (payload keys as keyword arguments)."""
+    """One version-2 trace line as a dict; payload keys as keyword arguments, the rest of the typed
+    payload filled in as the runtime writes it (an agent output, a tool call or result, a decision, ...)."""
     return {
-        "version": 1, "run_id": "r", "seq": seq, "timestamp_start": T0, "timestamp_end": T0,
-        "actor": actor, "event_type": event_type, "payload": payload,
+        "version": 2, "run_id": "r", "seq": seq, "timestamp_start": T0, "timestamp_end": T0,
+        "actor": actor, "event_type": event_type, "payload": typed_payload(actor, event_type, payload),
         "token_in": tin, "token_out": tout, "latency_ms": ms, "cost_usd": usd, "state_id": None,
     }
+
+
+def typed_payload(actor: str, event_type: str, p: dict[str, Any]) -> dict[str, Any]:
+    """``p`` completed to the payload type of ``event_type`` (see descriptor/events.py)."""
+    system = actor == "system" or actor.startswith("system:")
+    if event_type == "tool_call":
+        return {"kind": "tool_call", "role": actor, "tool": "calc", "arguments": {}, **p}
+    if event_type == "tool_result":
+        out = {"kind": "tool_result", "tool": "calc", "ok": True, "output": str(p.get("content", "")), **p}
+        out.pop("content", None)
+        return out
+    if event_type == "error":
+        return {"kind": "llm_call", "error": "", **p}
+    if event_type == "verify" and actor == "system:controller":
+        return {"kind": "termination", "stage": "debate", "round": 0, "max_rounds": 3,
+                "stop": p.get("reason") is not None, **p}
+    if event_type == "finalize" and system:
+        return {"kind": "final_answer", "answer_artifact": str(p.get("content", "")), "confidence": 1.0,
+                "source_agent": "a", "selection": "lexical", **p}
+    return {"kind": "answer", "role": actor, "answer_artifact": str(p.get("content", "")), "confidence": 0.5, **p}
 
 
 def write_trace(path: Path, events: list[dict[str, Any]]) -> None:
@@ -51,7 +72,7 @@ def write_run(task_dir: Path, r: int, events: list[dict[str, Any]], *, success: 
         return
     tokens = sum(e["token_in"] + e["token_out"] for e in events)
     result = {
-        "version": 1, "run_id": f"{system}-{task_dir.name}-{r}", "benchmark": benchmark, "system": system,
+        "version": 2, "run_id": f"{system}-{task_dir.name}-{r}", "benchmark": benchmark, "system": system,
         "task_id": task_dir.name, "run_index": r, "seed": r, "success": success, "completion": completion,
         "score": score, "answer": "42", "tokens_total": tokens,
         "latency_total_ms": sum(e["latency_ms"] for e in events),
@@ -109,3 +130,27 @@ def build_experiment(root: Path, *, systems: tuple[str, ...] = ("sas", "debate")
                 write_run(task_dir, r, events, success=success, completion=success or rng.random() < 0.5,
                           score=1.0 if success else round(rng.random() * 0.5, 3), benchmark=benchmark, system=system)
     return root
+
+
+def identity(task_dir: Path, r: int, *, benchmark: str | None = None, system: str | None = None) -> dict[str, Any]:
+    """The RunIdentity fields of run ``r`` of ``task_dir`` (``<root>/<benchmark>/<system>/<task>``)."""
+    benchmark = benchmark or task_dir.parent.parent.name
+    system = system or task_dir.parent.name
+    return {"run_id": f"e/{benchmark}/{system}/{task_dir.name}/run_{r}", "benchmark": benchmark, "system": system,
+            "task_id": task_dir.name, "run_index": r, "seed": r}
+
+
+def metadata_record(task_dir: Path, r: int, *, question: str = "What is 6*7?", reference: Any = 42,
+                    injected: dict | None = None, **changes: Any) -> dict[str, Any]:
+    """A complete ``run_<r>.metadata.json`` body (RunMetadata) of a finished run."""
+    ident = identity(task_dir, r)
+    return {**ident, "version": 2, "experiment_id": "e", "status": "finished", "started_at": T0,
+            "task": {"question": question, "reference": reference, "metadata": {}}, "thread_id": ident["run_id"],
+            "checkpoint_db": f"run_{r}.checkpoints.sqlite", "config": {}, "injected_error": injected, **changes}
+
+
+def result_record(task_dir: Path, r: int, *, success: bool, **changes: Any) -> dict[str, Any]:
+    """A complete ``run_<r>.result.json`` body (RunResult)."""
+    return {**identity(task_dir, r), "version": 2, "status": "finished", "success": success, "completion": True,
+            "score": float(success), "answer": "41", "tokens_total": 0, "latency_total_ms": 0.0,
+            "cost_total_usd": 0.0, "wall_time_s": 0.1, "error": None, **changes}

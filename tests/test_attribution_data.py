@@ -113,12 +113,12 @@ def test_real_dev_split_counts_and_labels() -> None:
 
 # ---------------------------------------------------------------- runs
 
-T0 = "2026-01-01T00:00:00+00:00"
+from tests.descriptor_fixtures import T0, metadata_record, result_record, typed_payload
 
 
 def ev(actor: str, kind: str, state: str | None = None, **payload: object) -> dict:
-    return {"version": 1, "run_id": "r", "seq": 0, "timestamp_start": T0, "timestamp_end": T0, "actor": actor,
-            "event_type": kind, "payload": payload, "state_id": state}
+    return {"version": 2, "run_id": "r", "seq": 0, "timestamp_start": T0, "timestamp_end": T0, "actor": actor,
+            "event_type": kind, "payload": typed_payload(actor, kind, payload), "state_id": state}
 
 
 def write_run(task: Path, r: int, events: list[dict], *, success: bool, injected: dict | None = None,
@@ -127,11 +127,11 @@ def write_run(task: Path, r: int, events: list[dict], *, success: bool, injected
     (task / f"run_{r}.trace.jsonl").write_text("".join(json.dumps({**e, "seq": i}) + "\n"
                                                        for i, e in enumerate(events)), encoding="utf-8")
     (task / f"run_{r}.answer.txt").write_text("41", encoding="utf-8")
-    m = meta if meta is not None else {"task": {"question": "What is 6*7?", "reference": 42},
-                                       "injected_error": injected}
+    m = meta if meta is not None else metadata_record(task, r, injected=injected)
     (task / f"run_{r}.metadata.json").write_text(json.dumps(m), encoding="utf-8")
     if finished:
-        (task / f"run_{r}.result.json").write_text(json.dumps({"success": success}), encoding="utf-8")
+        (task / f"run_{r}.result.json").write_text(json.dumps(result_record(task, r, success=success)),
+                                                   encoding="utf-8")
 
 
 def run_events() -> list[dict]:

@@ -12,12 +12,12 @@ from descriptor.run_metrics import (
     loop_signature,
     run_metrics_from_file,
 )
-from descriptor.schema import TraceEvent, TraceReadError
+from descriptor.events import TraceReadError, parse_event
 from tests.descriptor_fixtures import ev, write_trace
 
 
 def events(*dicts):
-    return [TraceEvent.model_validate({**d, "seq": i}) for i, d in enumerate(dicts)]
+    return [parse_event({**d, "seq": i}) for i, d in enumerate(dicts)]
 
 
 def test_zero_steps_gives_zero_rates():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from descriptor.run_files import RunRecord
 from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import TraceEvent
+from descriptor.events import parse_event
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
     PipelineError,
@@ -17,6 +18,8 @@ from descriptor.task_descriptor import (
     p95,
     pass_at_k,
 )
+from descriptor.layout import RunPaths
+from descriptor.records import EvalRecord, RunResult
 from tests.descriptor_fixtures import ev
 
 
@@ -26,10 +29,13 @@ def record(r: int, *, success: bool, tokens: int = 100, ms: float = 10.0, calls:
     for i in range(calls):
         dicts.append(ev("a", "tool_call", tool="calc", arguments={"i": i}))
         dicts.append(ev("tool:calc", "tool_result", ok=i >= fails))
-    events = tuple(TraceEvent.model_validate(d) for d in dicts)
-    return RunRecord(run_index=r, run_id=f"run{r}", success=success, completion=completion, eval_success=success,
-                     eval_score=float(success) if score is None else score, eval_completion=completion,
-                     metrics=compute_run_metrics(events), events=events)
+    events = tuple(parse_event(d) for d in dicts)
+    result = RunResult(run_id=f"run{r}", benchmark="arith", system="sas", task_id="t0", run_index=r, seed=r,
+                       success=success, completion=completion, score=float(success), answer="", tokens_total=tokens,
+                       latency_total_ms=ms, cost_total_usd=tokens * 1e-6, wall_time_s=0.1)
+    evaluation = EvalRecord(success=success, completion=completion, score=float(success) if score is None else score)
+    return RunRecord(paths=RunPaths(Path("t0"), r), result=result, eval=evaluation, events=events,
+                     metrics=compute_run_metrics(events))
 
 
 def describe(runs):

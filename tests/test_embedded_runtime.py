@@ -57,7 +57,7 @@ async def test_tool_call_through_an_agent_step(cfg):
         await run_tool_calls(rt, agent, out.tool_calls)
     call = next(e for e in sink.events if e.event_type == "tool_call")
     assert call.token_in > 0 and call.token_out > 0
-    assert call.payload["tool_protocol"] in ("text", "native")
+    assert call.payload.tool_protocol in ("text", "native")
     assert out.tool_calls[0].name in ("calculator", "python")
     result = next(e for e in sink.events if e.event_type == "tool_result")
-    assert result.payload["tool_call_id"] == out.tool_calls[0].id and result.payload["tool"] == out.tool_calls[0].name
+    assert result.payload.tool_call_id == out.tool_calls[0].id and result.payload.tool == out.tool_calls[0].name

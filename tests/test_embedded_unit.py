@@ -385,9 +385,9 @@ async def test_connection_error_on_a_dead_server_names_exit_code_and_log(setting
         await call_llm(bound, [HumanMessage("hi")], contract="agent.turn", actor="solver")
     assert "exited with code 3" in str(info.value) and "ggml_abort: out of memory" in str(info.value)
     [event] = sink.events  # a dead process is not retried
-    assert event.event_type == "error" and event.payload["kind"] == "embedded_server_down"
-    assert "exited with code 3" in event.payload["error"] and "out of memory" in event.payload["error"]
-    assert "ConnectionError" in event.payload["cause"] and event.payload["will_retry"] is False
+    assert event.event_type == "error" and event.payload.kind == "embedded_server_down"
+    assert "exited with code 3" in event.payload.error and "out of memory" in event.payload.error
+    assert "ConnectionError" in event.payload.cause and event.payload.will_retry is False
 
 
 async def test_connection_error_with_a_live_server_is_retried_as_before(settings, fake_llama, tmp_path, monkeypatch):
@@ -409,13 +409,13 @@ async def test_connection_error_with_a_live_server_is_retried_as_before(settings
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="ConnectionError"):
         await call_llm(make_chat_model(_embedded_cfg(settings, tmp_path)), [HumanMessage("hi")],
                        contract="agent.turn", actor="solver")
-    assert [e.payload["kind"] for e in sink.events] == ["llm_call"] * 4
-    assert [e.payload["will_retry"] for e in sink.events] == [True, True, True, False]
+    assert [e.payload.kind for e in sink.events] == ["llm_call"] * 4
+    assert [e.payload.will_retry for e in sink.events] == [True, True, True, False]
 
 
 async def test_a_run_on_a_dead_server_records_the_error_in_its_trace(settings, dead_server, tmp_path):
     from benchmark.registry import get_benchmark
-    from descriptor.schema import read_trace
+    from descriptor.events import read_trace
     from mas.sweep.runner import RunSpec, execute_run
 
     cfg = _embedded_cfg(settings, tmp_path)
@@ -424,9 +424,9 @@ async def test_a_run_on_a_dead_server_records_the_error_in_its_trace(settings, d
                    task=bench.load_tasks(1)[0], run_index=0, seed=0)
     result = await execute_run(spec, cfg, bench)
     assert not result.completion and "EmbeddedServerError" in result.error and "exited with code 3" in result.error
-    errors = [e for e in read_trace(spec.path(".trace.jsonl")) if e.event_type == "error"]
-    assert [e.payload["kind"] for e in errors] == ["embedded_server_down", "run_failed"]
-    assert all("exited with code 3" in e.payload["error"] and "out of memory" in e.payload["error"] for e in errors)
+    errors = [e for e in read_trace(spec.paths.trace) if e.event_type == "error"]
+    assert [e.payload.kind for e in errors] == ["embedded_server_down", "run_failed"]
+    assert all("exited with code 3" in e.payload.error and "out of memory" in e.payload.error for e in errors)
 
 
 def test_cli_reports_a_server_that_fails_to_start_without_a_traceback(tmp_path, monkeypatch, capsys):

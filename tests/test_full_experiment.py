@@ -28,7 +28,7 @@ from mas.sweep.experiment import (
     validate_request,
 )
 from mas.sweep.manifest import MANIFEST_NAME
-from mas.sweep.runner import is_finished
+from mas.sweep.runner import finished_result
 from tests.test_sweep import comparable_summary, file_states, sigterm_after_finished
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,20 +187,20 @@ async def test_a_result_of_another_run_is_not_finished_and_is_redone(tmp_path, f
     req = scripted_request(tmp_path)
     first = await run_experiment(req)
     specs = plan_runs(req, validate_request(req))
-    assert all(is_finished(s) for s in specs)
+    assert all(finished_result(s) is not None for s in specs)
     victim, other = specs
-    path = victim.path(".result.json")
+    path = victim.paths.result
     path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
-    other_before = file_states(other.run_dir)
+    other_before = file_states(other.paths.task_dir)
     with capture_logs() as logs:
-        assert not is_finished(victim)
+        assert finished_result(victim) is None
     assert any(e["event"].startswith("result.json belongs to another run") and field in e["differs"] for e in logs)
     again = await run_experiment(req)
-    assert is_finished(victim) and json.loads(path.read_text())[field] != value
+    assert finished_result(victim) is not None and json.loads(path.read_text())[field] != value
     assert [r.model_dump(exclude={"wall_time_s", "latency_total_ms"}) for r in again] == \
            [r.model_dump(exclude={"wall_time_s", "latency_total_ms"}) for r in first]
     kept = {k: v for k, v in other_before.items() if k.startswith(f"run_{other.run_index}.")}
-    assert kept and all(file_states(other.run_dir)[k] == v for k, v in kept.items())
+    assert kept and all(file_states(other.paths.task_dir)[k] == v for k, v in kept.items())
 
 
 # ---- unreachable dask scheduler ---------------------------------------------------------------------

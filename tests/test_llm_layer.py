@@ -71,7 +71,7 @@ async def test_retries_are_traced_and_succeed(flaky_contract, monkeypatch):
         res = await call_llm(bound, [HumanMessage("hi")], contract="test.flaky", actor="a")
     assert res.parsed == {"ok": True} and res.attempts == 3
     errors = [e for e in sink.events if e.event_type == "error"]
-    assert [e.payload["will_retry"] for e in errors] == [True, True]
+    assert [e.payload.will_retry for e in errors] == [True, True]
 
 
 async def test_retries_exhausted_raise(flaky_contract, monkeypatch):
@@ -80,7 +80,7 @@ async def test_retries_exhausted_raise(flaky_contract, monkeypatch):
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="503"):
         await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="test.flaky", actor="a")
-    assert [e.payload["will_retry"] for e in sink.events] == [True, False]
+    assert [e.payload.will_retry for e in sink.events] == [True, False]
 
 
 def _multiply_then_calculator(protocol):
@@ -118,13 +118,13 @@ async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, m
     monkeypatch.setitem(RESPONDERS, "agent.turn", _multiply_then_calculator(protocol))
     answer, sink = await _solver_turn("What is 6 times 7?")
     assert answer.answer_artifact == "42"
-    kinds = [(e.event_type, e.payload.get("tool"), e.payload.get("ok")) for e in sink.events]
+    kinds = [(e.event_type, getattr(e.payload, "tool", None), getattr(e.payload, "ok", None)) for e in sink.events]
     assert kinds == [("tool_call", "multiply", None), ("tool_result", "multiply", False),
                      ("tool_call", "calculator", None), ("tool_result", "calculator", True), ("act", None, None)]
     call, failed = sink.events[0], sink.events[1]
-    assert call.payload["tool_protocol"] == protocol and call.payload["arguments"] == {"a": 6, "b": 7}
-    assert "unknown tool 'multiply'; available: calculator, python" in failed.payload["output"]
-    assert failed.payload["tool_call_id"] == call.payload["tool_call_id"]
+    assert call.payload.tool_protocol == protocol and call.payload.arguments == {"a": 6, "b": 7}
+    assert "unknown tool 'multiply'; available: calculator, python" in failed.payload.output
+    assert failed.payload.tool_call_id == call.payload.tool_call_id
 
 
 async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch):

@@ -7,7 +7,7 @@ one of the four reasons.
 
 from pathlib import Path
 
-from descriptor.schema import is_system_actor, read_trace
+from descriptor.events import is_system_actor, read_trace
 from main import main
 from mas.topologies import pictures as graph_pictures
 from mas.topologies.termination import STOP_REASONS
@@ -38,8 +38,8 @@ def test_all_systems_run_and_every_mas_trace_shows_sends_handoffs_and_a_stop_rea
         for path in traces:
             events = read_trace(path)
             where = f"{system}/{path.parent.name}/{path.name}"
-            assert any(e.payload.get("sends") for e in events), f"no sends in {where}"
+            assert any(getattr(e.payload, "sends", None) for e in events), f"no sends in {where}"
             assert has_handoff(events), f"no handoff in {where}"
-            stops = [e.payload.get("reason") for e in events
+            stops = [getattr(e.payload, "reason", None) for e in events
                      if e.actor == "system:controller" and e.event_type == "verify"]
             assert any(r in STOP_REASONS for r in stops), f"no controller stop in {where}"

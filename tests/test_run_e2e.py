@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from descriptor.schema import read_trace
+from descriptor.events import read_trace
 from main import main
 from mas.topologies.pictures import PICTURE_FILES
 

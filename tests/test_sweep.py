@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from descriptor.schema import read_trace
+from descriptor.events import read_trace
 from mas.config import ExperimentConfig, ModelRoute, RateLimit
 from descriptor.errors import UserError
 from mas.sweep.experiment import ExperimentRequest, SweepInterrupted, run_experiment
@@ -160,10 +160,10 @@ async def test_retries_are_traced_as_error_events_and_runs_succeed(tmp_path, mon
     for trace in (tmp_path / "e").rglob("run_0.trace.jsonl"):
         events = read_trace(trace)
         errors = [e for e in events if e.event_type == "error"]
-        answers = [e for e in events if "step_index" in e.payload]
+        answers = [e for e in events if e.step_index is not None]
         assert errors and len(errors) == 2 * len(answers)
-        assert all(e.payload["will_retry"] and e.payload["kind"] == "llm_call" for e in errors)
-        assert "429" in errors[0].payload["error"] and events[-1].event_type != "error"
+        assert all(e.payload.will_retry and e.payload.kind == "llm_call" for e in errors)
+        assert "429" in errors[0].payload.error and events[-1].event_type != "error"
 
 
 async def test_exhausted_retries_end_the_run_but_not_the_sweep(tmp_path, monkeypatch, no_backoff):
@@ -172,8 +172,8 @@ async def test_exhausted_retries_end_the_run_but_not_the_sweep(tmp_path, monkeyp
     assert len(results) == 2
     assert all(not r.success and not r.completion and "LLMCallError" in r.error for r in results)
     events = read_trace(next((tmp_path / "e").rglob("run_0.trace.jsonl")))
-    llm_errors = [e.payload["will_retry"] for e in events if e.payload.get("kind") == "llm_call"]
-    assert llm_errors == [True, False] and events[-1].payload["kind"] == "run_failed"
+    llm_errors = [e.payload.will_retry for e in events if getattr(e.payload, "kind", None) == "llm_call"]
+    assert llm_errors == [True, False] and events[-1].payload.kind == "run_failed"
     manifest = json.loads((tmp_path / "e" / MANIFEST_NAME).read_text())
     assert manifest["counts"]["failed"] == 2 and manifest["status"] == "finished"
 
@@ -306,7 +306,7 @@ async def test_http_route_retries_429_and_bounds_concurrency(tmp_path, fake_open
     assert len(results) == 6 and all(r.completion and r.error is None for r in results)
     assert server.peak == 2 and server.requests == 6 + 3
     errors = [e for t in (tmp_path / "e").rglob("*.trace.jsonl") for e in read_trace(t) if e.event_type == "error"]
-    assert len(errors) == 3 and all(e.payload["will_retry"] and "RateLimitError" in e.payload["error"]
+    assert len(errors) == 3 and all(e.payload.will_retry and "RateLimitError" in e.payload.error
                                     for e in errors)
 
 
@@ -398,7 +398,7 @@ def test_progress_mode_and_eta():
     assert isinstance(make_progress("auto"), LogProgress)  # pytest captures stderr: not a terminal
     stats = SweepStats(total=10, started=time.monotonic() - 4.0)
     assert stats.eta_s() is None
-    from descriptor.schema import RunResult
+    from descriptor.records import RunResult
 
     res = RunResult(run_id="x", benchmark="b", system="s", task_id="t", run_index=0, seed=0, success=True,
                     completion=True, score=1.0, answer="1", tokens_total=10, latency_total_ms=1.0,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.registry import get_benchmark
-from descriptor.schema import read_trace
+from descriptor.events import read_trace
 from mas.topologies.agent import RunContext
 from mas.config import ExperimentConfig, ModelRoute, parse_config
 from mas.topologies.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
@@ -299,7 +299,7 @@ def test_emit_decision_is_a_controller_verify_with_judge_usage():
     logged = {"reason", "reason_detail", "consensus_mode", "consensus_source", "consensus_ratio", "consensus_groups",
               "consensus_explanation", "progress_source", "progress_status", "expected_improvement",
               "progress_explanation", "average_confidence", "mean_delta", "valid_artifact_count"}
-    assert logged <= set(ev.payload) and ev.payload["reason"] in STOP_REASONS
+    assert logged <= set(ev.payload.model_fields_set) and ev.payload.reason in STOP_REASONS
 
 
 # ---- final vote --------------------------------------------------------------------------------
@@ -372,12 +372,12 @@ async def test_orchestrator_rounds_one_runs_exactly_one_cycle(tmp_path):
     spec = RunSpec(experiment_id="e", output_root=Path(tmp_path), benchmark="arith", system="orchestrator",
                    task=task, run_index=0, seed=0)
     await execute_run(spec, cfg, bench)
-    events = read_trace(spec.path(".trace.jsonl"))
-    decisions = [e.payload for e in events if e.actor == "system:controller" and e.event_type == "verify"]
+    events = read_trace(spec.paths.trace)
+    decisions = [e.payload.model_dump() for e in events if e.actor == "system:controller" and e.event_type == "verify"]
     assert [d["reason"] for d in decisions] == ["max_rounds_reached"] and decisions[0]["consensus_ratio"] < 0.75
     assert sum(e.actor == "planner" for e in events) == 1 and sum(e.actor == "aggregator" and e.event_type in
                                                                     ("act", "revise") for e in events) == 1
-    stages = json.loads(spec.path(".trace_metrics.json").read_text())["stages"]
+    stages = json.loads(spec.paths.trace_metrics.read_text())["stages"]
     assert stages[0]["rounds_used"] == 1 and stages[0]["stop_reason"] == "max_rounds_reached"
 
 

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from attribution.loaders import load_run
-from attribution.rollback import restart_run, rollback_note
+from attribution.rollback import rollback_note, superstep_start
+from mas.sweep.runner import resume_run
 from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import read_trace
+from descriptor.events import read_trace
 from mas.config import parse_config
 from mas.topologies.pictures import PICTURE_FILES, agent_edges, write_graph_pictures
 from mas.sweep.runner import RunSpec, execute_run
@@ -30,11 +31,12 @@ async def run(tmp_path, system, cfg, task_index=0, run_index=0):
     spec = RunSpec(experiment_id="e", output_root=Path(tmp_path), benchmark="arith", system=system, task=task,
                    run_index=run_index, seed=run_index)
     result = await execute_run(spec, cfg, bench)
-    return result, read_trace(spec.path(".trace.jsonl")), spec
+    return result, read_trace(spec.paths.trace), spec
 
 
 def decisions(events):
-    return [e.payload for e in events if e.actor == "system:controller" and e.event_type == "verify"]
+    return [e.payload.model_dump(by_alias=True) for e in events
+            if e.actor == "system:controller" and e.event_type == "verify"]
 
 
 def test_all_topologies_are_registered():
@@ -45,45 +47,45 @@ def test_all_topologies_are_registered():
 async def test_topology_end_to_end(tmp_path, system):
     result, events, spec = await run(tmp_path, system, config())
     assert result.success and result.error is None
-    sends = [s for e in events for s in e.payload.get("sends") or []]
-    assert sends and all(s["from"] != s["to"] for s in sends)
+    sends = [s for e in events for s in getattr(e.payload, "sends", None) or []]
+    assert sends and all(s.from_ != s.to for s in sends)
     metrics = compute_run_metrics(events)
     assert metrics.handoff_count > 0 and metrics.communication_agent_to_agent_count > 0
     decided = decisions(events)
     assert decided and decided[-1]["stop"] and decided[-1]["reason"] in STOP_REASONS
     assert all(d["reason"] is None for d in decided[:-1])
     # trajectory steps count 0, 1, 2, ... in trace order and all have a resumable checkpoint
-    steps = [e for e in events if "step_index" in e.payload]
-    assert [e.payload["step_index"] for e in steps] == list(range(len(steps)))
+    steps = [e for e in events if e.step_index is not None]
+    assert [e.step_index for e in steps] == list(range(len(steps)))
     assert all(e.state_id for e in steps) and all(not e.actor.startswith("system") for e in steps)
     assert sum(e.event_type == "finalize" for e in events) == 1 and events[-1].event_type == "finalize"
-    stages = json.loads(spec.path(".trace_metrics.json").read_text())["stages"]
+    stages = json.loads(spec.paths.trace_metrics.read_text())["stages"]
     assert stages[0]["stage"] == system and stages[0]["stop_reason"] == decided[-1]["reason"]
 
 
 async def test_supervisor_hands_off_by_tool_call(tmp_path):
     _, events, _ = await run(tmp_path, "supervisor", config(), task_index=1)
     handoffs = [e for e in events if e.actor == "supervisor" and e.event_type == "tool_call"]
-    assert handoffs and handoffs[0].payload["tool"] == "delegate"
-    assert handoffs[0].payload["handoff"]["to"] == ["worker_0", "worker_1", "worker_2"]
-    assert {s["to"] for s in handoffs[0].payload["sends"]} == {"worker_0", "worker_1", "worker_2"}
+    assert handoffs and handoffs[0].payload.tool == "delegate"
+    assert handoffs[0].payload.handoff.to == ["worker_0", "worker_1", "worker_2"]
+    assert {s.to for s in handoffs[0].payload.sends} == {"worker_0", "worker_1", "worker_2"}
     reports = [e for e in events if e.actor.startswith("worker_") and e.event_type in ("act", "revise")]
-    assert all(e.payload["sends"] == [{"from": e.actor, "to": "supervisor"}] for e in reports)
-    assert any(s["from"] == "system:controller" for e in events for s in e.payload.get("sends") or [])
+    assert all([x.model_dump(by_alias=True) for x in e.payload.sends] == [{"from": e.actor, "to": "supervisor"}] for e in reports)
+    assert any(s.from_ == "system:controller" for e in events for s in getattr(e.payload, "sends", None) or [])
 
 
 async def test_supervisor_with_text_tool_protocol(tmp_path):
     result, events, _ = await run(tmp_path, "supervisor", config("scripted:text-tools"))
     assert result.success
-    assert any(e.payload.get("tool") == "delegate" and e.payload["tool_protocol"] == "text" for e in events)
+    assert any(getattr(e.payload, "tool", None) == "delegate" and e.payload.tool_protocol == "text" for e in events)
 
 
 async def test_debate_sends_reach_every_peer_and_a_vote_decides(tmp_path):
     _, events, _ = await run(tmp_path, "debate", config())
     first = next(e for e in events if e.actor == "debater_0" and e.event_type in ("act", "revise"))
-    assert {s["to"] for s in first.payload["sends"]} == {"debater_1", "debater_2"}
+    assert {s.to for s in first.payload.sends} == {"debater_1", "debater_2"}
     vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
-    assert vote.payload["vote_source"] == "llm_judge" and vote.token_in > 0
+    assert vote.payload.vote_source == "llm_judge" and vote.token_in > 0
     # minimum_discussion_rounds = 1: the first answers alone never stop the debate
     assert decisions(events)[0]["round"] == 0 and not decisions(events)[0]["stop"]
 
@@ -93,16 +95,16 @@ async def test_debate_recovers_from_an_injected_error_by_consensus(tmp_path):
     for step in (1, 4, 12):
         cfg = config(inject={"agent": "debater_1", "step": step})
         result, events, spec = await run(tmp_path / str(step), "debate", cfg)
-        injected = json.loads(spec.path(".metadata.json").read_text())["injected_error"]
+        injected = json.loads(spec.paths.metadata.read_text())["injected_error"]
         assert injected is not None and injected["agent"] == "debater_1"
-        wrong = next(e for e in events if e.payload.get("step_index") == injected["step"])
+        wrong = next(e for e in events if e.step_index == injected["step"])
         assert wrong.actor == "debater_1"  # the record names the step that really was injected
         revisions = [e for e in events if e.actor == "debater_1" and e.event_type == "revise"]
         last = decisions(events)[-1]
         if result.success and revisions and last["reason"] == "consensus_reached":
             recovered += 1
             # the trace shows where: debater_1 revised to the peers' answer after reading them
-            assert revisions[-1].payload["answer_artifact"] == result.answer and revisions[-1].payload["round"] >= 1
+            assert revisions[-1].payload.answer_artifact == result.answer and revisions[-1].payload.round >= 1
     assert recovered >= 1
 
 
@@ -122,7 +124,7 @@ async def test_debate_without_judge_falls_back_to_lexical(tmp_path):
     assert later and {d["consensus_source"] for d in later} == {"lexical_fallback"}
     assert all(d["judge_error"] for d in later)  # the fallback says why
     vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
-    assert vote.payload["vote_source"] == "lexical_fallback"
+    assert vote.payload.vote_source == "lexical_fallback"
 
 
 async def test_debate_max_rounds_when_no_agreement(tmp_path):
@@ -131,17 +133,17 @@ async def test_debate_max_rounds_when_no_agreement(tmp_path):
     # two debaters who each adopt the other's answer swap places: never more than half agree
     assert [(d["round"], d["reason"], d["consensus_ratio"]) for d in decisions(events)] == [
         (0, None, 0.5), (1, "max_rounds_reached", 0.5)]
-    assert json.loads(spec.path(".trace_metrics.json").read_text())["stages"][0]["rounds_used"] == 1
+    assert json.loads(spec.paths.trace_metrics.read_text())["stages"][0]["rounds_used"] == 1
 
 
 async def test_orchestrator_roles_and_cycles(tmp_path):
     cfg = config(mas={"rounds": 3}, inject={"agent": "worker_1", "step": 2})
     result, events, _spec = await run(tmp_path, "orchestrator", cfg)
     assert result.success
-    actors = [e.actor for e in events if "step_index" in e.payload]
+    actors = [e.actor for e in events if e.step_index is not None]
     assert actors[0] == "planner" and "critic" in actors and actors[-1] == "aggregator"
     plan = next(e for e in events if e.actor == "planner")
-    assert plan.event_type == "plan" and {s["to"] for s in plan.payload["sends"]} == {"worker_0", "worker_1", "worker_2"}
+    assert plan.event_type == "plan" and {s.to for s in plan.payload.sends} == {"worker_0", "worker_1", "worker_2"}
     decided = decisions(events)
     assert [d["round"] for d in decided] == [1, 2] and decided[-1]["reason"] == "consensus_reached"
     assert any(s["from"] == "system:controller" and s["to"] == "planner" for s in decided[0]["sends"])
@@ -151,16 +153,17 @@ async def test_orchestrator_roles_and_cycles(tmp_path):
 async def test_sas_still_works(tmp_path):
     result, events, spec = await run(tmp_path, "sas", config())
     assert result.success and events[-1].event_type == "finalize" and events[-1].actor == "solver"
-    assert json.loads(spec.path(".trace_metrics.json").read_text())["stages"] == []
+    assert json.loads(spec.paths.trace_metrics.read_text())["stages"] == []
 
 
 async def test_rollback_into_a_fan_out_round_keeps_step_numbers(tmp_path):
     _, _, spec = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12}))
-    traj = load_run(spec.run_dir, 0)
+    traj = load_run(spec.paths.task_dir, 0)
     j = traj.mistake_step
-    outcome, trace = await restart_run(traj, restart_step=j, note=rollback_note(traj, j), k=0)
-    assert outcome["success"] and outcome["error"] is None
-    redone = [e.payload["step_index"] for e in read_trace(trace) if "step_index" in e.payload]
+    outcome = await resume_run(spec.paths, checkpoint_id=traj.steps[j].state_id, note=rollback_note(traj, j),
+                               rollback_index=0, first_step=superstep_start(traj, j))
+    assert outcome.success and outcome.error is None
+    redone = [e.step_index for e in read_trace(outcome.paths.trace) if e.step_index is not None]
     # the whole round's superstep is redone, numbered as in the original run
     round_start = min(s.index for s in traj.steps if s.state_id == traj.steps[j].state_id)
     assert redone[0] == round_start and redone == list(range(round_start, round_start + len(redone)))
@@ -186,17 +189,17 @@ async def test_lexical_modes_and_personas(tmp_path):
     assert {d["consensus_source"] for d in decisions(events)} == {"lexical"}
     assert all(d["judge_token_in"] == 0 for d in decisions(events))
     vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
-    assert vote.payload["vote_source"] == "lexical" and vote.token_in == 0
-    personas = {e.actor: e.payload.get("persona") for e in events if "step_index" in e.payload}
+    assert vote.payload.vote_source == "lexical" and vote.token_in == 0
+    personas = {e.actor: getattr(e.payload, "persona", None) for e in events if e.step_index is not None}
     assert personas == {"debater_0": "a careful accountant", "debater_1": "a sceptical checker",
                         "debater_2": "a careful accountant"}
 
 
 async def test_injected_routing_step_of_the_supervisor_fails_the_branch(tmp_path):
     result, events, spec = await run(tmp_path, "supervisor", config(inject={"agent": "supervisor", "step": 0}))
-    assert json.loads(spec.path(".metadata.json").read_text())["injected_error"] == {"agent": "supervisor", "step": 0}
+    assert json.loads(spec.paths.metadata.read_text())["injected_error"] == {"agent": "supervisor", "step": 0}
     handoff = next(e for e in events if e.actor == "supervisor" and e.event_type == "tool_result")
-    assert handoff.payload["ok"] is False
+    assert handoff.payload.ok is False
     assert decisions(events)[-1]["reason"] == "invalid_or_failed_branch" and not result.success
 
 
@@ -213,8 +216,8 @@ PICTURE_RUNS = {  # one run per system that takes every message edge (the orches
 @pytest.mark.parametrize("system", MAS_SYSTEMS)
 async def test_agent_picture_edges_are_the_traced_sends(tmp_path, system):
     _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
-    traced = {(s["from"], s["to"]) for e in events for s in e.payload.get("sends") or []}
-    tool_users = {e.actor for e in events if e.event_type == "tool_call" and e.payload["tool"] != "delegate"}
+    traced = {(s.from_, s.to) for e in events for s in getattr(e.payload, "sends", None) or []}
+    tool_users = {e.actor for e in events if e.event_type == "tool_call" and e.payload.tool != "delegate"}
     edges = agent_edges(system, config())
     assert {(e.source, e.target) for e in edges if e.target != "tools"} == traced
     assert tool_users <= {e.source for e in edges if e.target == "tools"}  # tool use is drawn, not sent
@@ -229,7 +232,7 @@ async def test_controller_decisions_and_published_answers_carry_sends(tmp_path, 
     final = events[-1]
     assert final.event_type == "finalize"
     if final.actor.startswith("system:"):  # a system actor publishing an agent's answer is a message
-        assert final.payload["sends"] == [{"from": final.actor, "to": "user"}]
+        assert [x.model_dump(by_alias=True) for x in final.payload.sends] == [{"from": final.actor, "to": "user"}]
 
 
 async def test_debate_controller_opens_rounds_and_hands_the_answers_to_the_vote(tmp_path):
@@ -243,7 +246,7 @@ async def test_debate_controller_opens_rounds_and_hands_the_answers_to_the_vote(
 async def test_orchestrator_aggregator_answers_to_the_controller(tmp_path):
     _, events, _ = await run(tmp_path, "orchestrator", config())
     answers = [e for e in events if e.actor == "aggregator" and e.event_type in ("act", "revise")]
-    assert answers and all(e.payload["sends"] == [{"from": "aggregator", "to": "system:controller"}] for e in answers)
+    assert answers and all([x.model_dump(by_alias=True) for x in e.payload.sends] == [{"from": "aggregator", "to": "system:controller"}] for e in answers)
 
 
 # ---- the supervisor answering without delegating ------------------------------------------------
@@ -258,7 +261,7 @@ async def test_supervisor_answering_without_delegating_is_named_in_the_decision(
     # the four reasons stay as they are: no worker report is a failed branch, but the detail names the cause
     assert d["reason"] == "invalid_or_failed_branch" and d["expected_count"] == 3
     assert d["reason_detail"].startswith("the supervisor answered without delegating; its own answer is final")
-    stage = json.loads(spec.path(".trace_metrics.json").read_text())["stages"][0]
+    stage = json.loads(spec.paths.trace_metrics.read_text())["stages"][0]
     assert stage["answered"] and stage["reason_detail"] == d["reason_detail"]
 
 

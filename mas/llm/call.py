@@ -21,6 +21,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult as LCResult
 
+from descriptor.events import ErrorInfo
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.models import BoundModel
 from mas.tracing import current_tracer, utc_now_iso
@@ -225,19 +226,18 @@ async def call_llm(
             down = await _server_down(bound, err, final=not retry)
             cause = f"{type(err).__name__}: {err}"
             if down is not None:
-                tracer.emit(actor, "error", {
-                    "kind": "embedded_server_down", "contract": contract, "attempt": attempts,
-                    "error": down[:2000], "cause": cause[:500], "will_retry": False,
-                }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
+                tracer.emit(actor, "error", ErrorInfo(
+                    kind="embedded_server_down", contract=contract, attempt=attempts, error=down[:2000],
+                    cause=cause[:500], will_retry=False,
+                ), start=start, latency_ms=(time.perf_counter() - t0) * 1000)
                 from mas.serving.server import EmbeddedServerError
 
                 # Not an LLMCallError: callers that fall back on a failed call
                 # (judges, roles) must not carry on against a dead server.
                 raise EmbeddedServerError(f"{bound.name} route: {down}") from err
-            tracer.emit(actor, "error", {
-                "kind": "llm_call", "contract": contract, "attempt": attempts,
-                "error": cause[:500], "will_retry": retry,
-            }, start=start, latency_ms=(time.perf_counter() - t0) * 1000)
+            tracer.emit(actor, "error", ErrorInfo(
+                kind="llm_call", contract=contract, attempt=attempts, error=cause[:500], will_retry=retry,
+            ), start=start, latency_ms=(time.perf_counter() - t0) * 1000)
             if not retry:
                 raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
             await asyncio.sleep(backoff_s(attempts - 1, rng))
@@ -285,7 +285,7 @@ def clip_confidence(value: Any) -> float:
 
 
 def llm_event_fields(result: LLMResult) -> dict[str, Any]:
-    """Envelope fields of a trace event backed by this call (OpenTelemetry GenAI names for extras)."""
+    """Envelope fields of a trace event backed by this call."""
     return {
         "start": result.start,
         "end": result.end,
@@ -294,5 +294,5 @@ def llm_event_fields(result: LLMResult) -> dict[str, Any]:
         "latency_ms": result.latency_ms,
         "cost_usd": result.cost_usd,
         "usage_source": result.usage_source,
-        **{"gen_ai.request.model": result.model_label},
+        "model": result.model_label,
     }

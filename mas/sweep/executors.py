@@ -44,7 +44,7 @@ import structlog
 
 from benchmark.base import Benchmark
 from descriptor.errors import UserError
-from descriptor.schema import RunResult
+from descriptor.records import RunResult
 from mas.config import ExperimentConfig
 from mas.sweep.runner import RunSpec, execute_run
 

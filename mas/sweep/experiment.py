@@ -17,7 +17,7 @@ from pathlib import Path
 from benchmark.base import Benchmark
 from benchmark.registry import get_benchmark
 from descriptor.errors import UserError
-from descriptor.schema import RunResult
+from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.loop import SweepInterrupted, run_sweep

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from descriptor.schema import RunResult
+from descriptor.records import RunResult
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress

@@ -4,7 +4,7 @@ It records the effective config (redacted), what each invocation asked
 for, every planned run and whether it is finished. It is rewritten
 atomically whenever a run finishes, so a reader (or a crash) never sees a
 half-written file. The run files stay the source of truth: a run is
-finished when its ``result.json`` is (see :func:`mas.sweep.runner.is_finished`);
+finished when its ``result.json`` is (see :func:`mas.sweep.runner.finished_result`);
 the manifest is the index a person or a dashboard reads.
 """
 
@@ -19,13 +19,13 @@ from pydantic import BaseModel, Field
 
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
+from descriptor.layout import MANIFEST_NAME
+from descriptor.records import RunIdentity, RunResult
 from descriptor.redact import redact
-from descriptor.schema import RunResult
 from mas.config import ExperimentConfig
 from mas.sweep.runner import RunSpec
 from mas.tracing import utc_now_iso
 
-MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 # Keys that may change between invocations of one experiment without changing any run's outcome.
@@ -35,15 +35,9 @@ RunStatus = Literal["pending", "finished"]
 SweepStatus = Literal["running", "finished", "interrupted", "crashed"]
 
 
-class ManifestRun(BaseModel):
+class ManifestRun(RunIdentity):
     """One planned run and what became of it."""
 
-    run_id: str
-    benchmark: str
-    system: str
-    task_id: str
-    run_index: int
-    seed: int
     status: RunStatus = "pending"
     """``finished``: its ``result.json`` exists (a run that ended in an error is finished too)."""
     success: bool | None = None
@@ -92,8 +86,7 @@ class Manifest(BaseModel):
 
 
 def spec_entry(spec: RunSpec) -> ManifestRun:
-    return ManifestRun(run_id=spec.run_id, benchmark=spec.benchmark, system=spec.system, task_id=spec.task.task_id,
-                       run_index=spec.run_index, seed=spec.seed)
+    return ManifestRun(**spec.key.identity())
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -7,15 +7,13 @@ import subprocess
 from functools import lru_cache
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from descriptor.redact import redact
+from benchmark.base import Task
+from descriptor.layout import RunKey, RunPaths
+from descriptor.records import InjectionRecord, RunMetadata, TaskRecord
 from mas.config import ExperimentConfig
+from mas.scripted.model import InjectionPlan
 from mas.tracing import utc_now_iso
-
-if TYPE_CHECKING:
-    from mas.llm.models import ModelSet
-    from mas.sweep.runner import RunSpec
 
 _PACKAGES = ("langgraph", "langchain-core", "langchain-openai", "pydantic", "mas-econ")
 
@@ -46,28 +44,14 @@ def git_commit() -> str | None:
         return None
 
 
-def run_metadata(cfg: ExperimentConfig, spec: RunSpec, *, models: ModelSet, status: str) -> dict[str, Any]:
-    """The ``run_<r>.metadata.json`` body (no secrets: routes hold only env var names)."""
-    return redact({
-        "version": 1,
-        "run_id": spec.run_id,
-        "experiment_id": spec.experiment_id,
-        "benchmark": spec.benchmark,
-        "system": spec.system,
-        "task_id": spec.task.task_id,
-        "run_index": spec.run_index,
-        "seed": spec.seed,
-        "status": status,
-        "started_at": utc_now_iso(),
-        "task": {"question": spec.task.question, "reference": spec.task.reference, "metadata": spec.task.metadata},
-        "thread_id": spec.run_id,
-        "checkpoint_db": spec.path(".checkpoints.sqlite").name,
-        "config": cfg.redacted(),
-        "models": {name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()},
-        "injection_plan": None if models.injection is None else {
-            "agent": models.injection.agent, "step": models.injection.step},
-        "injected_error": None,
-        "versions": versions(),
-        "git_commit": git_commit(),
-        "host": platform.node(),
-    })
+def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPaths,
+                 injection: InjectionPlan | None) -> RunMetadata:
+    """The ``run_<r>.metadata.json`` record of a run that starts now (no secrets: routes hold only env names)."""
+    return RunMetadata(
+        **key.identity(), experiment_id=key.experiment_id, status="running", started_at=utc_now_iso(),
+        task=TaskRecord(question=task.question, reference=task.reference, metadata=task.metadata),
+        thread_id=key.run_id, checkpoint_db=paths.checkpoints.name, config=cfg.redacted(),
+        models={name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()},
+        injection_plan=None if injection is None else InjectionRecord(agent=injection.agent, step=injection.step),
+        versions=versions(), git_commit=git_commit(), host=platform.node(),
+    )

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 import structlog
 
-from descriptor.schema import RunResult
+from descriptor.records import RunResult
 
 log = structlog.get_logger(__name__)
 

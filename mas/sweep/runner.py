@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,20 @@ import structlog
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from benchmark.base import Benchmark, Task
-from descriptor.io import read_json, write_json_atomic, write_text_atomic
+from benchmark.registry import get_benchmark
+from descriptor.errors import UserError
+from descriptor.events import ErrorInfo, Event
+from descriptor.io import write_json_atomic, write_text_atomic
+from descriptor.layout import RunKey, RunPaths
+from descriptor.records import (
+    EvalRecord,
+    InjectionRecord,
+    RunMetadata,
+    RunResult,
+    TraceMetricsRecord,
+)
+from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
-from descriptor.schema import RunResult, TraceEvent
 from mas.config import ExperimentConfig
 from mas.llm.models import ModelSet
 from mas.scripted.model import InjectionPlan
@@ -34,16 +46,10 @@ from mas.tracing import JsonlWriter, ListCollector, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
 
-RUN_FILE_SUFFIXES = (
-    ".trace.jsonl", ".answer.txt", ".metadata.json", ".eval.json", ".trace_metrics.json",
-    ".result.json", ".trajectory.json", ".trajectory.md", ".checkpoints.sqlite",
-    ".checkpoints.sqlite-wal", ".checkpoints.sqlite-shm",
-)
-
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class RunSpec:
-    """The identity of one run: (benchmark, system, task, run index, seed)."""
+    """One run to execute: its identity (benchmark, system, task, run index, seed), where it goes, and the task."""
 
     experiment_id: str
     output_root: Path
@@ -54,16 +60,17 @@ class RunSpec:
     seed: int
 
     @property
-    def run_dir(self) -> Path:
-        return self.output_root / self.experiment_id / self.benchmark / self.system / self.task.task_id
+    def key(self) -> RunKey:
+        return RunKey(experiment_id=self.experiment_id, benchmark=self.benchmark, system=self.system,
+                      task_id=self.task.task_id, run_index=self.run_index, seed=self.seed)
 
     @property
     def run_id(self) -> str:
-        return f"{self.experiment_id}/{self.benchmark}/{self.system}/{self.task.task_id}/run_{self.run_index}"
+        return self.key.run_id
 
-    def path(self, suffix: str) -> Path:
-        """``run_<r><suffix>`` in the run directory."""
-        return self.run_dir / f"run_{self.run_index}{suffix}"
+    @property
+    def paths(self) -> RunPaths:
+        return self.key.paths(self.output_root / self.experiment_id)
 
 
 def run_seed(base_seed: int, run_index: int) -> int:
@@ -88,42 +95,30 @@ def injection_plan(cfg: ExperimentConfig, spec: RunSpec) -> InjectionPlan | None
     return InjectionPlan(agent=inj.agent, step=step)
 
 
-def identity_mismatch(spec: RunSpec, result: RunResult) -> list[str]:
-    """Identity fields where ``result`` differs from ``spec`` (empty when it is this run's result)."""
-    want = {"run_id": spec.run_id, "benchmark": spec.benchmark, "system": spec.system,
-            "task_id": spec.task.task_id, "run_index": spec.run_index, "seed": spec.seed}
-    return [k for k, v in want.items() if getattr(result, k) != v]
-
-
 def finished_result(spec: RunSpec) -> RunResult | None:
     """This run's result when it is finished: ``result.json`` exists, parses and names this very run.
 
     A result of another run (a copied or renamed directory, a changed seed)
     would otherwise be kept as this run's outcome; it is logged and redone.
     """
-    path = spec.path(".result.json")
-    if not path.is_file():
+    paths = spec.paths
+    if not paths.result.is_file():
         return None
     try:
-        result = RunResult.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        result = read_result(paths)
+    except RunFileError:
         return None
-    if differs := identity_mismatch(spec, result):
-        log.warning("result.json belongs to another run; redoing it", run=spec.run_id, path=str(path),
+    if differs := spec.key.mismatch(result):
+        log.warning("result.json belongs to another run; redoing it", run=spec.run_id, path=str(paths.result),
                     differs=differs)
         return None
     return result
 
 
-def is_finished(spec: RunSpec) -> bool:
-    """Whether the run is finished (see :func:`finished_result`)."""
-    return finished_result(spec) is not None
-
-
 def clear_partial(spec: RunSpec) -> None:
     """Remove an unfinished run's leftovers so it can be redone from scratch."""
-    for suffix in RUN_FILE_SUFFIXES:
-        spec.path(suffix).unlink(missing_ok=True)
+    for path in spec.paths.all_files():
+        path.unlink(missing_ok=True)
 
 
 async def relax_sync(saver: AsyncSqliteSaver) -> None:
@@ -138,38 +133,60 @@ async def relax_sync(saver: AsyncSqliteSaver) -> None:
     await saver.conn.execute("PRAGMA synchronous=NORMAL")
 
 
+RECURSION_LIMIT = 200
+"""LangGraph super-steps a run may take (a debate of 5 agents and 3 rounds takes ~20)."""
+
+
+async def run_graph(system: str, rt: RunContext, checkpoints: Path, tracer: Tracer, *, config: dict[str, Any],
+                    fork: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+    """Run ``system``'s graph under ``tracer`` with checkpoints in ``checkpoints``: (final state, error).
+
+    ``fork``: resume from the checkpoint named in ``config`` after applying
+    this state update (a rollback); otherwise start a new thread. An
+    exception is recorded as an ``error`` event and returned, never raised:
+    the sweep goes on. The tracer is closed at the end.
+    """
+    state: dict[str, Any] = {}
+    error: str | None = None
+    with use_tracer(tracer):
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
+                await relax_sync(saver)
+                graph = SYSTEMS[system](rt).compile(checkpointer=saver)
+                if fork is None:
+                    state = await graph.ainvoke({}, config)
+                else:
+                    forked = await graph.aupdate_state(config, fork)
+                    state = await graph.ainvoke(None, {**forked, "recursion_limit": RECURSION_LIMIT})
+        except Exception as err:  # recorded, not raised: the sweep goes on
+            error = f"{type(err).__name__}: {err}"
+            tracer.emit("system:runtime", "error", ErrorInfo(kind="run_failed", error=error[:2000]))
+            log.warning("run failed", run=tracer.run_id, error=error)
+        finally:
+            tracer.close()
+    return state, error
+
+
 async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, tracing: bool = True) -> RunResult:
     """Run one task on one system and write all its artifacts; a finished run is returned as is."""
     if (done := finished_result(spec)) is not None:
         return done
     clear_partial(spec)
-    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    paths = spec.paths
+    paths.task_dir.mkdir(parents=True, exist_ok=True)
     plan = injection_plan(cfg, spec)
     models = ModelSet(cfg, seed=spec.seed, injection=plan)
-    meta = run_metadata(cfg, spec, models=models, status="running")
+    meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
-    await asyncio.to_thread(write_json_atomic, spec.path(".metadata.json"), meta)
+    await asyncio.to_thread(write_json_atomic, paths.metadata, meta)
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
-    tracer = Tracer(spec.run_id, [JsonlWriter(spec.path(".trace.jsonl")), collected], enabled=tracing)
+    tracer = Tracer(spec.run_id, [JsonlWriter(paths.trace), collected], enabled=tracing)
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
-    error: str | None = None
-    state: dict[str, Any] = {}
-    config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": 200}
-    with use_tracer(tracer):
-        try:
-            async with AsyncSqliteSaver.from_conn_string(str(spec.path(".checkpoints.sqlite"))) as saver:
-                await relax_sync(saver)
-                graph = SYSTEMS[spec.system](rt).compile(checkpointer=saver)
-                state = await graph.ainvoke({}, config)
-        except Exception as err:  # recorded, not raised: the sweep goes on
-            error = f"{type(err).__name__}: {err}"
-            tracer.emit("system:runtime", "error", {"kind": "run_failed", "error": error[:2000]})
-            log.warning("run failed", run=spec.run_id, error=error)
-        finally:
-            tracer.close()
+    config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
+    state, error = await run_graph(spec.system, rt, paths.checkpoints, tracer, config=config)
     wall_s = time.perf_counter() - t0
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
     return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, wall_s=wall_s,
@@ -178,34 +195,95 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
-               wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: dict[str, Any],
-               tracing: bool, totals: dict[str, Any], events: list[TraceEvent]) -> RunResult:
+               wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: RunMetadata,
+               tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
+    paths = spec.paths
     answer = final_answer(state) if error is None else None
     completion = answer is not None
     evaluation = bench.evaluate(spec.task, answer or "")
-    write_text_atomic(spec.path(".answer.txt"), answer or "")
-    write_json_atomic(spec.path(".eval.json"), {"success": evaluation.success, "completion": completion,
-                                                 "score": evaluation.score, "details": evaluation.details})
-    metrics = compute_run_metrics(events).model_dump()
-    write_json_atomic(spec.path(".trace_metrics.json"), {
-        "success": evaluation.success, "completion": completion, **metrics, "stages": stage_metrics(state),
-    })
-    write_trajectory(spec.path(".trajectory.json"), spec.path(".trajectory.md"), events, spec.task.question, answer)
-    meta.update(status="finished" if error is None else "failed", error=error, models=models.labels(),
-                injected_error=plan.fired_at if plan else None, wall_time_s=wall_s)
-    write_json_atomic(spec.path(".metadata.json"), meta)
+    write_text_atomic(paths.answer, answer or "")
+    write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
+                                             score=evaluation.score, details=evaluation.details))
+    metrics = compute_run_metrics(events)
+    write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
+        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)))
+    write_trajectory(paths, events, spec.task.question, answer, reference=spec.task.reference, error=error,
+                     evaluation={"success": evaluation.success, "score": evaluation.score})
+    meta.status = "finished" if error is None else "error"
+    meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
+    meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
+    write_json_atomic(paths.metadata, meta)
     result = RunResult(
-        run_id=spec.run_id, benchmark=spec.benchmark, system=spec.system, task_id=spec.task.task_id,
-        run_index=spec.run_index, seed=spec.seed, success=evaluation.success, completion=completion,
-        score=evaluation.score, answer=answer or "",
-        tokens_total=metrics["tokens_total"] if tracing else totals["token_in"] + totals["token_out"],
-        latency_total_ms=metrics["latency_total"], cost_total_usd=metrics["cost_total"] if tracing else totals["cost_usd"],
+        **spec.key.identity(), status="finished" if error is None else "error", success=evaluation.success,
+        completion=completion, score=evaluation.score, answer=answer or "",
+        tokens_total=metrics.tokens_total if tracing else totals["token_in"] + totals["token_out"],
+        latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error,
     )
-    write_json_atomic(spec.path(".result.json"), result.model_dump(mode="json"))
+    write_json_atomic(paths.result, result)
     return result
 
 
-def load_result(path: Path) -> RunResult:
-    return RunResult.model_validate(read_json(path))
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ResumeOutcome:
+    """What resuming a run from one of its checkpoints produced (files under ``paths``)."""
+
+    paths: RunPaths
+    """The rollback's files: ``run_<r>.rollback_<k>.*``."""
+    success: bool
+    score: float
+    answer: str
+    error: str | None
+    tokens: int
+    """Tokens the resumed part spent (tokens)."""
+    cost_usd: float
+    """What the resumed part cost (USD)."""
+    steps_redone: int
+    """Trajectory steps the resumed part produced."""
+
+
+async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_index: int,
+                     first_step: int) -> ResumeOutcome:
+    """Fork run ``run`` at checkpoint ``checkpoint_id``, tell its agents ``note``, run it to the end, evaluate.
+
+    Writes ``run_<r>.rollback_<k>.trace.jsonl``, ``.eval.json`` and a copy of
+    the checkpoint database (the original run's files are never touched).
+    The resumed steps are numbered from ``first_step`` and marked
+    ``payload.redo``. A scripted injection that already fired does not fire
+    again.
+    """
+    try:
+        meta = read_metadata(run)
+    except RunFileError as err:
+        raise UserError(str(err)) from None
+    cfg = ExperimentConfig.model_validate(meta.config)
+    if meta.system not in SYSTEMS:
+        raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
+    source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
+    if source_db is None or not source_db.is_file():
+        raise UserError(f"{run.prefix}: the run kept no checkpoints (settings: checkpoints), so it cannot be resumed")
+    bench = get_benchmark(meta.benchmark, cfg.benchmarks.get(meta.benchmark))
+    task = Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
+                metadata=meta.task.metadata)
+    out = run.for_rollback(rollback_index)
+    shutil.copyfile(source_db, out.checkpoints)
+    plan = meta.injection_plan
+    injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
+                                                        fired=meta.injected_error is not None)
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=meta.seed, injection=injection), question=task.question,
+                    answer_kind=bench.answer_kind)
+    out.trace.unlink(missing_ok=True)
+    collected = ListCollector()
+    tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
+                    first_step=first_step, redo=True)
+    config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+    state, error = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config, fork={"notes": [note]})
+    answer = final_answer(state) if error is None else None
+    ev = await asyncio.to_thread(bench.evaluate, task, answer or "")
+    write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=answer is not None, score=ev.score,
+                                           details=ev.details))
+    metrics = compute_run_metrics(collected.events)
+    return ResumeOutcome(paths=out, success=ev.success, score=ev.score, answer=answer or "", error=error,
+                         tokens=metrics.tokens_total, cost_usd=metrics.cost_total,
+                         steps_redone=sum(1 for e in collected.events if e.step_index is not None))

@@ -1,53 +1,119 @@
-"""The readable communication trajectory of a run (``run_<r>.trajectory.json`` / ``.md``)."""
+"""The readable communication trajectory of a run (``run_<r>.trajectory.json`` / ``.md``).
+
+The Markdown transcript is what a person opens first: the task, the expected
+answer, every step with its tokens and latency under a header per round,
+the controller's decisions with their reason, the final vote, and at the
+end the answer with the benchmark's verdict.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from descriptor.events import (
+    AgentOutput,
+    Decision,
+    ErrorInfo,
+    Event,
+    FinalAnswer,
+    FinalVote,
+    ToolCall,
+    ToolResult,
+)
 from descriptor.io import write_json_atomic, write_text_atomic
-from descriptor.schema import TraceEvent
+from descriptor.layout import RunPaths
+
+SUMMARY_CHARS = 300
 
 
-def _summary(ev: TraceEvent) -> str:
+def _clip(text: str, n: int = SUMMARY_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def summary(ev: Event) -> str:
+    """One line saying what the event did."""
     p = ev.payload
-    if ev.event_type == "tool_call":
-        return f"calls {p.get('tool')}({p.get('arguments')})"
-    if ev.event_type == "tool_result":
-        return f"{p.get('tool')} -> {'ok' if p.get('ok') else 'FAILED'}: {str(p.get('output', ''))[:200]}"
-    if ev.event_type == "verify":
-        return f"decision: {p.get('reason', p.get('verdict', ''))} {p.get('reason_detail', '')}".strip()
-    if ev.event_type == "error":
-        return f"error: {p.get('error', '')}"[:300]
-    if "answer_artifact" in p:
-        return f"answer: {str(p['answer_artifact'])[:300]} (confidence {p.get('confidence')})"
-    return str(p.get("content", ""))[:300]
+    if isinstance(p, ToolCall):
+        return f"calls {p.tool}({_clip(str(p.arguments), 200)})"
+    if isinstance(p, ToolResult):
+        return f"{p.tool} -> {'ok' if p.ok else 'FAILED'}: {_clip(p.output, 200)}"
+    if isinstance(p, Decision):
+        verdict = f"stop: {p.reason}" if p.stop else "continue"
+        groups = " | ".join(", ".join(g) for g in p.consensus_groups)
+        return (f"{p.stage} round {p.round}: {verdict} — {p.reason_detail} (consensus {p.consensus_ratio:.2f} "
+                f"by {p.consensus_source}{'; groups: ' + groups if groups else ''})")
+    if isinstance(p, FinalVote):
+        groups = " | ".join(", ".join(g) for g in p.groups)
+        return f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}. {_clip(p.explanation, 200)}"
+    if isinstance(p, FinalAnswer):
+        return f"publishes {p.source_agent}'s answer ({p.selection}): {_clip(p.answer_artifact)}"
+    if isinstance(p, ErrorInfo):
+        retry = " (will retry)" if p.will_retry else ""
+        return _clip(f"error [{p.kind}]{retry}: {p.error}")
+    if isinstance(p, AgentOutput):
+        return f"answer: {_clip(p.answer_artifact)} (confidence {p.confidence:.2f})"
+    return _clip(getattr(p, "content", ""))
 
 
-def trajectory(events: list[TraceEvent]) -> list[dict[str, Any]]:
-    """One entry per event: who, what, to whom, in order."""
+def _round_of(ev: Event) -> str | None:
+    p = ev.payload
+    if isinstance(p, Decision):
+        return None
+    for field in ("round", "cycle"):
+        value = getattr(p, field, None)
+        if isinstance(value, int):
+            return f"{field} {value}"
+    return None
+
+
+def trajectory(events: list[Event]) -> list[dict[str, Any]]:
+    """One entry per event: who, what, to whom, at what cost, in order."""
     return [
         {
             "seq": ev.seq,
-            "step_index": ev.payload.get("step_index"),
+            "step_index": ev.step_index,
             "actor": ev.actor,
+            "role": getattr(ev.payload, "role", None),
             "event_type": ev.event_type,
-            "to": [s["to"] for s in ev.payload.get("sends", [])],
-            "summary": _summary(ev),
+            "round": _round_of(ev),
+            "to": [s.to for s in ev.payload.sends or ()],
+            "tokens": ev.token_in + ev.token_out,
+            "latency_ms": round(ev.latency_ms, 1),
+            "summary": summary(ev),
         }
         for ev in events
     ]
 
 
-def write_trajectory(json_path: Path, md_path: Path, events: list[TraceEvent], question: str,
-                     answer: str | None) -> None:
+def _verdict_line(evaluation: dict[str, Any] | None) -> str:
+    if evaluation is None:
+        return "**Verdict:** not evaluated"
+    mark = "correct" if evaluation.get("success") else "WRONG"
+    return f"**Verdict:** {mark} (score {evaluation.get('score')})"
+
+
+def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer: str | None, *,
+                     reference: Any = None, evaluation: dict[str, Any] | None = None,
+                     error: str | None = None) -> None:
     """Write the trajectory as JSON and as a Markdown transcript."""
     rows = trajectory(events)
-    write_json_atomic(json_path, {"question": question, "final_answer": answer, "events": rows})
+    write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
+                                              "evaluation": evaluation, "error": error, "events": rows})
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
+    if reference is not None:
+        lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]
+    current: str | None = None
     for r in rows:
+        if r["round"] is not None and r["round"] != current:
+            current = r["round"]
+            lines += ["", f"## {current.capitalize()}", ""]
         step = f"step {r['step_index']}" if r["step_index"] is not None else "-"
         to = f" → {', '.join(r['to'])}" if r["to"] else ""
-        lines.append(f"- `{r['seq']:03d}` [{step}] **{r['actor']}** {r['event_type']}{to}: {r['summary']}")
+        cost = f" ({r['tokens']} tokens, {r['latency_ms']:.0f} ms)" if r["tokens"] else ""
+        lines.append(f"- `{r['seq']:03d}` [{step}] **{r['actor']}** {r['event_type']}{to}{cost}: {r['summary']}")
     lines += ["", f"**Final answer:** {answer if answer is not None else '(none)'}", ""]
-    write_text_atomic(md_path, "\n".join(lines))
+    if error is not None:
+        lines += [f"**Run error:** {_clip(error, 500)}", ""]
+    lines += [_verdict_line(evaluation), ""]
+    write_text_atomic(paths.trajectory_md, "\n".join(lines))

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from descriptor.schema import EventType
+from descriptor.events import AgentOutput, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
 from mas.llm.call import ToolCallRequest, call_llm, clip_confidence, llm_event_fields
 from mas.llm.models import ModelSet
@@ -135,23 +135,19 @@ async def agent_step(
                          metadata={"mas_role": agent.role})
     # A native tool call has no text; its rendering is what the step said.
     content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
-    common = {"role": agent.role, "content": content[:CONTENT_LIMIT], **(payload or {})}
-    if agent.persona:
-        common["persona"] = agent.persona
+    common = {"role": agent.role, "content": content[:CONTENT_LIMIT], "persona": agent.persona, **(payload or {})}
     if res.tool_calls:
         for i, call in enumerate(res.tool_calls):
-            tracer.emit(agent.name, "tool_call", {
-                **common, "tool": call.name, "arguments": call.arguments,
-                "tool_call_id": call.id, "tool_protocol": call.protocol,
-            }, state_id=state_id, step=i == 0, **(llm_event_fields(res) if i == 0 else {}))
+            tracer.emit(agent.name, "tool_call", ToolCall(
+                **common, tool=call.name, arguments=call.arguments, tool_call_id=call.id,
+                tool_protocol=call.protocol,
+            ), state_id=state_id, step=i == 0, **(llm_event_fields(res) if i == 0 else {}))
         return StepOutcome(answer=None, tool_calls=res.tool_calls,
                            new_messages=[res.message if res.tool_calls[0].protocol == "native"
                                          else AIMessage(content=res.text)])
     answer = parse_answer(res.parsed, res.text)
-    body = {**common, **answer.to_dict()}
-    if sends:
-        body["sends"] = sends
-    tracer.emit(agent.name, answer_event, body, state_id=state_id, step=True, **llm_event_fields(res))
+    tracer.emit(agent.name, answer_event, AgentOutput(**common, **answer.to_dict(), sends=sends), state_id=state_id,
+                step=True, **llm_event_fields(res))
     return StepOutcome(answer=answer, tool_calls=[], new_messages=[AIMessage(content=res.text)])
 
 
@@ -163,10 +159,10 @@ async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallR
     for call in calls:
         with Stopwatch() as sw:
             res = await execute_tool(call.name, call.arguments, rt.cfg.sandbox)
-        tracer.emit(agent.name, "tool_result", {
-            "tool": call.name, "ok": res.ok, "output": res.output[:CONTENT_LIMIT],
-            "tool_call_id": call.id, "tool_protocol": call.protocol,
-        }, start=sw.start, end=sw.end, latency_ms=sw.ms, state_id=state_id)
+        tracer.emit(agent.name, "tool_result", ToolResult(
+            tool=call.name, ok=res.ok, output=res.output[:CONTENT_LIMIT], tool_call_id=call.id,
+            tool_protocol=call.protocol,
+        ), start=sw.start, end=sw.end, latency_ms=sw.ms, state_id=state_id)
         if call.protocol == "native":
             out.append(ToolMessage(content=res.output, tool_call_id=call.id, name=call.name))
         else:

@@ -38,6 +38,7 @@ from mas.topologies.roles import (
     turn,
 )
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
+from descriptor.events import FinalAnswer, FinalVote
 from mas.tracing import current_tracer
 
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
@@ -119,16 +120,15 @@ def build_debate(rt: RunContext) -> StateGraph:
         win = arts[out.winner_index]
         tracer = current_tracer()
         groups = [[cands[i].agent for i in g] for g in out.groups]
-        tracer.emit(JUDGE_ACTOR, "verify", {
-            "kind": "final_vote", "vote_source": out.source, "winner_index": out.winner_index,
-            "winner_agent": win["agent"], "groups": groups, "invalid_indices": out.invalid_indices,
-            "explanation": out.explanation, "judge_error": out.error,
-        }, token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
+        tracer.emit(JUDGE_ACTOR, "verify", FinalVote(
+            vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"], groups=groups,
+            invalid_indices=out.invalid_indices, explanation=out.explanation, judge_error=out.error,
+        ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
             state_id=state_id_of(config))
         answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
                   "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
-        tracer.emit(JUDGE_ACTOR, "finalize", {**answer, "content": win["answer_artifact"],
-                                             "sends": [{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]},
+        tracer.emit(JUDGE_ACTOR, "finalize", FinalAnswer(**answer, content=win["answer_artifact"],
+                                                        sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]),
                     state_id=state_id_of(config))
         last = state["decisions"][-1]
         stage = {"stage": "debate", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,

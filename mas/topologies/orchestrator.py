@@ -35,6 +35,7 @@ from mas.topologies.roles import (
     turn,
 )
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
+from descriptor.events import FinalAnswer
 from mas.tracing import current_tracer
 
 PLANNER = AgentSpec(name="planner", role="planner", tools=False)
@@ -140,9 +141,9 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         assert agg is not None
         answer = {"answer_artifact": agg["answer_artifact"], "confidence": agg["confidence"],
                   "reasoning": agg.get("reasoning", ""), "source_agent": AGGREGATOR.name, "selection": "aggregator"}
-        current_tracer().emit(CONTROLLER, "finalize", {
-            **answer, "content": agg["answer_artifact"], "cycle": state.get("cycle", 0),
-            "sends": [{"from": CONTROLLER, "to": ANSWER_RECIPIENT}]}, state_id=state_id_of(config))
+        current_tracer().emit(CONTROLLER, "finalize", FinalAnswer(
+            **answer, content=agg["answer_artifact"], cycle=state.get("cycle", 0),
+            sends=[{"from": CONTROLLER, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
         last = state["decisions"][-1]
         stage = {"stage": "orchestrator", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.rounds,
                  "stop_reason": last["reason"], "reason_detail": last["reason_detail"],

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from descriptor.schema import EventType
+from descriptor.events import AgentOutput, EventType, ToolCall
 from mas.llm.call import LLMCallError, ToolCallRequest, call_llm, llm_event_fields
 from mas.tools.builtin import TOOLS
 from mas.topologies.agent import (
@@ -151,9 +151,7 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
         except LLMCallError as err:  # already traced as an error event by call_llm
             return TurnResult(answer=None, steps=iteration, tool_results=results, error=str(err)[:500])
         content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
-        common = {"role": agent.role, "content": content[:CONTENT_LIMIT], **(payload or {})}
-        if agent.persona:
-            common["persona"] = agent.persona
+        common = {"role": agent.role, "content": content[:CONTENT_LIMIT], "persona": agent.persona, **(payload or {})}
         if res.tool_calls:
             routing = [c for c in res.tool_calls if c.name in route_names]
             _record_injection(rt, res, _emit_tool_calls(agent, res, common, on_route if routing else None, state_id))
@@ -166,9 +164,7 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
                         for c, m in zip(res.tool_calls, outs, strict=True)]
             continue
         answer = parse_answer(res.parsed, res.text)
-        body = {**common, **answer.to_dict()}
-        if sends:
-            body["sends"] = sends
+        body = AgentOutput(**common, **answer.to_dict(), sends=sends)
         _record_injection(rt, res, current_tracer().emit(agent.name, choose_event(answer), body, state_id=state_id,
                                                          step=True, **llm_event_fields(res)))
         return TurnResult(answer=answer, steps=iteration + 1, tool_results=results)
@@ -184,7 +180,7 @@ def _record_injection(rt: RunContext, res: Any, event: Any) -> None:
     plan = rt.models.injection
     if (event is not None and plan is not None and plan.fired_at is not None
             and res.message.response_metadata.get("scripted_injected")):
-        plan.fired_at["step"] = event.payload["step_index"]
+        plan.fired_at["step"] = event.step_index
 
 
 def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any],
@@ -192,10 +188,8 @@ def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any],
     """Trace the calls (the first is the trajectory step); returns the first event."""
     first = None
     for i, call in enumerate(res.tool_calls):
-        body = {**common, "tool": call.name, "arguments": call.arguments, "tool_call_id": call.id,
-                "tool_protocol": call.protocol}
-        if on_route is not None:
-            body.update(on_route(call))
+        body = ToolCall(**common, tool=call.name, arguments=call.arguments, tool_call_id=call.id,
+                        tool_protocol=call.protocol, **(on_route(call) if on_route is not None else {}))
         ev = current_tracer().emit(agent.name, "tool_call", body, state_id=state_id, step=i == 0,
                                    **(llm_event_fields(res) if i == 0 else {}))
         first = ev if i == 0 else first

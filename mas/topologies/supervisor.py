@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from descriptor.events import ToolResult
 from mas.llm.call import ToolCallRequest
 from mas.topologies.agent import AgentSpec, RunContext, state_id_of
 from mas.topologies.judge import consensus_judge
@@ -147,10 +148,10 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                          payload={"round": r}, contract=CONTRACT, route_tools=[delegate], on_route=handoff)
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
             chosen = [w for w in _named(call) if w in by_name]
-            current_tracer().emit(SUPERVISOR.name, "tool_result", {
-                "tool": call.name, "ok": bool(chosen), "tool_call_id": call.id, "tool_protocol": call.protocol,
-                "output": f"handed off to {', '.join(chosen)}" if chosen else f"no known worker named; known: {names}",
-            }, state_id=sid)
+            current_tracer().emit(SUPERVISOR.name, "tool_result", ToolResult(
+                tool=call.name, ok=bool(chosen), tool_call_id=call.id, tool_protocol=call.protocol,
+                output=f"handed off to {', '.join(chosen)}" if chosen else f"no known worker named; known: {names}",
+            ), state_id=sid)
         targets = [w for w in dict.fromkeys(w for c in res.routing_calls for w in _named(c)) if w in by_name]
         instruction = "; ".join(str(c.arguments.get("instruction", "")) for c in res.routing_calls).strip()
         update: dict[str, Any] = {"steps_done": res.steps, "phase": "route",

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from descriptor.events import Decision
 from mas.tracing import current_tracer
 
 CONSENSUS_THRESHOLD = 0.75
@@ -356,9 +357,7 @@ def emit_decision(decision: TerminationDecision, *, state_id: str | None = None,
 
     A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
     """
-    payload = decision.payload()
-    if sends:
-        payload["sends"] = sends
+    payload = Decision(**decision.payload(), sends=sends or None)
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
                           cost_usd=decision.judge_cost_usd, state_id=state_id)

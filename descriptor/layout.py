@@ -1,0 +1,160 @@
+"""Where a run's files live and what they are called: the one place that spells it out.
+
+An experiment root holds ``<benchmark>/<system>/<task_id>/`` task
+directories; run ``r`` of a task is the files ``run_<r><suffix>`` there, and
+its ``k``-th rollback the files ``run_<r>.rollback_<k><suffix>``. A run's
+identity is its :class:`RunKey`.
+
+>>> RunPaths(Path("exp/arith/sas/t1"), 0).result
+PosixPath('exp/arith/sas/t1/run_0.result.json')
+>>> RunPaths.parse("exp/arith/sas/t1/run_2.rollback_1.trace.jsonl").rollback
+1
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from descriptor.errors import UserError
+
+# The seed harness's per-run file names.
+SUFFIXES: dict[str, str] = {
+    "trace": ".trace.jsonl",
+    "answer": ".answer.txt",
+    "eval": ".eval.json",
+    "metadata": ".metadata.json",
+    "trace_metrics": ".trace_metrics.json",
+    "trajectory_json": ".trajectory.json",
+    "trajectory_md": ".trajectory.md",
+    "checkpoints": ".checkpoints.sqlite",
+    "result": ".result.json",
+}
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+ROLLBACK_RECORD = ".json"
+"""A rollback's own record: ``run_<r>.rollback_<k>.json``."""
+INDEX_NAME = "runs.jsonl"
+"""The experiment-level index of finished runs (one line per result, appended as runs finish)."""
+MANIFEST_NAME = "manifest.json"
+LOCK_NAME = ".sweep.lock"
+
+_RUN_FILE = re.compile(r"^run_(\d+)(?:\.rollback_(\d+))?(\.[a-z_]+(?:\.[a-z]+)?)(-wal|-shm|-journal)?$")
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class RunKey:
+    """The identity of one run: (experiment, benchmark, system, task, run index, seed)."""
+
+    experiment_id: str
+    benchmark: str
+    system: str
+    task_id: str
+    run_index: int
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.experiment_id}/{self.benchmark}/{self.system}/{self.task_id}/run_{self.run_index}"
+
+    def task_dir(self, experiment_root: Path) -> Path:
+        return task_dir(experiment_root, self.benchmark, self.system, self.task_id)
+
+    def paths(self, experiment_root: Path) -> RunPaths:
+        return RunPaths(self.task_dir(experiment_root), self.run_index)
+
+    def identity(self) -> dict[str, str | int]:
+        """The :class:`descriptor.records.RunIdentity` fields of this run."""
+        return {"run_id": self.run_id, "benchmark": self.benchmark, "system": self.system,
+                "task_id": self.task_id, "run_index": self.run_index, "seed": self.seed}
+
+    def mismatch(self, other: object) -> list[str]:
+        """Identity fields where ``other`` (a result, metadata, manifest entry) differs from this key."""
+        return [k for k, v in self.identity().items() if getattr(other, k, None) != v]
+
+
+def task_dir(experiment_root: Path, benchmark: str, system: str, task_id: str) -> Path:
+    """``<root>/<benchmark>/<system>/<task_id>``."""
+    return Path(experiment_root) / benchmark / system / task_id
+
+
+@dataclass(frozen=True, slots=True)
+class RunPaths:
+    """The files of run ``run_index`` in ``task_dir`` (of its ``rollback``-th rollback when given)."""
+
+    task_dir: Path
+    run_index: int
+    rollback: int | None = None
+
+    @property
+    def stem(self) -> str:
+        base = f"run_{self.run_index}"
+        return base if self.rollback is None else f"{base}.rollback_{self.rollback}"
+
+    @property
+    def prefix(self) -> Path:
+        """``<task_dir>/run_<r>`` (or ``.../run_<r>.rollback_<k>``): the run's files without their suffix."""
+        return self.task_dir / self.stem
+
+    def file(self, kind: str) -> Path:
+        return self.task_dir / f"{self.stem}{SUFFIXES[kind]}"
+
+    trace = property(lambda self: self.file("trace"))
+    answer = property(lambda self: self.file("answer"))
+    eval = property(lambda self: self.file("eval"))
+    metadata = property(lambda self: self.file("metadata"))
+    trace_metrics = property(lambda self: self.file("trace_metrics"))
+    trajectory_json = property(lambda self: self.file("trajectory_json"))
+    trajectory_md = property(lambda self: self.file("trajectory_md"))
+    checkpoints = property(lambda self: self.file("checkpoints"))
+    result = property(lambda self: self.file("result"))
+
+    @property
+    def rollback_record(self) -> Path:
+        """``run_<r>.rollback_<k>.json`` (only for a rollback's paths)."""
+        if self.rollback is None:
+            raise ValueError("rollback_record: these are the paths of a run, not of a rollback")
+        return self.task_dir / f"{self.stem}{ROLLBACK_RECORD}"
+
+    def all_files(self) -> list[Path]:
+        """Every file this run may have written (for clearing an unfinished run)."""
+        files = [self.file(k) for k in SUFFIXES]
+        files += [Path(f"{self.checkpoints}{s}") for s in SQLITE_SIDE_FILES]
+        return files
+
+    def for_rollback(self, k: int) -> RunPaths:
+        return RunPaths(self.task_dir, self.run_index, k)
+
+    def rollbacks(self) -> list[int]:
+        """Indices of this run's rollbacks that have a record, ascending."""
+        found = []
+        for p in self.task_dir.glob(f"run_{self.run_index}.rollback_*{ROLLBACK_RECORD}"):
+            m = _RUN_FILE.match(p.name)
+            if m and m.group(2) is not None and m.group(3) == ROLLBACK_RECORD:
+                found.append(int(m.group(2)))
+        return sorted(found)
+
+    @classmethod
+    def parse(cls, path: str | Path) -> RunPaths:
+        """The run of a path ``.../run_<r>[.rollback_<k>]`` or of any of its files; ``UserError`` otherwise."""
+        p = Path(path)
+        m = _RUN_FILE.match(p.name) or _RUN_FILE.match(p.name + ".json")
+        if m is None:
+            raise UserError(f"{path}: expected a run path like <task_dir>/run_<r> (or one of its files)")
+        return cls(p.parent, int(m.group(1)), None if m.group(2) is None else int(m.group(2)))
+
+
+def run_indices(task_dir: Path) -> list[int]:
+    """Run indices seen in any run file of ``task_dir`` (rollbacks excluded), ascending."""
+    found = set()
+    for p in task_dir.iterdir():
+        m = _RUN_FILE.match(p.name)
+        if m and m.group(2) is None and m.group(3) in (".trace.jsonl", ".result.json", ".eval.json"):
+            found.add(int(m.group(1)))
+    return sorted(found)
+
+
+def find_task_dirs(root: Path) -> list[Path]:
+    """``<root>/<benchmark>/<system>/<task_id>`` directories holding at least one run file."""
+    return [d for d in sorted(Path(root).glob("*/*/*"))
+            if d.is_dir() and not d.name.startswith(".") and run_indices(d)]

@@ -1,0 +1,130 @@
+"""The JSON records of a run: metadata, evaluation, trace metrics and result.
+
+Together with the trace (:mod:`descriptor.events`) and the directory layout
+(:mod:`descriptor.layout`) they are the run-record contract: the runtime
+writes runs only through these models, and summaries, reports, attribution
+and rollback read them only through :mod:`descriptor.run_files`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from descriptor.run_metrics import RunMetrics
+
+RECORD_VERSION = 2
+
+RunStatus = Literal["running", "finished", "error"]
+
+
+class _Record(BaseModel):
+    # Tolerant readers: a newer writer's extra keys are kept, never an error.
+    model_config = ConfigDict(extra="allow")
+
+
+class RunIdentity(_Record):
+    """The fields that name a run, in every record that names one (result, metadata, manifest entry)."""
+
+    run_id: str
+    """``<experiment>/<benchmark>/<system>/<task_id>/run_<r>``."""
+    benchmark: str
+    system: str
+    task_id: str
+    run_index: int
+    seed: int
+
+
+class TaskRecord(_Record):
+    """The benchmark task as the run saw it."""
+
+    question: str
+    reference: Any = None
+    """Ground truth the evaluator compares against (never shown to agents)."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class InjectionRecord(_Record):
+    """Where the scripted model injects (plan) or injected (fired) its one wrong step."""
+
+    agent: str | None = None
+    step: int | None = None
+
+
+class RunMetadata(RunIdentity):
+    """``run_<r>.metadata.json``: what a run was and what it ran with (written first, rewritten at the end)."""
+
+    version: int = RECORD_VERSION
+    experiment_id: str
+    status: RunStatus
+    """``running`` until the run ends; then ``finished`` or ``error`` (an infrastructure failure)."""
+    started_at: str
+    """UTC ISO time the run started."""
+    task: TaskRecord
+    thread_id: str
+    """The LangGraph thread id of the run's checkpoints."""
+    checkpoint_db: str | None = None
+    """File name of the checkpoint database beside the run's files; None when it was not kept."""
+    config: dict[str, Any]
+    """The effective experiment config (routes name env variables, never keys)."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
+    injection_plan: InjectionRecord | None = None
+    injected_error: InjectionRecord | None = None
+    """The scripted model's injected wrong step (ground truth for attribution tests)."""
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    git_commit: str | None = None
+    host: str = ""
+    error: str | None = None
+    wall_time_s: float | None = None
+    """Wall time of the graph run (s); set at the end."""
+    otel_trace_id: str | None = None
+    """The run's OpenTelemetry trace id (32 hex digits) when spans were exported."""
+
+
+class EvalRecord(_Record):
+    """``run_<r>.eval.json``: the benchmark's verdict on the final answer."""
+
+    success: bool = Field(strict=True)
+    completion: bool | None = Field(default=None, strict=True)
+    """A final answer was produced without an explicit runtime failure (None in files that predate it)."""
+    score: float = Field(strict=True)
+    """Benchmark-native score in [0, 1]."""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class TraceMetricsRecord(RunMetrics):
+    """``run_<r>.trace_metrics.json``: the run-level metrics of its trace, with its outcome and stages."""
+
+    model_config = ConfigDict(extra="allow", frozen=False)
+    success: bool
+    completion: bool
+    stages: list[dict[str, Any]] = Field(default_factory=list)
+    """Per looped stage: rounds used, stop reason, consensus (see the topologies)."""
+
+
+class RunResult(RunIdentity):
+    """``run_<r>.result.json``: written last, atomically; its presence marks a finished run."""
+
+    version: int = RECORD_VERSION
+    status: Literal["finished", "error"] = "finished"
+    """``finished``: the system ran to its end and its answer was evaluated (right or wrong); ``error``: an
+    infrastructure failure (model calls failed after retries, a crash of the runtime) ended it: not a task
+    result, retried by the next invocation of the sweep."""
+    success: bool
+    """Benchmark correctness of the final answer."""
+    completion: bool
+    """A final answer was produced without an explicit runtime failure."""
+    score: float
+    """Benchmark-native score in [0, 1]."""
+    answer: str
+    tokens_total: int
+    """Tokens of every model call of the run (tokens)."""
+    latency_total_ms: float
+    """Sum of the events' latencies (ms)."""
+    cost_total_usd: float
+    """Price of every model call of the run (USD)."""
+    wall_time_s: float
+    """Wall time of the graph run (s)."""
+    error: str | None = None
