@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 # Modules that define ``register(subparsers)``; each adds its own commands.
 COMMAND_MODULES = (
+    "benchmark.cli",
     "mas.cli",
     "mas.serving.cli",
     "descriptor.cli",

@@ -11,6 +11,7 @@ import re
 from typing import ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
 
 _ACTORS = ["A bakery", "A library", "A warehouse", "A farm", "A school", "A workshop"]
@@ -92,7 +93,10 @@ class ArithBenchmark(Benchmark):
                               metadata={"start": start, "ops": ops}))
         return tasks
 
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
+    def reference_answer(self, task: Task) -> str:
+        return str(task.reference)
+
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         got = extract_number(answer)
         ok = got is not None and numbers_equal(got, task.reference)
         return Evaluation(success=ok, score=float(ok), details={"parsed": got, "expected": task.reference})

@@ -1,10 +1,14 @@
-"""What every benchmark adapter provides: tasks, and a native evaluator."""
+"""What every benchmark adapter provides: tasks, a native evaluator, a reference solution, and
+optionally a per-run environment (see :mod:`benchmark.environment`)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from benchmark.environment import Action, Environment
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -35,10 +39,17 @@ class Benchmark(ABC):
 
     Subclasses set the class attributes below and document their success
     definition and data licence in the class docstring.
+
+    A benchmark whose tasks are solved by acting overrides
+    :meth:`make_environment`: the runtime then gives the agents the
+    environment's tools (a fork per agent working in parallel) and passes the
+    environment holding the run's outcome to :meth:`evaluate`.  Benchmarks
+    without one (the default) judge the answer string alone.
     """
 
     name: ClassVar[str]
-    answer_kind: ClassVar[Literal["number", "code", "text"]]
+    answer_kind: ClassVar[Literal["number", "code", "text", "actions"]]
+    """``actions``: the outcome is what the agents did in the environment, not the answer text."""
     license: ClassVar[str]
     success_definition: ClassVar[str]
     option_names: ClassVar[tuple[str, ...]] = ()
@@ -52,8 +63,25 @@ class Benchmark(ABC):
         """The first ``limit`` tasks in a fixed order (``seed`` only for generated sets)."""
 
     @abstractmethod
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
-        """Judge ``answer`` (the final answer artifact, a string) against the task."""
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
+        """Judge ``answer`` (the final answer artifact, a string) against the task.
+
+        ``environment``: the run's environment after the run (the one
+        :meth:`make_environment` made, or the fork whose outcome was chosen);
+        None for benchmarks without one, which ignore it.
+        """
+
+    def make_environment(self, task: Task) -> Environment | None:
+        """A fresh environment for one run of ``task``, or None (the default: answers are judged as text)."""
+        return None
+
+    @abstractmethod
+    def reference_answer(self, task: Task) -> str:
+        """The answer a perfect solver would give (``benchmark-check`` runs it through :meth:`evaluate`)."""
+
+    def reference_actions(self, task: Task) -> list[Action]:
+        """The tool calls that solve ``task`` in a fresh environment ([] for benchmarks without one)."""
+        return []
 
     def info(self) -> dict[str, Any]:
         """A description for ``benchmark-info``."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
 from descriptor.errors import UserError
 
@@ -125,7 +126,11 @@ class GSM8KBenchmark(Benchmark):
                      metadata={"native_id": native, "index": i})
                 for i, (native, q, gold) in enumerate(chosen)]
 
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
+    def reference_answer(self, task: Task) -> str:
+        """The gold answer as GSM8K writes it (``2,125`` keeps its comma; the evaluator reads it)."""
+        return str(task.reference)
+
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         got = extract_number(answer)
         ok = got is not None and numbers_equal(got, task.reference)
         return Evaluation(success=ok, score=float(ok), details={"parsed": got, "expected": task.reference})

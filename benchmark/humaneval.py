@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.environment import Environment
 from benchmark.gsm8k import read_jsonl
 from descriptor.errors import UserError
 from benchmark.sandbox import run_python
@@ -153,7 +154,12 @@ class HumanEvalBenchmark(Benchmark):
                      metadata={"entry_point": p["entry_point"], "native_id": p["task_id"]})
                 for p in chosen]
 
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
+    def reference_answer(self, task: Task) -> str:
+        """The canonical solution as a complete function: the prompt (signature, docstring) plus its body."""
+        ref = task.reference
+        return ref["prompt"] + ref["canonical_solution"]
+
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         ref = task.reference
         code = extract_code(answer or "", ref["entry_point"])
         if not code.strip():

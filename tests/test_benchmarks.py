@@ -21,7 +21,7 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 def test_registry_lists_all_adapters() -> None:
     assert list_benchmarks() == sorted(BENCHMARKS)
-    assert {"arith", "gsm8k", "humaneval", "mbpp"} <= set(list_benchmarks())
+    assert {"arith", "gsm8k", "humaneval", "mbpp", "workbench"} <= set(list_benchmarks())
 
 
 def test_unknown_benchmark_names_it_and_lists_known() -> None:
@@ -34,14 +34,14 @@ def test_unknown_option_is_rejected() -> None:
         get_benchmark("gsm8k", {"colour": "red"})
 
 
-@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp", "reasoning_gym"])
+@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp", "reasoning_gym", "workbench"])
 def test_every_adapter_documents_success_and_licence(name: str) -> None:
     info = get_benchmark(name).info()
     assert info["license"] and info["success_definition"]
     assert "licence" in info["doc"].lower() and "success" in info["doc"].lower()
 
 
-@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp"])
+@pytest.mark.parametrize("name", ["arith", "gsm8k", "humaneval", "mbpp", "workbench"])
 def test_load_tasks_limit_determinism_and_ids(name: str) -> None:
     bench = get_benchmark(name)
     first = bench.load_tasks(3, seed=0)

@@ -1,0 +1,118 @@
+"""Commands: ``list-benchmarks``, ``benchmark-info``, ``benchmark-check``.
+
+Benchmark options come from ``[benchmarks.<name>]`` of an experiment config
+(``--config``; only that table is read here, the rest is the runtime's) and
+from ``--set benchmarks.<name>.<option>=VALUE`` (a TOML value, or plain text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from descriptor.errors import UserError
+
+
+def benchmark_options(name: str, config: str | None, sets: list[str] | None = None) -> dict[str, Any]:
+    """The options for benchmark ``name``: ``[benchmarks.<name>]`` of ``config``, then ``--set`` overrides."""
+    options: dict[str, Any] = {}
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise UserError(f"{path}: config file not found")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise UserError(f"{path}: malformed TOML: {err}") from None
+        tables = data.get("benchmarks", {})
+        section = tables.get(name, {}) if isinstance(tables, dict) else None
+        if not isinstance(section, dict):
+            raise UserError(f"{path}: [benchmarks.{name}] must be a table of options")
+        options.update(section)
+    prefix = f"benchmarks.{name}."
+    for item in sets or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.startswith(prefix) or len(key) == len(prefix):
+            raise UserError(f"--set {item!r}: expected {prefix}OPTION=VALUE")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        options[key[len(prefix):]] = value
+    return options
+
+
+def _bench(args: argparse.Namespace):  # -> Benchmark
+    from benchmark.registry import get_benchmark
+
+    return get_benchmark(args.benchmark, benchmark_options(args.benchmark, args.config, args.set))
+
+
+def cmd_list_benchmarks(args: argparse.Namespace) -> int:
+    from benchmark.registry import BENCHMARKS, list_benchmarks
+
+    for name in list_benchmarks():
+        if args.long:
+            cls = BENCHMARKS[name]
+            print(f"{name}\t{cls.answer_kind}\t{cls.success_definition}\t{cls.license}")
+        else:
+            print(name)  # one name a line: scripts/full_experiment.sh reads this
+    return 0
+
+
+def cmd_benchmark_info(args: argparse.Namespace) -> int:
+    bench = _bench(args)
+    info = bench.info()
+    info["options_given"] = dict(bench.options)
+    info["example_task"] = bench.load_tasks(1)[0].question
+    print(json.dumps(info, indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_benchmark_check(args: argparse.Namespace) -> int:
+    from benchmark.check import check_benchmark
+
+    if args.task_limit is not None and args.task_limit < 1:
+        raise UserError(f"--task-limit: expected a positive number of tasks, got {args.task_limit}")
+    report = check_benchmark(_bench(args), limit=args.task_limit)
+    if report.oracle_failures:
+        print(f"oracle failed on {len(report.oracle_failures)} task(s): {', '.join(report.oracle_failures)}",
+              file=sys.stderr)
+    if report.empty_passes_with_reference_actions:
+        print(f"empty solved {len(report.empty_passes_with_reference_actions)} task(s) whose reference actions "
+              f"change nothing: {', '.join(report.empty_passes_with_reference_actions)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.summary()))
+    else:
+        print(f"{args.benchmark}: oracle solved {report.oracle_solved}/{report.n}, "
+              f"empty solved {report.empty_solved}/{report.n}")
+    return 0
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--benchmark", required=True, help="benchmark name (see list-benchmarks)")
+    p.add_argument("--config", help="experiment TOML; its [benchmarks.<name>] table gives the benchmark's options")
+    p.add_argument("--set", action="append", metavar="benchmarks.NAME.OPTION=VALUE",
+                   help="override one benchmark option with a TOML value (repeatable)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
+    p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
+    p.set_defaults(func=cmd_list_benchmarks)
+
+    p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")
+    _add_options(p)
+    p.set_defaults(func=cmd_benchmark_info)
+
+    p = sub.add_parser("benchmark-check",
+                       help="run every task's reference solution and an empty answer through the evaluation")
+    _add_options(p)
+    p.add_argument("--task-limit", type=int, help="check only the first N tasks (default: all)")
+    p.add_argument("--json", action="store_true", help='print {"n", "oracle_solved", "empty_solved"} as JSON')
+    p.set_defaults(func=cmd_benchmark_check)
