@@ -5,63 +5,43 @@ Public surface (implementation in the submodules)::
     from attribution import load_who_and_when_dir, METHODS, SCORERS, attribution_metrics
 """
 
-from attribution.evaluate import (
-    CaseRecord,
-    agent_correct,
-    attribute_all,
-    attribution_metrics,
-    removal_at_coverage,
-    scorer_metrics,
-    step_within,
-)
-from attribution.jobs import AttributeJob, ScoreJob, run_attribute_job, run_score_job
-from attribution.loaders import (
-    LoadResult,
-    MalformedFile,
-    SkippedFile,
-    load_run,
-    load_runs_dir,
-    load_trajectories,
-    load_who_and_when_dir,
-    load_who_and_when_file,
-)
-from attribution.methods import METHODS, Method, MethodContext, Prediction, get_method, register_method
-from attribution.scorers import SCORERS, Scorer, ScorerContext, StepScores, get_scorer, register_scorer
-from attribution.trajectory import Step, Trajectory, normalize_agent
+from descriptor.exports import lazy_exports
 
-__all__ = [
-    "METHODS",
-    "SCORERS",
-    "AttributeJob",
-    "CaseRecord",
-    "LoadResult",
-    "MalformedFile",
-    "Method",
-    "MethodContext",
-    "Prediction",
-    "ScoreJob",
-    "Scorer",
-    "ScorerContext",
-    "SkippedFile",
-    "Step",
-    "StepScores",
-    "Trajectory",
-    "agent_correct",
-    "attribute_all",
-    "attribution_metrics",
-    "get_method",
-    "get_scorer",
-    "load_run",
-    "load_runs_dir",
-    "load_trajectories",
-    "load_who_and_when_dir",
-    "load_who_and_when_file",
-    "normalize_agent",
-    "register_method",
-    "register_scorer",
-    "removal_at_coverage",
-    "run_attribute_job",
-    "run_score_job",
-    "scorer_metrics",
-    "step_within",
-]
+_EXPORTS = {
+    "AttributeJob": "attribution.jobs",
+    "CaseRecord": "attribution.evaluate",
+    "LoadResult": "attribution.loaders",
+    "METHODS": "attribution.methods",
+    "MalformedFile": "attribution.loaders",
+    "Method": "attribution.methods",
+    "MethodContext": "attribution.methods",
+    "Prediction": "attribution.methods",
+    "SCORERS": "attribution.scorers",
+    "ScoreJob": "attribution.jobs",
+    "Scorer": "attribution.scorers",
+    "ScorerContext": "attribution.scorers",
+    "SkippedFile": "attribution.loaders",
+    "Step": "attribution.trajectory",
+    "StepScores": "attribution.scorers",
+    "Trajectory": "attribution.trajectory",
+    "agent_correct": "attribution.evaluate",
+    "attribute_all": "attribution.evaluate",
+    "attribution_metrics": "attribution.evaluate",
+    "get_method": "attribution.methods",
+    "get_scorer": "attribution.scorers",
+    "load_run": "attribution.loaders",
+    "load_runs_dir": "attribution.loaders",
+    "load_trajectories": "attribution.loaders",
+    "load_who_and_when_dir": "attribution.loaders",
+    "load_who_and_when_file": "attribution.loaders",
+    "normalize_agent": "attribution.trajectory",
+    "register_method": "attribution.methods",
+    "register_scorer": "attribution.scorers",
+    "removal_at_coverage": "attribution.evaluate",
+    "run_attribute_job": "attribution.jobs",
+    "run_score_job": "attribution.jobs",
+    "scorer_metrics": "attribution.evaluate",
+    "step_within": "attribution.evaluate",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
@@ -82,11 +83,30 @@ def _score_steps(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``attribute`` and ``score-steps``."""
-    from attribution.methods import METHODS
-    from attribution.scorers import SCORERS
+def _registered(kind: str) -> Callable[[str], str]:
+    """An argparse ``type`` checking a method or scorer name against its registry when the option is parsed."""
 
+    def check(value: str) -> str:
+        from descriptor.errors import UserError
+
+        try:
+            if kind == "method":
+                from attribution.methods import get_method
+
+                get_method(value)
+            else:
+                from attribution.scorers import get_scorer
+
+                get_scorer(value)
+        except UserError as err:  # argparse prints it with the usage line and exits 2
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return value
+
+    return check
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``attribute`` and ``score-steps`` (names are checked when parsed: the registries import sklearn)."""
     p = sub.add_parser("attribute", help="name the responsible agent and decisive step of failed runs",
                        description="Runs one attribution method on every failed trajectory and writes "
                                    "OUT/predictions.jsonl (one case per line, with the labels) and "
@@ -94,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Resumable: finished cases are kept in OUT as they finish, and the same "
                                    "command again (or with a larger --max-cases) runs only the cases not yet done.")
     _add_source(p)
-    p.add_argument("--method", required=True, choices=sorted(METHODS), help="attribution method")
+    p.add_argument("--method", required=True, type=_registered("method"),
+                   help="attribution method: random, all_at_once, step_by_step, binary_search, echo, chief")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_attribute)
 
@@ -106,7 +127,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Model-based scorers are resumable: the same command keeps the "
                                    "trajectories an interrupted run finished.")
     _add_source(p)
-    p.add_argument("--scorer", required=True, choices=sorted(SCORERS), help="step scorer")
+    p.add_argument("--scorer", required=True, type=_registered("scorer"),
+                   help="step scorer: llm_naive, llm_roles, position, learned (see attribution/README.md)")
     p.add_argument("--train-dir", default=None,
                    help="extra labelled trajectories to train on (Who&When dir or runs dir); never scored")
     p.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default 5)")
