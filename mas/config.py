@@ -137,6 +137,14 @@ class MasSettings(_Strict):
         return self
 
 
+class StorageSettings(_Strict):
+    """What a run keeps on disk."""
+
+    checkpoints: Literal["failed", "all", "none"] = "failed"
+    """LangGraph checkpoints exist for rollback: ``failed`` keeps them for runs that did not succeed (the ones a
+    rollback can repair), ``all`` for every run, ``none`` never writes them (in-memory checkpoints only)."""
+
+
 class SandboxSettings(_Strict):
     """Limits of the Python-execution tool and of code evaluation."""
 
@@ -169,6 +177,7 @@ class ExperimentConfig(_Strict):
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
     mas: MasSettings = Field(default_factory=MasSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     inject: InjectSettings = Field(default_factory=InjectSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""

@@ -38,7 +38,7 @@ def test_langgraph_version_is_the_pinned_one():
 def scripted_run(tmp_path, system, inject=None):
     """Task dir of one scripted arith run of ``system`` (``inject``: {"agent", "step"} of a wrong step)."""
     cfg = tmp_path / "cfg.toml"
-    text = '[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+    text = '[models.default]\nprovider = "scripted"\nmodel = "scripted"\n[storage]\ncheckpoints = "all"\n'
     if inject:
         text += f'[inject]\nstep = {inject["step"]}\nagent = "{inject["agent"]}"\n'
     cfg.write_text(text)
@@ -220,3 +220,27 @@ def test_llm_scorer_settings_default_to_the_calibrations_route_without_ground_tr
     setup = resolve_scoring(cal)
     assert (setup.scorer, setup.route, setup.with_ground_truth, setup.train) == ("llm_naive", "scripted", False, None)
     assert resolve_scoring(cal, model="other", with_ground_truth=True).route == "other"  # allowed, logged
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("failed", {"sas": False, "sas_failed": True}),
+                                              ("all", {"sas": True, "sas_failed": True}),
+                                              ("none", {"sas": False, "sas_failed": False})])
+def test_checkpoints_are_kept_by_policy(tmp_path, policy, kept):
+    """Checkpoints exist for rollback: by default only a run that failed keeps them."""
+    for name, inject in (("sas", ""), ("sas_failed", '[inject]\nstep = 1\nagent = "solver"\n')):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f'[models.default]\nprovider = "scripted"\nmodel = "scripted"\n[storage]\n'
+                       f'checkpoints = "{policy}"\n{inject}')
+        assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--task-limit", "1", "--systems", "sas",
+                     "--output-root", str(tmp_path / name), "--experiment-id", "e"]) == 0
+        task_dir = next(p for p in (tmp_path / name / "e" / "arith" / "sas").iterdir() if p.is_dir())
+        meta = json.loads((task_dir / "run_0.metadata.json").read_text())
+        db = task_dir / "run_0.checkpoints.sqlite"
+        assert db.exists() is kept[name] and (meta["checkpoint_db"] == db.name) is kept[name]
+        assert not list(task_dir.glob("*.sqlite-*"))  # no WAL left behind
+        if kept[name]:
+            traj = load_run(task_dir, 0)
+            con = sqlite3.connect(db)
+            ids = {r[0] for r in con.execute("select checkpoint_id from checkpoints")}
+            con.close()
+            assert all(s.state_id in ids for s in traj.steps)  # a kept database is complete after compaction

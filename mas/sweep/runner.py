@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from benchmark.base import Benchmark, Task
 from benchmark.registry import get_benchmark
@@ -38,6 +37,7 @@ from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.models import ModelSet
 from mas.scripted.model import InjectionPlan
+from mas.sweep.checkpoints import checkpoint_path, keep_or_drop, open_checkpointer
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
@@ -121,25 +121,14 @@ def clear_partial(spec: RunSpec) -> None:
         path.unlink(missing_ok=True)
 
 
-async def relax_sync(saver: AsyncSqliteSaver) -> None:
-    """Let the checkpoint database commit without an fsync each time (WAL with ``synchronous=NORMAL``).
-
-    Every super-step commits; with SQLite's default (FULL) each commit is an
-    fsync. NORMAL keeps the database consistent through any crash and still
-    syncs when the WAL is checkpointed, which closing the connection at the
-    run's end does; a power cut mid-run may lose the last commits, and such a
-    run (no ``result.json`` yet) is redone from scratch anyway.
-    """
-    await saver.conn.execute("PRAGMA synchronous=NORMAL")
-
-
 RECURSION_LIMIT = 200
 """LangGraph super-steps a run may take (a debate of 5 agents and 3 rounds takes ~20)."""
 
 
-async def run_graph(system: str, rt: RunContext, checkpoints: Path, tracer: Tracer, *, config: dict[str, Any],
-                    fork: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
-    """Run ``system``'s graph under ``tracer`` with checkpoints in ``checkpoints``: (final state, error).
+async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, tracer: Tracer, *,
+                    config: dict[str, Any], fork: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+    """Run ``system``'s graph under ``tracer`` with checkpoints in ``checkpoints`` (None: in memory): (final
+    state, error).
 
     ``fork``: resume from the checkpoint named in ``config`` after applying
     this state update (a rollback); otherwise start a new thread. An
@@ -150,8 +139,7 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path, tracer: Trac
     error: str | None = None
     with use_tracer(tracer):
         try:
-            async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
-                await relax_sync(saver)
+            async with open_checkpointer(checkpoints) as saver:
                 graph = SYSTEMS[system](rt).compile(checkpointer=saver)
                 if fork is None:
                     state = await graph.ainvoke({}, config)
@@ -186,7 +174,8 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
-    state, error = await run_graph(spec.system, rt, paths.checkpoints, tracer, config=config)
+    state, error = await run_graph(spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints),
+                                   tracer, config=config)
     wall_s = time.perf_counter() - t0
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
     return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, wall_s=wall_s,
@@ -210,6 +199,8 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)))
     write_trajectory(paths, events, spec.task.question, answer, reference=spec.task.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
+    keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
+    meta.checkpoint_db = paths.checkpoints.name if keep_or_drop(paths.checkpoints, keep=keep) else None
     meta.status = "finished" if error is None else "error"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
@@ -283,6 +274,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     ev = await asyncio.to_thread(bench.evaluate, task, answer or "")
     write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=answer is not None, score=ev.score,
                                            details=ev.details))
+    keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
     metrics = compute_run_metrics(collected.events)
     return ResumeOutcome(paths=out, success=ev.success, score=ev.score, answer=answer or "", error=error,
                          tokens=metrics.tokens_total, cost_usd=metrics.cost_total,
