@@ -12,7 +12,7 @@ from mas.topologies.pictures import PICTURE_FILES
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")
 ARTIFACTS = ("trace.jsonl", "answer.txt", "metadata.json", "eval.json", "trace_metrics.json", "result.json",
-             "trajectory.json", "trajectory.md", "checkpoints.sqlite")
+             "trajectory.json", "trajectory.md")  # checkpoints: kept for failed runs only (tests/test_rollback.py)
 
 
 def run_cli(tmp_path, *extra):

@@ -157,7 +157,8 @@ async def test_sas_still_works(tmp_path):
 
 
 async def test_rollback_into_a_fan_out_round_keeps_step_numbers(tmp_path):
-    _, _, spec = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12}))
+    _, _, spec = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12},
+                                                      storage={"checkpoints": "all"}))
     traj = load_run(spec.paths.task_dir, 0)
     j = traj.mistake_step
     outcome = await resume_run(spec.paths, checkpoint_id=traj.steps[j].state_id, note=rollback_note(traj, j),
