@@ -55,7 +55,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
     scorer = cal.scorer or "an unrecorded scorer"
-    print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories "
+    chosen = f", the method chosen on {cal.n_selection} others" if cal.n_selection else ""
+    print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories{chosen} "
           f"({cal.n_skipped} skipped: null mistake_step) scored by {scorer}; wrote {args.out}")
     return 0
 
