@@ -6,18 +6,27 @@ import argparse
 import json
 import sys
 
-from attribution.conformal import AGGREGATORS, METHODS, Aggregator
+from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, METHODS, Aggregator
+
+METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
+               "trim, grow, band (contiguous families for a sharp scorer); auto (chooses among trim, grow, "
+               "band, rf, lf, twf by inner cross-validation on the calibration records)")
 
 
 def _add_set_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", required=True, help="score file (JSONL written by score-steps)")
     p.add_argument("--aggregator", choices=AGGREGATORS, default="sum",
-                   help="set score g: normalised sum (default), max + length penalty, or normalised LogSumExp")
-    p.add_argument("--lam", type=float, default=1.0, help="max aggregator: weight of the length penalty (default 1.0)")
-    p.add_argument("--beta", type=float, default=10.0, help="lse aggregator: inverse temperature (default 10.0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of splits and crsvp's interpolation draws (default 0)")
-    p.add_argument("--no-twf-fallback", dest="twf_fallback", action="store_false",
-                   help="twf: keep an empty intersection empty instead of falling back to the top-1 step")
+                   help="set score g of lf, rf, twf, crsvp: normalised sum (default), max + length penalty, "
+                        "or the paper's normalised LogSumExp")
+    p.add_argument("--lam", type=float, default=DEFAULT_LAM,
+                   help=f"max aggregator: weight of the length penalty (default {DEFAULT_LAM}; the paper uses 0.01-0.1)")
+    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                   help=f"lse aggregator: inverse temperature (default {DEFAULT_BETA})")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of splits, crsvp's interpolation draws and auto's inner splits (default 0)")
+    p.add_argument("--twf-fallback", dest="twf_fallback", action="store_true",
+                   help="twf: replace an empty intersection by the top-1 step (beyond the paper, which "
+                        "leaves it empty; the default)")
 
 
 def _agg(args: argparse.Namespace) -> Aggregator:
@@ -46,7 +55,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
     scorer = cal.scorer or "an unrecorded scorer"
-    print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories "
+    chosen = f", the method chosen on {cal.n_selection} others" if cal.n_selection else ""
+    print(f"{cal.method} ({cal.resolved_method}) alpha={cal.alpha} q_hat={q} from {cal.n} trajectories{chosen} "
           f"({cal.n_skipped} skipped: null mistake_step) scored by {scorer}; wrote {args.out}")
     return 0
 
@@ -72,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "DIR/coverage_curve.json and PNG plots. Records with a null "
                                    "mistake_step are skipped.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=METHODS, help="conformal algorithm")
+    p.add_argument("--method", required=True, choices=METHODS, help=METHOD_HELP)
     p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
     p.add_argument("--splits", type=int, default=1000, help="random even calibration/test splits (default 1000)")
     p.add_argument("--out", required=True, help="output directory")
@@ -84,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "file's scorer (and its training data) is recorded, so rollback scores "
                                    "new runs the same way.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=METHODS, help="conformal algorithm")
+    p.add_argument("--method", required=True, choices=METHODS, help=METHOD_HELP)
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
     p.add_argument("--out", required=True, help="calibration.json to write")
     p.set_defaults(func=_calibrate)

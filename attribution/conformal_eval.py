@@ -26,7 +26,9 @@ from attribution.conformal import (
     METHODS,
     Aggregator,
     auto_halves,
+    coverage_guard,
     crsvp_levels,
+    inner_splits,
     prefix_scores,
     rank_for,
     step_thresholds,
@@ -39,9 +41,12 @@ from descriptor.errors import UserError
 TARGETS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))  # 0.50 .. 0.95
 
 
+FILTRATIONS = ("lf", "rf", "twf")  # early-stopped scans; every other method scores all steps
+
+
 @dataclass(kw_only=True, slots=True)
 class Prepared:
-    """Split-independent data of one threshold method (vcp, lf, rf, twf)."""
+    """Split-independent data of one deterministic threshold method (all but crsvp)."""
 
     method: str
     lengths: np.ndarray  # (N,) steps per trajectory
@@ -50,17 +55,18 @@ class Prepared:
     suffix_sorted: list[np.ndarray]  # lf scores sorted, for NFE
     prefix_sorted: list[np.ndarray]  # rf scores sorted, for NFE
     top1_is_error: np.ndarray  # (N,) argmax step == decisive step
-    twf_fallback: bool = True
+    twf_fallback: bool = False
 
 
 @dataclass(kw_only=True, slots=True)
 class CrsvpPrepared:
-    """Split-independent data of crsvp: per trajectory, the scores of its nested chain."""
+    """Split-independent data of crsvp: per trajectory, the scores of its chain of tree nodes."""
 
     lengths: np.ndarray  # (N,)
-    lower: list[np.ndarray]  # per trajectory, g(B_{j-1}) for j = 1..l
+    lower: list[np.ndarray]  # per trajectory, g(B_{j-1}) for j = 1..L
     upper: list[np.ndarray]  # per trajectory, g(B_j); the last is inf
-    err_pos: np.ndarray  # (N,) j - 1 where B_j is the first set holding e
+    node_size: list[np.ndarray]  # per trajectory, |B_0| = 0, |B_1| = 1, ..., |B_L| = l
+    err_pos: np.ndarray  # (N,) j - 1 where B_j is the first node holding e
 
 
 @dataclass(kw_only=True, slots=True)
@@ -76,13 +82,14 @@ class SplitMetrics:
     choice: np.ndarray | None = None  # auto: chosen method per split
 
 
-def prepare(records: Sequence[ScoreRecord], method: str, agg: Aggregator, twf_fallback: bool = True) -> Prepared:
-    """Thresholds of every (labelled) record for a threshold method."""
+def prepare(records: Sequence[ScoreRecord], method: str, agg: Aggregator, twf_fallback: bool = False) -> Prepared:
+    """Thresholds of every (labelled) record for a deterministic threshold method."""
     hs, sufs, pres = [], [], []
     for r in records:
         hs.append(step_thresholds(r.step_scores, method, agg))
-        sufs.append(np.sort(suffix_scores(r.step_scores, agg)) if method != "vcp" else np.empty(0))
-        pres.append(np.sort(prefix_scores(r.step_scores, agg)) if method != "vcp" else np.empty(0))
+        scan = method in FILTRATIONS
+        sufs.append(np.sort(suffix_scores(r.step_scores, agg)) if scan else np.empty(0))
+        pres.append(np.sort(prefix_scores(r.step_scores, agg)) if scan else np.empty(0))
     return Prepared(
         method=method,
         lengths=np.array([r.n_steps for r in records]),
@@ -96,13 +103,15 @@ def prepare(records: Sequence[ScoreRecord], method: str, agg: Aggregator, twf_fa
 
 
 def prepare_crsvp(records: Sequence[ScoreRecord], agg: Aggregator) -> CrsvpPrepared:
-    """Nested chains of every (labelled) record."""
+    """Chains of tree nodes of every (labelled) record."""
     chains = [crsvp_levels(r.step_scores, agg) for r in records]
     return CrsvpPrepared(
         lengths=np.array([r.n_steps for r in records]),
         lower=[g[:-1] for _, g in chains],
         upper=[g[1:] for _, g in chains],
-        err_pos=np.array([order.index(r.mistake_step) for (order, _), r in zip(chains, records)]),
+        node_size=[np.array([0] + [hi - lo + 1 for lo, hi in path]) for path, _ in chains],
+        err_pos=np.array([next(j for j, (lo, hi) in enumerate(path) if lo <= r.mistake_step <= hi)
+                          for (path, _), r in zip(chains, records)]),
     )
 
 
@@ -135,9 +144,9 @@ def threshold_outcomes(p: Prepared, q: np.ndarray) -> dict[str, np.ndarray]:
         fallback = size == 0
         size = np.where(fallback, 1, size)
         covered = covered | (fallback & p.top1_is_error[:, None])
-    if p.method == "vcp":
+    if p.method not in FILTRATIONS:
         nfe = lengths.copy()
-    else:  # vectorised nfe_count: early-stopped scans, see conformal.nfe_count
+    else:  # vectorised filtration_nfe: early-stopped scans, see conformal.filtration_nfe
         j_star = lengths - _count_le(p.suffix_sorted, q)
         k_star = _count_le(p.prefix_sorted, q) - 1
         lf_lo, rf_hi = np.maximum(j_star - 1, 1), np.minimum(k_star + 1, lengths - 2)
@@ -165,34 +174,55 @@ def _summarise(out: dict[str, np.ndarray], lengths: np.ndarray, test: np.ndarray
 
 
 def eval_threshold(p: Prepared, perms: np.ndarray, alpha: float) -> SplitMetrics:
-    """Split metrics of vcp, lf, rf or twf."""
+    """Split metrics of a deterministic threshold method (all but crsvp and auto)."""
     n_cal = perms.shape[1] // 2
     q = split_quantiles(p.cal_scores[perms[:, :n_cal]], alpha)
     return _summarise(threshold_outcomes(p, q), p.lengths, perms[:, n_cal:], q)
 
 
+def auto_choices(preps: dict[str, Prepared], cal_idx: np.ndarray, alpha: float, seed: int) -> np.ndarray:
+    """auto's choice per split (index into AUTO_CANDIDATES) from the split's selection
+    records ``cal_idx`` (R, n_sel) alone: conformal.choose_method, vectorised over splits."""
+    n_split, n_cal = cal_idx.shape
+    if n_cal < 3:
+        return np.zeros(n_split, dtype=int)
+    inner = inner_splits(n_cal, seed)
+    n_t = n_cal // 3
+    in_test = cal_idx[:, inner[:, :n_t]]  # (R, J, n_t) record indices
+    in_cal = cal_idx[:, inner[:, n_t:]]
+    n_inner = inner.shape[0]
+    rates, cover = [], []
+    for m in AUTO_CANDIDATES:
+        p = preps[m]
+        q = split_quantiles(p.cal_scores[in_cal].reshape(n_split * n_inner, -1), alpha)  # (R*J,)
+        size = _count_le(p.h_sorted, q)  # (N, R*J)
+        flat_test = in_test.reshape(n_split * n_inner, n_t)
+        size_t = size[flat_test, np.arange(n_split * n_inner)[:, None]]
+        rr = (1.0 - size_t / p.lengths[flat_test]).mean(axis=1).reshape(n_split, n_inner).mean(axis=1)
+        ec = (p.cal_scores[flat_test] <= q[:, None]).mean(axis=1).reshape(n_split, n_inner).mean(axis=1)
+        # Same rounding as conformal.choose_method, so equal figures tie identically.
+        rates.append(np.round(rr, 12))
+        cover.append(np.round(ec, 12))
+    rates_a, cover_a = np.stack(rates), np.stack(cover)
+    eligible = cover_a >= coverage_guard(alpha, n_cal)
+    best = np.argmax(np.where(eligible, rates_a, -np.inf), axis=0)  # first max = tie order
+    return np.where(eligible.any(axis=0), best, np.argmax(cover_a, axis=0))
+
+
 def eval_auto(preps: dict[str, Prepared], perms: np.ndarray, alpha: float, seed: int) -> SplitMetrics:
-    """Split metrics of auto: per split, the candidate with the best removal rate on
-    the selection half of calibration, q_hat from the other half (``auto_halves``)."""
+    """Split metrics of auto: per split, the candidate chosen by inner cross-validation on the
+    selection half of the split's calibration records, q_hat from the other half (conformal.fit)."""
     n_cal = perms.shape[1] // 2
     sel_idx, q_idx = auto_halves(n_cal, seed)
-    sel, qcal = perms[:, :n_cal][:, sel_idx], perms[:, :n_cal][:, q_idx]
-    outs, qs, rates = [], [], []
+    choice = auto_choices(preps, perms[:, :n_cal][:, sel_idx], alpha, seed)
+    outs, qs = [], []
     for m in AUTO_CANDIDATES:
-        if len(sel_idx):
-            q_sel = split_quantiles(preps[m].cal_scores[sel], alpha)
-            size_sel = _on_test(threshold_outcomes(preps[m], q_sel)["size"], sel)
-            # Same rounding as conformal.choose_method, so equal rates tie identically.
-            rates.append(np.round((1.0 - size_sel / preps[m].lengths[sel]).mean(axis=1), 12))
-        else:
-            rates.append(np.zeros(perms.shape[0]))
-        q = split_quantiles(preps[m].cal_scores[qcal], alpha)
+        q = split_quantiles(preps[m].cal_scores[perms[:, :n_cal][:, q_idx]], alpha)
         outs.append(threshold_outcomes(preps[m], q))
         qs.append(q)
-    choice = np.argmax(np.stack(rates), axis=0)  # first max = tie order of AUTO_CANDIDATES
     cols = np.arange(perms.shape[0])
     picked = {k: np.stack([o[k] for o in outs])[choice, :, cols].T for k in outs[0]}
-    res = _summarise(picked, preps["rf"].lengths, perms[:, n_cal:], np.stack(qs)[choice, cols])
+    res = _summarise(picked, preps[AUTO_CANDIDATES[0]].lengths, perms[:, n_cal:], np.stack(qs)[choice, cols])
     res.choice = np.array(AUTO_CANDIDATES)[choice]
     return res
 
@@ -209,7 +239,8 @@ def eval_crsvp(p: CrsvpPrepared, perms: np.ndarray, alpha: float, u: np.ndarray)
         vs.append(v)
         scores[:, t] = v[:, p.err_pos[t]]
     q = split_quantiles(scores[np.arange(n_split)[:, None], perms[:, :n_cal]], alpha)
-    size = np.stack([(v <= q[:, None]).sum(axis=1) for v in vs])  # (N, R); v is monotone in j
+    # v is monotone in j, so the set is the node B_J with J = #{j : v_j <= q}
+    size = np.stack([p.node_size[t][(v <= q[:, None]).sum(axis=1)] for t, v in enumerate(vs)])  # (N, R)
     out = {
         "size": size, "covered": (scores <= q[:, None]).T,
         "nfe": np.where(np.isinf(q)[None, :], 0, p.lengths[:, None]), "fallback": np.zeros(size.shape, bool),
@@ -221,7 +252,7 @@ class Evaluator:
     """Precomputes every method's thresholds once; evaluates any method at any alpha."""
 
     def __init__(
-        self, records: Sequence[ScoreRecord], agg: Aggregator, splits: int, seed: int, twf_fallback: bool = True
+        self, records: Sequence[ScoreRecord], agg: Aggregator, splits: int, seed: int, twf_fallback: bool = False
     ) -> None:
         self.records, self.n_skipped = labelled(list(records))
         if len(self.records) < 2:
@@ -320,7 +351,7 @@ def synthetic_records(n: int, seed: int, min_len: int = 3, max_len: int = 30, no
 
 def run_conformal(
     scores_path: str | Path, method: str, alpha: float, splits: int, seed: int, agg: Aggregator,
-    out_dir: str | Path, plots: bool = True, twf_fallback: bool = True,
+    out_dir: str | Path, plots: bool = True, twf_fallback: bool = False,
 ) -> dict:
     """The ``conformal`` command: results.json, coverage_curve.json and PNG plots in ``out_dir``."""
     records = read_score_file(scores_path)

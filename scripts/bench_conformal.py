@@ -44,7 +44,7 @@ def main() -> int:
                   f"NFE {res['nfe_mean']:.2f}")
         t0 = time.perf_counter()
         coverage_curve(ev)
-        print(f"  coverage curve (6 methods x 10 targets): {time.perf_counter() - t0:.2f} s")
+        print(f"  coverage curve ({len(METHODS)} methods x 10 targets): {time.perf_counter() - t0:.2f} s")
     return 0
 
 

@@ -1,0 +1,165 @@
+"""``calibration.json``: writing, reading and predicting with a fitted conformal threshold."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator
+
+from attribution.conformal._aggregators import INF, Aggregator
+from attribution.conformal._calibrate import BASE_METHODS, METHODS, Fitted, fit, predict
+from attribution.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
+from descriptor.errors import UserError
+from descriptor.io import write_json_atomic
+
+CALIBRATION_VERSION = 2
+"""2: crsvp sets are tree nodes, lse is the paper's normalised LogSumExp, auto
+chooses by inner cross-validation on its selection half. Version-1 files that depend on the old
+crsvp chain or the old lse formula are refused (their q_hat means something
+else now); other version-1 files read as before."""
+
+
+def _q_from_json(v: object) -> object:
+    return INF if v == "inf" else v
+
+
+class Calibration(ScorerFields):
+    """``calibration.json``: a fitted conformal threshold and how it was made.
+
+    ∞ is written as the string ``"inf"`` (strict JSON has no Infinity). The
+    scorer fields say which scorer produced the calibration scores: new runs
+    must be scored by it for the guarantee to hold (null in older files).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    """File format version (files without it are version 1)."""
+    method: str
+    """Requested method (one of vcp, crsvp, lf, rf, twf, trim, grow, band, auto)."""
+    resolved_method: str
+    """Base method actually used (differs from ``method`` only for auto)."""
+    aggregator: str
+    """Set-score aggregator of lf/rf/twf/crsvp: sum, max or lse."""
+    lam: float
+    """max aggregator: weight of the length penalty."""
+    beta: float
+    """lse aggregator: inverse temperature."""
+    alpha: float
+    """Miscoverage level; target coverage is 1 - alpha."""
+    q_hat: Annotated[float, BeforeValidator(_q_from_json)]
+    """Threshold; "inf" in the file means every set is the whole trajectory."""
+    n: int
+    """Labelled calibration trajectories that set q_hat."""
+    n_selection: int = 0
+    """auto only: labelled trajectories the method was chosen on (inner cross-validation; disjoint from those n)."""
+    n_skipped: int
+    """Records skipped because their mistake_step was null."""
+    seed: int
+    """Seed of crsvp's per-trajectory interpolation draws and of auto's inner splits."""
+    twf_fallback: bool = False
+    """twf: replace an empty intersection by the top-1 step (beyond the paper; off by default)."""
+    fingerprint: str
+    """sha256 of the calibration score file's bytes."""
+    scores_path: str
+    """Score file the threshold was fitted on."""
+    auto_rates: dict[str, float] | None = None
+    """auto only: mean inner-CV removal rate of each candidate."""
+    auto_coverage: dict[str, float] | None = None
+    """auto only: mean inner-CV coverage of each candidate."""
+
+    @field_validator("q_hat")
+    @classmethod
+    def _q_not_nan(cls, v: float) -> float:
+        if math.isnan(v) or v == -INF:
+            raise ValueError('expected a number or "inf"')
+        return v
+
+    @field_serializer("q_hat")
+    def _q_to_json(self, v: float) -> float | str:
+        return "inf" if math.isinf(v) else v
+
+    def fitted(self) -> Fitted:
+        """The in-memory form ``predict`` takes."""
+        return Fitted(
+            method=self.method, resolved_method=self.resolved_method,
+            agg=Aggregator(kind=self.aggregator, lam=self.lam, beta=self.beta),
+            alpha=self.alpha, q_hat=self.q_hat, n=self.n, n_skipped=self.n_skipped, n_selection=self.n_selection,
+            seed=self.seed, twf_fallback=self.twf_fallback, auto_rates=self.auto_rates,
+            auto_coverage=self.auto_coverage,
+        )
+
+
+def calibrate_file(
+    scores_path: str | Path, method: str, alpha: float, agg: Aggregator, seed: int, out: str | Path,
+    twf_fallback: bool = False,
+) -> Calibration:
+    """Fit on a score file and write ``out`` (calibration.json) atomically, with the file's scorer."""
+    records = read_score_file(scores_path)
+    info = common_scorer(records, str(scores_path))
+    f = fit(records, method, alpha, agg, seed, twf_fallback)
+    cal = Calibration(
+        version=CALIBRATION_VERSION, method=f.method, resolved_method=f.resolved_method, aggregator=agg.kind,
+        lam=agg.lam, beta=agg.beta, alpha=alpha, q_hat=f.q_hat, n=f.n, n_skipped=f.n_skipped,
+        n_selection=f.n_selection, seed=seed, twf_fallback=twf_fallback,
+        fingerprint=fingerprint(scores_path), scores_path=str(scores_path), auto_rates=f.auto_rates,
+        auto_coverage=f.auto_coverage, **info.model_dump(),
+    )
+    write_json_atomic(out, cal.model_dump(mode="json"))
+    return cal
+
+
+def _check_version(cal: Calibration, path: Path) -> None:
+    if cal.version > CALIBRATION_VERSION or cal.version < 1:
+        raise UserError(f"{path}: field 'version': expected 1 to {CALIBRATION_VERSION}, got {cal.version}")
+    # A version-1 auto file stays valid: its q_hat was fitted for the method it resolved to.
+    uses_lse = cal.aggregator == "lse" and cal.resolved_method in ("lf", "rf", "twf", "crsvp")
+    if cal.version == 1 and (cal.resolved_method == "crsvp" or uses_lse):
+        what = "crsvp's chain" if cal.resolved_method == "crsvp" else "the LogSumExp aggregator"
+        raise UserError(f"{path}: field 'version': a version-1 calibration made with the old definition of "
+                        f"{what}; its q_hat does not apply to the current one: run calibrate again")
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read calibration.json; bad content raises ``UserError`` naming the field."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: calibration file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a readable JSON calibration file ({err})") from None
+    try:
+        cal = Calibration.model_validate(obj)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "file"
+        raise UserError(f"{path}: field '{loc}': {first['msg']}") from None
+    if cal.method not in METHODS or cal.resolved_method not in BASE_METHODS:
+        raise UserError(f"{path}: field 'method': expected one of {', '.join(METHODS)}, got {cal.method!r}")
+    _check_version(cal, path)
+    cal.fitted()  # validates the aggregator fields
+    return cal
+
+
+def predict_file(calibration_path: str | Path, scores_path: str | Path) -> list[dict]:
+    """Per-record sets for a score file, as JSON-ready rows.
+
+    ``covered`` is true/false when the record has a mistake_step, else null.
+    """
+    cal = load_calibration(calibration_path)
+    fitted = cal.fitted()
+    rows = []
+    for rec in read_score_file(scores_path):
+        ps = predict(fitted, rec)
+        rows.append({
+            "id": rec.id, "n_steps": rec.n_steps, "set": list(ps.steps), "set_size": len(ps.steps),
+            "restart_step": min(ps.steps) if ps.steps else None, "nfe": ps.nfe,
+            "fallback": ps.fallback, "method": fitted.resolved_method,
+            "q_hat": "inf" if math.isinf(fitted.q_hat) else fitted.q_hat,
+            "covered": None if rec.mistake_step is None else rec.mistake_step in ps.steps,
+        })
+    return rows

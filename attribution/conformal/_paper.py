@@ -1,0 +1,164 @@
+"""The paper's set families (Feng et al., "Conformal Agent Error Attribution", arXiv 2605.06788).
+
+Each reduces to per-step inclusion thresholds ``h``: step ``i`` is in the set
+iff ``h[i] <= q_hat``, and a trajectory's calibration score is ``h[e]`` for
+its decisive step ``e`` (see the package docstring for why that carries the
+guarantee).
+
+- ``vcp``: ``h[i] = 1 - s_i`` (the set need not be contiguous).
+- ``lf``: ``h[i] = g(c_i..c_{l-1})``; ``g`` grows with the segment, so
+  ``{i : h[i] <= q_hat}`` is the longest suffix with ``g <= q_hat``.
+- ``rf``: ``h[i] = g(c_0..c_i)``: the longest prefix with ``g <= q_hat``.
+- ``twf``: ``h[i] = max(lf, rf)``: the intersection of both, which may be
+  empty, as in the paper. *Beyond the paper* (named option
+  ``twf_fallback``, off by default): an empty intersection is replaced by
+  the single most likely step (first argmax); that only adds coverage.
+- ``crsvp``: hierarchical conformal prediction over a binary tree whose
+  leaves are the steps. The tree is the one the authors' released code
+  builds (``tree_crsvp_conformal.py``): adjacent nodes are paired bottom-up,
+  an odd last node is carried up alone, so the nodes of level ``t`` are the
+  aligned blocks ``[k 2^t, min((k+1) 2^t, l) - 1]``. The candidate sets are
+  the nodes on the path from the most likely leaf (first argmax) to the
+  root: ``B_0 = ∅ ⊂ B_1 = {argmax} ⊂ B_2 = parent ⊂ ... ⊂ B_L = whole``
+  (a carried node equals its child and is skipped). With ``u ~ U(0, 1]``
+  drawn per trajectory, every step first reached at ``B_j`` gets
+  ``v_j = g(B_{j-1}) + u (g(B_j) - g(B_{j-1}))`` (monotone in j, so the set
+  is always a tree node ``B_j``). The randomisation breaks ties between
+  equal set scores, so coverage is close to exactly 1 - alpha.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attribution.conformal._aggregators import INF, Aggregator, prefix_scores, segment_score, suffix_scores
+from descriptor.errors import UserError
+
+PAPER_METHODS = ("vcp", "crsvp", "lf", "rf", "twf")
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class PredictionSet:
+    """A conformal set of 0-indexed steps and the scorer evaluations it needed."""
+
+    steps: tuple[int, ...]
+    nfe: int  # distinct steps whose score the procedure needed
+    fallback: bool = False  # twf with twf_fallback: empty intersection replaced by the top-1 step
+
+
+def first_argmax(s: Sequence[float]) -> int:
+    """Index of the first largest score."""
+    return int(np.argmax(np.asarray(s, dtype=float)))
+
+
+def tree_path(n: int, leaf: int) -> list[tuple[int, int]]:
+    """Distinct tree nodes from ``leaf`` up to the root over steps ``0..n-1``.
+
+    Level ``t`` holds the aligned blocks ``[k 2^t, min((k+1) 2^t, n) - 1]``
+    (bottom-up pairing of adjacent nodes, an odd last node carried up alone).
+
+    >>> tree_path(5, 3)
+    [(3, 3), (2, 3), (0, 3), (0, 4)]
+    >>> tree_path(4, 1)
+    [(1, 1), (0, 1), (0, 3)]
+    """
+    if not 0 <= leaf < n:
+        raise ValueError(f"leaf {leaf} outside 0..{n - 1}")
+    path = [(leaf, leaf)]
+    width = 1
+    while path[-1] != (0, n - 1):
+        width *= 2
+        lo = (leaf // width) * width
+        node = (lo, min(lo + width, n) - 1)
+        if node != path[-1]:
+            path.append(node)
+    return path
+
+
+def crsvp_levels(s: Sequence[float], agg: Aggregator) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """crsvp's chain ``B_1..B_L`` (tree nodes, leaf first) and ``g(B_0..B_L)``
+    (``g(B_0) = g(∅) = 0``, ``g(B_L) = g(whole) = inf``)."""
+    path = tree_path(len(s), first_argmax(s))
+    return path, np.array([0.0] + [segment_score(s, lo, hi, agg) for lo, hi in path])
+
+
+def crsvp_thresholds(s: Sequence[float], agg: Aggregator, u: float) -> np.ndarray:
+    """``h[i] = v_j`` for the first chain node ``B_j`` holding step ``i``."""
+    if not 0.0 < u <= 1.0:
+        raise ValueError(f"u must be in (0, 1], got {u}")
+    path, g = crsvp_levels(s, agg)
+    h = np.empty(len(s))
+    prev = (path[0][0], path[0][0] - 1)  # the empty set
+    for j, (lo, hi) in enumerate(path, start=1):
+        v = INF if math.isinf(g[j]) else g[j - 1] + u * (g[j] - g[j - 1])
+        h[lo : prev[0]] = v
+        h[prev[1] + 1 : hi + 1] = v
+        prev = (lo, hi)
+    return h
+
+
+def paper_thresholds(s: Sequence[float], method: str, agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """Per-step inclusion thresholds ``h`` of one of the paper's methods."""
+    if method == "vcp":
+        return 1.0 - np.asarray(s, dtype=float)
+    if method == "lf":
+        return suffix_scores(s, agg)
+    if method == "rf":
+        return prefix_scores(s, agg)
+    if method == "twf":
+        return np.maximum(suffix_scores(s, agg), prefix_scores(s, agg))
+    if method == "crsvp":
+        return crsvp_thresholds(s, agg, u)
+    raise UserError(f"method: expected one of {', '.join(PAPER_METHODS)}, got {method!r}")
+
+
+def filtration_nfe(method: str, n: int, suffix_in: int, prefix_in: int) -> int:
+    """Distinct steps an early-stopped lf/rf/twf scan scores at a finite ``q_hat``.
+
+    ``suffix_in`` = #{i : g(c_i..) <= q_hat}, ``prefix_in`` = #{i : g(..c_i) <= q_hat}.
+    lf scans i = l-1, l-2, ... and stops at the first suffix above q_hat; the
+    whole trajectory is known to score inf, so step 0 is never needed. rf
+    mirrors it; twf runs both scans (union of steps).
+    """
+    j_star, k_star = n - suffix_in, prefix_in - 1
+    lf_lo = max(j_star - 1, 1)  # lf evaluated steps lf_lo..n-1
+    rf_hi = min(k_star + 1, n - 2)  # rf evaluated steps 0..rf_hi
+    lf_count, rf_count = max(0, n - lf_lo), max(0, rf_hi + 1)
+    if method == "lf":
+        return lf_count
+    if method == "rf":
+        return rf_count
+    return lf_count + rf_count - max(0, rf_hi - lf_lo + 1)
+
+
+async def lazy_filtration_set(
+    n: int, score_at: Callable[[int], Awaitable[float]], method: str, q_hat: float, agg: Aggregator
+) -> PredictionSet:
+    """``lf``/``rf`` with early stopping: ``score_at(i)`` is awaited only for the steps the scan needs.
+
+    lf scores i = l-1, l-2, ... and stops at the first suffix whose g exceeds
+    ``q_hat``; g(whole trajectory) = inf, so step 0 is never scored. rf
+    mirrors it from step 0. The set equals ``prediction_set``'s on the
+    full scores, and ``nfe`` (the steps scored) equals its count: the scan
+    is what makes that count true for a scorer that pays per step (an LLM).
+    """
+    if method not in ("lf", "rf"):
+        raise UserError(f"early stopping applies to lf and rf, not {method!r}")
+    if math.isinf(q_hat):
+        return PredictionSet(steps=tuple(range(n)), nfe=0)
+    s = [0.0] * n  # unscored steps are never read: each g below covers scored steps only
+    order = range(n - 1, 0, -1) if method == "lf" else range(0, n - 1)
+    kept: list[int] = []
+    scored = 0
+    for i in order:
+        s[i] = float(await score_at(i))
+        scored += 1
+        g = segment_score(s, i, n - 1, agg) if method == "lf" else segment_score(s, 0, i, agg)
+        if g > q_hat:
+            break
+        kept.append(i)
+    return PredictionSet(steps=tuple(sorted(kept)), nfe=scored)
