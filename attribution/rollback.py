@@ -31,6 +31,7 @@ from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import RunPaths
+from descriptor.records import RollbackRecord
 from mas.sweep.runner import resume_run
 
 log = structlog.get_logger(__name__)
@@ -39,42 +40,6 @@ Strategy = Literal["conformal", "top1", "restart"]
 STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart")
 FAILED_TAIL_CHARS = 1500
 """Characters of the failed continuation shown in the rollback note."""
-
-
-class RollbackRecord(BaseModel):
-    """``rollback_<k>.json``: what one rollback did and what it cost."""
-
-    version: int = 2
-    """2: ``set`` is the true set (may be empty), with ``fallback`` and ``chosen_step``."""
-    run: str
-    """Path prefix of the original run (``.../task/run_<r>``)."""
-    rollback_index: int
-    strategy: str
-    set: list[int]
-    """Steps the strategy flagged (conformal set, the top-1 step, or all steps); may be empty (see fallback)."""
-    fallback: bool = False
-    """True when ``set`` was empty and the restart point was substituted (the last step)."""
-    chosen_step: int | None = None
-    """The step the strategy pointed at (first of ``set``, or the substitute)."""
-    restart_step: int
-    """First step redone: the first step of ``chosen_step``'s super-step; steps before it are kept."""
-    n_steps: int
-    """Trajectory steps of the original run."""
-    steps_redone: int
-    """Trajectory steps the rollback produced."""
-    cost: float
-    """(n_steps - restart_step) / n_steps: the fraction of the original steps redone (restart = 1.0)."""
-    tokens: int
-    """Tokens spent by the resumed run (tokens)."""
-    scoring_nfe: int = 0
-    """Model calls spent scoring the steps."""
-    success: bool
-    answer: str
-    decisive_step: int | None
-    """The known decisive error (scripted injection), when there is one."""
-    covered: bool | None
-    """Whether ``set`` (the true set, never the substitute) holds the decisive step (None when unknown)."""
-    wall_time_s: float
 
 
 class Choice(BaseModel):
@@ -175,7 +140,7 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
         run=str(run.prefix), rollback_index=k, strategy=strategy, set=members,
         fallback=choice.fallback, chosen_step=choice.step, restart_step=restart,
         n_steps=traj.n_steps, steps_redone=outcome.steps_redone,
-        cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome.tokens, scoring_nfe=scoring_nfe,
+        cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome.tokens, cost_usd=outcome.cost_usd, scoring_nfe=scoring_nfe,
         success=outcome.success, answer=outcome.answer, decisive_step=decisive,
         covered=None if decisive is None else decisive in members, wall_time_s=time.perf_counter() - t0,
     )

@@ -14,12 +14,13 @@ import structlog
 
 from attribution.conformal import Calibration
 from attribution.loaders import load_runs_dir
-from attribution.rollback import STRATEGIES, Choice, RollbackRecord, rollback_one, set_choice
+from attribution.rollback import STRATEGIES, Choice, rollback_one, set_choice
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
+from descriptor.records import RollbackRecord
 
 log = structlog.get_logger(__name__)
 

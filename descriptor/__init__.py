@@ -18,6 +18,7 @@ _EXPORTS = {
     "RunMetrics": "descriptor.run_metrics",
     "RunPaths": "descriptor.layout",
     "RunRecord": "descriptor.run_files",
+    "RollbackRecord": "descriptor.records",
     "RunResult": "descriptor.records",
     "TRACE_VERSION": "descriptor.events",
     "TraceEvent": "descriptor.events",

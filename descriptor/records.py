@@ -128,3 +128,41 @@ class RunResult(RunIdentity):
     wall_time_s: float
     """Wall time of the graph run (s)."""
     error: str | None = None
+
+
+class RollbackRecord(_Record):
+    """``run_<r>.rollback_<k>.json``: what one rollback of a failed run did and what it cost (written by attribution)."""
+
+    version: int = 2
+    """2: ``set`` is the true set (may be empty), with ``fallback`` and ``chosen_step``."""
+    run: str
+    """Path prefix of the original run (``.../task/run_<r>``)."""
+    rollback_index: int
+    strategy: str
+    set: list[int]
+    """Steps the strategy flagged (conformal set, the top-1 step, or all steps); may be empty (see fallback)."""
+    fallback: bool = False
+    """True when ``set`` was empty and the restart point was substituted (the last step)."""
+    chosen_step: int | None = None
+    """The step the strategy pointed at (first of ``set``, or the substitute)."""
+    restart_step: int
+    """First step redone: the first step of ``chosen_step``'s super-step; steps before it are kept."""
+    n_steps: int
+    """Trajectory steps of the original run."""
+    steps_redone: int
+    """Trajectory steps the rollback produced."""
+    cost: float
+    """(n_steps - restart_step) / n_steps: the fraction of the original steps redone (restart = 1.0)."""
+    tokens: int
+    """Tokens spent by the resumed run (tokens)."""
+    cost_usd: float = 0.0
+    """What the resumed run cost (USD)."""
+    scoring_nfe: int = 0
+    """Model calls spent scoring the steps."""
+    success: bool
+    answer: str
+    decisive_step: int | None
+    """The known decisive error (scripted injection), when there is one."""
+    covered: bool | None
+    """Whether ``set`` (the true set, never the substitute) holds the decisive step (None when unknown)."""
+    wall_time_s: float
