@@ -21,8 +21,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.errors import UserError
+from descriptor.io import write_csv_atomic, write_derived_json
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 """Quality points given up per cost unit: 1e-5 per token (0.01 per 1k tokens), 1.0 per USD."""

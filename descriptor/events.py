@@ -36,7 +36,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
 TRACE_VERSION = 2
 
@@ -376,10 +385,15 @@ def iter_trace_lines(path: str | Path) -> Iterator[tuple[int, Event | None, str 
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                yield lineno, parse_event(data), None
+                # pydantic-core parses and validates a version-2 line in one pass (a third of json.loads plus
+                # validation); a version-1 line is read as data and upgraded first.
+                if '"version":1,' in line[:16]:
+                    data = json.loads(line)
+                    if not isinstance(data, dict):
+                        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                    yield lineno, parse_event(data), None
+                else:
+                    yield lineno, _ADAPTER.validate_json(line), None
             except (ValueError, ValidationError) as err:  # JSONDecodeError is a ValueError
                 yield lineno, None, f"invalid trace line: {str(err).splitlines()[0]}"
 

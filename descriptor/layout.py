@@ -37,6 +37,8 @@ ROLLBACK_RECORD = ".json"
 INDEX_NAME = "runs.jsonl"
 """The experiment-level index of finished runs (one line per result, appended as runs finish)."""
 MANIFEST_NAME = "manifest.json"
+SUMMARY_CACHE_NAME = ".summary_cache.json"
+"""Task descriptors by their run files' fingerprint, so a summary re-reads only the tasks that changed."""
 LOCK_NAME = ".sweep.lock"
 
 _RUN_FILE = re.compile(r"^run_(\d+)(?:\.rollback_(\d+))?(\.[a-z_]+(?:\.[a-z]+)?)(-wal|-shm|-journal)?$")

@@ -20,8 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from descriptor.io import write_bytes_atomic
 from descriptor.economics import EconomicsSettings
+from descriptor.io import write_bytes_atomic
 
 PLOT_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
 

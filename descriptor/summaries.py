@@ -11,15 +11,19 @@ Written (atomically, deterministically, so a rerun is byte-identical):
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
-from descriptor.run_files import RunIssue, load_task_runs, run_indices
+from descriptor.errors import UserError
+from descriptor.io import json_bytes, write_csv_atomic, write_derived_json
+from descriptor.layout import SUFFIXES, SUMMARY_CACHE_NAME, find_task_dirs
+from descriptor.run_files import RunIssue, load_task_runs
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
     PASS_AT_K,
@@ -27,9 +31,8 @@ from descriptor.task_descriptor import (
     compute_task_descriptor,
     mean,
 )
-from descriptor.task_files import write_task_files
+from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
-from descriptor.errors import UserError
 
 ROLLUP_FIELDS: tuple[str, ...] = (
     "benchmark", "system", "n_tasks", "n_runs", "success_rate", "completion_rate", "eval_avg_score",
@@ -53,6 +56,12 @@ _AVERAGED = {
 }
 
 
+CACHE_VERSION = 1
+"""Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
+PLOTS_KEY = "plots"
+_FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace"))
+
+
 class ExperimentSummary(BaseModel):
     """What ``summarize-experiment`` rebuilt."""
 
@@ -65,15 +74,6 @@ class ExperimentSummary(BaseModel):
     issues: list[RunIssue]
     """Skipped runs and damaged trace lines."""
     n_runs: int
-
-
-def find_task_dirs(root: Path) -> list[Path]:
-    """``<root>/<benchmark>/<system>/<task_id>`` directories holding at least one run file."""
-    out = []
-    for d in sorted(root.glob("*/*/*")):
-        if d.is_dir() and not d.name.startswith(".") and run_indices(d):
-            out.append(d)
-    return out
 
 
 def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str) -> dict[str, Any]:
@@ -92,24 +92,73 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str) -
     return row
 
 
-def _describe_tasks(root: Path) -> tuple[list[dict[str, Any]], list[RunIssue], int]:
+def task_fingerprint(task_dir: Path) -> str:
+    """What a task's descriptor depends on: its run files' names, sizes and modification times.
+
+    Finished run files never change (``result.json`` is written last), so
+    a task whose fingerprint is unchanged has an unchanged descriptor; a run
+    redone (an error retried) or a file damaged by hand changes it.
+    """
+    entries = []
+    for p in task_dir.iterdir():
+        if p.name.startswith("run_") and ".rollback_" not in p.name and p.name.endswith(_FINGERPRINTED):
+            st = p.stat()
+            entries.append((p.name, st.st_size, st.st_mtime_ns))
+    derived = tuple((task_dir / name).exists() for name in TASK_FILES)
+    return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived)).encode()).hexdigest()[:32]
+
+
+def _describe_task(root: Path, task_dir: Path) -> tuple[dict[str, Any] | None, list[RunIssue], int]:
+    identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
+    runs, found = load_task_runs(task_dir, identity)
+    # Paths relative to the root keep the written files identical wherever the tree lives.
+    found = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in found]
+    if not runs:
+        return None, found, 0
+    d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
+    check_consistency(d, str(task_dir))
+    write_task_files(task_dir, runs, d, found)
+    return d, found, len(runs)
+
+
+def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], list[RunIssue], int]:
+    """Every task's descriptor; a task whose run files are unchanged since the last summary is not re-read.
+
+    ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run count from the
+    last summary; it is updated in place.
+    """
     descriptors: list[dict[str, Any]] = []
     issues: list[RunIssue] = []
     n_runs = 0
+    seen = set()
     for task_dir in find_task_dirs(root):
-        identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-        runs, found = load_task_runs(task_dir, identity)
-        # Paths relative to the root keep the written files identical wherever the tree lives.
-        found = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in found]
+        rel = str(task_dir.relative_to(root))
+        seen.add(rel)
+        fp, hit = task_fingerprint(task_dir), cache.get(rel)
+        d = None
+        if hit is not None and hit["fingerprint"] == fp:
+            found, n = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"]
+            if n:
+                d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
+        else:
+            d, found, n = _describe_task(root, task_dir)
+            cache[rel] = {"fingerprint": task_fingerprint(task_dir), "issues": [i.model_dump() for i in found],
+                          "n_runs": n}  # fingerprinted after the task files were written
         issues.extend(found)
-        if not runs:
-            continue
-        n_runs += len(runs)
-        d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
-        check_consistency(d, str(task_dir))
-        write_task_files(task_dir, runs, d, found)
-        descriptors.append(d)
+        if d is not None:
+            descriptors.append(d)
+            n_runs += n
+    for gone in set(cache) - seen:
+        del cache[gone]
     return descriptors, issues, n_runs
+
+
+def _read_cache(root: Path) -> dict[str, Any]:
+    try:
+        cache = json.loads((root / SUMMARY_CACHE_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) and cache.get("version") == CACHE_VERSION else {}
 
 
 def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,7 +208,9 @@ def summarize_experiment(
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline, seed=seed)
-    descriptors, issues, n_runs = _describe_tasks(root)
+    cache = _read_cache(root)
+    tasks = cache.setdefault("tasks", {})
+    descriptors, issues, n_runs = _describe_tasks(root, tasks)
     if not descriptors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
     rollups = _write_system_summaries(root, descriptors)
@@ -175,9 +226,17 @@ def summarize_experiment(
         "issues": [i.model_dump() for i in issues],
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
-    if plots:  # matplotlib is imported only when plotting
-        from descriptor.plots import write_plots
+    # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
+    plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
+                                         sort_keys=True)).hexdigest()
+    if plots and (cache.get(PLOTS_KEY) != plots_fp or not (root / "plots").is_dir()):
+        from descriptor.plots import (
+            write_plots,  # matplotlib is imported only when plotting
+        )
 
         write_plots(root / "plots", descriptors, rollups, topology, settings)
+        cache[PLOTS_KEY] = plots_fp
+    cache["version"] = CACHE_VERSION
+    write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
                              economics=economics, issues=issues, n_runs=n_runs)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from descriptor.run_files import RunRecord
 from descriptor.errors import UserError
+from descriptor.run_files import RunRecord
 
 PASS_AT_K: tuple[int, ...] = (1, 3, 5, 8)
 

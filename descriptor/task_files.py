@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from descriptor.events import Decision, Event, is_system_actor
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
-from descriptor.events import Decision, Event, is_system_actor
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS
 
 CONTROLLER = "system:controller"
@@ -112,6 +112,9 @@ def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: 
     out["skipped_runs"] = sorted({i.path for i in issues if not i.included})
     out["damaged_traces"] = [{"path": i.path, "line": i.line} for i in issues if i.kind == "damaged_trace"]
     return out
+
+
+TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json")
 
 
 def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> None:

@@ -201,3 +201,23 @@ def test_scripted_experiment_end_to_end(tmp_path):
     assert s.n_runs == 12 * len(systems.split(","))
     out = verify(root)
     assert out.returncode == 0, out.stdout
+
+
+def test_a_second_summary_reads_only_the_tasks_whose_runs_changed(tmp_path, monkeypatch):
+    root = build_experiment(tmp_path / "exp", tasks=3, runs=2)
+    first = summarize_experiment(root, plots=False)
+    import descriptor.summaries as summaries
+
+    read: list[str] = []
+    real = summaries.load_task_runs
+    monkeypatch.setattr(summaries, "load_task_runs", lambda d, *a, **k: read.append(d.name) or real(d, *a, **k))
+    again = summarize_experiment(root, plots=False)
+    assert read == [] and again.rollups == first.rollups and again.descriptors == first.descriptors
+    # a run redone (its result rewritten) changes only its task
+    write_run(root / "arith" / "sas" / "t1", 1, [ev("solver", "finalize", content="42", tin=7)], success=True)
+    changed = summarize_experiment(root, plots=False)
+    assert read == ["t1"] and changed.rollups != first.rollups
+    # a deleted task file is rewritten
+    (root / "arith" / "debate" / "t0" / "analysis.json").unlink()
+    summarize_experiment(root, plots=False)
+    assert read == ["t1", "t0"] and (root / "arith" / "debate" / "t0" / "analysis.json").is_file()

@@ -263,3 +263,22 @@ def test_sigterm_half_way_then_resume_equals_an_uninterrupted_sweep(tmp_path):
     whole = run_script(tmp_path, EXPERIMENT_ID="whole", **env)
     assert whole.returncode == 0, whole.stderr
     assert comparable_summary(root) == comparable_summary(tmp_path / "out" / "whole")
+
+
+async def test_resume_reads_the_index_and_rebuilds_it_when_lost(tmp_path, monkeypatch):
+    from descriptor.run_index import read_index
+    import mas.sweep.loop as loop
+
+    req = scripted_request(tmp_path)
+    first = await run_experiment(req)
+    root = tmp_path / "e"
+    assert sorted(read_index(root)) == sorted(r.run_id for r in first)
+    checked: list[str] = []
+    real = loop.finished_result
+    monkeypatch.setattr(loop, "finished_result", lambda spec: checked.append(spec.run_id) or real(spec))
+    await run_experiment(req)
+    assert checked == []  # every finished run answered by the index, no result.json parsed
+    (root / "runs.jsonl").unlink()
+    again = await run_experiment(req)
+    assert sorted(checked) == sorted(r.run_id for r in first)  # found in their directories ...
+    assert sorted(read_index(root)) == sorted(r.run_id for r in again)  # ... and indexed again

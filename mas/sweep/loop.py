@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from descriptor.records import RunResult
+from descriptor.run_index import append_entries, entry, read_index
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress
@@ -110,18 +111,32 @@ def _stop_on_signals(task: asyncio.Task[Any], received: list[int]) -> Iterator[N
             loop.remove_signal_handler(sig)
 
 
-def _split_finished(specs: list[RunSpec], store: ManifestStore, stats: SweepStats,
+def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stats: SweepStats,
                     results: dict[str, RunResult]) -> list[RunSpec]:
-    """Record runs finished earlier; return those still to run."""
-    todo = []
+    """Record runs finished earlier; return those still to run.
+
+    The index (``runs.jsonl``) answers for most runs with one read; a run it
+    does not list (or lists for a ``result.json`` that is gone) is checked in
+    its directory, and a finished one found there is added back to the index.
+    """
+    index = read_index(root)
+    todo, repaired = [], []
     for spec in specs:
-        if (result := finished_result(spec)) is not None:
+        line = index.get(spec.run_id)
+        if line is not None and line.matches(spec.paths.result) and not spec.key.mismatch(line.result):
+            result: RunResult | None = line.result
+        else:
+            result = finished_result(spec)
+            if result is not None:
+                repaired.append(entry(result, spec.paths.result))
+        if result is not None:
             results[spec.run_id] = result
             store.mark_finished(spec, result, seen_now=False)
             stats.add(result, skipped=True)
         else:
             store.mark_pending(spec)
             todo.append(spec)
+    append_entries(root, repaired)
     return todo
 
 
@@ -134,7 +149,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
     stats = SweepStats(total=len(specs))
     results: dict[str, RunResult] = {}
-    todo = _split_finished(specs, store, stats, results)
+    todo = _split_finished(root, specs, store, stats, results)
     store.manifest.invocations[-1].skipped = stats.skipped
     store.save()
     saver = _ThrottledSave(store, manifest_interval_s)
@@ -147,6 +162,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
         else:
             results[spec.run_id] = result
+            append_entries(root, [entry(result, spec.paths.result)])
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result)
         view.update(stats)

@@ -98,8 +98,9 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
                      error: str | None = None) -> None:
     """Write the trajectory as JSON and as a Markdown transcript."""
     rows = trajectory(events)
+    # Compact: the Markdown transcript is the one people read; indentation was half of this file's bytes.
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
-                                              "evaluation": evaluation, "error": error, "events": rows})
+                                              "evaluation": evaluation, "error": error, "events": rows}, indent=None)
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
     if reference is not None:
         lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]

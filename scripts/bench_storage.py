@@ -1,0 +1,130 @@
+"""Print what a sweep costs on disk and what summarising it costs, on scripted sweeps of 100 and 400 runs.
+
+    python scripts/bench_storage.py                 # 100 and 400 runs (about 1 min)
+    python scripts/bench_storage.py --big 10000     # and a 10,000-run sweep (about 10 min on 2 cores)
+
+Sweeps: ``sas``, ``supervisor``, ``debate`` and ``orchestrator`` on arith with the scripted model,
+25 tasks x 1 run (100 runs) and 25 tasks x 4 runs (400 runs); ``--inject-rate`` makes that share of runs
+fail (failed runs keep their checkpoints, so they cost more disk). Figures:
+
+- disk per run: the apparent size (as ``du --apparent-size`` counts it) of the whole experiment directory,
+  summaries included, divided by its runs; and of the run files alone;
+- ``summarize-experiment`` (the CLI, a fresh process, plots included) on a cold experiment (no summary
+  written yet): its start-up is the intercept and its cost per run the slope of the wall time over the two
+  sizes; then the same command again after adding runs (incremental: only changed tasks are re-read).
+
+Targets (issue 24): <= 40 KB per run, start-up <= 1.5 s, <= 1.0 ms per additional run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEMS = "sas,supervisor,debate,orchestrator"
+DERIVED = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json", "summary.json", "summary.csv",
+           ".summary_cache.json")
+RUN_FILE_PREFIX = "run_"
+
+
+def sweep(out: Path, exp: str, tasks: int, runs: int, inject: float) -> None:
+    cmd = [sys.executable, "main.py", "run", "--benchmark", "arith", "--systems", SYSTEMS, "--model", "scripted",
+           "--task-limit", str(tasks), "--runs-per-task", str(runs), "--output-root", str(out), "--experiment-id",
+           exp, "--progress", "none", "--concurrency", "8", "--set", "benchmarks.arith.count=10000"]
+    if inject:
+        cmd += ["--inject-errors", str(inject)]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+
+
+def apparent(root: Path, *, runs_only: bool = False) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if not runs_only or f.startswith(RUN_FILE_PREFIX):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+def clear_summaries(root: Path) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if f in DERIVED or (Path(dirpath) == root and not f.startswith(("manifest", "runs.jsonl"))):
+                os.unlink(os.path.join(dirpath, f))
+    shutil.rmtree(root / "plots", ignore_errors=True)
+
+
+def summarize(root: Path, *, plots: bool = True) -> float:
+    cmd = [sys.executable, "main.py", "summarize-experiment", "--experiment-root", str(root)]
+    if not plots:
+        cmd.append("--no-plots")
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def n_runs(root: Path) -> int:
+    return sum(1 for _ in root.rglob("run_*.result.json"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--big", type=int, default=0, help="also a sweep of about this many runs (multiple of 100)")
+    ap.add_argument("--inject-rate", type=float, default=0.0, help="share of runs with an injected error")
+    ap.add_argument("--repeats", type=int, default=3, help="summaries timed per size (median)")
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        rows = {}
+        for tasks, runs in ((25, 1), (25, 4)):
+            exp = f"s{tasks * runs * 4}"
+            sweep(out, exp, tasks, runs, args.inject_rate)
+            root = out / exp
+            n = n_runs(root)
+            cold = []
+            for _ in range(args.repeats):
+                clear_summaries(root)
+                cold.append(summarize(root))
+            cold_np = []
+            for _ in range(args.repeats):
+                clear_summaries(root)
+                cold_np.append(summarize(root, plots=False))
+            warm = summarize(root)
+            rows[n] = (sorted(cold)[len(cold) // 2], sorted(cold_np)[len(cold_np) // 2], warm)
+            print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all "
+                  f"({apparent(root, runs_only=True) / n / 1024:.1f} KB/run of run files); "
+                  f"summarize-experiment cold {rows[n][0]:.2f} s ({rows[n][1]:.2f} s without plots), "
+                  f"again unchanged {warm:.2f} s")
+        (n1, (c1, p1, _)), (n2, (c2, p2, _)) = sorted(rows.items())
+        slope, slope_np = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1)
+        print(f"summarize-experiment cold: start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms per run "
+              f"(without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run)")
+        # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
+        root = out / "s100"
+        summarize(root)
+        sweep(out, "s100", 25, 4, args.inject_rate)
+        t = summarize(root)
+        added = n_runs(root) - n1
+        print(f"incremental: {added} runs added to a summarised {n1}-run experiment, summarize-experiment "
+              f"{t:.2f} s = start-up + {(t - (c1 - slope * n1)) / added * 1000:.2f} ms per added run")
+        if args.big:
+            tasks = args.big // 4
+            sweep(out, "big", tasks, 1, args.inject_rate)
+            root = out / "big"
+            n = n_runs(root)
+            t_cold = summarize(root)
+            t_warm = summarize(root)
+            print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all; summarize-experiment cold "
+                  f"{t_cold:.1f} s ({t_cold / n * 1000:.2f} ms/run), again unchanged {t_warm:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
