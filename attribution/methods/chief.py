@@ -52,29 +52,23 @@ from attribution.methods._chief_graph import (
     repair_subtasks,
     self_corrected,
 )
+from attribution.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
-    LLMSession,
     case_header,
     clip,
     display_agent,
     estimate_tokens,
     finish,
     messages,
-    new_session,
     render_steps,
     resolve_agent,
     resolve_step,
-    s_enum,
-    s_list,
-    s_obj,
-    s_step,
-    s_text,
-    s_unit,
     step_views,
     steps_of,
     to_unit,
 )
+from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory, normalize_agent
 
 MAX_WALK_CALLS = 8
@@ -109,7 +103,7 @@ def _log(traj: Trajectory, indices: range | list[int], budget: int, focus: set[i
 # ------------------------------------------------------------------ stages
 
 
-async def decompose(session: LLMSession, traj: Trajectory, header: str) -> tuple[list[Subtask], str]:
+async def decompose(ledger: CaseLedger, traj: Trajectory, header: str) -> tuple[list[Subtask], str]:
     """Subtasks from the model, repaired; equal chunks when the reply is unusable."""
     ex = pick_exemplar(traj)
     ask = (
@@ -122,14 +116,15 @@ async def decompose(session: LLMSession, traj: Trajectory, header: str) -> tuple
         user = f"Example log:\n{ex['log']}\nExample subtasks: {ex['subtasks']}\n\n{header}\n\nLog:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    span = s_obj(name=s_text(40), start=s_step(0, traj.n_steps - 1), end=s_step(0, traj.n_steps - 1))
-    schema = s_obj(reason=s_text(), subtasks=s_list(span, 6, 1))
-    reply = await session.ask("decompose", build, meta={"attr_n_steps": traj.n_steps}, schema=schema)
-    obj = session.parse("decompose", reply) or {}
+    last = traj.n_steps - 1
+    span = contract("Span", name=text(40), start=step_in(0, last), end=step_in(0, last))
+    schema = schema_of(contract("DecomposeReply", reason=text(), subtasks=many(span, 6, 1)))
+    reply = await ledger.ask("decompose", build, meta={"attr_n_steps": traj.n_steps}, schema=schema)
+    obj = ledger.parse("decompose", reply) or {}
     subs = repair_subtasks(obj.get("subtasks"), traj.n_steps)
     if subs:
         return subs, "model"
-    session.note_fallback("decompose", "equal_chunks")
+    ledger.note_fallback("decompose", "equal_chunks")
     return fallback_subtasks(traj), "equal_chunks"
 
 
@@ -190,7 +185,7 @@ def resolve_index(value: Any, allowed: set[int]) -> int | None:
     return int(m.group()) if m and int(m.group()) in allowed else None
 
 
-async def oracle_batch(session: LLMSession, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
+async def oracle_batch(ledger: CaseLedger, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
     """The virtual oracles of the subtasks in ``batch`` (one call), each with its verdict (``satisfied``)."""
     listing = "\n".join(f"{s.index}. '{s.name}' = steps {s.start}-{s.end}" for s in batch)
     ask = (
@@ -206,34 +201,34 @@ async def oracle_batch(session: LLMSession, traj: Trajectory, header: str, batch
         text, report = _log(traj, shown, budget - ORACLE_FIXED_TOKENS)
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    item = s_obj(subtask=s_enum([s.index for s in batch]), **{k: s_text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS},
-                 satisfied=s_enum(["yes", "no"]))
-    schema = s_obj(oracles=s_list(item, len(batch), len(batch)))
+    item = contract("Oracle", subtask=one_of([s.index for s in batch]),
+                    **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS}, satisfied=YesNo)
+    schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
     meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await session.ask("oracle", build, meta=meta, schema=schema)
-    items = _oracle_items(session.parse("oracle", reply) or {}, batch)
+    reply = await ledger.ask("oracle", build, meta=meta, schema=schema)
+    items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
     out = []
     for sub in batch:
         raw = items.get(sub.index)
         if raw is None:
-            session.note_fallback("oracle", f"missing_subtask_{sub.index}")
+            ledger.note_fallback("oracle", f"missing_subtask_{sub.index}")
         raw = raw or {}
         verdict = {k: clip(str(raw.get(k, "")), 200) for k in ORACLE_FIELDS}
         out.append({"subtask": sub.index, **verdict, "satisfied": _yes(raw.get("satisfied"))})
     return out
 
 
-async def oracles(session: LLMSession, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
+async def oracles(ledger: CaseLedger, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
     """A virtual oracle and verdict for every subtask, in order, batched as the reply and prompt budgets allow."""
     sizes = [estimate_tokens(render_steps(step_views(traj, sub.steps), 10**9)[0]) for sub in subtasks]
-    budget = session.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
+    budget = ledger.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
     out: list[dict[str, Any]] = []
-    for batch in oracle_batches(subtasks, session.reply_tokens, sizes, budget):
-        out += await oracle_batch(session, traj, header, batch)
+    for batch in oracle_batches(subtasks, ledger.reply_tokens, sizes, budget):
+        out += await oracle_batch(ledger, traj, header, batch)
     return out
 
 
-async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
+async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
     """The responsible agent inside ``sub``, and how it was chosen."""
     names = actors(traj, sub)
     if len(names) == 1:
@@ -253,17 +248,17 @@ async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: 
         user = f"{header}\n\nAgents' observation/thought/action/result:\n{tuples}\n\nSteps:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    schema = s_obj(reason=s_text(), agent=s_enum(names))
-    reply = await session.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
-    obj = session.parse("agent", reply) or {}
+    schema = schema_of(contract("AgentReply", reason=text(), agent=one_of(names)))
+    reply = await ledger.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
+    obj = ledger.parse("agent", reply) or {}
     agent = resolve_agent(traj, obj.get("agent"))
     if agent in names:
         return agent, "model"
-    session.note_fallback("agent", "first_actor")
+    ledger.note_fallback("agent", "first_actor")
     return names[0], "first_actor"
 
 
-async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
+async def pick_steps(ledger: CaseLedger, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
     """Candidate steps of ``agent`` in ``sub``, the model's choice first, then its alternatives, then the rest."""
     own = steps_of(traj, agent, sub.steps)
     if len(own) <= 1:
@@ -277,17 +272,17 @@ async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Su
         text, report = _log(traj, sub.steps, budget - 250, focus=set(own))
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    schema = s_obj(reason=s_text(), step=s_enum(own), alternatives=s_list(s_enum(own), 2))
-    reply = await session.ask("step", build, meta={"attr_candidates": own}, schema=schema)
-    obj = session.parse("step", reply) or {}
+    schema = schema_of(contract("StepReply", reason=text(), step=one_of(own), alternatives=many(one_of(own), 2)))
+    reply = await ledger.ask("step", build, meta={"attr_candidates": own}, schema=schema)
+    obj = ledger.parse("step", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]
     if not picked:
-        session.note_fallback("step", "agent_steps_in_order")
+        ledger.note_fallback("step", "agent_steps_in_order")
     return list(dict.fromkeys([s for s in picked if s in own] + own))
 
 
-async def counterfactual(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
+async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
     """Local + data-flow counterfactual on ``step``: would fixing it succeed, or was its input wrong, and where?
 
     ``source_step`` is kept only when it is a data ancestor of ``step``
@@ -308,13 +303,12 @@ async def counterfactual(session: LLMSession, traj: Trajectory, header: str, gra
         text, report = _log(traj, shown, budget - 300, focus={step})
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    yes_no = s_enum(["yes", "no"])
-    source = {"anyOf": [s_enum(ancestors), {"type": "null"}]} if ancestors else {"type": "null"}
-    schema = s_obj(reason=s_text(), fix_here_succeeds=yes_no, input_was_wrong=yes_no, source_step=source,
-                   confidence=s_unit())
+    source = one_of(ancestors) | None if ancestors else None
+    schema = schema_of(contract("CounterfactualReply", reason=text(), fix_here_succeeds=YesNo, input_was_wrong=YesNo,
+                                source_step=source, confidence=unit()))
     meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors}
-    reply = await session.ask("counterfactual", build, meta=meta, schema=schema)
-    obj = session.parse("counterfactual", reply) or {}
+    reply = await ledger.ask("counterfactual", build, meta=meta, schema=schema)
+    obj = ledger.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     return {
         "step": step,
@@ -349,7 +343,7 @@ def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int
 
 
 async def _counterfactual_walk(
-    session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
+    ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
 ) -> tuple[int, list[dict[str, Any]], str]:
     """Follow corrupted inputs back along data edges to the first corrupted data; returns (step, hops, why it stopped).
 
@@ -359,7 +353,7 @@ async def _counterfactual_walk(
     step, hops, visited = screened[0], [], set()
     while len(hops) < MAX_WALK_CALLS:
         visited.add(step)
-        cf = await counterfactual(session, traj, header, graph, step)
+        cf = await counterfactual(ledger, traj, header, graph, step)
         hops.append(cf)
         src = cf["source_step"]
         if cf["input_was_wrong"] and src is not None and src not in visited:
@@ -369,26 +363,26 @@ async def _counterfactual_walk(
             step = screened[1]  # the local counterfactual rejects it: next candidate
             continue
         return step, hops, "no_earlier_corruption"
-    session.note_fallback("counterfactual", "walk_budget")
+    ledger.note_fallback("counterfactual", "walk_budget")
     return step, hops, "budget"
 
 
 async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
-    session = new_session(ctx, "chief")
+    ledger = new_ledger(ctx, "chief")
     header = case_header(traj, ctx.with_ground_truth)
-    subtasks, how = await decompose(session, traj, header)
+    subtasks, how = await decompose(ledger, traj, header)
     graph = build_graph(traj, subtasks)
-    verdicts = await oracles(session, traj, header, subtasks)
+    verdicts = await oracles(ledger, traj, header, subtasks)
     failed = next((sub for sub, v in zip(subtasks, verdicts, strict=True) if v["satisfied"] is False), None)
     if failed is None:
         # No subtask admitted failure: the last one did not deliver the right answer.
         failed = subtasks[-1]
-        session.note_fallback("oracle", "no_failed_subtask_last")
+        ledger.note_fallback("oracle", "no_failed_subtask_last")
     verdict = verdicts[failed.index]
-    agent, agent_how = await pick_agent(session, traj, header, graph, failed, verdict)
-    candidates = await pick_steps(session, traj, header, failed, agent)
+    agent, agent_how = await pick_agent(ledger, traj, header, graph, failed, verdict)
+    candidates = await pick_steps(ledger, traj, header, failed, agent)
     screened, screen_log = screen_candidates(traj, graph, candidates)
-    step, hops, stop = await _counterfactual_walk(session, traj, header, graph, screened)
+    step, hops, stop = await _counterfactual_walk(ledger, traj, header, graph, screened)
     agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
     details = {
         "decomposition": how,
@@ -402,7 +396,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
         "walk_stop": stop,
         "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
     }
-    return finish(session, traj, agent, step, _confidence(hops), details)
+    return finish(ledger, traj, agent, step, _confidence(hops), details)
 
 
 def _confidence(hops: list[dict[str, Any]]) -> float:
