@@ -83,6 +83,9 @@ def _attribute(args: argparse.Namespace) -> int:
               f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
     for s in res["skipped_files"]:
         print(f"skipped {s['path']}: {s['reason']}")
+    if res["excluded_training_records"]:
+        print(f"left out {len(res['excluded_training_records'])} record(s) the method was built from "
+              f"(see results.json excluded_training_records)")
     if res["n_resumed"]:
         print(f"kept {res['n_resumed']} case(s) finished by an earlier run into {args.out}")
     print(f"wrote {args.out}/predictions.jsonl and {args.out}/results.json")

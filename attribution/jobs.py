@@ -273,6 +273,14 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
 
     method = build_method(job.method, job.method_options)
     loaded = load_source(job)
+    # A method built from some records (CHIEF's exemplar pool) is never evaluated on them.
+    is_training = getattr(method, "is_training_record", None)
+    excluded = [t.id for t in loaded.trajectories if is_training is not None and is_training(t)]
+    if excluded:
+        kept = [t for t in loaded.trajectories if t.id not in set(excluded)]
+        if not kept:
+            raise UserError(f"every trajectory in {job.data_dir or job.runs_dir} is one {job.method} was built from")
+        loaded = LoadResult(trajectories=kept, skipped=loaded.skipped)
     model, facts = open_model(job)
     out = Path(job.out)
     settings = _settings(job, facts, method)
@@ -299,6 +307,7 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     results = {
         **settings, "context_window": facts["context_window"], "date": _now(), "wall_seconds": wall,
         "n_cases": len(records), "n_resumed": len(records) - len(fresh), **_source_record(job, loaded),
+        "excluded_training_records": excluded,
         "metrics": attribution_metrics(records),
     }
     write_text_atomic(out / "predictions.jsonl", "".join(_prediction_line(r) + "\n" for r in records))

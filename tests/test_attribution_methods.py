@@ -364,7 +364,8 @@ async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> Non
     assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
     assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
     assert set(pred.details["oracles"][0]) >= {"goal", "preconditions", "key_evidence", "acceptance"}
-    assert pred.step == 5 and pred.nfe == 4  # decompose, 2 oracles in one call, agent, counterfactual (single-step agent)
+    # decompose, the graph, 2 oracles in one call, agent, counterfactual (single-step agent)
+    assert pred.step == 5 and pred.nfe == 5
 
 
 async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
@@ -428,13 +429,18 @@ async def test_chief_writes_an_oracle_for_every_subtask(reply_tokens: int, calls
     assert pred.details["failed_subtask"] == 0 and pred.step == traj.mistake_step
 
 
-async def test_chief_judges_long_subtasks_in_calls_of_their_own() -> None:
+@pytest.mark.parametrize("graph", ["model", "regex"])
+async def test_chief_judges_long_subtasks_in_calls_of_their_own(graph: str) -> None:
     traj = long_traj()  # two subtasks of 65 steps, far beyond a 2048-token window together
     model = RecordingModel(seed=0)
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model), context_window=2048, max_output_tokens=256))
+    pred = await METHODS["chief"](graph=graph)(traj, MethodContext(model=bound(model), context_window=2048,
+                                                                   max_output_tokens=256))
     assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == 2
     assert [v["satisfied"] for v in pred.details["oracles"]] == [False, True]  # the marker at 61 stayed in view
-    assert pred.step == 61
+    if graph == "regex":
+        # The regex loop edges send the 43 look-alike candidates to their loop start; the walk then reaches 61.
+        # (The scripted graph holds 8 edges a call and cannot do that; the step is not this test's point.)
+        assert pred.step == 61
 
 
 def test_oracle_batches_and_reply_matching() -> None:

@@ -2,20 +2,30 @@
 
 Pipeline per case (model calls in brackets):
 
-1. [1] decompose the log into subtasks (one built-in exemplar as few-shot);
-   the reply is repaired into contiguous ranges covering every step once
-   (at most MAX_SUBTASKS = 8).
-2. [0] causal graph: OTAR tuples and typed edges (:mod:`._chief_graph`).
+1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
+   most similar decompositions retrieved from a pool built from the Who&When
+   dev split's training part (:mod:`._chief_exemplars`: lexical similarity,
+   never the case's own record or question) as few-shot; the reply is
+   repaired into contiguous ranges covering every step once (at most
+   MAX_SUBTASKS = 8).
+2. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
+   tuples per agent and subtask, step ``data``/``control`` edges
+   (:mod:`._chief_model_graph`), plus the structural handoff and subtask
+   edges. When the model's graph is unusable the regex graph
+   (:func:`._chief_graph.build_graph`) stands in, recorded in
+   ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
 3. [1 to #subtasks] a virtual oracle for *every* subtask: goal,
    preconditions, key evidence, acceptance criteria, and whether the
    subtask met them. Oracles are batched (:func:`oracle_batches`): one call
    covers consecutive subtasks as long as their oracles fit the reply (5 at
-   512 reply tokens) and their logs fit the prompt whole; so a short log
-   takes one call (two when it has over 5 subtasks), a long one a call per
-   subtask. Backtracking starts at the first failed subtask (the last one
-   when none admits failure).
-4. [≤ 1] the responsible agent within that subtask (skipped when only one
-   agent acts there), [≤ 1] its candidate steps (skipped for a single step).
+   512 reply tokens) and their logs fit the prompt whole.
+4. Oracle-guided backtracking, top-down and in reverse (:func:`backtrack`):
+   from the last subtask that failed its oracle, the walk moves back along
+   the graph's subtask edges (sequential and data) to a failed parent, the
+   latest first, until no parent failed; that subtask is the origin (the
+   last subtask when none admits failure). Then top-down inside it: [≤ 1]
+   the responsible agent (skipped when only one agent acts there), [≤ 1] its
+   candidate steps (skipped for a single step).
 5. Counterfactual screening of the candidates, in order:
    deviation-aware pruning (an error the agent corrected itself later, with
    no error after the fix, is dropped while other candidates remain);
@@ -29,18 +39,21 @@ Pipeline per case (model calls in brackets):
    guard); MAX_WALK_CALLS caps the calls as a cost guard (recorded as
    ``walk_stop: "budget"`` when it cuts a walk).
 
-Model calls per case: at most 1 + #subtasks + 2 + MAX_WALK_CALLS (≤ 19 with
-MAX_SUBTASKS = 8; typically 4-7 on a log that fits the window: one oracle
-call, a walk of one or two steps), re-sends after a length refusal or a
-transient failure not counted.
+Model calls per case: at most 1 + G + #subtasks + 2 + MAX_WALK_CALLS, with
+G graph calls (1 on short logs, at most #subtasks); typically 5-8 on a log
+that fits the window. Re-sends after a length refusal or a transient failure
+are counted too. ``attribute`` leaves the exemplar pool's own records out of
+an evaluation (``run.is_training_record``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
 
+from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import (
     CausalGraph,
     Subtask,
@@ -48,10 +61,10 @@ from attribution.methods._chief_graph import (
     build_graph,
     fallback_subtasks,
     loop_start,
-    pick_exemplar,
     repair_subtasks,
     self_corrected,
 )
+from attribution.methods._chief_model_graph import model_graph
 from attribution.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
@@ -103,23 +116,34 @@ def _log(traj: Trajectory, indices: range | list[int], budget: int, focus: set[i
 # ------------------------------------------------------------------ stages
 
 
-async def decompose(ledger: CaseLedger, traj: Trajectory, header: str) -> tuple[list[Subtask], str]:
-    """Subtasks from the model, repaired; equal chunks when the reply is unusable."""
-    ex = pick_exemplar(traj)
+def exemplar_text(exemplars: list[tuple[dict[str, Any], float]]) -> str:
+    """The retrieved exemplars as the decomposition prompt shows them."""
+    parts = []
+    for n, (ex, _) in enumerate(exemplars, 1):
+        spans = json.dumps(ex["subtasks"], ensure_ascii=False)
+        parts.append(f"Example {n} log:\n{ex['log']}\nExample {n} subtasks: {spans}")
+    return "\n\n".join(parts)
+
+
+async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
+                    exemplars: list[tuple[dict[str, Any], float]]) -> tuple[list[Subtask], str]:
+    """Subtasks from the model (``exemplars`` as few-shot), repaired; equal chunks when the reply is unusable."""
+    shown = exemplar_text(exemplars)
     ask = (
         "Split the log into 2-6 subtasks of consecutive steps that together cover every step. Reply with JSON only:\n"
         '{"reason": "<one sentence>", "subtasks": [{"name": "<short>", "start": <first step>, "end": <last step>}]}'
     )
 
     def build(budget: int):
-        text, report = _log(traj, range(traj.n_steps), budget - 350)
-        user = f"Example log:\n{ex['log']}\nExample subtasks: {ex['subtasks']}\n\n{header}\n\nLog:\n{text}\n\n{ask}"
+        text, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(shown))
+        user = f"{shown}\n\n{header}\n\nLog:\n{text}\n\n{ask}" if shown else f"{header}\n\nLog:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
     last = traj.n_steps - 1
     span = contract("Span", name=text(40), start=step_in(0, last), end=step_in(0, last))
     schema = schema_of(contract("DecomposeReply", reason=text(), subtasks=many(span, 6, 1)))
-    reply = await ledger.ask("decompose", build, meta={"attr_n_steps": traj.n_steps}, schema=schema)
+    meta = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
+    reply = await ledger.ask("decompose", build, meta=meta, schema=schema)
     obj = ledger.parse("decompose", reply) or {}
     subs = repair_subtasks(obj.get("subtasks"), traj.n_steps)
     if subs:
@@ -367,16 +391,42 @@ async def _counterfactual_walk(
     return step, hops, "budget"
 
 
-async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
+def backtrack(subtasks: list[Subtask], verdicts: list[dict[str, Any]], graph: CausalGraph) -> tuple[Subtask, list[int]]:
+    """The origin subtask and the walk to it: top-down, in reverse (see the module docstring).
+
+    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(3)]
+    >>> g = CausalGraph(subtasks=subs, otar={}, edges=[{"level": "subtask", "src": 0, "dst": 1, "type": "sequential"},
+    ...                                               {"level": "subtask", "src": 1, "dst": 2, "type": "sequential"}])
+    >>> sat = lambda *v: [{"subtask": i, "satisfied": x} for i, x in enumerate(v)]
+    >>> [(o.index, path) for o, path in [backtrack(subs, sat(False, True, False), g), backtrack(subs, sat(True, False, False), g)]]
+    [(2, [2]), (1, [2, 1])]
+    """
+    failed = {v["subtask"] for v in verdicts if v["satisfied"] is False}
+    start = next((sub for sub in reversed(subtasks) if sub.index in failed), None)
+    if start is None:
+        return subtasks[-1], []
+    cur, path = start, [start.index]
+    while True:
+        parent = next((p for p in reversed(graph.subtask_parents(cur.index)) if p in failed and p not in path), None)
+        if parent is None:
+            return cur, path
+        cur = subtasks[parent]
+        path.append(parent)
+
+
+async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exemplars: int) -> Prediction:
     ledger = new_ledger(ctx, "chief")
     header = case_header(traj, ctx.with_ground_truth)
-    subtasks, how = await decompose(ledger, traj, header)
-    graph = build_graph(traj, subtasks)
+    exemplars = retrieve(traj, n_exemplars)
+    subtasks, how = await decompose(ledger, traj, header, exemplars)
+    if graph_mode == "model":
+        graph, graph_source = await model_graph(ledger, traj, header, subtasks)
+    else:
+        graph, graph_source = build_graph(traj, subtasks), "regex"
     verdicts = await oracles(ledger, traj, header, subtasks)
-    failed = next((sub for sub, v in zip(subtasks, verdicts, strict=True) if v["satisfied"] is False), None)
-    if failed is None:
+    failed, walk = backtrack(subtasks, verdicts, graph)
+    if not walk:
         # No subtask admitted failure: the last one did not deliver the right answer.
-        failed = subtasks[-1]
         ledger.note_fallback("oracle", "no_failed_subtask_last")
     verdict = verdicts[failed.index]
     agent, agent_how = await pick_agent(ledger, traj, header, graph, failed, verdict)
@@ -385,9 +435,13 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
     step, hops, stop = await _counterfactual_walk(ledger, traj, header, graph, screened)
     agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
     details = {
+        "exemplars": [{"id": ex["id"], "similarity": round(sim, 4)} for ex, sim in exemplars],
         "decomposition": how,
         "subtasks": [{"name": s.name, "start": s.start, "end": s.end} for s in subtasks],
+        "graph_source": graph_source,
+        "otar": {f"{sub}:{agent_key}": t for (sub, agent_key), t in graph.otar.items()},
         "oracles": verdicts,
+        "backtrack": walk,
         "failed_subtask": failed.index,
         "agent_choice": agent_how,
         "candidates": candidates,
@@ -408,6 +462,17 @@ def _confidence(hops: list[dict[str, Any]]) -> float:
 
 
 @register_method("chief")
-def chief() -> Method:
-    """CHIEF: at most 1 + #subtasks + 2 + MAX_WALK_CALLS model calls per case (≤ 19; see the module docstring)."""
-    return _chief
+def chief(graph: str = "model", exemplars: int = 2) -> Method:
+    """CHIEF (see the module docstring). ``graph``: ``model`` (default; the regex graph when the model's is
+    unusable) or ``regex``; ``exemplars``: decompositions retrieved as few-shot (0 for none)."""
+    if graph not in ("model", "regex"):
+        raise ValueError(f"chief: graph must be 'model' or 'regex', got {graph!r}")
+    if exemplars < 0:
+        raise ValueError(f"chief: exemplars must be >= 0, got {exemplars}")
+
+    async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
+        return await _chief(traj, ctx, graph, exemplars)
+
+    run.settings = {"graph": graph, "exemplars": exemplars, "backtrack": "reverse"}  # type: ignore[attr-defined]
+    run.is_training_record = is_pool_record  # type: ignore[attr-defined]
+    return run
