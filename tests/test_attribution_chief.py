@@ -163,3 +163,20 @@ def test_the_committed_exemplar_pool_is_what_the_build_script_makes(tmp_path: Pa
     assert (tmp_path / "pool.json").read_text() == committed.read_text()
     assert all(script.in_training_part(*ex["id"].split("/")[0:1], int(ex["id"].split("/")[1]), ex["n_steps"])
                for ex in json.loads(committed.read_text())["exemplars"])
+
+
+def test_compare_predictions_script_puts_two_runs_side_by_side_on_common_cases(tmp_path: Path, capsys) -> None:
+    from tests.test_attribution_echo_vote import write_case
+
+    for traj in TRAJS[:2]:
+        write_case(tmp_path / "ww", traj)
+    base = ["attribute", "--data-dir", str(tmp_path / "ww"), "--method", "chief", "--model", "scripted"]
+    assert main.main([*base, "--out", str(tmp_path / "old"), "--method-option", "graph=regex"]) == 0
+    assert main.main([*base, "--out", str(tmp_path / "new"), "--max-cases", "1"]) == 0
+    script = load_script("compare_predictions")
+    res = script.compare(script.read(tmp_path / "old"), script.read(tmp_path / "new"))
+    assert res["old"]["all"]["n"] == res["new"]["all"]["n"] == 1  # only the case both runs finished
+    assert res["old"]["all"]["mean_nfe"] == res["new"]["all"]["mean_nfe"] - 1  # the graph call
+    capsys.readouterr()
+    assert script.main([str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    assert "old" in capsys.readouterr().out
