@@ -7,25 +7,15 @@ minimum cap, steps far from the focus collapse into ``… steps a–b omitted �
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from attribution.trajectory import Trajectory
+from mas.llm.tokens import CHARS_PER_TOKEN
 
-CHARS_PER_TOKEN = 4
 MIN_STEP_CHARS = 48
 """Below this per-step cap a step says nothing; windowing takes over instead."""
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of ``text`` (characters / 4, rounded up).
-
-    >>> estimate_tokens("abcdefghi")
-    3
-    """
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def clip(text: str, max_chars: int) -> str:

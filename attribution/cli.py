@@ -49,10 +49,33 @@ def _fmt(x: object) -> str:
     return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def parse_method_options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` pairs as keyword options; values read as JSON (numbers, true/false), else as text.
+
+    >>> parse_method_options(["vote=weighted_share", "k=5", "compare_votes=true"])
+    {'vote': 'weighted_share', 'k': 5, 'compare_votes': True}
+    """
+    import json
+
+    from descriptor.errors import UserError
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--method-option: expected KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
 def _attribute(args: argparse.Namespace) -> int:
     from attribution.jobs import AttributeJob, run_attribute_job
 
-    res = run_attribute_job(_job(AttributeJob, method=args.method, out=args.out, **_source_kwargs(args)))
+    res = run_attribute_job(_job(AttributeJob, method=args.method, out=args.out,
+                                 method_options=parse_method_options(args.method_option or []), **_source_kwargs(args)))
     for subset, m in res["metrics"].items():
         within = m["step_accuracy_within"]
         print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])} step={_fmt(m['step_accuracy'])} "
@@ -60,6 +83,9 @@ def _attribute(args: argparse.Namespace) -> int:
               f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
     for s in res["skipped_files"]:
         print(f"skipped {s['path']}: {s['reason']}")
+    if res["excluded_training_records"]:
+        print(f"left out {len(res['excluded_training_records'])} record(s) the method was built from "
+              f"(see results.json excluded_training_records)")
     if res["n_resumed"]:
         print(f"kept {res['n_resumed']} case(s) finished by an earlier run into {args.out}")
     print(f"wrote {args.out}/predictions.jsonl and {args.out}/results.json")
@@ -116,6 +142,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_source(p)
     p.add_argument("--method", required=True, type=_registered("method"),
                    help="attribution method: random, all_at_once, step_by_step, binary_search, echo, chief")
+    p.add_argument("--method-option", action="append", metavar="KEY=VALUE",
+                   help="an option of the method (repeatable), e.g. echo's vote=weighted_share, "
+                        "compare_votes=true; chief's graph=regex (see attribution/README.md)")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_attribute)
 

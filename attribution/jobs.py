@@ -17,6 +17,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, Field
 
+from attribution.calls import server_tokenizer
 from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
 from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
 from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
@@ -54,6 +55,8 @@ class AttributeJob(SourceOptions, ModelOptions):
     method: str
     out: str
     """Output directory: ``predictions.jsonl`` and ``results.json``."""
+    method_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword options of the method's factory (``--method-option KEY=VALUE``), e.g. ``vote`` for ``echo``."""
 
 
 class ScoreJob(SourceOptions, ModelOptions):
@@ -120,7 +123,7 @@ def load_train_source(src: TrainSource) -> list[Trajectory]:
 
 
 def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
-    """``(chat model or None, route facts)`` for ``opts.model`` via ``mas.llm.models.make_chat_model``."""
+    """``(BoundModel or None, route facts)`` for ``opts.model`` via ``mas.llm.models.make_chat_model``."""
     if opts.model is None:
         return None, {"route": None, "context_window": 8192, "max_output_tokens": 512, "model_label": None,
                       "count_tokens": None}
@@ -129,25 +132,9 @@ def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
 
     cfg = load_config(opts.config)
     bound = make_chat_model(cfg, opts.model, seed=opts.seed)
-    return bound.model, {"route": opts.model, "context_window": bound.route.context_window,
+    return bound, {"route": opts.model, "context_window": bound.route.context_window,
                          "max_output_tokens": bound.route.max_tokens, "model_label": bound.model_label,
                          "count_tokens": server_tokenizer(bound)}
-
-
-def server_tokenizer(bound: Any) -> Any:
-    """``async (text) -> tokens`` by the embedded server's own tokenizer; None for other routes.
-
-    Characters / 4 undercounts code and numbers: the server then cut the
-    front of a prompt off (system prompt and task) without a word.
-    """
-    if bound.provider != "embedded":
-        return None
-    from mas.llm.call import count_tokens
-
-    async def count(text: str) -> int:
-        return (await count_tokens(bound, text))[0]
-
-    return count
 
 
 def _source_record(opts: SourceOptions, loaded: LoadResult) -> dict[str, Any]:
@@ -170,9 +157,16 @@ def _progress_bar(total: int, label: str) -> Any:
 PARTIAL = "predictions.partial.jsonl"
 """Finished cases of an unfinished ``attribute`` run, one line each, appended as they finish."""
 
-def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any]) -> dict[str, Any]:
-    """What a resumed run must share with the cases it keeps (``max_cases`` and ``concurrency`` may change)."""
+def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any], method: Any = None) -> dict[str, Any]:
+    """What a resumed run must share with the cases it keeps (``max_cases`` and ``concurrency`` may change).
+
+    A method that states its settings (``run.settings``: ECHO's vote, CHIEF's
+    graph) adds them as ``method_settings``, so cases made under another
+    setting (or by code before it existed) are never mixed into one run.
+    """
     what = {"method": job.method} if isinstance(job, AttributeJob) else {"scorer": job.scorer}
+    if getattr(method, "settings", None) is not None:
+        what["method_settings"] = dict(method.settings)
     return {**what, "route": facts["route"], "model": facts["model_label"],
             "with_ground_truth": job.with_ground_truth, "seed": job.seed, "data_dir": _abspath(job.data_dir),
             "runs_dir": _abspath(job.runs_dir), "subset": job.subset}
@@ -257,6 +251,16 @@ class PartialFile:
             self._fh.close()
 
 
+def build_method(name: str, options: dict[str, Any]) -> Any:
+    """Method ``name`` built with ``options``; a bad option is a :class:`UserError` naming it."""
+    from attribution.methods import get_method
+
+    try:
+        return get_method(name, **options)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"--method-option for {name}: {err}") from None
+
+
 def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     """Run ``job.method`` on every case; write ``predictions.jsonl`` and ``results.json``; return the results.
 
@@ -265,14 +269,21 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     finished cases and runs only the rest, so an interrupted evaluation (or
     a larger ``--max-cases``) never redoes work.
     """
-    from attribution.methods import get_method
     from attribution.methods.base import MethodContext
 
-    method = get_method(job.method)
+    method = build_method(job.method, job.method_options)
     loaded = load_source(job)
+    # A method built from some records (CHIEF's exemplar pool) is never evaluated on them.
+    is_training = getattr(method, "is_training_record", None)
+    excluded = [t.id for t in loaded.trajectories if is_training is not None and is_training(t)]
+    if excluded:
+        kept = [t for t in loaded.trajectories if t.id not in set(excluded)]
+        if not kept:
+            raise UserError(f"every trajectory in {job.data_dir or job.runs_dir} is one {job.method} was built from")
+        loaded = LoadResult(trajectories=kept, skipped=loaded.skipped)
     model, facts = open_model(job)
     out = Path(job.out)
-    settings = _settings(job, facts)
+    settings = _settings(job, facts, method)
     done = resumable_records(out, settings)
     todo = [t for t in loaded.trajectories if t.id not in done]
     ctx = MethodContext(model=model, route=facts["route"], context_window=facts["context_window"],
@@ -296,6 +307,7 @@ def run_attribute_job(job: AttributeJob) -> dict[str, Any]:
     results = {
         **settings, "context_window": facts["context_window"], "date": _now(), "wall_seconds": wall,
         "n_cases": len(records), "n_resumed": len(records) - len(fresh), **_source_record(job, loaded),
+        "excluded_training_records": excluded,
         "metrics": attribution_metrics(records),
     }
     write_text_atomic(out / "predictions.jsonl", "".join(_prediction_line(r) + "\n" for r in records))

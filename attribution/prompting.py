@@ -1,68 +1,45 @@
-"""Shared plumbing of the LLM attribution methods: fitting, calling, parsing.
+"""Prompt-side helpers of the LLM attribution methods: the case header, agent and step names, tolerant reading.
 
-Fitting: a trajectory is rendered one line block per step (``[i] agent:
-text``). When the rendering does not fit the prompt budget (the route's
-context window minus the reply reserve), step texts are cut to a common
-per-step cap (head and tail kept, focus steps get a larger share); when even
-a minimum cap does not fit, steps far from the focus are collapsed into
-``… steps a–b omitted …`` lines. Every fit is recorded (:class:`FitReport`).
-Tokens are estimated as characters / 4; on the embedded route the fitted
-prompt is then measured with the server's own tokenizer and refitted while it
-is over budget (llama-server would otherwise cut its head off silently). If a
-server still refuses a prompt as too long, the call is rebuilt with a smaller
-budget, so no method fails on length.
-
-Calling: :class:`LLMSession` wraps one case: it calls the model with the
-contract name as metadata, counts calls (NFE), input/output tokens from
-``response.usage_metadata`` (estimated when absent), wall time, fits and JSON
-fallbacks.
+Calling and accounting live in :mod:`attribution.calls` (on the runtime's
+call layer), fitting steps into a budget in :mod:`attribution._prompt_fit`,
+reply contracts in :mod:`attribution.replies`. Here: what every prompt states
+about a case (:func:`case_header`), the agents offered to the model
+(:func:`agent_names`, the environment left out), reading a model's agent,
+step and confidence back (:func:`resolve_actor`, :func:`resolve_step`,
+:func:`to_unit`, :func:`parse_loose`), the model-free fallback
+(:func:`heuristic_guess`) and a case's :class:`Prediction` (:func:`finish`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from attribution._prompt_fit import (
-    CHARS_PER_TOKEN,
     MIN_STEP_CHARS,
     FitReport,
     StepView,
     clip,
-    estimate_tokens,
     render_steps,
     step_views,
 )
 from attribution.trajectory import Trajectory, normalize_agent
 from mas.llm.jsonparse import parse_json_object
+from mas.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = [
-    "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "LLMSession", "ModelCallError", "StepView", "actor_step", "agent_names",
-    "ENVIRONMENT_KEYS", "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess", "json_mode", "messages",
-    "new_session", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "steps_of", "s_enum", "s_list", "s_obj",
-    "s_step", "s_text", "s_unit", "step_views", "to_unit",
+    "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "StepView", "actor_step", "agent_names",
+    "ENVIRONMENT_KEYS", "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess",
+    "messages", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "steps_of",
+    "step_views", "to_unit",
 ]
 
-REPLY_RESERVE_TOKENS = 512
-"""Tokens kept free for the model's answer (also sent as ``max_tokens``)."""
-SAFETY_MARGIN_TOKENS = 96
-TEMPLATE_TOKENS_PER_MESSAGE = 8
-"""Chat-template tokens around each message (role markers), added to a measured prompt."""
-TRANSIENT_RETRIES = 2
-"""Retries of a call that failed with a timeout, connection error, 429 or 5xx."""
-_TRANSIENT_RE = re.compile(r"timeout|timed out|connection|rate limit|\b429\b|\b5\d\d\b|overloaded|unavailable", re.I)
-MAX_REFITS = 5
-"""Rebuilds of a prompt the server refused as too long, each with half the budget."""
 QUERY_CHARS = 1200
 ANSWER_CHARS = 300
-_OVERFLOW_RE = re.compile(r"context|too long|exceed|maximum.{0,20}tokens|too many tokens", re.I)
 
 
 def case_header(traj: Trajectory, with_ground_truth: bool) -> str:
@@ -189,199 +166,6 @@ def parse_loose(text: str) -> dict[str, Any] | None:
     return pairs or None
 
 
-def _fit(
-    build: Callable[[int], tuple[list[BaseMessage], FitReport | None]], limit: int
-) -> tuple[list[BaseMessage], FitReport | None, int]:
-    """Messages from ``build`` whose whole prompt fits ``limit`` tokens (the fixed text is subtracted)."""
-    steps_budget = limit
-    msgs, report = build(steps_budget)
-    total = sum(estimate_tokens(str(m.content)) for m in msgs)
-    for _ in range(6):
-        if total <= limit or report is None or report.n_steps == 0:
-            break
-        steps_budget = max(16, steps_budget - (total - limit) - 16)
-        msgs, report = build(steps_budget)
-        total = sum(estimate_tokens(str(m.content)) for m in msgs)
-    return msgs, report, total
-
-
-def json_mode(model: Any) -> str | None:
-    """How to constrain a reply to JSON on ``model``'s server.
-
-    ``json_schema`` for the embedded llama-server (recognised by the
-    ``cache_prompt`` body field the model factory sets for it: its grammar
-    sampler enforces the schema), ``json_object`` for other OpenAI-compatible
-    clients, None for anything else (the scripted model, unknown clients).
-    """
-    extra = getattr(model, "extra_body", None)
-    if isinstance(extra, dict) and "cache_prompt" in extra:
-        return "json_schema"
-    if type(model).__name__ in ("ChatOpenAI", "AzureChatOpenAI"):
-        return "json_object"
-    return None
-
-
-class ModelCallError(RuntimeError):
-    """The model call failed for a reason other than prompt length."""
-
-
-@dataclass(kw_only=True, slots=True)
-class LLMSession:
-    """Calls and accounting for one method on one case."""
-
-    model: Any
-    context_window: int
-    method: str
-    reply_tokens: int = REPLY_RESERVE_TOKENS
-    count_tokens: Any = None
-    """``async (text) -> tokens`` by the served model's tokenizer; None: the estimate alone."""
-    calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    fits: list[dict[str, Any]] = field(default_factory=list)
-    fallbacks: list[dict[str, Any]] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-
-    @property
-    def prompt_budget(self) -> int:
-        """Tokens a whole prompt (system + user) may use."""
-        reply = min(self.reply_tokens, max(64, self.context_window // 4))
-        return max(128, self.context_window - reply - SAFETY_MARGIN_TOKENS)
-
-    @property
-    def truncated(self) -> bool:
-        """True when any prompt of this case was compressed or windowed."""
-        return any(f["mode"] != "full" for f in self.fits)
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.started
-
-    async def ask(
-        self,
-        stage: str,
-        build: Callable[[int], tuple[list[BaseMessage], FitReport | None]],
-        *,
-        temperature: float | None = None,
-        meta: dict[str, Any] | None = None,
-        schema: dict[str, Any] | None = None,
-    ) -> str:
-        """Call the model with the prompt ``build(budget)`` makes; returns the reply text.
-
-        ``schema`` (a JSON schema of the reply) constrains decoding where the
-        server supports it (see :func:`json_mode`); prompts still describe
-        the JSON, and replies are still parsed tolerantly.
-
-        ``build`` receives the token budget left for the variable part (steps)
-        and returns the messages and its fit report. On a length refusal the
-        prompt is rebuilt with half the budget (up to MAX_REFITS times).
-        """
-        limit = self.prompt_budget
-        for attempt in range(MAX_REFITS + 1):
-            messages, report, prompt_tokens = _fit(build, limit)
-            if self.count_tokens is not None and attempt < MAX_REFITS:
-                # A server that truncates instead of refusing would silently drop the prompt's head.
-                prompt_tokens = await self._measured(messages)
-                if prompt_tokens > self.prompt_budget and report is not None and report.n_steps:
-                    limit = max(64, limit * self.prompt_budget // prompt_tokens - 16)
-                    continue
-            try:
-                reply = await self._invoke(stage, messages, temperature, meta, schema)
-            except ModelCallError as err:
-                if attempt < MAX_REFITS and _OVERFLOW_RE.search(str(err)):
-                    limit = max(64, limit // 2)
-                    continue
-                raise
-            self._record_fit(stage, report, prompt_tokens, attempt)
-            return reply
-        raise ModelCallError(f"{self.method}.{stage}: prompt still too long after {MAX_REFITS} refits")  # pragma: no cover
-
-    async def _measured(self, messages: list[BaseMessage]) -> int:
-        """Prompt tokens by the served model's tokenizer, plus the chat template's per-message tokens."""
-        counts = [await self.count_tokens(str(m.content)) for m in messages]
-        return sum(counts) + TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
-
-    def _record_fit(self, stage: str, report: FitReport | None, prompt_tokens: int, refits: int) -> None:
-        if report is None:
-            self.fits.append({"stage": stage, "mode": "full", "prompt_tokens": prompt_tokens, "refits": refits})
-            return
-        report.prompt_tokens = prompt_tokens
-        self.fits.append({"stage": stage, **report.as_dict(), "refits": refits})
-
-    async def _invoke(
-        self,
-        stage: str,
-        messages: list[BaseMessage],
-        temperature: float | None,
-        meta: dict[str, Any] | None,
-        schema: dict[str, Any] | None,
-    ) -> str:
-        kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
-        mode = json_mode(self.model) if schema is not None else None
-        if mode == "json_schema":
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": stage, "schema": schema}}
-        elif mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}
-        if temperature is not None:
-            kwargs["temperature"] = temperature
-        extra = getattr(self.model, "extra_body", None)
-        if isinstance(extra, dict) and "max_tokens" in extra:
-            # llama-server reads max_tokens from the body the route set; override it per call too.
-            kwargs["extra_body"] = {**extra, "max_tokens": self.reply_tokens}
-        runnable = self.model.bind(**kwargs) if hasattr(self.model, "bind") else self.model
-        config = {"metadata": {"contract": f"attribution.{self.method}.{stage}", **(meta or {})}}
-        for attempt in range(TRANSIENT_RETRIES + 1):
-            self.calls += 1
-            try:
-                response = await runnable.ainvoke(messages, config=config)
-                break
-            except Exception as err:  # the client's error types vary by provider
-                msg = f"{self.method}.{stage}: {type(err).__name__}: {err}"
-                if attempt < TRANSIENT_RETRIES and _TRANSIENT_RE.search(msg) and not _OVERFLOW_RE.search(msg):
-                    await asyncio.sleep(2.0 * (attempt + 1))
-                    continue
-                raise ModelCallError(msg) from err
-        text = response.content if isinstance(response.content, str) else str(response.content)
-        usage = getattr(response, "usage_metadata", None) or {}
-        self.tokens_in += int(usage.get("input_tokens") or sum(estimate_tokens(str(m.content)) for m in messages))
-        self.tokens_out += int(usage.get("output_tokens") or estimate_tokens(text))
-        return text
-
-    def parse(self, stage: str, text: str) -> dict[str, Any] | None:
-        """Tolerant JSON parse of a reply; a scrape or a miss is recorded as a fallback."""
-        obj = parse_json_object(text)
-        if obj is not None:
-            return obj
-        loose = parse_loose(text)
-        self.fallbacks.append({"stage": stage, "kind": "scraped" if loose else "unusable", "reply": clip(text, 200)})
-        return loose
-
-    def note_fallback(self, stage: str, kind: str) -> None:
-        """Record that a stage fell back to a non-model decision (``kind`` says which)."""
-        self.fallbacks.append({"stage": stage, "kind": kind})
-
-    def fit_summary(self) -> dict[str, Any]:
-        """Per-mode call counts, the largest prompt (tokens) and the first 20 non-full fits."""
-        modes: dict[str, int] = {}
-        for f in self.fits:
-            modes[f["mode"]] = modes.get(f["mode"], 0) + 1
-        return {
-            "modes": modes,
-            "max_prompt_tokens": max((f["prompt_tokens"] for f in self.fits), default=0),
-            "fitted": [f for f in self.fits if f["mode"] != "full"][:20],
-        }
-
-    def accounting(self) -> dict[str, Any]:
-        """Calls, tokens, fits and fallbacks of this case, for ``Prediction.details``."""
-        return {
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "fit": self.fit_summary(),
-            "fallbacks": self.fallbacks,
-            "context_window": self.context_window,
-        }
-
-
 def messages(system: str, user: str) -> list[BaseMessage]:
     """A system + user message pair."""
     return [SystemMessage(content=system), HumanMessage(content=user)]
@@ -412,20 +196,11 @@ def heuristic_guess(traj: Trajectory) -> tuple[str | None, int | None]:
     return display_agent(actors[0].agent), actors[0].index
 
 
-def new_session(ctx: Any, method: str) -> LLMSession:
-    """A session on ``ctx``'s model and window (``ctx``: a method or scorer context)."""
-    from attribution.methods.base import require_model
-
-    model = require_model(ctx, method)
-    reply = min(int(getattr(ctx, "max_output_tokens", REPLY_RESERVE_TOKENS)), REPLY_RESERVE_TOKENS)
-    return LLMSession(model=model, context_window=int(ctx.context_window), method=method, reply_tokens=reply,
-                      count_tokens=getattr(ctx, "count_tokens", None))
-
-
 def finish(
-    session: LLMSession, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]
+    ledger: Any, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]
 ) -> Any:
-    """The :class:`~attribution.methods.base.Prediction` of a case, with the session's accounting.
+    """The :class:`~attribution.methods.base.Prediction` of a case, with the accounting of its
+    :class:`~attribution.calls.CaseLedger`.
 
     A step where the environment spoke (terminal output, the human) moves to
     the actor step it reacts to (recorded as ``environment_step``); a missing
@@ -438,43 +213,15 @@ def finish(
         step = moved
     if step is not None and (agent is None or resolve_actor(traj, agent) is None):
         agent = display_agent(traj.steps[step].agent)
-    modes = {f["mode"] for f in session.fits}
+    modes = {f["mode"] for f in ledger.fits}
     truncated: bool | str = "windowed" if "windowed" in modes else "compressed" if "compressed" in modes else False
     return Prediction(
         agent=agent,
         step=step,
         confidence=min(1.0, max(0.0, float(confidence))),
-        tokens=session.tokens_in + session.tokens_out,
-        seconds=session.seconds,
-        nfe=session.calls,
-        details={**details, **session.accounting()},
+        tokens=ledger.tokens_in + ledger.tokens_out,
+        seconds=ledger.seconds,
+        nfe=ledger.calls,
+        details={**details, **ledger.accounting()},
         truncated=truncated,
     )
-
-
-# JSON-schema pieces for constrained replies (llama-server turns them into a grammar).
-
-
-def s_text(max_len: int = 160) -> dict[str, Any]:
-    return {"type": "string", "maxLength": max_len}
-
-
-def s_enum(values: Sequence[Any]) -> dict[str, Any]:
-    return {"enum": list(values)}
-
-
-def s_step(lo: int, hi: int) -> dict[str, Any]:
-    return {"type": "integer", "minimum": lo, "maximum": max(lo, hi)}
-
-
-def s_unit() -> dict[str, Any]:
-    return {"type": "number", "minimum": 0, "maximum": 1}
-
-
-def s_list(item: dict[str, Any], max_items: int, min_items: int = 0) -> dict[str, Any]:
-    return {"type": "array", "items": item, "minItems": min_items, "maxItems": max_items}
-
-
-def s_obj(**props: dict[str, Any]) -> dict[str, Any]:
-    """An object schema with every property required, in the given order (reasons before answers)."""
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}

@@ -15,10 +15,8 @@ from attribution.methods.base import (
     MethodContext,
     MethodFactory,
     Prediction,
-    approx_tokens,
     register_method,
     require_model,
-    usage_tokens,
 )
 from attribution.methods import random_baseline  # noqa: F401  (registers "random")
 
@@ -56,9 +54,7 @@ __all__ = [
     "MethodContext",
     "MethodFactory",
     "Prediction",
-    "approx_tokens",
     "get_method",
     "register_method",
     "require_model",
-    "usage_tokens",
 ]

@@ -1,4 +1,9 @@
-"""CHIEF's hierarchical causal graph, built without model calls once subtasks are known.
+"""CHIEF's hierarchical causal graph: its structure, the regex extraction (the fallback) and the helpers.
+
+The model builds the graph (:mod:`._chief_model_graph`); this module holds
+the graph itself, the structure every graph shares (handoffs, subtask
+edges: :func:`assemble_graph`) and the regex graph (:func:`build_graph`), used
+when the model's graph is unusable or with ``chief(graph="regex")``.
 
 - Subtasks: contiguous step ranges covering every step exactly once
   (:func:`repair_subtasks` turns whatever the model proposed into such a
@@ -67,6 +72,10 @@ class CausalGraph:
                     seen.add(src)
                     stack.append(src)
         return sorted(seen)
+
+    def subtask_parents(self, index: int) -> list[int]:
+        """Subtasks with an edge (sequential or data) into subtask ``index``, in order."""
+        return sorted({e["src"] for e in self.edges if e["level"] == "subtask" and e["dst"] == index})
 
     def subtask_of(self, step: int) -> Subtask:
         return next(s for s in self.subtasks if s.start <= step <= s.end)
@@ -166,28 +175,43 @@ def otar(traj: Trajectory, sub: Subtask, agent_key: str) -> dict[str, str]:
     }
 
 
-def build_graph(traj: Trajectory, subtasks: list[Subtask]) -> CausalGraph:
-    """OTAR tuples and typed subtask/agent/step edges (see the module docstring)."""
-    graph = CausalGraph(subtasks=subtasks, otar={})
-    for sub in subtasks:
-        for key in dict.fromkeys(traj.steps[i].agent_key for i in sub.steps):
-            graph.otar[(sub.index, key)] = otar(traj, sub, key)
+def regex_otar(traj: Trajectory, subtasks: list[Subtask]) -> dict[tuple[int, str], dict[str, str]]:
+    """OTAR tuples of every (subtask, speaker) pair, extracted by regular expressions."""
+    return {(sub.index, key): otar(traj, sub, key)
+            for sub in subtasks for key in dict.fromkeys(traj.steps[i].agent_key for i in sub.steps)}
+
+
+def regex_step_edges(traj: Trajectory) -> list[dict[str, Any]]:
+    """Step ``data`` edges (a value first written in one step reused later) and ``control`` edges (a step
+    repeating an earlier step of the same agent), found by regular expressions."""
+    edges: list[dict[str, Any]] = []
     first_seen: dict[str, int] = {}
     words = [_words(s.content) for s in traj.steps]
     for s in traj.steps:
         for v in sorted(_values(s.content)):
             src = first_seen.setdefault(v, s.index)
             if src != s.index:
-                graph.edges.append({"level": "step", "src": src, "dst": s.index, "type": "data"})
+                edges.append({"level": "step", "src": src, "dst": s.index, "type": "data"})
         for j in range(s.index - 1, -1, -1):
             prev = traj.steps[j]
             if prev.agent_key == s.agent_key and words[j] and words[s.index]:
                 sim = len(words[j] & words[s.index]) / len(words[j] | words[s.index])
                 if sim >= LOOP_SIMILARITY:
-                    graph.edges.append({"level": "step", "src": j, "dst": s.index, "type": "control"})
+                    edges.append({"level": "step", "src": j, "dst": s.index, "type": "control"})
                     break
-        if s.index and traj.steps[s.index - 1].agent_key != s.agent_key:
-            graph.edges.append({"level": "agent", "src": traj.steps[s.index - 1].agent_key, "dst": s.agent_key, "type": "handoff", "step": s.index})
+    return edges
+
+
+def assemble_graph(traj: Trajectory, subtasks: list[Subtask], otar_by_pair: dict[tuple[int, str], dict[str, str]],
+                   step_edges: list[dict[str, Any]]) -> CausalGraph:
+    """A causal graph from OTAR tuples and step edges (however found), plus the structural edges: agent
+    ``handoff`` (the speaker changes), subtask ``sequential`` and subtask ``data`` (a step data edge that
+    crosses subtasks)."""
+    graph = CausalGraph(subtasks=subtasks, otar=dict(otar_by_pair), edges=list(step_edges))
+    for s in traj.steps[1:]:
+        if traj.steps[s.index - 1].agent_key != s.agent_key:
+            graph.edges.append({"level": "agent", "src": traj.steps[s.index - 1].agent_key, "dst": s.agent_key,
+                                "type": "handoff", "step": s.index})
     graph.edges = _dedupe(graph.edges)
     for a, b in zip(subtasks, subtasks[1:]):
         graph.edges.append({"level": "subtask", "src": a.index, "dst": b.index, "type": "sequential"})
@@ -197,6 +221,12 @@ def build_graph(traj: Trajectory, subtasks: list[Subtask]) -> CausalGraph:
             graph.edges.append({"level": "subtask", "src": sa, "dst": sb, "type": "data"})
     graph.edges = _dedupe(graph.edges)
     return graph
+
+
+def build_graph(traj: Trajectory, subtasks: list[Subtask]) -> CausalGraph:
+    """The regex graph: OTAR tuples and typed subtask/agent/step edges (see the module docstring); CHIEF's
+    fallback when the model's graph is unusable, and its ``graph="regex"`` option."""
+    return assemble_graph(traj, subtasks, regex_otar(traj, subtasks), regex_step_edges(traj))
 
 
 def _dedupe(edges: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -244,39 +274,16 @@ def actors(traj: Trajectory, sub: Subtask) -> list[str]:
     return [first[k] for k in real]
 
 
-# A small built-in exemplar set for decomposition (few-shot), chosen by agent-name overlap.
-EXEMPLARS: list[dict[str, Any]] = [
-    {
-        "agents": {"planner", "coder", "computer_terminal", "verifier", "expert", "assistant", "user"},
-        "log": "[0] user: task\n[1] Planner: plan in 3 steps\n[2] Coder: code to load the file\n"
-        "[3] Computer_terminal: output 12\n[4] Coder: fixed code\n[5] Computer_terminal: output 14\n[6] Verifier: checks, answer 14",
-        "subtasks": '[{"name": "understand and plan", "start": 0, "end": 1}, '
-        '{"name": "compute the value", "start": 2, "end": 5}, {"name": "verify and answer", "start": 6, "end": 6}]',
-    },
-    {
-        "agents": {"orchestrator", "websurfer", "filesurfer", "coder", "computerterminal", "human"},
-        "log": "[0] human: question\n[1] Orchestrator: facts and plan\n[2] Orchestrator: ask WebSurfer to search\n"
-        "[3] WebSurfer: search results\n[4] Orchestrator: ask WebSurfer to open page\n[5] WebSurfer: page text\n[6] Orchestrator: final answer",
-        "subtasks": '[{"name": "plan", "start": 0, "end": 1}, {"name": "find the source", "start": 2, "end": 5}, '
-        '{"name": "answer", "start": 6, "end": 6}]',
-    },
-]
-
-
-def pick_exemplar(traj: Trajectory) -> dict[str, Any]:
-    """The exemplar whose agents overlap most with ``traj``'s (ties: the first)."""
-    keys = {s.agent_key.replace(" ", "_") for s in traj.steps}
-    return max(EXEMPLARS, key=lambda ex: len(keys & ex["agents"]))
-
-
 __all__ = [
     "CausalGraph",
     "Subtask",
     "actors",
+    "assemble_graph",
     "build_graph",
     "fallback_subtasks",
     "loop_start",
-    "pick_exemplar",
+    "regex_otar",
+    "regex_step_edges",
     "repair_subtasks",
     "self_corrected",
 ]

@@ -9,7 +9,8 @@ factory registered by name in :data:`METHODS`::
         return run
 
 Methods that call a model get it from ``ctx.model`` (``None`` when the CLI
-was run without ``--model``; call :func:`require_model`), fit every prompt to
+was run without ``--model``; call :func:`require_model`), call it through
+:mod:`attribution.calls` (the runtime's call layer), fit every prompt to
 ``ctx.context_window`` tokens and say how in ``Prediction.truncated``.
 """
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
+from mas.llm.models import BoundModel
 
 
 class MethodContext(BaseModel):
@@ -29,7 +31,7 @@ class MethodContext(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     model: Any = None
-    """A LangChain ``BaseChatModel``, or None when no ``--model`` was given."""
+    """A :class:`mas.llm.models.BoundModel` (a chat model with its route), or None when no ``--model`` was given."""
     route: str | None = None
     """Name of the model route (for records only)."""
     context_window: int = Field(default=8192, ge=256)
@@ -37,7 +39,8 @@ class MethodContext(BaseModel):
     max_output_tokens: int = Field(default=512, ge=1)
     """Completion budget per call on this route (tokens)."""
     count_tokens: Any = None
-    """``async (text) -> tokens`` by the served model's tokenizer (embedded route); None: chars / 4."""
+    """``async (text) -> tokens`` measuring fitted prompts; None: the embedded server's tokenizer on that
+    route, else the estimate alone (see :mod:`attribution.calls`)."""
     with_ground_truth: bool = True
     """Whether the method may show the task's reference answer to the model."""
     seed: int = 0
@@ -80,25 +83,10 @@ def register_method(name: str) -> Callable[[MethodFactory], MethodFactory]:
     return deco
 
 
-def require_model(ctx: MethodContext, method: str) -> Any:
-    """``ctx.model`` or a :class:`UserError` telling the user to pass ``--model``."""
+def require_model(ctx: Any, method: str) -> BoundModel:
+    """``ctx.model`` (a :class:`~mas.llm.models.BoundModel`) or a :class:`UserError` telling the user to pass ``--model``."""
     if ctx.model is None:
         raise UserError(f"method {method!r} needs a chat model: pass --model ROUTE (e.g. --model embedded)")
+    if not isinstance(ctx.model, BoundModel):
+        raise TypeError(f"{method}: the context's model must be a mas.llm.models.BoundModel, got {type(ctx.model).__name__}")
     return ctx.model
-
-
-def approx_tokens(text: str) -> int:
-    """Rough token count of ``text`` (4 characters per token), for fitting prompts (tokens)."""
-    return (len(text) + 3) // 4
-
-
-def usage_tokens(message: Any, prompt_text: str = "") -> int:
-    """Tokens of one LangChain call: its ``usage_metadata`` when reported, else an estimate (tokens)."""
-    usage = getattr(message, "usage_metadata", None) or {}
-    total = usage.get("total_tokens") or (usage.get("input_tokens", 0) + usage.get("output_tokens", 0))
-    if total:
-        return int(total)
-    meta = (getattr(message, "response_metadata", None) or {}).get("token_usage") or {}
-    if meta.get("total_tokens"):
-        return int(meta["total_tokens"])
-    return approx_tokens(prompt_text) + approx_tokens(str(getattr(message, "content", "")))

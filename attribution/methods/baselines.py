@@ -21,27 +21,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from attribution.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
     ENVIRONMENT_KEYS,
-    LLMSession,
     agent_names,
     case_header,
     display_agent,
     finish,
     heuristic_guess,
     messages,
-    new_session,
     render_steps,
     resolve_actor,
     resolve_step,
-    s_enum,
-    s_obj,
-    s_step,
-    s_text,
     step_views,
     steps_of,
 )
+from attribution.replies import Reply, YesNo, contract, one_of, schema_of, step_in, text
 from attribution.trajectory import Trajectory
 
 SYSTEM = (
@@ -49,8 +45,17 @@ SYSTEM = (
     "whose mistake caused the failure. Be brief. Answer in JSON only."
 )
 
-JUDGE_SCHEMA = s_obj(reason=s_text(), error=s_enum(["yes", "no"]))
-HALVE_SCHEMA = s_obj(reason=s_text(), part=s_enum(["A", "B"]))
+JudgeReply = contract("JudgeReply", reason=text(), error=YesNo)
+"""``step_by_step.judge_step``: is this step the decisive error?"""
+HalveReply = contract("HalveReply", reason=text(), part=one_of(["A", "B"]))
+"""``binary_search.halve``: which half holds the decisive error?"""
+JUDGE_SCHEMA = schema_of(JudgeReply)
+HALVE_SCHEMA = schema_of(HalveReply)
+
+
+def answer_contract(traj: Trajectory) -> type[Reply]:
+    """``all_at_once.answer``: the responsible agent (one of the log's actors) and the step."""
+    return contract("AnswerReply", reason=text(), agent=one_of(agent_names(traj)), step=step_in(0, traj.n_steps - 1))
 
 
 def _agent_line(traj: Trajectory) -> str:
@@ -73,7 +78,7 @@ def _yes(value: Any, text: str) -> bool:
 
 
 async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
-    session = new_session(ctx, "all_at_once")
+    ledger = new_ledger(ctx, "all_at_once")
     header = case_header(traj, ctx.with_ground_truth)
     ask = (
         "Which agent made the decisive error, and at which step? Reply with JSON only:\n"
@@ -85,15 +90,14 @@ async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
         user = f"{header}\n{_agent_line(traj)}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    schema = s_obj(reason=s_text(), agent=s_enum(agent_names(traj)), step=s_step(0, traj.n_steps - 1))
-    reply = await session.ask("answer", build, schema=schema)
-    obj = session.parse("answer", reply) or {}
+    reply = await ledger.ask("answer", build, schema=schema_of(answer_contract(traj)))
+    obj = ledger.parse("answer", reply) or {}
     agent, step = resolve_actor(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
-    agent, step = _complete(session, traj, agent, step, reply)
-    return finish(session, traj, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
+    agent, step = _complete(ledger, traj, agent, step, reply)
+    return finish(ledger, traj, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
 
 
-def _complete(session: LLMSession, traj: Trajectory, agent: str | None, step: int | None, reply: str):
+def _complete(ledger: CaseLedger, traj: Trajectory, agent: str | None, step: int | None, reply: str):
     """Fill a missing agent or step from the other one, or from the reply text, or the heuristic."""
     if step is None and (m := re.search(r"step\D{0,3}(\d+)", reply or "", re.I)):
         step = resolve_step(traj, m.group(1))
@@ -102,10 +106,10 @@ def _complete(session: LLMSession, traj: Trajectory, agent: str | None, step: in
     if step is None and agent is not None:
         own = steps_of(traj, agent)
         step = own[0] if own else None
-        session.note_fallback("answer", "step_from_agent")
+        ledger.note_fallback("answer", "step_from_agent")
     if agent is None or step is None:
         agent, step = heuristic_guess(traj)
-        session.note_fallback("answer", "heuristic")
+        ledger.note_fallback("answer", "heuristic")
     return agent, step
 
 
@@ -119,7 +123,7 @@ def all_at_once() -> Method:
 
 
 async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
-    session = new_session(ctx, "step_by_step")
+    ledger = new_ledger(ctx, "step_by_step")
     header = case_header(traj, ctx.with_ground_truth)
     verdicts: list[dict[str, Any]] = []
     # The environment (human, terminal) is not judged: its errors are attributed to the action before it.
@@ -135,16 +139,16 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
             user = f"{header}\n\nLog up to the step under review:\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await session.ask("judge_step", build, meta={"attr_step": i}, schema=JUDGE_SCHEMA)
-        obj = session.parse("judge_step", reply) or {}
+        reply = await ledger.ask("judge_step", build, meta={"attr_step": i}, schema=JUDGE_SCHEMA)
+        obj = ledger.parse("judge_step", reply) or {}
         flagged = _yes(obj.get("error"), reply)
         verdicts.append({"step": i, "error": flagged})
         if flagged:
             agent = display_agent(traj.steps[i].agent)
-            return finish(session, traj, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
+            return finish(ledger, traj, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
     agent, step = heuristic_guess(traj)
-    session.note_fallback("judge_step", "no_step_flagged_heuristic")
-    return finish(session, traj, agent, step, 0.0, {"verdicts": verdicts})
+    ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
+    return finish(ledger, traj, agent, step, 0.0, {"verdicts": verdicts})
 
 
 @register_method("step_by_step")
@@ -171,7 +175,7 @@ def split_range(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
-    session = new_session(ctx, "binary_search")
+    ledger = new_ledger(ctx, "binary_search")
     header = case_header(traj, ctx.with_ground_truth)
     lo, hi = 0, traj.n_steps - 1
     path: list[dict[str, Any]] = []
@@ -189,16 +193,16 @@ async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
             user = f"{header}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await session.ask("halve", build, meta={"attr_range": [lo, a1, hi]}, schema=HALVE_SCHEMA)
-        part = _part(session, reply)
+        reply = await ledger.ask("halve", build, meta={"attr_range": [lo, a1, hi]}, schema=HALVE_SCHEMA)
+        part = _part(ledger, reply)
         path.append({"range": [lo, hi], "part": part})
         lo, hi = (a0, a1) if part == "A" else (b0, b1)
     agent = display_agent(traj.steps[lo].agent)
-    return finish(session, traj, agent, lo, 0.5, {"path": path})
+    return finish(ledger, traj, agent, lo, 0.5, {"path": path})
 
 
-def _part(session: LLMSession, reply: str) -> str:
-    obj = session.parse("halve", reply) or {}
+def _part(ledger: CaseLedger, reply: str) -> str:
+    obj = ledger.parse("halve", reply) or {}
     value = str(obj.get("part", "")).strip().upper()
     if value[:1] in ("A", "B"):
         return value[:1]
@@ -206,7 +210,7 @@ def _part(session: LLMSession, reply: str) -> str:
     if m:
         return m.group(1).upper()
     # Decisive errors sit early far more often than late: default to the earlier half.
-    session.note_fallback("halve", "default_first_half")
+    ledger.note_fallback("halve", "default_first_half")
     return "A"
 
 

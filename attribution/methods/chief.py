@@ -2,20 +2,30 @@
 
 Pipeline per case (model calls in brackets):
 
-1. [1] decompose the log into subtasks (one built-in exemplar as few-shot);
-   the reply is repaired into contiguous ranges covering every step once
-   (at most MAX_SUBTASKS = 8).
-2. [0] causal graph: OTAR tuples and typed edges (:mod:`._chief_graph`).
+1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
+   most similar decompositions retrieved from a pool built from the Who&When
+   dev split's training part (:mod:`._chief_exemplars`: lexical similarity,
+   never the case's own record or question) as few-shot; the reply is
+   repaired into contiguous ranges covering every step once (at most
+   MAX_SUBTASKS = 8).
+2. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
+   tuples per agent and subtask, step ``data``/``control`` edges
+   (:mod:`._chief_model_graph`), plus the structural handoff and subtask
+   edges. When the model's graph is unusable the regex graph
+   (:func:`._chief_graph.build_graph`) stands in, recorded in
+   ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
 3. [1 to #subtasks] a virtual oracle for *every* subtask: goal,
    preconditions, key evidence, acceptance criteria, and whether the
    subtask met them. Oracles are batched (:func:`oracle_batches`): one call
    covers consecutive subtasks as long as their oracles fit the reply (5 at
-   512 reply tokens) and their logs fit the prompt whole; so a short log
-   takes one call (two when it has over 5 subtasks), a long one a call per
-   subtask. Backtracking starts at the first failed subtask (the last one
-   when none admits failure).
-4. [≤ 1] the responsible agent within that subtask (skipped when only one
-   agent acts there), [≤ 1] its candidate steps (skipped for a single step).
+   512 reply tokens) and their logs fit the prompt whole.
+4. Oracle-guided backtracking, top-down and in reverse (:func:`backtrack`):
+   from the last subtask that failed its oracle, the walk moves back along
+   the graph's subtask edges (sequential and data) to a failed parent, the
+   latest first, until no parent failed; that subtask is the origin (the
+   last subtask when none admits failure). Then top-down inside it: [≤ 1]
+   the responsible agent (skipped when only one agent acts there), [≤ 1] its
+   candidate steps (skipped for a single step).
 5. Counterfactual screening of the candidates, in order:
    deviation-aware pruning (an error the agent corrected itself later, with
    no error after the fix, is dropped while other candidates remain);
@@ -29,18 +39,21 @@ Pipeline per case (model calls in brackets):
    guard); MAX_WALK_CALLS caps the calls as a cost guard (recorded as
    ``walk_stop: "budget"`` when it cuts a walk).
 
-Model calls per case: at most 1 + #subtasks + 2 + MAX_WALK_CALLS (≤ 19 with
-MAX_SUBTASKS = 8; typically 4-7 on a log that fits the window: one oracle
-call, a walk of one or two steps), re-sends after a length refusal or a
-transient failure not counted.
+Model calls per case: at most 1 + G + #subtasks + 2 + MAX_WALK_CALLS, with
+G graph calls (1 on short logs, at most #subtasks); typically 5-8 on a log
+that fits the window. Re-sends after a length refusal or a transient failure
+are counted too. ``attribute`` leaves the exemplar pool's own records out of
+an evaluation (``run.is_training_record``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
 
+from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import (
     CausalGraph,
     Subtask,
@@ -48,33 +61,27 @@ from attribution.methods._chief_graph import (
     build_graph,
     fallback_subtasks,
     loop_start,
-    pick_exemplar,
     repair_subtasks,
     self_corrected,
 )
+from attribution.methods._chief_model_graph import model_graph
+from attribution.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
-    LLMSession,
     case_header,
     clip,
     display_agent,
     estimate_tokens,
     finish,
     messages,
-    new_session,
     render_steps,
     resolve_agent,
     resolve_step,
-    s_enum,
-    s_list,
-    s_obj,
-    s_step,
-    s_text,
-    s_unit,
     step_views,
     steps_of,
     to_unit,
 )
+from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory, normalize_agent
 
 MAX_WALK_CALLS = 8
@@ -109,27 +116,39 @@ def _log(traj: Trajectory, indices: range | list[int], budget: int, focus: set[i
 # ------------------------------------------------------------------ stages
 
 
-async def decompose(session: LLMSession, traj: Trajectory, header: str) -> tuple[list[Subtask], str]:
-    """Subtasks from the model, repaired; equal chunks when the reply is unusable."""
-    ex = pick_exemplar(traj)
+def exemplar_text(exemplars: list[tuple[dict[str, Any], float]]) -> str:
+    """The retrieved exemplars as the decomposition prompt shows them."""
+    parts = []
+    for n, (ex, _) in enumerate(exemplars, 1):
+        spans = json.dumps(ex["subtasks"], ensure_ascii=False)
+        parts.append(f"Example {n} log:\n{ex['log']}\nExample {n} subtasks: {spans}")
+    return "\n\n".join(parts)
+
+
+async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
+                    exemplars: list[tuple[dict[str, Any], float]]) -> tuple[list[Subtask], str]:
+    """Subtasks from the model (``exemplars`` as few-shot), repaired; equal chunks when the reply is unusable."""
+    shown = exemplar_text(exemplars)
     ask = (
         "Split the log into 2-6 subtasks of consecutive steps that together cover every step. Reply with JSON only:\n"
         '{"reason": "<one sentence>", "subtasks": [{"name": "<short>", "start": <first step>, "end": <last step>}]}'
     )
 
     def build(budget: int):
-        text, report = _log(traj, range(traj.n_steps), budget - 350)
-        user = f"Example log:\n{ex['log']}\nExample subtasks: {ex['subtasks']}\n\n{header}\n\nLog:\n{text}\n\n{ask}"
+        text, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(shown))
+        user = f"{shown}\n\n{header}\n\nLog:\n{text}\n\n{ask}" if shown else f"{header}\n\nLog:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    span = s_obj(name=s_text(40), start=s_step(0, traj.n_steps - 1), end=s_step(0, traj.n_steps - 1))
-    schema = s_obj(reason=s_text(), subtasks=s_list(span, 6, 1))
-    reply = await session.ask("decompose", build, meta={"attr_n_steps": traj.n_steps}, schema=schema)
-    obj = session.parse("decompose", reply) or {}
+    last = traj.n_steps - 1
+    span = contract("Span", name=text(40), start=step_in(0, last), end=step_in(0, last))
+    schema = schema_of(contract("DecomposeReply", reason=text(), subtasks=many(span, 6, 1)))
+    meta = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
+    reply = await ledger.ask("decompose", build, meta=meta, schema=schema)
+    obj = ledger.parse("decompose", reply) or {}
     subs = repair_subtasks(obj.get("subtasks"), traj.n_steps)
     if subs:
         return subs, "model"
-    session.note_fallback("decompose", "equal_chunks")
+    ledger.note_fallback("decompose", "equal_chunks")
     return fallback_subtasks(traj), "equal_chunks"
 
 
@@ -190,7 +209,7 @@ def resolve_index(value: Any, allowed: set[int]) -> int | None:
     return int(m.group()) if m and int(m.group()) in allowed else None
 
 
-async def oracle_batch(session: LLMSession, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
+async def oracle_batch(ledger: CaseLedger, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
     """The virtual oracles of the subtasks in ``batch`` (one call), each with its verdict (``satisfied``)."""
     listing = "\n".join(f"{s.index}. '{s.name}' = steps {s.start}-{s.end}" for s in batch)
     ask = (
@@ -206,34 +225,34 @@ async def oracle_batch(session: LLMSession, traj: Trajectory, header: str, batch
         text, report = _log(traj, shown, budget - ORACLE_FIXED_TOKENS)
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    item = s_obj(subtask=s_enum([s.index for s in batch]), **{k: s_text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS},
-                 satisfied=s_enum(["yes", "no"]))
-    schema = s_obj(oracles=s_list(item, len(batch), len(batch)))
+    item = contract("Oracle", subtask=one_of([s.index for s in batch]),
+                    **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS}, satisfied=YesNo)
+    schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
     meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await session.ask("oracle", build, meta=meta, schema=schema)
-    items = _oracle_items(session.parse("oracle", reply) or {}, batch)
+    reply = await ledger.ask("oracle", build, meta=meta, schema=schema)
+    items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
     out = []
     for sub in batch:
         raw = items.get(sub.index)
         if raw is None:
-            session.note_fallback("oracle", f"missing_subtask_{sub.index}")
+            ledger.note_fallback("oracle", f"missing_subtask_{sub.index}")
         raw = raw or {}
         verdict = {k: clip(str(raw.get(k, "")), 200) for k in ORACLE_FIELDS}
         out.append({"subtask": sub.index, **verdict, "satisfied": _yes(raw.get("satisfied"))})
     return out
 
 
-async def oracles(session: LLMSession, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
+async def oracles(ledger: CaseLedger, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
     """A virtual oracle and verdict for every subtask, in order, batched as the reply and prompt budgets allow."""
     sizes = [estimate_tokens(render_steps(step_views(traj, sub.steps), 10**9)[0]) for sub in subtasks]
-    budget = session.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
+    budget = ledger.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
     out: list[dict[str, Any]] = []
-    for batch in oracle_batches(subtasks, session.reply_tokens, sizes, budget):
-        out += await oracle_batch(session, traj, header, batch)
+    for batch in oracle_batches(subtasks, ledger.reply_tokens, sizes, budget):
+        out += await oracle_batch(ledger, traj, header, batch)
     return out
 
 
-async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
+async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
     """The responsible agent inside ``sub``, and how it was chosen."""
     names = actors(traj, sub)
     if len(names) == 1:
@@ -253,17 +272,17 @@ async def pick_agent(session: LLMSession, traj: Trajectory, header: str, graph: 
         user = f"{header}\n\nAgents' observation/thought/action/result:\n{tuples}\n\nSteps:\n{text}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    schema = s_obj(reason=s_text(), agent=s_enum(names))
-    reply = await session.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
-    obj = session.parse("agent", reply) or {}
+    schema = schema_of(contract("AgentReply", reason=text(), agent=one_of(names)))
+    reply = await ledger.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
+    obj = ledger.parse("agent", reply) or {}
     agent = resolve_agent(traj, obj.get("agent"))
     if agent in names:
         return agent, "model"
-    session.note_fallback("agent", "first_actor")
+    ledger.note_fallback("agent", "first_actor")
     return names[0], "first_actor"
 
 
-async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
+async def pick_steps(ledger: CaseLedger, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
     """Candidate steps of ``agent`` in ``sub``, the model's choice first, then its alternatives, then the rest."""
     own = steps_of(traj, agent, sub.steps)
     if len(own) <= 1:
@@ -277,17 +296,17 @@ async def pick_steps(session: LLMSession, traj: Trajectory, header: str, sub: Su
         text, report = _log(traj, sub.steps, budget - 250, focus=set(own))
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    schema = s_obj(reason=s_text(), step=s_enum(own), alternatives=s_list(s_enum(own), 2))
-    reply = await session.ask("step", build, meta={"attr_candidates": own}, schema=schema)
-    obj = session.parse("step", reply) or {}
+    schema = schema_of(contract("StepReply", reason=text(), step=one_of(own), alternatives=many(one_of(own), 2)))
+    reply = await ledger.ask("step", build, meta={"attr_candidates": own}, schema=schema)
+    obj = ledger.parse("step", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]
     if not picked:
-        session.note_fallback("step", "agent_steps_in_order")
+        ledger.note_fallback("step", "agent_steps_in_order")
     return list(dict.fromkeys([s for s in picked if s in own] + own))
 
 
-async def counterfactual(session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
+async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
     """Local + data-flow counterfactual on ``step``: would fixing it succeed, or was its input wrong, and where?
 
     ``source_step`` is kept only when it is a data ancestor of ``step``
@@ -308,13 +327,12 @@ async def counterfactual(session: LLMSession, traj: Trajectory, header: str, gra
         text, report = _log(traj, shown, budget - 300, focus={step})
         return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
 
-    yes_no = s_enum(["yes", "no"])
-    source = {"anyOf": [s_enum(ancestors), {"type": "null"}]} if ancestors else {"type": "null"}
-    schema = s_obj(reason=s_text(), fix_here_succeeds=yes_no, input_was_wrong=yes_no, source_step=source,
-                   confidence=s_unit())
+    source = one_of(ancestors) | None if ancestors else None
+    schema = schema_of(contract("CounterfactualReply", reason=text(), fix_here_succeeds=YesNo, input_was_wrong=YesNo,
+                                source_step=source, confidence=unit()))
     meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors}
-    reply = await session.ask("counterfactual", build, meta=meta, schema=schema)
-    obj = session.parse("counterfactual", reply) or {}
+    reply = await ledger.ask("counterfactual", build, meta=meta, schema=schema)
+    obj = ledger.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     return {
         "step": step,
@@ -349,7 +367,7 @@ def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int
 
 
 async def _counterfactual_walk(
-    session: LLMSession, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
+    ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
 ) -> tuple[int, list[dict[str, Any]], str]:
     """Follow corrupted inputs back along data edges to the first corrupted data; returns (step, hops, why it stopped).
 
@@ -359,7 +377,7 @@ async def _counterfactual_walk(
     step, hops, visited = screened[0], [], set()
     while len(hops) < MAX_WALK_CALLS:
         visited.add(step)
-        cf = await counterfactual(session, traj, header, graph, step)
+        cf = await counterfactual(ledger, traj, header, graph, step)
         hops.append(cf)
         src = cf["source_step"]
         if cf["input_was_wrong"] and src is not None and src not in visited:
@@ -369,31 +387,61 @@ async def _counterfactual_walk(
             step = screened[1]  # the local counterfactual rejects it: next candidate
             continue
         return step, hops, "no_earlier_corruption"
-    session.note_fallback("counterfactual", "walk_budget")
+    ledger.note_fallback("counterfactual", "walk_budget")
     return step, hops, "budget"
 
 
-async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
-    session = new_session(ctx, "chief")
+def backtrack(subtasks: list[Subtask], verdicts: list[dict[str, Any]], graph: CausalGraph) -> tuple[Subtask, list[int]]:
+    """The origin subtask and the walk to it: top-down, in reverse (see the module docstring).
+
+    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(3)]
+    >>> g = CausalGraph(subtasks=subs, otar={}, edges=[{"level": "subtask", "src": 0, "dst": 1, "type": "sequential"},
+    ...                                               {"level": "subtask", "src": 1, "dst": 2, "type": "sequential"}])
+    >>> sat = lambda *v: [{"subtask": i, "satisfied": x} for i, x in enumerate(v)]
+    >>> [(o.index, path) for o, path in [backtrack(subs, sat(False, True, False), g), backtrack(subs, sat(True, False, False), g)]]
+    [(2, [2]), (1, [2, 1])]
+    """
+    failed = {v["subtask"] for v in verdicts if v["satisfied"] is False}
+    start = next((sub for sub in reversed(subtasks) if sub.index in failed), None)
+    if start is None:
+        return subtasks[-1], []
+    cur, path = start, [start.index]
+    while True:
+        parent = next((p for p in reversed(graph.subtask_parents(cur.index)) if p in failed and p not in path), None)
+        if parent is None:
+            return cur, path
+        cur = subtasks[parent]
+        path.append(parent)
+
+
+async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exemplars: int) -> Prediction:
+    ledger = new_ledger(ctx, "chief")
     header = case_header(traj, ctx.with_ground_truth)
-    subtasks, how = await decompose(session, traj, header)
-    graph = build_graph(traj, subtasks)
-    verdicts = await oracles(session, traj, header, subtasks)
-    failed = next((sub for sub, v in zip(subtasks, verdicts, strict=True) if v["satisfied"] is False), None)
-    if failed is None:
+    exemplars = retrieve(traj, n_exemplars)
+    subtasks, how = await decompose(ledger, traj, header, exemplars)
+    if graph_mode == "model":
+        graph, graph_source = await model_graph(ledger, traj, header, subtasks)
+    else:
+        graph, graph_source = build_graph(traj, subtasks), "regex"
+    verdicts = await oracles(ledger, traj, header, subtasks)
+    failed, walk = backtrack(subtasks, verdicts, graph)
+    if not walk:
         # No subtask admitted failure: the last one did not deliver the right answer.
-        failed = subtasks[-1]
-        session.note_fallback("oracle", "no_failed_subtask_last")
+        ledger.note_fallback("oracle", "no_failed_subtask_last")
     verdict = verdicts[failed.index]
-    agent, agent_how = await pick_agent(session, traj, header, graph, failed, verdict)
-    candidates = await pick_steps(session, traj, header, failed, agent)
+    agent, agent_how = await pick_agent(ledger, traj, header, graph, failed, verdict)
+    candidates = await pick_steps(ledger, traj, header, failed, agent)
     screened, screen_log = screen_candidates(traj, graph, candidates)
-    step, hops, stop = await _counterfactual_walk(session, traj, header, graph, screened)
+    step, hops, stop = await _counterfactual_walk(ledger, traj, header, graph, screened)
     agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
     details = {
+        "exemplars": [{"id": ex["id"], "similarity": round(sim, 4)} for ex, sim in exemplars],
         "decomposition": how,
         "subtasks": [{"name": s.name, "start": s.start, "end": s.end} for s in subtasks],
+        "graph_source": graph_source,
+        "otar": {f"{sub}:{agent_key}": t for (sub, agent_key), t in graph.otar.items()},
         "oracles": verdicts,
+        "backtrack": walk,
         "failed_subtask": failed.index,
         "agent_choice": agent_how,
         "candidates": candidates,
@@ -402,7 +450,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext) -> Prediction:
         "walk_stop": stop,
         "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
     }
-    return finish(session, traj, agent, step, _confidence(hops), details)
+    return finish(ledger, traj, agent, step, _confidence(hops), details)
 
 
 def _confidence(hops: list[dict[str, Any]]) -> float:
@@ -414,6 +462,17 @@ def _confidence(hops: list[dict[str, Any]]) -> float:
 
 
 @register_method("chief")
-def chief() -> Method:
-    """CHIEF: at most 1 + #subtasks + 2 + MAX_WALK_CALLS model calls per case (≤ 19; see the module docstring)."""
-    return _chief
+def chief(graph: str = "model", exemplars: int = 2) -> Method:
+    """CHIEF (see the module docstring). ``graph``: ``model`` (default; the regex graph when the model's is
+    unusable) or ``regex``; ``exemplars``: decompositions retrieved as few-shot (0 for none)."""
+    if graph not in ("model", "regex"):
+        raise ValueError(f"chief: graph must be 'model' or 'regex', got {graph!r}")
+    if exemplars < 0:
+        raise ValueError(f"chief: exemplars must be >= 0, got {exemplars}")
+
+    async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
+        return await _chief(traj, ctx, graph, exemplars)
+
+    run.settings = {"graph": graph, "exemplars": exemplars, "backtrack": "reverse"}  # type: ignore[attr-defined]
+    run.is_training_record = is_pool_record  # type: ignore[attr-defined]
+    return run

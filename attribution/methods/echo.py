@@ -25,16 +25,26 @@ refuses as too long, or a transient failure, is re-sent and counted again.
 Every prompt is fitted to the route's context window
 (:func:`attribution.prompting.render_steps`).
 
-Voting (:func:`vote`): each candidate's votes (the analyst's confidence; a
-conclusion naming several agents splits it among them; alternatives count
-half) are summed and normalised to shares of the total. δ = 0.3 applies to
-these shares: there is consensus when some candidate holds at least 30% of
-the weight, and the heaviest candidate wins. A fragmented panel (no share
-reaches δ, or no weight at all) has no consensus: the agent falls back to the
-highest mean error likelihood, the step to the agent pass's first proposal.
-Steps outside the trajectory are discarded before voting. Disagreement
-(:func:`disagreement`) records conclusion diversity, confidence spread and a
-review flag when the spread exceeds 0.5.
+Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default) is ECHO's rule as
+its paper defines it: δ = 0.3 is a minimum confidence (ballots below it are
+dropped), the kept ballots vote on the conclusion type first, and only the
+winning type's ballots elect the agent (and, in the step pass, the step);
+alternative hypotheses do not vote. ``vote="weighted_share"`` is this
+project's earlier rule, kept by name: every ballot counts, alternatives at
+half weight, and δ applies to the winner's share of the summed weight. A
+panel without consensus falls back: the agent to the highest mean error
+likelihood, the step to the agent pass's first proposal. Steps outside the
+trajectory are discarded before voting. Disagreement records conclusion
+diversity, confidence spread and a review flag when the spread exceeds 0.5.
+
+Every analyst's parsed output (``details.analyses``), every step judgment
+(``details.judgments``), the candidates judged per agent and the model-free
+fallback are recorded, and the answer is :func:`._echo_vote.decide` of that
+record, so ``scripts/echo_votes.py`` recomputes a run under either rule from
+the same model outputs. With ``compare_votes=True`` the step pass also judges
+the candidates of the agent the other rule elects, when it differs (their
+calls are real and counted in the case's NFE), so the step under both rules
+is known for every case.
 """
 
 from __future__ import annotations
@@ -42,14 +52,25 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
+from attribution._prompt_fit import clip
+from attribution.calls import CaseLedger, new_ledger
 from attribution.methods._echo_context import hierarchical_views, hotspots, step_types
+from attribution.methods._echo_vote import (
+    DELTA,
+    VOTES,
+    Analysis,
+    Conclusion,
+    Judgment,
+    decide,
+    disagreement,
+    elect_agent,
+    step_votes,
+)
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
-    LLMSession,
     actor_step,
     agent_names,
     case_header,
@@ -57,29 +78,20 @@ from attribution.prompting import (
     finish,
     heuristic_guess,
     messages,
-    new_session,
     render_steps,
     resolve_actor,
     resolve_step,
-    s_enum,
-    s_list,
-    s_obj,
-    s_step,
-    s_text,
-    s_unit,
     step_views,
     steps_of,
     to_unit,
 )
+from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory
 
-DELTA = 0.3
-"""Minimum share of the summed vote weight a candidate needs for consensus (ECHO's δ)."""
-ALT_WEIGHT = 0.5
-"""Alternative hypotheses vote with this fraction of their confidence."""
-REVIEW_SPREAD = 0.5
 MAX_CANDIDATES = 3
 """Steps of the elected agent judged in the step pass (each by every analyst, one call each)."""
+RAW_CHARS = 600
+"""Characters kept of a reply that held no JSON object (``raw``)."""
 
 ROLES: dict[str, tuple[float, str]] = {
     "conservative": (0.3, "You blame an agent only on clear evidence and give low confidence when unsure."),
@@ -90,106 +102,6 @@ ROLES: dict[str, tuple[float, str]] = {
     "liberal": (0.9, "You consider every plausible culprit and say so."),
 }
 """Analyst role -> (temperature, instruction)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class Conclusion:
-    agents: list[str]
-    step: int | None
-    confidence: float
-    type: str = ""
-
-
-@dataclass(kw_only=True, slots=True)
-class Analysis:
-    """One analyst's parsed reply."""
-
-    role: str
-    summary: str = ""
-    evaluations: dict[str, float] = field(default_factory=dict)
-    """Agent -> error likelihood in [0, 1]."""
-    evidence: dict[str, str] = field(default_factory=dict)
-    conclusion: Conclusion | None = None
-    alternatives: list[Conclusion] = field(default_factory=list)
-    discarded_steps: int = 0
-    """Proposed steps outside the trajectory, dropped."""
-
-
-@dataclass(kw_only=True, slots=True)
-class VoteResult:
-    winner: Hashable | None
-    consensus: bool
-    """True when some candidate's share of the summed weight reached δ."""
-    scores: dict[Any, float]
-    """Candidate -> summed vote weight."""
-    share: float
-    """Winner's fraction of the summed weight."""
-
-
-def vote(items: Sequence[tuple[Hashable, float]], delta: float = DELTA) -> VoteResult:
-    """Confidence-weighted vote: weights are summed per candidate, δ applies to the normalised shares.
-
-    Every vote counts, however small (a two-agent conclusion at 0.5 gives
-    each agent 0.25). The heaviest candidate wins; ties go to the candidate
-    voted first. ``consensus`` is True when some candidate holds at least
-    ``delta`` of the total weight; otherwise the panel is fragmented and
-    callers fall back (the heaviest candidate is still reported).
-
-    >>> vote([("a", 0.2), ("a", 0.25), ("b", 0.35)]).winner
-    'a'
-    >>> vote([("a", 0.6), ("b", 0.5), ("b", 0.4)]).winner
-    'b'
-    >>> vote([("a", 0.2), ("b", 0.2), ("c", 0.2), ("d", 0.2)]).consensus
-    False
-    """
-    scores: dict[Any, float] = defaultdict(float)
-    order: dict[Any, int] = {}
-    for n, (cand, w) in enumerate(items):
-        order.setdefault(cand, n)
-        scores[cand] += max(0.0, float(w))
-    if not scores:
-        return VoteResult(winner=None, consensus=False, scores={}, share=0.0)
-    winner = max(scores, key=lambda c: (scores[c], -order[c]))
-    total = sum(scores.values())
-    share = scores[winner] / total if total > 0 else 0.0
-    # The winner has the largest share, so consensus holds iff it reaches δ.
-    return VoteResult(winner=winner, consensus=total > 0 and share >= delta, scores=dict(scores), share=share)
-
-
-def agent_votes(analyses: Sequence[Analysis]) -> list[tuple[str, float]]:
-    """Agent votes: the primary conclusion's agents share its confidence; alternatives count half."""
-    items: list[tuple[str, float]] = []
-    for a in analyses:
-        for concl, factor in [(a.conclusion, 1.0)] + [(alt, ALT_WEIGHT) for alt in a.alternatives]:
-            if concl and concl.agents:
-                items += [(ag, factor * concl.confidence / len(concl.agents)) for ag in concl.agents]
-    return items
-
-
-def step_votes(analyses: Sequence[Analysis]) -> list[tuple[int, float]]:
-    """Step votes from primary conclusions and (half-weight) alternatives; missing steps do not vote."""
-    items: list[tuple[int, float]] = []
-    for a in analyses:
-        for concl, factor in [(a.conclusion, 1.0)] + [(alt, ALT_WEIGHT) for alt in a.alternatives]:
-            if concl and concl.step is not None:
-                items.append((concl.step, factor * concl.confidence))
-    return items
-
-
-def disagreement(analyses: Sequence[Analysis], key: str) -> dict[str, Any]:
-    """Conclusion diversity (distinct conclusions / analysts), confidence spread, review flag."""
-    concls = [a.conclusion for a in analyses if a.conclusion]
-    if key == "agent":
-        labels = {tuple(sorted(c.agents)) for c in concls if c.agents}
-    else:
-        labels = {c.step for c in concls if c.step is not None}
-    confs = [c.confidence for c in concls]
-    spread = (max(confs) - min(confs)) if confs else 0.0
-    return {
-        "conclusion_diversity": len(labels) / len(analyses) if analyses else 0.0,
-        "confidence_spread": round(spread, 4),
-        "review": spread > REVIEW_SPREAD,
-    }
 
 
 def sample_panel(k: int, seed: int) -> list[str]:
@@ -218,7 +130,7 @@ def _conclusion(traj: Trajectory, raw: Any, analysis: Analysis) -> Conclusion | 
 
 def parse_analysis(traj: Trajectory, role: str, obj: dict[str, Any] | None) -> Analysis:
     """An :class:`Analysis` from a reply object; unknown agents and out-of-range steps are dropped."""
-    a = Analysis(role=role)
+    a = Analysis(role=role, raw=obj)
     if not obj:
         return a
     a.summary = str(obj.get("summary", obj.get("reason", "")))[:300]
@@ -261,30 +173,43 @@ def _system(role: str) -> str:
     )
 
 
-def agent_schema(traj: Trajectory) -> dict[str, Any]:
-    """Reply schema of the agent pass (summary and evaluations before the conclusion)."""
+def agent_contract(traj: Trajectory) -> Any:
+    """Reply contract of the agent pass (summary and evaluations before the conclusion)."""
     names, last = agent_names(traj), traj.n_steps - 1
-    evaluation = s_obj(agent=s_enum(names), error_likelihood=s_unit(), evidence=s_text(80))
-    guess = s_obj(agents=s_list(s_enum(names), 1, 1), step=s_step(0, last), confidence=s_unit())
-    conclusion = s_obj(type=s_text(40), agents=s_list(s_enum(names), 2, 1), step=s_step(0, last), confidence=s_unit())
-    return s_obj(summary=s_text(160), agents=s_list(evaluation, min(len(names), 4), 1), conclusion=conclusion,
-                 alternatives=s_list(guess, 2))
+    evaluation = contract("Evaluation", agent=one_of(names), error_likelihood=unit(), evidence=text(80))
+    guess = contract("Guess", agents=many(one_of(names), 1, 1), step=step_in(0, last), confidence=unit())
+    conclusion = contract("Conclusion", type=text(40), agents=many(one_of(names), 2, 1), step=step_in(0, last),
+                          confidence=unit())
+    return contract("AgentPanelReply", summary=text(160), agents=many(evaluation, min(len(names), 4), 1),
+                    conclusion=conclusion, alternatives=many(guess, 2))
+
+
+StepJudgmentReply = contract("StepJudgmentReply", summary=text(160), type=text(40), decisive_error=YesNo,
+                             confidence=unit())
+"""Reply contract of one step judgment (summary before the verdict)."""
+
+
+def agent_schema(traj: Trajectory) -> dict[str, Any]:
+    return schema_of(agent_contract(traj))
 
 
 def step_schema() -> dict[str, Any]:
-    """Reply schema of one step judgment (summary before the verdict)."""
-    return s_obj(summary=s_text(160), type=s_text(40), decisive_error=s_enum(["yes", "no"]), confidence=s_unit())
+    return schema_of(StepJudgmentReply)
 
 
 async def _panel(
-    session: LLMSession, traj: Trajectory, roles: list[str], stage: str, user_for: Any, focus: set[int],
+    ledger: CaseLedger, traj: Trajectory, roles: list[str], stage: str, user_for: Any, focus: set[int],
     schema: dict[str, Any],
 ) -> list[Analysis]:
     async def one(role: str) -> Analysis:
         meta = {"attr_role": role, "attr_focus": sorted(focus)}
-        reply = await session.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta=meta,
+        reply = await ledger.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta=meta,
                                   schema=schema)
-        return parse_analysis(traj, role, session.parse(stage, reply))
+        obj = ledger.parse(stage, reply)
+        a = parse_analysis(traj, role, obj)
+        if obj is None:
+            a.raw = clip(reply, RAW_CHARS)
+        return a
 
     return list(await asyncio.gather(*(one(r) for r in roles)))
 
@@ -302,19 +227,6 @@ def step_view(traj: Trajectory, step: int, budget: int):
     return render_steps(hierarchical_views(traj, {step}), budget, focus={step})
 
 
-@dataclass(kw_only=True, slots=True)
-class Judgment:
-    """One analyst's verdict on one candidate step."""
-
-    role: str
-    step: int
-    decisive: bool | None
-    """True/False from the reply, None when it said neither."""
-    confidence: float
-    type: str = ""
-    summary: str = ""
-
-
 def _yes_no(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
@@ -323,19 +235,16 @@ def _yes_no(value: Any) -> bool | None:
     return None
 
 
-def parse_judgment(role: str, step: int, obj: dict[str, Any] | None) -> Judgment:
+def parse_judgment(role: str, step: int, obj: dict[str, Any] | None, agent: str | None = None) -> Judgment:
     """A :class:`Judgment` from a reply object (the step is the one asked about, never the reply's)."""
+    raw = obj
     obj = obj or {}
     verdict = obj.get("decisive_error", obj.get("error", obj.get("decisive")))
     return Judgment(
         role=role, step=step, decisive=_yes_no(verdict), confidence=to_unit(obj.get("confidence"), 0.5),
         type=str(obj.get("type", ""))[:60], summary=str(obj.get("summary", obj.get("reason", "")))[:300],
+        agent=agent, raw=raw,
     )
-
-
-def judgment_votes(judgments: Sequence[Judgment]) -> list[tuple[int, float]]:
-    """Step votes: every "yes" judgment votes for its step with its confidence."""
-    return [(j.step, j.confidence) for j in judgments if j.decisive]
 
 
 def _per_analyst(judgments: Sequence[Judgment], agent: str) -> list[Analysis]:
@@ -368,7 +277,7 @@ def step_candidates(traj: Trajectory, analyses: Sequence[Analysis], agent: str, 
 
 
 async def judge_steps(
-    session: LLMSession, traj: Trajectory, roles: list[str], agent: str, candidates: list[int], header: str,
+    ledger: CaseLedger, traj: Trajectory, roles: list[str], agent: str, candidates: list[int], header: str,
 ) -> list[Judgment]:
     """Every analyst judges every candidate, each with the hierarchical view centred on that candidate."""
     note = "Only step {0} and its neighbours are shown in full; (key ...)/(summary)/(milestone ...) lines are shortened."
@@ -383,8 +292,12 @@ async def judge_steps(
             return messages(_system(role), user), report
 
         meta = {"attr_role": role, "attr_step": step, "attr_candidates": candidates}
-        reply = await session.ask("step_panel", build, temperature=ROLES[role][0], meta=meta, schema=step_schema())
-        return parse_judgment(role, step, session.parse("step_panel", reply))
+        reply = await ledger.ask("step_panel", build, temperature=ROLES[role][0], meta=meta, schema=step_schema())
+        obj = ledger.parse("step_panel", reply)
+        judgment = parse_judgment(role, step, obj, agent)
+        if obj is None:
+            judgment.raw = clip(reply, RAW_CHARS)
+        return judgment
 
     out: list[Judgment] = []
     for step in candidates:  # one candidate at a time: k concurrent calls, as in the agent pass
@@ -392,8 +305,9 @@ async def judge_steps(
     return out
 
 
-async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int) -> Prediction:
-    session = new_session(ctx, "echo")
+async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int, rule: str, delta: float,
+                compare_votes: bool) -> Prediction:
+    ledger = new_ledger(ctx, "echo")
     roles = sample_panel(k, ctx.seed)
     header = case_header(traj, ctx.with_ground_truth)
     note = "Lines marked (key ...)/(summary)/(milestone ...) are shortened; missing step numbers were left out."
@@ -405,69 +319,66 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int)
         user = f"{header}\nAgents: {', '.join(agent_names(traj))}\n{note}\n\nLog:\n{text}\n\n{AGENT_ASK}"
         return messages(_system(role), user), report
 
-    first = await _panel(session, traj, roles, "agent_panel", agent_prompt, hot, agent_schema(traj))
-    agent, agent_vote, agent_basis = _elect_agent(session, traj, first)
-
-    candidates = step_candidates(traj, first, agent, n_candidates)
-    judgments = await judge_steps(session, traj, roles, agent, candidates, header) if len(candidates) > 1 else []
-    step_vote = vote(judgment_votes(judgments))
-    step, step_basis = step_vote.winner, "consensus"
-    if len(candidates) == 1:
-        step, step_basis = candidates[0], "single_candidate"
-    elif not step_vote.consensus:
-        # Nobody (or no clear majority) said "yes": trust the agent pass's ranking.
-        step, step_basis = (candidates[0] if candidates else heuristic_guess(traj)[1]), "agent_pass_proposal"
-        session.note_fallback("step_panel", "agent_pass_proposal")
-    confidence = agent_vote.scores.get(agent, 0.0) / len(roles) if agent_vote.consensus else 0.0
-    details = {
+    first = await _panel(ledger, traj, roles, "agent_panel", agent_prompt, hot, agent_schema(traj))
+    heuristic = heuristic_guess(traj)
+    # The agents to judge steps of: this rule's, and with compare_votes the other rule's too.
+    rules = [rule] + ([r for r in VOTES if r != rule] if compare_votes else [])
+    judged: dict[str, list[int]] = {}
+    judgments: list[Judgment] = []
+    for r in rules:
+        agent = elect_agent(first, r, delta, heuristic[0])[0]
+        if agent is None or agent in judged:
+            continue
+        judged[agent] = step_candidates(traj, first, agent, n_candidates)
+        if len(judged[agent]) > 1:
+            judgments += await judge_steps(ledger, traj, roles, agent, judged[agent], header)
+    details: dict[str, Any] = {
         "panel": roles,
-        "agent_vote": {"winner": agent, "basis": agent_basis, "scores": agent_vote.scores, "share": agent_vote.share},
-        "candidates": candidates,
-        "step_vote": {"winner": step, "basis": step_basis, "scores": {str(s): w for s, w in step_vote.scores.items()},
-                      "share": step_vote.share},
-        "judgments": [{"role": j.role, "step": j.step, "decisive": j.decisive, "confidence": j.confidence} for j in judgments],
+        "vote": rule,
+        "delta": delta,
+        "analyses": [a.record() for a in first],
+        "judgments": [j.record() for j in judgments],
+        "candidates_by_agent": judged,
+        "heuristic": list(heuristic),
+    }
+    d = decide(details, rule, delta)
+    if d.agent_basis == "heuristic":
+        ledger.note_fallback("agent_panel", "heuristic")
+    if d.step_basis == "agent_pass_proposal":
+        # Nobody (or no clear majority) said "yes": trust the agent pass's ranking.
+        ledger.note_fallback("step_panel", "agent_pass_proposal")
+    own = [j for j in judgments if j.agent == d.agent]
+    details |= {
+        "agent_vote": {"winner": d.agent, "basis": d.agent_basis, **d.agent_vote.record()},
+        "candidates": judged.get(d.agent, []),
+        "step_vote": {"winner": d.step, "basis": d.step_basis, **(d.step_vote.record() if d.step_vote else {})},
         "agent_disagreement": disagreement(first, "agent"),
-        "step_disagreement": disagreement(_per_analyst(judgments, agent), "step"),
+        "step_disagreement": disagreement(_per_analyst(own, d.agent), "step"),
         "discarded_steps": sum(a.discarded_steps for a in first),
         "summaries": [a.summary for a in first],
     }
-    return finish(session, traj, agent, step, confidence, details)
-
-
-def _elect_agent(session: LLMSession, traj: Trajectory, analyses: Sequence[Analysis]) -> tuple[str | None, VoteResult, str]:
-    """The responsible agent: consensus vote, else highest mean error likelihood, else top vote, else heuristic."""
-    result = vote(agent_votes(analyses))
-    if result.consensus:
-        return result.winner, result, "consensus"
-    if (agent := _by_likelihood(analyses)) is not None:
-        return agent, result, "likelihood"
-    if result.winner is not None:
-        return result.winner, result, "top_vote"
-    session.note_fallback("agent_panel", "heuristic")
-    return heuristic_guess(traj)[0], result, "heuristic"
-
-
-def _by_likelihood(analyses: Sequence[Analysis]) -> str | None:
-    """Agent with the highest mean error likelihood over the analysts that evaluated it."""
-    sums: dict[str, list[float]] = defaultdict(list)
-    for a in analyses:
-        for name, p in a.evaluations.items():
-            sums[name].append(p)
-    if not sums:
-        return None
-    return max(sums, key=lambda n: sum(sums[n]) / len(sums[n]))
+    return finish(ledger, traj, d.agent, d.step, d.confidence, details)
 
 
 @register_method("echo")
-def echo(k: int = 3, candidates: int = MAX_CANDIDATES) -> Method:
+def echo(k: int = 3, candidates: int = MAX_CANDIDATES, vote: str = "paper", delta: float = DELTA,
+         compare_votes: bool = False) -> Method:
     """ECHO with a panel of ``k`` analysts judging up to ``candidates`` steps: at most
-    ``k * (1 + candidates)`` model calls per case (12 with the defaults), re-sends not counted."""
+    ``k * (1 + candidates)`` model calls per case (12 with the defaults; twice the step pass with
+    ``compare_votes`` when the rules elect different agents), re-sends counted. ``vote``: ``paper``
+    (default) or ``weighted_share``; ``delta``: δ (see the module docstring)."""
     if k < 1:
         raise ValueError(f"echo: k must be >= 1, got {k}")
     if candidates < 1:
         raise ValueError(f"echo: candidates must be >= 1, got {candidates}")
+    if vote not in VOTES:
+        raise ValueError(f"echo: vote must be one of {', '.join(VOTES)}, got {vote!r}")
+    if not 0.0 <= delta <= 1.0:
+        raise ValueError(f"echo: delta must be in [0, 1], got {delta}")
 
     async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
-        return await _echo(traj, ctx, k, candidates)
+        return await _echo(traj, ctx, k, candidates, vote, delta, compare_votes)
 
+    run.settings = {"k": k, "candidates": candidates, "vote": vote, "delta": delta,  # type: ignore[attr-defined]
+                    "compare_votes": compare_votes}
     return run

@@ -17,14 +17,8 @@ import re
 import time
 
 from attribution.methods.echo import ROLES, sample_panel
-from attribution.prompting import (
-    LLMSession,
-    case_header,
-    messages,
-    new_session,
-    render_steps,
-    step_views,
-)
+from attribution.calls import CaseLedger, new_ledger
+from attribution.prompting import case_header, messages, render_steps, step_views
 from attribution.scorers.base import (
     Scorer,
     ScorerContext,
@@ -72,7 +66,7 @@ def segments(n_steps: int, max_calls: int) -> list[range]:
     return [range(a, min(n_steps, a + size)) for a in range(0, n_steps, size)]
 
 
-async def _score_segment(session: LLMSession, traj: Trajectory, header: str, seg: range, system: str,
+async def _score_segment(ledger: CaseLedger, traj: Trajectory, header: str, seg: range, system: str,
                          temperature: float | None) -> float | None:
     label = f"step {seg.start}" if len(seg) == 1 else f"one of steps {seg.start}-{seg[-1]}"
     ask = f"Probability that the decisive error is {label}? Reply with only a number between 0 and 1."
@@ -83,7 +77,7 @@ async def _score_segment(session: LLMSession, traj: Trajectory, header: str, seg
         text, report = render_steps(views, budget - 150, focus=focus)
         return messages(system, f"{header}\n\nLog up to the step(s) under review:\n{text}\n\n{ask}"), report
 
-    reply = await session.ask("score", build, temperature=temperature, meta={"attr_steps": list(seg)})
+    reply = await ledger.ask("score", build, temperature=temperature, meta={"attr_steps": list(seg)})
     return parse_probability(reply)
 
 
@@ -99,8 +93,8 @@ class SegmentScores:
     def __init__(self, traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
                  max_calls: int) -> None:
         self.traj, self.roles = traj, roles
-        self.session = new_session(ctx, method)
-        self.session.reply_tokens = SCORE_REPLY_TOKENS
+        self.ledger = new_ledger(ctx, method)
+        self.ledger.reply_tokens = SCORE_REPLY_TOKENS
         self.header = case_header(traj, ctx.with_ground_truth)
         self.segs = segments(traj.n_steps, max_calls)
         self._seg_of = {i: k for k, seg in enumerate(self.segs) for i in seg}
@@ -118,7 +112,7 @@ class SegmentScores:
         for role in self.roles:
             system = BASE_SYSTEM if role is None else f"You are a {role} analyst. {ROLES[role][1]} {BASE_SYSTEM}"
             temperature = None if role is None else ROLES[role][0]
-            p = await _score_segment(self.session, self.traj, self.header, seg, system, temperature)
+            p = await _score_segment(self.ledger, self.traj, self.header, seg, system, temperature)
             if p is None:
                 self.unusable += 1
                 p = 0.5
@@ -128,23 +122,23 @@ class SegmentScores:
     @property
     def calls(self) -> int:
         """Model calls so far (the NFE)."""
-        return self.session.calls
+        return self.ledger.calls
 
 
 async def score_trajectory(lazy: SegmentScores) -> StepScores:
     """Every step's score from ``lazy`` (each segment asked once per role, averaged over the roles)."""
     start = time.perf_counter()
-    traj, session = lazy.traj, lazy.session
+    traj, ledger = lazy.traj, lazy.ledger
     scores = [await lazy(i) for i in range(traj.n_steps)]
     return StepScores(
         id=traj.id,
         n_steps=traj.n_steps,
         step_scores=scores,
-        nfe=session.calls,
-        tokens=session.tokens_in + session.tokens_out,
+        nfe=ledger.calls,
+        tokens=ledger.tokens_in + ledger.tokens_out,
         seconds=time.perf_counter() - start,
         details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": [r for r in lazy.roles if r],
-                 "unusable": lazy.unusable, "truncated": session.truncated, **session.accounting()},
+                 "unusable": lazy.unusable, "truncated": ledger.truncated, **ledger.accounting()},
     )
 
 

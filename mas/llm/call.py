@@ -24,6 +24,7 @@ from langchain_core.outputs import LLMResult as LCResult
 from descriptor.events import ErrorInfo
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.models import BoundModel
+from mas.llm.tokens import count_tokens
 from mas.tracing import current_tracer, utc_now_iso
 
 log = structlog.get_logger(__name__)
@@ -35,6 +36,10 @@ class LLMCallError(RuntimeError):
 
 class TransientModelError(RuntimeError):
     """Raised by test doubles to simulate a retryable failure (429/5xx/timeout)."""
+
+
+class PromptTooLongError(RuntimeError):
+    """Raised by test doubles to simulate a server refusing a prompt longer than its context window."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -101,6 +106,29 @@ def _retryable(err: BaseException) -> bool:
     return False
 
 
+def prompt_too_long(err: BaseException) -> bool:
+    """True when ``err`` (or the cause of an :class:`LLMCallError`) is a server refusing a prompt over its context.
+
+    By type: OpenAI's ``context_length_exceeded`` and llama-server's
+    ``exceed_context_size_error`` arrive as HTTP 400 (``openai.BadRequestError``);
+    servers that give no code say so in the 400's message. Never retried (the
+    same prompt fails again); callers that can shorten the prompt do.
+    """
+    import openai
+
+    cause = err.__cause__ if isinstance(err, LLMCallError) and err.__cause__ is not None else err
+    if isinstance(cause, PromptTooLongError):
+        return True
+    if not isinstance(cause, openai.BadRequestError):
+        return False
+    body = cause.body if isinstance(cause.body, dict) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    if cause.code == "context_length_exceeded" or inner.get("type") == "exceed_context_size_error":
+        return True
+    text = str(cause.message).lower()
+    return "context length" in text or "context size" in text or "context window" in text
+
+
 def _connection_failed(err: BaseException) -> bool:
     """True when the request never got an answer (refused, reset, timed out): what a dead server looks like."""
     import openai
@@ -154,18 +182,6 @@ def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
     return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
 
 
-async def count_tokens(bound: BoundModel, text: str) -> tuple[int, str]:
-    if bound.provider == "embedded" and bound.base_url:
-        root = bound.base_url.removesuffix("/v1")
-        try:
-            async with httpx.AsyncClient(timeout=10) as client:
-                r = await client.post(f"{root}/tokenize", json={"content": text})
-                return len(r.json()["tokens"]), "tokenizer"
-        except (httpx.HTTPError, KeyError, ValueError):
-            pass
-    return max(1, len(text) // 4), "estimate"
-
-
 async def call_llm(
     bound: BoundModel,
     messages: list[BaseMessage],
@@ -177,6 +193,7 @@ async def call_llm(
     json_schema: dict[str, Any] | None = None,
     temperature: float | None = None,
     metadata: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
 ) -> LLMResult:
     """Call the model once (with retries) and return text, tool calls, parsed JSON and usage.
 
@@ -190,6 +207,9 @@ async def call_llm(
 
     A tool call naming a tool that is not in ``tools`` is still returned
     (native or text protocol): the caller answers it with a failed result.
+    ``max_tokens`` caps this call's reply below the route's ``max_tokens``
+    (tokens). A prompt the server refuses as too long raises
+    :class:`LLMCallError` at once; :func:`prompt_too_long` recognises it.
     """
     runnable: Any = bound.model
     tool_names = {(t.name if hasattr(t, "name") else str(t)) for t in tools or []}
@@ -207,6 +227,8 @@ async def call_llm(
             runnable = runnable.bind(response_format={"type": "json_object"})
     if temperature is not None and bound.provider != "scripted":
         runnable = runnable.bind(temperature=temperature)
+    if max_tokens is not None and bound.provider != "scripted":
+        runnable = runnable.bind(**_max_tokens_kwargs(bound, max_tokens))
 
     tracer = current_tracer()
     rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{step}")
@@ -267,6 +289,16 @@ async def call_llm(
         cost_usd=bound.route.cost_usd(token_in, token_out),
         usage_source=source, start=start, end=end, model_label=bound.model_label, attempts=attempts,
     )
+
+
+def _max_tokens_kwargs(bound: BoundModel, max_tokens: int) -> dict[str, Any]:
+    """Invoke kwargs capping one reply at ``max_tokens`` (llama-server reads ``max_tokens`` from the body the
+    route set, so the body field is overridden too)."""
+    kwargs: dict[str, Any] = {"max_tokens": max_tokens}
+    extra = getattr(bound.model, "extra_body", None)
+    if isinstance(extra, dict) and "max_tokens" in extra:
+        kwargs["extra_body"] = {**extra, "max_tokens": max_tokens}
+    return kwargs
 
 
 def clip_confidence(value: Any) -> float:

@@ -97,6 +97,31 @@ def _chief_decompose(ctx: ScriptedContext) -> str:
     return json.dumps({"reason": "two phases", "subtasks": subs})
 
 
+_VALUE_RE = re.compile(r"\b\d{2,}\b")
+
+
+@responder("attribution.chief.graph")
+def _chief_graph(ctx: ScriptedContext) -> str:
+    # OTAR per asked (subtask, agent) pair; a data edge from the first line holding a number (2+ digits) to
+    # each later line reusing it, a control edge to a line repeating an earlier line of the same agent.
+    lo, hi = ctx.metadata.get("attr_range", [0, 0])
+    lines = _lines(ctx)
+    nodes = [{"subtask": sub, "agent": agent, "observation": "the previous step", "thought": "what to do next",
+              "action": "acted on it", "result": "ERROR seen" if any("ERROR" in t for i, a, t in lines if a == agent)
+              else "no error"} for sub, agent in ctx.metadata.get("attr_pairs", [])]
+    first: dict[str, int] = {}
+    edges = []
+    for i, agent, text in lines:
+        for v in sorted(set(_VALUE_RE.findall(text))):
+            src = first.setdefault(v, i)
+            if src != i and lo <= i <= hi:
+                edges.append({"src": src, "dst": i, "type": "data"})
+        same = [j for j, a, t in lines if j < i and a == agent and t == text]
+        if same and lo <= i <= hi:
+            edges.append({"src": same[-1], "dst": i, "type": "control"})
+    return json.dumps({"reason": "values passed on", "nodes": nodes, "edges": edges[:8]})
+
+
 @responder("attribution.chief.oracle")
 def _chief_oracle(ctx: ScriptedContext) -> str:
     # One oracle per listed subtask ([index, first step, last step]); a subtask holding the marker failed.

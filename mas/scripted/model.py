@@ -36,6 +36,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from mas.llm.limits import endpoint_slot
+from mas.llm.tokens import estimate_tokens
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,10 +97,6 @@ def responder(contract: str, *, judge: bool = False) -> Callable[[Responder], Re
 
 class ScriptedModelError(RuntimeError):
     """The scripted model was asked for something it has no responder for."""
-
-
-def _approx_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 def _as_message(out: str | AIMessage) -> AIMessage:
@@ -190,8 +187,8 @@ class ScriptedChatModel(BaseChatModel):
             + "\n".join(str(m.content) for m in messages).encode()
         ).hexdigest()
         msg, injected = self._reply(messages, meta, kwargs, int(digest[:16], 16))
-        prompt_tokens = sum(_approx_tokens(str(m.content)) for m in messages)
-        completion_tokens = _approx_tokens(str(msg.content) + str(msg.tool_calls or ""))
+        prompt_tokens = sum(estimate_tokens(str(m.content)) for m in messages)
+        completion_tokens = estimate_tokens(str(msg.content) + str(msg.tool_calls or ""))
         msg.usage_metadata = {
             "input_tokens": prompt_tokens,
             "output_tokens": completion_tokens,

@@ -24,6 +24,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
 from mas.llm.call import LLMCallError, call_llm
+from mas.llm.schema import bounded_schema
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
     Candidate,
@@ -66,28 +67,9 @@ MAX_INDICES = 12
 """Groups and indices a judge reply may list (candidates are agents: 3-5 in practice)."""
 MAX_EXPLANATION = 400  # characters
 
-
-def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model``'s JSON schema with length bounds for constrained decoding.
-
-    A constrained small model wrote until the token limit (an endless
-    explanation, index lists that never closed), and a reply cut there is
-    unusable. The bounds only shape generation: replies are validated by the
-    unbounded model, so a longer reply from a hosted model is still accepted.
-    """
-    schema = model.model_json_schema()
-    for prop in schema["properties"].values():
-        if prop.get("type") == "string" and "enum" not in prop:
-            prop["maxLength"] = MAX_EXPLANATION
-        elif prop.get("type") == "array":
-            prop["maxItems"] = MAX_INDICES
-            if prop.get("items", {}).get("type") == "array":
-                prop["items"]["maxItems"] = MAX_INDICES
-    return schema
-
-
-CONSENSUS_SCHEMA = bounded_schema(ConsensusReply)
-VOTE_SCHEMA = bounded_schema(VoteReply)
+# A constrained small model wrote until the token limit without bounds (see mas.llm.schema).
+CONSENSUS_SCHEMA = bounded_schema(ConsensusReply, max_string=MAX_EXPLANATION, max_items=MAX_INDICES)
+VOTE_SCHEMA = bounded_schema(VoteReply, max_string=MAX_EXPLANATION, max_items=MAX_INDICES)
 
 CONSENSUS_INSTRUCTIONS = """You judge a multi-agent discussion. Group the candidate answers that state the same final answer
 (same value or same meaning, even if worded differently). Mark as invalid any candidate that gives no answer.
