@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,14 +113,34 @@ def write_derived_json(path: str | Path, data: Any) -> Path:
     return write_json_atomic(path, data, durable=False, sort_keys=True)
 
 
+CSV_SIGNIFICANT = 6
+"""Significant digits of a float in a CSV cell (JSON files keep every digit)."""
+
+
+def csv_float(v: float) -> str:
+    """``v`` rounded to :data:`CSV_SIGNIFICANT` significant digits, fixed-point, trailing zeros dropped.
+
+    Fixed-point so a spreadsheet never shows a USD cost as ``1.2e-05``; the
+    integer part is never rounded away.
+
+    >>> [csv_float(v) for v in (5 / 6, 5936.25, 1.2345678e-05, 1234567.891, 2.0, 0.0, -0.05)]
+    ['0.833333', '5936.25', '0.0000123457', '1234568', '2', '0', '-0.05']
+    """
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else repr(v)
+    decimals = max(0, CSV_SIGNIFICANT - 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def csv_cell(value: Any) -> str:
-    """CSV text of one value: ``None`` is an empty cell, booleans ``true``/``false``, floats ``repr``."""
+    """CSV text of one value: ``None`` is an empty cell, booleans ``true``/``false``, floats :func:`csv_float`."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value)
+        return csv_float(value)
     return str(value)
 
 

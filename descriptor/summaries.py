@@ -29,6 +29,7 @@ from descriptor.task_descriptor import (
     PASS_AT_K,
     check_consistency,
     compute_task_descriptor,
+    csv_columns,
     mean,
 )
 from descriptor.task_files import TASK_FILES, write_task_files
@@ -171,7 +172,7 @@ def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]]) -> li
         rollups.append(row)
         sys_dir = root / benchmark / system
         write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
-        write_csv_atomic(sys_dir / "summary.csv", ds, DESCRIPTOR_FIELDS)
+        write_csv_atomic(sys_dir / "summary.csv", ds, csv_columns(ds, DESCRIPTOR_FIELDS))
     return rollups
 
 
@@ -225,7 +226,7 @@ def summarize_experiment(
         "benchmarks": _benchmark_blocks(rollups),
         "issues": [i.model_dump() for i in issues],
     })
-    write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
+    write_csv_atomic(root / "experiment_summary.csv", rollups, csv_columns(rollups, ROLLUP_FIELDS))
     # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()

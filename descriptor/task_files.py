@@ -16,7 +16,7 @@ from typing import Any
 from descriptor.events import Decision, Event, is_system_actor
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
-from descriptor.task_descriptor import DESCRIPTOR_FIELDS
+from descriptor.task_descriptor import DESCRIPTOR_FIELDS, csv_columns
 
 CONTROLLER = "system:controller"
 
@@ -120,6 +120,6 @@ TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summar
 def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> None:
     """Write the four per-task files atomically into ``task_dir``."""
     write_derived_json(task_dir / "descriptor.json", descriptor)
-    write_csv_atomic(task_dir / "descriptor.csv", [descriptor], DESCRIPTOR_FIELDS)
+    write_csv_atomic(task_dir / "descriptor.csv", [descriptor], csv_columns([descriptor], DESCRIPTOR_FIELDS))
     write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
     write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues))
