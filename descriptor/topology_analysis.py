@@ -7,7 +7,8 @@
   rows, so few tasks or collinear features never crash.
 - Pareto frontier on (quality up, cost down): mean Q1_success_rate and mean
   cost (in the economics cost unit) per system.
-- PCA (numpy SVD, equal to scikit-learn's full-SVD PCA) of the scaled task rows to 2-D; UMAP too when the
+- PCA (numpy SVD, equal to scikit-learn's full-SVD PCA) of the scaled task rows to 2-D, with each
+  feature's loadings on the two components (for a biplot); UMAP too when the
   ``umap`` package is importable and there are at least 5 rows.
 
 Blank ``D1_tool_error_rate`` (no tool calls) is read as 0 here only.
@@ -83,18 +84,27 @@ def pca_embedding(z: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
     which costs seconds on a loaded machine. Sign convention: the largest
     absolute loading of each component is positive.
     """
+    coords, explained, _ = pca_with_loadings(z)
+    return coords, explained
+
+
+def pca_with_loadings(z: np.ndarray) -> tuple[np.ndarray, list[float] | None, np.ndarray]:
+    """:func:`pca_embedding` plus the loadings: a (features x 2) array, column j = component j's unit vector
+    (zeros when degenerate). A biplot draws feature i as the arrow ``loadings[i]``."""
     n = len(z)
     coords = np.zeros((n, 2))
+    loadings = np.zeros((z.shape[1] if z.ndim == 2 else 0, 2))
     if n < 2 or not np.any(z.std(axis=0) > 0):
-        return coords, None
+        return coords, None, loadings
     centred = z - z.mean(axis=0)
     _, sv, vt = np.linalg.svd(centred, full_matrices=False)
     k = min(2, len(sv))
     signs = np.sign(vt[np.arange(k), np.argmax(np.abs(vt[:k]), axis=1)])
     comps = vt[:k] * signs[:, None]
     coords[:, :k] = centred @ comps.T
+    loadings[:, :k] = comps.T
     ratio = sv**2 / np.sum(sv**2)
-    return coords, [float(v) for v in ratio[:k]]
+    return coords, [float(v) for v in ratio[:k]], loadings
 
 
 def umap_embedding(z: np.ndarray, seed: int) -> list[list[float]] | None:
@@ -119,7 +129,7 @@ def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
     for name in systems:
         mine = [d for d in ds if d["system"] == name]
         points[name] = (sum(d["Q1_success_rate"] for d in mine) / len(mine), sum(s.cost(d) for d in mine) / len(mine))
-    coords, explained = pca_embedding(z)
+    coords, explained, loadings = pca_with_loadings(z)
     return {
         "systems": systems,
         "features": list(TOPOLOGY_FEATURES),
@@ -130,6 +140,7 @@ def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
         "pareto_frontier": pareto_frontier(points),
         "pca": {
             "explained_variance_ratio": explained,
+            "loadings": {f: [float(a), float(b)] for f, (a, b) in zip(TOPOLOGY_FEATURES, loadings)},
             "points": [{"system": d["system"], "task_id": d["task_id"], "x": float(x), "y": float(y)}
                        for d, (x, y) in zip(ds, coords)],
         },
