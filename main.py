@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "mas.cli",
     "mas.serving.cli",
     "descriptor.cli",
+    "descriptor.report.cli",
     "attribution.cli",
     "attribution.cli_conformal",
     "attribution.cli_rollback",

@@ -13,30 +13,63 @@ def _fmt(v: object, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
+def _count(share: float, n: int) -> int:
+    return round(share * n)
+
+
+def economics_line(e: dict) -> str:
+    """One economics row in words: what won on quality and what won on utility are said apart.
+
+    A task where the MAS has the same success but spends more loses on utility
+    through its cost alone; the line never lets that read as a quality loss.
+    """
+    n, unit = e["n_shared_tasks"], e["cost_unit"]
+    ci = "" if e["G_ci_low"] is None else f" [{100 * e['G_ci_low']:+.1f}, {100 * e['G_ci_high']:+.1f}]"
+    cost = f"{e['K']:+,.0f} tokens" if unit == "tokens" else f"{e['K']:+.6f} USD"
+    return (f"{e['benchmark']}: {e['system']} vs {e['baseline']} on {n} tasks: success {100 * e['G']:+.1f} points{ci} (G), "
+            f"cost {cost} per run (K), utility dU={e['dU']:+.4f} at lambda={e['lambda']:g}/{unit.rstrip('s')}; "
+            f"tasks better/same/worse on quality {_count(e['quality_win_share'], n)}/{_count(e['quality_tie_share'], n)}/"
+            f"{_count(e['quality_lose_share'], n)}, on utility {_count(e['win_share'], n)}/{_count(e['tie_share'], n)}/"
+            f"{_count(e['lose_share'], n)}")
+
+
 def print_summary(summary: ExperimentSummary) -> None:
-    """Warnings (to stderr) and a benchmark x system table (rich) of the roll-ups."""
+    """Warnings (to stderr) and a benchmark x system table (rich) of the roll-ups.
+
+    Names are never cut: off a terminal (a log, a pipe) the table is as wide as
+    its content (rich would otherwise fit it into 80 columns with "…"); on a
+    terminal the name columns keep their full width and the numbers give way.
+    """
     from rich.console import Console
     from rich.table import Table
 
     for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
     table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs)")
-    for col in ("benchmark", "system", "tasks", "success", "completion", "tokens/run", "cost/run (USD)"):
-        table.add_column(col, justify="left" if col in ("benchmark", "system") else "right")
+    for col in ("benchmark", "system"):
+        longest = max([len(col), *(len(str(r[col])) for r in summary.rollups)])
+        table.add_column(col, justify="left", no_wrap=True, min_width=longest)
+    for col in ("tasks", "success", "completion", "tokens/run", "cost/run (USD)"):
+        table.add_column(col, justify="right")
     for r in summary.rollups:
         table.add_row(r["benchmark"], r["system"], str(r["n_tasks"]), _fmt(r["success_rate"], ".3f"),
                       _fmt(r["completion_rate"], ".3f"), _fmt(r["tokens_total"], ".1f"), _fmt(r["cost_total"], ".6f"))
-    Console(highlight=False).print(table)
+    terminal = sys.stdout.isatty()
+    Console(highlight=False, width=None if terminal else 10_000, soft_wrap=not terminal).print(table)
     for e in summary.economics:
-        print(f"{e['benchmark']}: {e['system']} vs {e['baseline']} on {e['n_shared_tasks']} tasks: "
-              f"G={e['G']:+.3f} K={e['K']:+.1f} {e['cost_unit']} dU={e['dU']:+.4f} "
-              f"win/tie/lose={e['win_share']:.2f}/{e['tie_share']:.2f}/{e['lose_share']:.2f}")
+        print(economics_line(e))
 
 
 def _run(args: argparse.Namespace) -> int:
     summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
                                    baseline=args.baseline, seed=args.seed, plots=not args.no_plots)
     print_summary(summary)
+    if not args.no_report:
+        from descriptor.report import write_report
+
+        index = write_report(args.experiment_root, baseline=args.baseline, lam=args.lam, cost_unit=args.cost_unit,
+                             seed=args.seed)
+        print(f"report: {index}")
     sys.stdout.flush()
     return 0
 
@@ -48,7 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rebuild descriptors, summaries, economics and plots from run files",
         description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
         "(re)write descriptor.json/.csv, analysis.json, task_summary.json per task, summary.json/.csv per system, "
-        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.png at the root. "
+        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.png at the root, then "
+        "refreshes the HTML report DIR/report/index.html (see `report`). "
         "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).",
     )
     p.add_argument("--experiment-root", type=Path, required=True, metavar="DIR", help="the experiment directory")
@@ -58,4 +92,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default="sas", help="system every other system is compared against (default sas)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.png")
+    p.add_argument("--no-report", action="store_true", help="skip refreshing the HTML report (DIR/report/index.html)")
     p.set_defaults(func=_run)

@@ -1,0 +1,245 @@
+"""Templates, filters, file layout and page writers of the report.
+
+Layout of the report directory (default ``<root>/report/``)::
+
+    index.html                                   the answer, overview, plots, first grid page, failures
+    grid/<benchmark>-<page>.html                 further grid pages (:data:`GRID_PAGE` tasks each)
+    runs/<benchmark>/<system>/<task>.run_<r>.html              one page per finished run
+    runs/<benchmark>/<system>/<task>.run_<r>.rollback_<k>.html one page per rollback
+    graphs/...                                   copies of the experiment's topology pictures
+    assets/report.css, assets/report.js          shared by every page (local files, no network)
+
+The report is built in a staging directory beside its destination and takes
+its place only when complete (:func:`staged`): a reader never sees a half
+old, half new report, and 10,000 pages cost plain writes instead of a temp
+file and a rename each (the renames alone were 8 s at 10,000 runs).
+
+Pages are static HTML (jinja2, autoescaped: model output is untrusted); the
+script only adds filters and toggles. Run pages link to the raw run files by
+relative paths, so the report works from disk (file://) wherever the
+experiment directory is, as long as the report stays beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+
+from descriptor.errors import UserError
+
+
+TEMPLATES = Path(__file__).parent / "templates"
+ASSETS = ("report.css", "report.js")
+GRID_PAGE = 100
+"""Tasks per grid page: the index stays light (10,000 runs are ~830 tasks of 4 systems x 3 runs)."""
+
+
+def href(path: Path, start: Path) -> str:
+    """URL of ``path`` relative to the directory ``start`` (percent-encoded, '/' separated)."""
+    return quote(os.path.relpath(path, start).replace(os.sep, "/"))
+
+
+def _pct(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{100 * v:.{digits}f} %"
+
+
+def _pts(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:+.1f} pts"
+
+
+def _sig(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.3g}"
+
+
+def _pval(p: float | None) -> str:
+    return "–" if p is None else f"{p:.3f}" if p >= 0.001 else "< 0.001"
+
+
+def _times(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}×"
+
+
+def _cost(v: float | None, unit: str) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+,.0f}" if unit == "tokens" else f"{v:+.6f}"
+
+
+def _usd(v: float | None) -> str:
+    return "–" if v is None else f"{v:.6f}"
+
+
+def _int_sep(v: float | None) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{v:,.0f}"
+
+
+def _share(v: float | None, n: int) -> str:
+    return "–" if v is None else str(round(v * n))
+
+
+def environment() -> jinja2.Environment:
+    """The jinja2 environment: templates from ``templates/``, HTML autoescaped, undefined names an error."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(pct=_pct, pts=_pts, sig=_sig, pval=_pval, times=_times, cost=_cost, usd=_usd,
+                       int_sep=_int_sep, share=_share)
+    return env
+
+
+RUN_UP = "../../../"
+"""From a run page (``runs/<benchmark>/<system>/``) up to the report directory. One directory per system,
+not per task: directory creation was a third of the file-system time at 10,000 runs."""
+
+
+@functools.lru_cache(maxsize=65536)
+def q(name: str) -> str:
+    """A percent-encoded path component (cached: the same names recur in every link)."""
+    return quote(name, safe="")
+
+
+@dataclass(kw_only=True, slots=True)
+class Layout:
+    """Where each page of the report lives, and the links between them.
+
+    Links are built as strings relative to the report directory (``*_rel``);
+    a page at depth d prefixes them with d ``../`` (run pages: :data:`RUN_UP`).
+    This is string work on purpose: ``os.path.relpath`` per link cost seconds
+    at 10,000 runs.
+    """
+
+    out: Path
+    root: Path
+    grid_pages: dict[str, list[list[str]]] = field(default_factory=dict)
+    """benchmark -> pages of task ids (sorted)."""
+    _page_of: dict[tuple[str, str], int] = field(default_factory=dict)
+    _dir_rel: dict[Path, str] = field(default_factory=dict)
+
+    def plan_grid(self, tasks_by_benchmark: Mapping[str, Sequence[str]]) -> None:
+        for bench, tasks in sorted(tasks_by_benchmark.items()):
+            ids = sorted(set(tasks))
+            pages = [ids[i:i + GRID_PAGE] for i in range(0, len(ids), GRID_PAGE)] or [[]]
+            self.grid_pages[bench] = pages
+            for n, page in enumerate(pages, 1):
+                for t in page:
+                    self._page_of[(bench, t)] = n
+
+    def grid_file(self, bench: str, page: int) -> Path:
+        return self.out / "index.html" if page == 1 else self.out / "grid" / f"{bench}-{page}.html"
+
+    def grid_rel(self, bench: str, page: int) -> str:
+        return "index.html" if page == 1 else f"grid/{q(bench)}-{page}.html"
+
+    @staticmethod
+    def anchor(bench: str, task_id: str) -> str:
+        return f"task-{bench}-{task_id}"
+
+    def task_rel(self, bench: str, task_id: str) -> str:
+        """The task's row in its grid page."""
+        return f"{self.grid_rel(bench, self._page_of.get((bench, task_id), 1))}#{q(self.anchor(bench, task_id))}"
+
+    @staticmethod
+    def _page_name(task_id: str, r: int, rollback: int | None) -> str:
+        # "<task>.run_<r>.html": the suffix is parsed from the end, so the name is unique for any task id.
+        return f"{task_id}.run_{r}.html" if rollback is None else f"{task_id}.run_{r}.rollback_{rollback}.html"
+
+    def run_file(self, bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> Path:
+        return self.out / "runs" / bench / system / self._page_name(task_id, r, rollback)
+
+    def run_rel(self, bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> str:
+        return f"runs/{q(bench)}/{q(system)}/{q(self._page_name(task_id, r, rollback))}"
+
+    def file_rel(self, path: Path) -> str:
+        """A file outside the report (a run file, a compared root's report), relative to the report directory."""
+        d = path.parent
+        if d not in self._dir_rel:
+            self._dir_rel[d] = href(d, self.out)
+        return f"{self._dir_rel[d]}/{q(path.name)}"
+
+
+_made: set[Path] = set()
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Write one file of a report being built in its staging directory (see :func:`staged`): a plain write,
+    since the directory as a whole replaces the old report only once it is complete."""
+    if path.parent not in _made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _made.add(path.parent)
+    with open(path, "wb") as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def write_assets(out: Path) -> None:
+    for name in ASSETS:
+        write_file(out / "assets" / name, (TEMPLATES / name).read_bytes())
+
+
+def write_page(env: jinja2.Environment, template: str, path: Path, up: str, **context: Any) -> None:
+    """Render ``template`` into ``path`` (atomic); ``up`` leads from the page's directory to the report directory."""
+    html = env.get_template(template).render(up=up, assets=f"{up}assets", index_href=f"{up}index.html",
+                                             body_class=context.pop("body_class", ""),
+                                             generated_from=context.pop("generated_from", ""), **context)
+    write_file(path, html)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def script_json(obj: Any) -> str:
+    """JSON for a ``<script type="application/json">`` block: ``<``, ``>`` and ``&`` escaped, so no text in it
+    (model output included) can close the element or start markup."""
+    text = _COMPACT.encode(obj)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def json_text(obj: Any, limit: int = 4000) -> str:
+    """Pretty JSON for a page (cut at ``limit`` characters)."""
+    s = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, default=str)
+    return s if len(s) <= limit else s[:limit] + f"\n… ({len(s) - limit} more characters)"
+
+
+MARKER = ".mas-report"
+"""File in every report directory: only a directory holding it (or an empty one) is ever replaced."""
+
+
+@contextlib.contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """Yield a fresh staging directory beside ``out``; on success it replaces ``out`` as a whole.
+
+    ``out`` must be absent, empty, or an earlier report (holding :data:`MARKER`):
+    anything else is refused with a :class:`UserError`, so ``--out`` can never
+    wipe a directory of other files. On failure the staging directory is removed
+    and ``out`` is left as it was.
+    """
+    if out.exists() and not (out.is_dir() and ((out / MARKER).is_file() or not any(out.iterdir()))):
+        raise UserError(f"--out {out}: exists and is not a report directory (no {MARKER} file); "
+                        "give a new or empty directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _made.clear()
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield stage
+        (stage / MARKER).write_text("written by `python main.py report`; this whole directory is replaced on rewrite\n")
+        os.chmod(stage, 0o755)  # mkdtemp makes 0700; a report is meant to be shared
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            os.replace(out, old / "report")
+        os.replace(stage, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

@@ -1,0 +1,169 @@
+"""The one pass over an experiment's task directories: read each run, write its pages, keep a light row.
+
+Events are dropped once a task's pages are written, so memory stays flat at
+10,000 runs. Reading and validating the traces is most of the report's time,
+so large experiments are split into contiguous chunks of task directories
+that forked worker processes handle (one per usable core, at most 4), joined
+in their original order: the output does not depend on the number of workers.
+Only a process with a single thread forks (forking one that holds threads,
+such as a sweep's, can deadlock on a lock another thread held); otherwise,
+and for small experiments, one process does it all. Fork rather than the
+forkserver: that one re-imports the caller's main module, which breaks
+scripts without a ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from descriptor.report import collect
+from descriptor.report.analysis import RunRow
+from descriptor.report.attribution_inputs import AttributionIndex
+from descriptor.report.render import RUN_UP, Layout, environment, write_page
+from descriptor.report.run_page import reference, rollback_context, run_context
+from descriptor.task_descriptor import check_consistency, compute_task_descriptor
+
+PARALLEL_MIN_RUNS = 400
+"""Below this many runs one process is quicker than starting workers."""
+
+
+@dataclass(kw_only=True, slots=True)
+class PassResult:
+    """What the index needs from the pass: per-run rows, task descriptors, issue lines, a few facts."""
+
+    rows: list[RunRow] = field(default_factory=list)
+    descriptors: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+    models: set[str] = field(default_factory=set)
+    tasks: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(benchmark, task) -> (expected answer, question) for the grid."""
+
+    def extend(self, other: PassResult) -> None:
+        self.rows += other.rows
+        self.descriptors += other.descriptors
+        self.issues += other.issues
+        self.models |= other.models
+        for k, v in other.tasks.items():
+            self.tasks.setdefault(k, v)
+
+
+@dataclass(kw_only=True, slots=True)
+class Pages:
+    """What writing run pages needs."""
+
+    layout: Layout
+    attribution: AttributionIndex
+    siblings: dict[tuple[str, str], list[tuple[str, tuple[int, ...]]]]
+    """(benchmark, task) -> [(system, finished run indices)] for the links between a task's runs."""
+    outcomes: dict[str, bool | None]
+    """Run key -> result.json success (:func:`collect.outcomes`), for those links' colours."""
+
+
+def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
+    flags = ("R" if run.rollbacks else "") + ("A" if run.key in attr.by_run else "")
+    rec = run.record
+    if rec is None:
+        return RunRow(benchmark=run.benchmark, system=run.system, task_id=run.task_id, run_index=run.run_index,
+                      included=False, success=None, href=page, flags=flags)
+    m = rec.metrics
+    return RunRow(benchmark=run.benchmark, system=run.system, task_id=run.task_id, run_index=run.run_index,
+                  included=True, success=rec.success, completion=rec.completion, tokens=m.tokens_total,
+                  cost_usd=m.cost_total, latency_ms=m.latency_total,
+                  error_events=sum(1 for e in rec.events if e.event_type == "error"),
+                  tool_calls=m.tool_calls_total, tool_fails=m.tool_fail_total,
+                  answer=run.answer[:200], href=page, flags=flags)
+
+
+def _sibling_links(run: collect.RunData, pages: Pages) -> list[dict[str, Any]]:
+    out = []
+    for system, indices in pages.siblings.get((run.benchmark, run.task_id), []):
+        runs = []
+        for r in indices:
+            ok = pages.outcomes.get(f"{run.benchmark}/{system}/{run.task_id}/run_{r}")
+            runs.append({"run_index": r, "href": RUN_UP + pages.layout.run_rel(run.benchmark, system, run.task_id, r),
+                         "cls": "ok" if ok else "fail" if ok is False else "skip",
+                         "current": system == run.system and r == run.run_index})
+        out.append({"system": system, "runs": runs})
+    return out
+
+
+def _write_run_pages(run: collect.RunData, pages: Pages, env: Any) -> None:
+    layout = pages.layout
+    page = layout.run_file(run.benchmark, run.system, run.task_id, run.run_index)
+    ctx = run_context(run, layout, pages.attribution.by_run.get(run.key), _sibling_links(run, pages))
+    write_page(env, "run.html.j2", page, RUN_UP, **ctx)
+    for rb in run.rollbacks:
+        if rb.events is not None:
+            write_page(env, "run.html.j2", layout.run_file(run.benchmark, run.system, run.task_id, run.run_index,
+                                                           rb.index), RUN_UP, **rollback_context(run, rb, layout))
+
+
+def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
+    """Read ``task_dirs`` in order; with ``pages``, write every run's pages on the way."""
+    out = PassResult()
+    env = environment() if pages else None
+    for td in task_dirs:
+        task = collect.load_task(td, root)
+        out.issues += [i.warning().removeprefix("warning: ") for i in task.issues]
+        records = [r.record for r in task.runs if r.record is not None]
+        if records:
+            d = compute_task_descriptor(records, benchmark=td.benchmark, system=td.system, task_id=td.task_id)
+            check_consistency(d, str(td.path))
+            out.descriptors.append(d)
+        for run in task.runs:
+            rel = pages.layout.run_rel(run.benchmark, run.system, run.task_id, run.run_index) if pages else ""
+            out.rows.append(_row(run, rel, pages.attribution if pages else AttributionIndex()))
+            if run.metadata is not None:
+                out.models.update(run.metadata.models.values())
+            out.tasks.setdefault((run.benchmark, run.task_id), (reference(run), run.question[:300]))
+            if pages is not None:
+                _write_run_pages(run, pages, env)
+    return out
+
+
+_JOB: tuple[Path, Pages | None] | None = None
+"""(root, pages) of the pass in progress: forked workers inherit it instead of unpickling it per chunk."""
+
+
+def _chunk(task_dirs: list[collect.TaskDir]) -> PassResult:
+    assert _JOB is not None
+    return read_tasks(_JOB[0], task_dirs, _JOB[1])
+
+
+def usable_workers() -> int:
+    """Processes a pass may use: the usable cores (at most 4), or 1 when forking is not safe here."""
+    if threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
+    """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments."""
+    global _JOB
+    workers = usable_workers()
+    if workers == 1 or sum(len(td.finished) for td in task_dirs) < PARALLEL_MIN_RUNS:
+        return read_tasks(root, task_dirs, pages)
+    size = -(-len(task_dirs) // (workers * 4))  # small chunks even out slow and fast task directories
+    chunks = [list(task_dirs[i:i + size]) for i in range(0, len(task_dirs), size)]
+    out = PassResult()
+    _JOB = (root, pages)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for part in pool.map(_chunk, chunks):
+                out.extend(part)
+    finally:
+        _JOB = None
+    return out
+
+
+def read_experiment(root: Path, pages: Pages | None) -> PassResult:
+    """:func:`read_all` over every task directory of ``root``."""
+    return read_all(root, collect.scan(root), pages)

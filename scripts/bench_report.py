@@ -1,0 +1,116 @@
+"""Report figures at scale, printed by one command.
+
+    python scripts/bench_report.py [--experiment-root DIR] [--runs 10000] [--loads 3]
+
+A real scripted sweep (``main.py run --model scripted``: arith, the four
+systems, 3 runs per task, 30 % injected errors, seed 0) of at least ``--runs``
+runs is generated once into ``--experiment-root`` (default
+``$TMPDIR/mas-bench-report/e<runs>``; reused when it already holds that many
+finished runs; ~7 minutes and ~1.3 GB for 10,008 runs on 2 cores). Then:
+
+- the report is written from scratch into a fresh directory (``write_report``,
+  in this process: reading every run, ~10,000 run pages, the index and grid
+  pages), timed wall-clock;
+- the index page, a grid page and a run page are opened ``--loads`` times each
+  in real headless Chromium (fresh navigation each time) and the time from
+  navigation start to the end of DOMContentLoaded is read from the page's
+  Navigation Timing; the median is reported, with any console error or
+  network request the page made.
+
+Targets (issue 20): report written in <= 30 s; index DOMContentLoaded <= 2 s.
+Exit 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chromium_cdp import Chromium, find_chromium  # noqa: E402  (scripts/ is this file's directory)
+
+from descriptor.report import write_report  # noqa: E402
+from main import main as cli  # noqa: E402
+
+SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")
+RUNS_PER_TASK = 3
+TARGET_WRITE_S, TARGET_DCL_MS = 30.0, 2000.0
+
+
+def _finished(root: Path) -> int:
+    return sum(1 for _ in root.glob("*/*/*/run_*.result.json")) if root.is_dir() else 0
+
+
+def ensure_experiment(root: Path, runs: int) -> int:
+    """Run the scripted sweep into ``root`` unless it already holds ``runs`` finished runs (resumes a partial one)."""
+    tasks = math.ceil(runs / (len(SYSTEMS) * RUNS_PER_TASK))
+    if _finished(root) < tasks * len(SYSTEMS) * RUNS_PER_TASK:
+        print(f"generating {tasks * len(SYSTEMS) * RUNS_PER_TASK} scripted runs into {root} (once) ...", flush=True)
+        t0 = time.perf_counter()
+        code = cli(["run", "--benchmark", "arith", "--systems", ",".join(SYSTEMS), "--model", "scripted",
+                    "--task-limit", str(tasks), "--runs-per-task", str(RUNS_PER_TASK), "--inject-errors", "0.3",
+                    "--seed", "0", "--output-root", str(root.parent), "--experiment-id", root.name, "--progress", "log"])
+        if code != 0:
+            raise SystemExit(f"the sweep failed with exit code {code}")
+        print(f"generated in {time.perf_counter() - t0:.0f} s", flush=True)
+    return _finished(root)
+
+
+def page_loads(browser: Chromium, page: Path, loads: int) -> tuple[float, list[str]]:
+    """Median DOMContentLoaded (ms) over ``loads`` fresh navigations, and the problems the page reported."""
+    times = []
+    browser.events.clear()
+    for _ in range(loads):
+        browser.open("about:blank")
+        browser.open(page.as_uri())
+        times.append(browser.dom_content_loaded_ms())
+    return statistics.median(times), browser.problems()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiment-root", type=Path, default=None)
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--loads", type=int, default=3, help="page loads per page in Chromium (median reported)")
+    args = ap.parse_args(argv)
+    root = args.experiment_root or Path(tempfile.gettempdir()) / "mas-bench-report" / f"e{args.runs}"
+    n = ensure_experiment(root, args.runs)
+
+    out = root / "bench-report"
+    shutil.rmtree(out, ignore_errors=True)  # our own output from an earlier call: written from scratch
+    t0 = time.perf_counter()
+    index = write_report(root, out=out)
+    write_s = time.perf_counter() - t0
+    files = [p for p in out.rglob("*") if p.is_file()]
+    print(f"report of {n} runs written in {write_s:.1f} s (target <= {TARGET_WRITE_S:.0f} s): {len(files)} files, "
+          f"{sum(p.stat().st_size for p in files) / 1e6:.0f} MB; index.html {index.stat().st_size / 1e3:.0f} kB")
+
+    ok = write_s <= TARGET_WRITE_S
+    if find_chromium() is None:
+        print("no chromium on PATH: page load times not measured (Debian: apt-get install -y chromium)")
+        return 1
+    grid = next(iter(sorted((out / "grid").glob("*.html"))), index)
+    run_page = next(iter(sorted((out / "runs").rglob("*.run_*.html"))))
+    with tempfile.TemporaryDirectory() as profile, Chromium(profile, width=1280, height=900) as browser:
+        for name, page in (("index", index), ("grid page", grid), ("run page", run_page)):
+            dcl, problems = page_loads(browser, page, args.loads)
+            target = f" (target <= {TARGET_DCL_MS:.0f} ms)" if name == "index" else ""
+            print(f"{name}: DOMContentLoaded {dcl:.0f} ms, median of {args.loads}{target}; "
+                  f"{len(problems)} console errors or network requests {problems[:3]}")
+            if name == "index":
+                ok = ok and dcl <= TARGET_DCL_MS
+            ok = ok and not problems
+    print("targets met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

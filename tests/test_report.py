@@ -1,0 +1,318 @@
+"""The experiment report on a scripted experiment: everything present, every run reachable, nothing fetched."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urldefrag
+
+import pytest
+
+from descriptor.report import write_report
+from descriptor.report.svg import overlapping, place_labels
+from main import main
+from tests.descriptor_fixtures import ev, write_run
+
+SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")
+
+
+def run_page(report: Path, run: str) -> Path:
+    """The page of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` in the report directory."""
+    bench, system, task, name = run.split("/")
+    return report / "runs" / bench / system / f"{task}.{name}.html"
+
+
+def _run(*argv: str) -> None:
+    assert main(list(argv)) == 0, argv
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    """A scripted 4-system experiment with injected errors, attribution results and a rollback, reported."""
+    out = tmp_path_factory.mktemp("rep")
+    _run("run", "--benchmark", "arith", "--systems", ",".join(SYSTEMS), "--model", "scripted", "--task-limit", "4",
+         "--runs-per-task", "3", "--output-root", str(out), "--experiment-id", "e1", "--inject-errors", "0.3",
+         "--progress", "none")
+    root = out / "e1"
+    att = root / "attribution"
+    _run("score-steps", "--runs-dir", str(root), "--scorer", "learned", "--out", str(att / "scores.jsonl"))
+    _run("calibrate", "--scores", str(att / "scores.jsonl"), "--method", "rf", "--alpha", "0.5", "--out", str(att / "cal.json"))
+    _run("predict-set", "--calibration", str(att / "cal.json"), "--scores", str(att / "scores.jsonl"),
+         "--out", str(att / "sets.jsonl"))
+    _run("attribute", "--runs-dir", str(root), "--method", "random", "--out", str(out / "elsewhere" / "random"))
+    failed = sorted(p for p in root.rglob("run_*.result.json") if not json.loads(p.read_text())["success"])
+    assert len({p.parent.name for p in failed}) >= 2, "cross-fitting the learned scorer needs failures of 2 tasks"
+    _run("rollback", "--run-dir", str(failed[0]).removesuffix(".result.json"), "--strategy", "restart")
+    write_report(root, attribution=[out / "elsewhere" / "random"])
+    return root
+
+
+class Links(HTMLParser):
+    """Every href/src of a page, and its element ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if k in ("href", "src") and v is not None:
+                self.links.append((tag, v))
+            if k == "id" and v:
+                self.ids.add(v)
+
+
+def parse(path: Path) -> Links:
+    """Links and ids of a page, with the step ids its script draws from the transcript data."""
+    p = Links()
+    html = path.read_text(encoding="utf-8")
+    p.feed(html)
+    if 'id="transcript"' in html:
+        p.ids |= {f"step-{r['step']}" for r in transcript_rows(html) if "step" in r}
+    return p
+
+
+def crawl(index: Path) -> dict[Path, Links]:
+    """Every report page reachable from ``index`` by links (pages outside the report are not followed)."""
+    report = index.parent.resolve()
+    seen: dict[Path, Links] = {}
+    todo = [index.resolve()]
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen[page] = links = parse(page)
+        for _, url in links.links:
+            target = (page.parent / unquote(urldefrag(url)[0])).resolve()
+            if target.suffix == ".html" and target.is_relative_to(report):
+                assert target.is_file(), f"{page.name} links to a missing page {url}"
+                todo.append(target)
+    return seen
+
+
+def test_every_system_task_and_run_is_present_and_reachable(experiment):
+    index = experiment / "report" / "index.html"
+    html = index.read_text(encoding="utf-8")
+    for s in SYSTEMS:
+        assert f">{s}<" in html
+    tasks = sorted({p.parent.name for p in experiment.rglob("run_*.result.json")})
+    assert len(tasks) == 4 and all(f">{t}<" in html for t in tasks)
+    pages = crawl(index)
+    runs = sorted(experiment.glob("arith/*/*/run_*.result.json"))
+    assert len(runs) == 4 * 4 * 3
+    for result in runs:
+        rel = result.relative_to(experiment).as_posix().removesuffix(".result.json")
+        page = run_page(experiment / "report", rel).resolve()
+        assert page in pages, f"run page {page} not reachable from the index"
+    # every link inside the report resolves: pages, assets, anchors, run files
+    for page, links in pages.items():
+        for tag, url in links.links:
+            path, frag = urldefrag(url)
+            target = (page.parent / unquote(path)).resolve() if path else page
+            assert target.exists(), f"{page.name}: {tag} {url} points nowhere"
+            if frag and target.suffix == ".html":
+                assert unquote(frag) in parse(target).ids, f"{page.name}: anchor {url} missing"
+
+
+URL_ATTRS = {"src", "href", "action", "formaction", "poster", "data", "srcset", "xlink:href", "background", "manifest"}
+REMOTE = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.I)  # http://, https://, //host, ftp:// ...
+CSS_REMOTE = re.compile(r"(?:url\(\s*[\"']?\s*(?:[a-z][a-z0-9+.-]*:)?//|@import)", re.I)
+
+
+class Remote(HTMLParser):
+    """Attributes of a page that would make a browser fetch something from another host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if v is None:
+                continue
+            if k in URL_ATTRS and any(REMOTE.match(part) for part in v.split(",")):
+                self.found.append(f"<{tag} {k}={v!r}>")
+            if k == "style" and CSS_REMOTE.search(v):
+                self.found.append(f"<{tag} style={v!r}>")
+            if tag == "meta" and k == "http-equiv" and v.lower() == "refresh":
+                self.found.append("<meta http-equiv=refresh>")
+
+
+def remote_references(path: Path) -> list[str]:
+    """What in ``path`` (HTML, CSS or JS) points off the machine; text inside elements is only text."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".html":
+        parser = Remote()
+        parser.feed(text)
+        inline_css = re.findall(r"<style[^>]*>(.*?)</style>", text, re.S | re.I)
+        return parser.found + [m.group(0) for css in inline_css for m in CSS_REMOTE.finditer(css)]
+    if path.suffix == ".css":
+        return [m.group(0) for m in CSS_REMOTE.finditer(text)]
+    return re.findall(r"https?://|\bfetch\(|XMLHttpRequest|WebSocket|EventSource|sendBeacon|import\(", text)
+
+
+def test_nothing_is_fetched_from_the_network(experiment):
+    files = [p for p in (experiment / "report").rglob("*") if p.is_file() and p.suffix in (".html", ".css", ".js")]
+    assert len(files) > 48
+    for p in files:
+        assert remote_references(p) == [], p
+    # none of the scripted experiment's pages even mentions an absolute URL, but SVG's namespace name (never fetched)
+    for p in files:
+        assert set(re.findall(r"https?://[^\s\"'<>)]+", p.read_text(encoding="utf-8"))) <= {"http://www.w3.org/2000/svg"}, p
+    assert "Content-Security-Policy" in (experiment / "report" / "index.html").read_text()
+
+
+def test_the_network_check_can_fail(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text('<p>see http://x.example</p><img src="https://x.example/a.png"><a href="//cdn.example/x">x</a>'
+                    '<div style="background:url(http://x.example/b.png)"></div><style>@import "https://x";</style>')
+    assert len(remote_references(page)) == 4
+
+
+def test_the_answer_and_the_overview(experiment):
+    html = (experiment / "report" / "index.html").read_text(encoding="utf-8")
+    for s in ("supervisor", "debate", "orchestrator"):
+        assert re.search(rf"On 4 arith tasks \(3 runs each\), (the difference in success between {s} and sas|{s} solves)", html)
+    assert "sign test over tasks" in html and "95 % Wilson" in html and "Pareto frontier" in html
+    assert html.count('<svg class="chart"') == 1 + 3 + 1  # quality/cost, three differences, PCA
+    assert "mas_graph.png" in html  # topology pictures of the sweep are shown
+
+
+def test_failed_run_page_shows_verdict_expected_answer_and_attribution(experiment):
+    att = experiment / "attribution" / "scores.jsonl"
+    rec = json.loads(att.read_text().splitlines()[0])
+    page = run_page(experiment / "report", rec["id"])
+    html = page.read_text(encoding="utf-8")
+    meta = json.loads((experiment / f"{rec['id']}.metadata.json").read_text())
+    assert "not solved" in html and f"<pre>{meta['task']['reference']}</pre>" in html
+    assert "top-1 of learned" in html and "in conformal rf set" in html and "random blames" in html
+    assert "injected error" in html
+
+
+def test_rollback_is_marked_and_its_transcript_linked(experiment):
+    (rb_json,) = experiment.rglob("run_*.rollback_0.json")
+    rec = json.loads(rb_json.read_text())
+    prefix = rb_json.relative_to(experiment).as_posix().removesuffix(".json")  # .../run_<r>.rollback_0
+    original = run_page(experiment / "report", prefix.rsplit(".", 1)[0])
+    html = original.read_text(encoding="utf-8")
+    assert "rollback 0 restarts here" in html and ("solved" if rec["success"] else "not solved") in html
+    rb_page = run_page(experiment / "report", prefix)
+    assert rb_page.name in html and rb_page.is_file()
+    assert "Rollback 0 of" in rb_page.read_text(encoding="utf-8")
+
+
+def test_report_is_deterministic(experiment, tmp_path):
+    a = write_report(experiment, out=tmp_path / "a")
+    b = write_report(experiment, out=tmp_path / "b")
+    assert a.read_bytes().replace(b"/a/", b"/b/") == b.read_bytes().replace(b"/a/", b"/b/")
+
+
+def test_compare_two_roots(experiment, tmp_path):
+    index = write_report(experiment, out=tmp_path / "cmp", compare=[experiment])
+    html = index.read_text(encoding="utf-8")
+    assert 'id="compare"' in html
+    section = html[html.index('id="compare"'):]
+    assert all(f"<th>{s}</th>" in section for s in SYSTEMS)
+    assert "+0.0 pts" in section  # a root against itself differs by nothing
+
+
+def transcript_rows(html: str) -> list[dict]:
+    """The transcript rows a run page's script draws (its JSON block)."""
+    block = re.search(r'<script type="application/json" id="transcript">(.*?)</script>', html, re.S)
+    assert block, "no transcript data block"
+    return json.loads(block.group(1))
+
+
+def _tiny(root: Path, events_by_run: dict[tuple[str, str, int], list], *, success: bool = True) -> None:
+    for (system, task, r), events in events_by_run.items():
+        write_run(root / "arith" / system / task, r, events, success=success, system=system)
+
+
+def test_prompts_are_rendered_and_model_output_is_escaped(tmp_path):
+    hostile = "<script>alert(1)</script><img src=http://evil.example/x.png>"
+    events = [ev("solver", "act", tin=10, tout=5, ms=3.0, content=hostile, step_index=0, role="solver",
+                 input_messages=[{"role": "system", "content": "You are careful."},
+                                 {"role": "user", "content": "What is 6*7? </pre><b>x</b>"}]),
+              ev("solver", "finalize", content="42", step_index=1)]
+    _tiny(tmp_path, {("sas", "t0", 0): events})
+    write_report(tmp_path)
+    html = run_page(tmp_path / "report", "arith/sas/t0/run_0").read_text(encoding="utf-8")
+    rows = transcript_rows(html)
+    assert rows[0]["prompt"] == [{"role": "system", "content": "You are careful."},
+                                 {"role": "user", "content": "What is 6*7? </pre><b>x</b>"}]
+    assert rows[0]["content"] == hostile and (rows[0]["tin"], rows[0]["tout"]) == (10, 5)
+    assert "<script>alert" not in html and "</pre><b>" not in html and "<img src=http" not in html
+    assert remote_references(run_page(tmp_path / "report", "arith/sas/t0/run_0")) == []
+
+
+def test_damaged_run_gets_a_page_and_is_listed(tmp_path):
+    good = [ev("solver", "finalize", content="42", step_index=0)]
+    _tiny(tmp_path, {("sas", "t0", 0): good, ("sas", "t0", 1): good})
+    trace = tmp_path / "arith" / "sas" / "t0" / "run_1.trace.jsonl"
+    lines = trace.read_text().splitlines()
+    trace.write_text("{not json\n" + "\n".join(lines) + "\n")
+    index = write_report(tmp_path)
+    html = index.read_text(encoding="utf-8")
+    assert "1 skipped" in html and "damaged_trace" in html
+    page = run_page(tmp_path / "report", "arith/sas/t0/run_1")
+    assert "skipped" in page.read_text(encoding="utf-8")
+
+
+def test_bad_input_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
+    assert main(["report", "--experiment-root", str(tmp_path / "missing")]) == 2
+    assert "--experiment-root" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["report", "--experiment-root", str(tmp_path / "empty")]) == 2
+    assert "no finished run" in capsys.readouterr().err
+    assert not (tmp_path / "empty" / "report").exists()
+    _tiny(tmp_path / "x", {("sas", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
+    assert main(["report", "--experiment-root", str(tmp_path / "x"), "--attribution", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--attribution" in err
+    assert not (tmp_path / "x" / "report").exists()
+
+
+def test_summarize_experiment_refreshes_the_report(tmp_path, capsys):
+    _tiny(tmp_path, {("sas", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
+    assert main(["summarize-experiment", "--experiment-root", str(tmp_path), "--no-plots", "--no-report"]) == 0
+    assert not (tmp_path / "report").exists()
+    assert main(["summarize-experiment", "--experiment-root", str(tmp_path), "--no-plots"]) == 0
+    assert f"report: {tmp_path / 'report' / 'index.html'}" in capsys.readouterr().out
+    assert (tmp_path / "report" / "index.html").is_file()
+
+
+def test_labels_never_overlap_even_for_coincident_points():
+    pts = [(200.0, 150.0, name) for name in ("sas", "debate", "supervisor", "orchestrator", "a-long-system-name", "x")]
+    placed = place_labels(pts, bounds=(50, 20, 500, 300), obstacles=[(200, 150, 6)])
+    assert overlapping(placed) == 0
+    for p in placed:
+        x0, y0, x1, y1 = p.box
+        assert 50 <= x0 and x1 <= 500 and 20 <= y0 and y1 <= 300
+        assert not (x0 < 206 and 194 < x1 and y0 < 156 and 144 < y1)  # no label covers the marker
+
+
+def test_forked_workers_write_the_same_report(experiment, tmp_path):
+    """In a fresh single-threaded interpreter (this one may hold a progress bar's monitor thread), the forked
+    pass writes byte-identical files."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from descriptor.report import runs_pass, write_report\n"
+        "assert runs_pass.usable_workers() > 1, 'would not fork'\n"
+        "write_report(sys.argv[1], out=sys.argv[2])\n"
+        "runs_pass.PARALLEL_MIN_RUNS = 0\n"
+        "write_report(sys.argv[1], out=sys.argv[3])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(experiment), str(tmp_path / "one"), str(tmp_path / "many")],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    if "would not fork" in proc.stderr:
+        pytest.skip("one usable core: the pass never forks here")
+    assert proc.returncode == 0, proc.stderr
+    one, many = tmp_path / "one", tmp_path / "many"
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(many) for p in many.rglob("*") if p.is_file()) and len(files) > 48
+    for f in files:
+        assert (one / f).read_bytes() == (many / f).read_bytes(), f
