@@ -316,3 +316,49 @@ def test_forked_workers_write_the_same_report(experiment, tmp_path):
     assert files == sorted(p.relative_to(many) for p in many.rglob("*") if p.is_file()) and len(files) > 48
     for f in files:
         assert (one / f).read_bytes() == (many / f).read_bytes(), f
+
+
+def test_attribution_ids_match_by_path_suffix(tmp_path):
+    from descriptor.report.attribution_inputs import load_attribution
+
+    step = [ev("solver", "act", content="x", step_index=0, role="solver"),
+            ev("solver", "finalize", content="42", step_index=1, role="solver")]
+    _tiny(tmp_path, {("sas", "t0", 0): step, ("debate", "t0", 0): step}, success=False)
+    att = tmp_path / "attribution" / "scores.jsonl"
+    att.parent.mkdir()
+    rows = [{"id": "arith/sas/t0/run_0", "n_steps": 2, "step_scores": [0.2, 0.9], "scorer": "learned"},
+            {"id": "t0/run_0", "n_steps": 2, "step_scores": [0.5, 0.5]},           # two systems have it: ambiguous
+            {"id": "debate/t0/run_0", "n_steps": 3, "step_scores": [0.1, 0.1, 0.8]},  # not this trace's step count
+            {"id": "algorithm_generated/12", "n_steps": 1, "step_scores": [1.0]}]   # a Who&When record
+    att.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
+    index = load_attribution([tmp_path / "attribution"], ["arith/sas/t0/run_0", "arith/debate/t0/run_0"])
+    assert set(index.by_run) == {"arith/sas/t0/run_0", "arith/debate/t0/run_0"}
+    assert any("more than one run" in n for n in index.notes) and any("not JSON" in n for n in index.notes)
+    (src,) = index.sources
+    assert (src.kind, src.label, src.n_records, src.n_matched) == ("scores", "learned", 4, 2)
+    write_report(tmp_path)
+    sas = run_page(tmp_path / "report", "arith/sas/t0/run_0").read_text(encoding="utf-8")
+    assert "top-1 of learned: step 1 (score 0.90)" in sas
+    debate = run_page(tmp_path / "report", "arith/debate/t0/run_0").read_text(encoding="utf-8")
+    assert "different step count than this trace (2); not shown" in debate
+
+
+def test_an_experiment_without_the_baseline_still_renders(tmp_path):
+    _tiny(tmp_path, {("debate", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
+    html = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "the baseline system sas was not run" in html
+    assert "PCA not drawn" in html  # one task row: nothing to project
+
+
+def test_out_never_replaces_a_directory_of_other_files(tmp_path, capsys):
+    _tiny(tmp_path / "x", {("sas", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me")
+    assert main(["report", "--experiment-root", str(tmp_path / "x"), "--out", str(mine)]) == 2
+    assert "not a report directory" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["todo.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "x"]  # no staging directory left behind
+    assert main(["report", "--experiment-root", str(tmp_path / "x"), "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", "--experiment-root", str(tmp_path / "x"), "--out", str(tmp_path / "r")]) == 0  # its own
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "r", "x"]
