@@ -9,8 +9,10 @@ runs is generated once into ``--experiment-root`` (default
 finished runs; ~7 minutes and ~1.3 GB for 10,008 runs on 2 cores). Then:
 
 - the report is written from scratch into a fresh directory (``write_report``,
-  in this process: reading every run, ~10,000 run pages, the index and grid
-  pages), timed wall-clock;
+  in this process and its forked workers: reading every run, ~10,000 run
+  pages, the index and grid pages), timed wall-clock, with the CPU seconds it
+  used and the machine's load average before it (on a shared machine the
+  wall time follows the load);
 - the index page, a grid page and a run page are opened ``--loads`` times each
   in real headless Chromium (fresh navigation each time) and the time from
   navigation start to the end of DOMContentLoaded is read from the page's
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import resource
 import shutil
 import statistics
 import sys
@@ -38,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chromium_cdp import Chromium, find_chromium  # noqa: E402  (scripts/ is this file's directory)
 
 from descriptor.report import write_report  # noqa: E402
+from descriptor.report.runs_pass import usable_workers  # noqa: E402
 from main import main as cli  # noqa: E402
 
 SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")
@@ -47,6 +52,12 @@ TARGET_WRITE_S, TARGET_DCL_MS = 30.0, 2000.0
 
 def _finished(root: Path) -> int:
     return sum(1 for _ in root.glob("*/*/*/run_*.result.json")) if root.is_dir() else 0
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its finished children (the report's workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def ensure_experiment(root: Path, runs: int) -> int:
@@ -86,12 +97,17 @@ def main(argv: list[str] | None = None) -> int:
 
     out = root / "bench-report"
     shutil.rmtree(out, ignore_errors=True)  # our own output from an earlier call: written from scratch
+    load = os.getloadavg()[0]
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     index = write_report(root, out=out)
     write_s = time.perf_counter() - t0
+    cpu_s = _cpu_s() - cpu0
     files = [p for p in out.rglob("*") if p.is_file()]
-    print(f"report of {n} runs written in {write_s:.1f} s (target <= {TARGET_WRITE_S:.0f} s): {len(files)} files, "
-          f"{sum(p.stat().st_size for p in files) / 1e6:.0f} MB; index.html {index.stat().st_size / 1e3:.0f} kB")
+    print(f"report of {n} runs written in {write_s:.1f} s (target <= {TARGET_WRITE_S:.0f} s; {cpu_s:.1f} s of CPU in "
+          f"{usable_workers()} process(es) on {os.cpu_count()} cores, 1-minute load average {load:.1f} before): "
+          f"{len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.0f} MB; "
+          f"index.html {index.stat().st_size / 1e3:.0f} kB")
 
     ok = write_s <= TARGET_WRITE_S
     if find_chromium() is None:
