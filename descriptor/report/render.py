@@ -59,8 +59,12 @@ def _pts(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:+.1f} pts"
 
 
+def _pts_bare(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:+.1f}"
+
+
 def _sig(v: float | None) -> str:
-    return "–" if v is None else f"{v:+.3g}"
+    return "–" if v is None else f"{v:+.3f}"
 
 
 def _pval(p: float | None) -> str:
@@ -93,7 +97,7 @@ def environment() -> jinja2.Environment:
     """The jinja2 environment: templates from ``templates/``, HTML autoescaped, undefined names an error."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, pts=_pts, sig=_sig, pval=_pval, times=_times, cost=_cost, usd=_usd,
+    env.filters.update(pct=_pct, pts=_pts, pts_bare=_pts_bare, sig=_sig, pval=_pval, times=_times, cost=_cost, usd=_usd,
                        int_sep=_int_sep, share=_share)
     return env
 
