@@ -79,10 +79,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return err.exit_code
     print(f"wrote {len(results)} runs under {req.experiment_root}")
     from descriptor.cli import print_summary
+    from descriptor.report import write_report
     from descriptor.summaries import summarize_experiment
 
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
+    print(f"report: {write_report(req.experiment_root)}")
     return 0
 
 

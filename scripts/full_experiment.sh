@@ -133,4 +133,4 @@ elif ((status != 0)); then
 fi
 
 "$PY" main.py summarize-experiment --experiment-root "$root"
-echo "full_experiment: done; summary at $root/experiment_summary.csv" >&2
+echo "full_experiment: done; summary at $root/experiment_summary.csv, report at $root/report/index.html" >&2
