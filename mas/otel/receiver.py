@@ -1,0 +1,133 @@
+"""A minimal OTLP/HTTP trace receiver on 127.0.0.1: decodes export requests and keeps the spans (tests, benchmarks).
+
+    with OtlpReceiver() as rx:            # listens on a free port
+        ... export to rx.url ...          # e.g. OTEL_EXPORTER_OTLP_ENDPOINT=rx.base_url
+        rx.spans                          # list of ReceivedSpan
+
+It answers ``POST /v1/traces`` with an empty ``ExportTraceServiceResponse``
+and keeps every span; anything else gets 404. Not a collector: nothing is
+stored on disk and nothing is forwarded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+def any_value(v: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as a Python value."""
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    return getattr(v, kind)
+
+
+@dataclass(kw_only=True, slots=True)
+class ReceivedSpan:
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    status_code: int = 0
+    resource: dict[str, Any] = field(default_factory=dict)
+
+
+def decode_request(body: bytes) -> list[ReceivedSpan]:
+    """The spans of one protobuf ``ExportTraceServiceRequest``."""
+    req = ExportTraceServiceRequest()
+    req.ParseFromString(body)
+    out = []
+    for rs in req.resource_spans:
+        res = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                out.append(ReceivedSpan(
+                    trace_id=s.trace_id.hex(), span_id=s.span_id.hex(),
+                    parent_span_id=s.parent_span_id.hex() or None, name=s.name, kind=s.kind,
+                    start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
+                    attributes={kv.key: any_value(kv.value) for kv in s.attributes},
+                    events=[(e.name, e.time_unix_nano, {kv.key: any_value(kv.value) for kv in e.attributes})
+                            for e in s.events],
+                    status_code=s.status.code, resource=res))
+    return out
+
+
+class OtlpReceiver:
+    """An OTLP/HTTP receiver in a thread of this process (a context manager; stopped on exit)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self.requests = 0
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                if self.path.rstrip("/") != "/v1/traces":
+                    self.send_error(404)
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                encoding = (self.headers.get("Content-Encoding") or "").lower()
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
+                try:
+                    spans = decode_request(body)
+                except Exception:  # a body that is no export request
+                    self.send_error(400)
+                    return
+                with receiver._lock:
+                    receiver.spans.extend(spans)
+                    receiver.requests += 1
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The OTLP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT`` semantics)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/v1/traces"
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
