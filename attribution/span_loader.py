@@ -20,8 +20,10 @@ model's output message (text and tool calls), else ``output.value``. A
 before it by the same agent, as this project's own tool results are. The
 query is the root span's input (``question``, ``query``, ``input``, ``task``
 or the first message), else the first user message of the first call; the
-final answer is the root's output. Spans carry no labels: ``mistake_step``
-and ``mistake_agent`` are None.
+final answer is the root's output. Spans this project exported itself mark
+their trajectory steps (``mas.step_index``); only those calls are steps, as
+in the JSONL. Spans carry no labels: ``mistake_step`` and ``mistake_agent``
+are None.
 """
 
 from __future__ import annotations
@@ -316,9 +318,11 @@ def trace_trajectory(spans: list[RawSpan], traj_id: str, source: str) -> Traject
     """One trace's spans as a trajectory (see the module docstring)."""
     trace = _Trace(spans)
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
+    # This project's own spans mark trajectory steps (judge calls behind decisions and votes are no steps).
+    own = any("mas.step_index" in s.attributes for s in spans)
     rows: list[dict[str, Any]] = []
     for s in ordered:
-        if s.kind == "LLM":
+        if s.kind == "LLM" and (not own or "mas.step_index" in s.attributes):
             rows.append({"agent": trace.agent_of(s), "content": _output_of(s),
                          "kind": "tool_call" if any(".tool_calls." in k for k in s.attributes) else "llm",
                          "span": s})
