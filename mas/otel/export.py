@@ -83,7 +83,10 @@ def sink(url: str) -> BatchSpanProcessor:
         if url not in _SINKS:
             if not _SINKS:
                 atexit.register(shutdown_all)
-            _SINKS[url] = BatchSpanProcessor(exporter(url))
+            # A fast sweep queues thousands of spans a second; the SDK's default queue (2048) would drop some
+            # whenever the endpoint is slow for a moment. OTEL_BSP_* variables still override.
+            queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", 65536))
+            _SINKS[url] = BatchSpanProcessor(exporter(url), max_queue_size=queue)
         return _SINKS[url]
 
 

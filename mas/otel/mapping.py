@@ -205,14 +205,17 @@ def _attr(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+_SKIP = frozenset({"input_messages", "kind", "sends"})
+"""Payload fields not exported: the messages go as ``gen_ai.input.messages``, ``kind`` is implied by the span
+or event name, and ``sends`` (message edges) stay in the trace."""
+
+
 def payload_attributes(ev: Event, *, record_inputs: bool) -> dict[str, Any]:
     """The event's payload as ``mas.*`` attributes (message contents only with ``record_inputs``)."""
     data = ev.payload.model_dump(mode="json", by_alias=True, exclude_none=True)
-    attrs = {"mas.actor": ev.actor, "mas.event_type": ev.event_type, "mas.seq": ev.seq}
-    if ev.state_id:
-        attrs["mas.state_id"] = ev.state_id
+    attrs: dict[str, Any] = {"mas.event_type": ev.event_type, "mas.seq": ev.seq}
     for key, value in data.items():
-        if (key in TEXT_FIELDS and not record_inputs) or key == "input_messages":  # gen_ai.input.messages
+        if (key in TEXT_FIELDS and not record_inputs) or key in _SKIP:
             continue
         if value == [] or value == {}:
             continue
@@ -247,7 +250,7 @@ def _messages_attr(ev: Event) -> dict[str, str]:
 
 def _span_event(ev: Event, *, record_inputs: bool) -> tuple[SpanEvent, str | None]:
     """The event as a span event, and the error it sets on its span (None: none)."""
-    attrs = payload_attributes(ev, record_inputs=record_inputs)
+    attrs = {"mas.actor": ev.actor, **payload_attributes(ev, record_inputs=record_inputs)}
     p = ev.payload
     time_ns = to_ns(ev.timestamp_end)
     if isinstance(p, ErrorInfo):

@@ -52,10 +52,8 @@ class ReceivedSpan:
     resource: dict[str, Any] = field(default_factory=dict)
 
 
-def decode_request(body: bytes) -> list[ReceivedSpan]:
-    """The spans of one protobuf ``ExportTraceServiceRequest``."""
-    req = ExportTraceServiceRequest()
-    req.ParseFromString(body)
+def decode_request(req: ExportTraceServiceRequest) -> list[ReceivedSpan]:
+    """The spans of one ``ExportTraceServiceRequest``."""
     out = []
     for rs in req.resource_spans:
         res = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
@@ -88,24 +86,29 @@ class OtlpReceiver:
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 encoding = (self.headers.get("Content-Encoding") or "").lower()
-                if encoding == "gzip":
-                    body = gzip.decompress(body)
-                elif encoding == "deflate":
-                    body = zlib.decompress(body)
                 try:
-                    spans = decode_request(body)
+                    if encoding == "gzip":
+                        body = gzip.decompress(body)
+                    elif encoding == "deflate":
+                        body = zlib.decompress(body)
+                    request = ExportTraceServiceRequest()
+                    request.ParseFromString(body)
                 except Exception:  # a body that is no export request
                     self.send_error(400)
                     return
-                with receiver._lock:
-                    receiver.spans.extend(spans)
-                    receiver.requests += 1
+                # Answered before the spans are turned into Python objects, as a collector answers before it
+                # processes: the sender's wait is the transport's, not this receiver's bookkeeping.
                 reply = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)
+                self.wfile.flush()
+                spans = decode_request(request)
+                with receiver._lock:
+                    receiver.spans.extend(spans)
+                    receiver.requests += 1
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -131,3 +134,24 @@ class OtlpReceiver:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def main() -> None:
+    """``python -m mas.otel.receiver [PORT]``: print the base URL, receive until SIGTERM or Ctrl-C."""
+    import signal
+    import sys
+
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with OtlpReceiver(port=port) as rx:
+        print(rx.base_url, flush=True)
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+        print(f"received {len(rx.spans)} spans in {rx.requests} requests", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
