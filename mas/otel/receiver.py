@@ -74,9 +74,11 @@ class OtlpReceiver:
     """An OTLP/HTTP receiver in a thread of this process (a context manager; stopped on exit)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.spans: list[ReceivedSpan] = []
+        self._spans: list[ReceivedSpan] = []
         self.requests = 0
-        self._lock = threading.Lock()
+        self._busy = 0
+        """Requests being handled (answered requests whose spans are still being decoded count)."""
+        self._lock = threading.Condition()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,6 +86,16 @@ class OtlpReceiver:
                 if self.path.rstrip("/") != "/v1/traces":
                     self.send_error(404)
                     return
+                with receiver._lock:
+                    receiver._busy += 1
+                try:
+                    self._receive()
+                finally:
+                    with receiver._lock:
+                        receiver._busy -= 1
+                        receiver._lock.notify_all()
+
+            def _receive(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 encoding = (self.headers.get("Content-Encoding") or "").lower()
                 try:
@@ -107,7 +119,7 @@ class OtlpReceiver:
                 self.wfile.flush()
                 spans = decode_request(request)
                 with receiver._lock:
-                    receiver.spans.extend(spans)
+                    receiver._spans.extend(spans)
                     receiver.requests += 1
 
             def log_message(self, *args: Any) -> None:
@@ -115,6 +127,13 @@ class OtlpReceiver:
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
+
+    @property
+    def spans(self) -> list[ReceivedSpan]:
+        """Every span received so far, once the requests in flight are decoded (waits up to 10 s)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._busy == 0, timeout=10)
+            return list(self._spans)
 
     @property
     def base_url(self) -> str:
