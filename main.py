@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "benchmark.cli",
     "mas.cli",
     "mas.serving.cli",
+    "mas.otel.cli",
     "descriptor.cli",
     "descriptor.report.cli",
     "attribution.cli",

@@ -10,6 +10,8 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data-dir", help="Who&When directory (with algorithm_generated/ and/or hand_crafted/)")
     src.add_argument("--runs-dir", help="this project's runs (experiment root or task dir); failed runs are used")
+    src.add_argument("--spans", help="OpenTelemetry spans of failed runs of any agent program: OTLP JSON (a "
+                                     "collector's file exporter) or Phoenix's span export; a file or a directory")
     p.add_argument("--subset", choices=("algorithm_generated", "hand_crafted", "all"), default="all",
                    help="Who&When subset (default all)")
     p.add_argument("--max-cases", type=int, default=None, help="keep the first N cases of each subset")
@@ -26,7 +28,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 
 def _source_kwargs(args: argparse.Namespace) -> dict[str, object]:
-    return {"data_dir": args.data_dir, "runs_dir": args.runs_dir, "subset": args.subset,
+    return {"data_dir": args.data_dir, "runs_dir": args.runs_dir, "spans": args.spans, "subset": args.subset,
             "max_cases": args.max_cases, "model": args.model, "config": args.config, "seed": args.seed,
             "with_ground_truth": args.with_ground_truth, "concurrency": args.concurrency}
 

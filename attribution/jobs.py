@@ -35,6 +35,8 @@ class SourceOptions(BaseModel):
     """Who&When directory (holding ``algorithm_generated``/``hand_crafted``, or one of them)."""
     runs_dir: str | None = None
     """This project's runs (an experiment root or a task directory); failed runs are loaded."""
+    spans: str | None = None
+    """OpenTelemetry spans of failed runs of any agent program: a file or a directory of files."""
     subset: Literal["algorithm_generated", "hand_crafted", "all"] = "all"
     max_cases: int | None = Field(default=None, ge=1)
     """Keep the first N cases of each subset (file order), for quick runs."""
@@ -70,7 +72,7 @@ class ScoreJob(SourceOptions, ModelOptions):
 
 def load_source(opts: SourceOptions) -> LoadResult:
     """Trajectories of the job, cut to ``max_cases`` per subset."""
-    loaded = load_trajectories(data_dir=opts.data_dir, runs_dir=opts.runs_dir, subset=opts.subset)
+    loaded = load_trajectories(data_dir=opts.data_dir, runs_dir=opts.runs_dir, spans=opts.spans, subset=opts.subset)
     trajs = loaded.trajectories
     if opts.max_cases is not None:
         kept: list[Trajectory] = []
@@ -81,7 +83,7 @@ def load_source(opts: SourceOptions) -> LoadResult:
                 kept.append(t)
         trajs = kept
     if not trajs:
-        raise UserError(f"no trajectories found in {opts.data_dir or opts.runs_dir}")
+        raise UserError(f"no trajectories found in {opts.data_dir or opts.runs_dir or opts.spans}")
     return LoadResult(trajectories=trajs, skipped=loaded.skipped)
 
 
@@ -103,7 +105,8 @@ def scorer_info(job: ScoreJob) -> ScorerInfo:
     train = None
     if job.scorer in TRAINED_SCORERS:
         # Cross-fitting trains on the scored source itself, plus --train-dir.
-        train = TrainSource(data_dir=_abspath(job.data_dir), runs_dir=_abspath(job.runs_dir), subset=job.subset,
+        train = TrainSource(data_dir=_abspath(job.data_dir), runs_dir=_abspath(job.runs_dir),
+                            spans=_abspath(job.spans), subset=job.subset,
                             max_cases=job.max_cases, train_dir=_abspath(job.train_dir))
     # Trained scorers never see the reference answer, so the setting is recorded only where it matters.
     gt = None if job.scorer in TRAINED_SCORERS else job.with_ground_truth
@@ -113,9 +116,9 @@ def scorer_info(job: ScoreJob) -> ScorerInfo:
 def load_train_source(src: TrainSource) -> list[Trajectory]:
     """The labelled failures ``src`` names (the scored source and its ``train_dir``), loaded again."""
     trajs: list[Trajectory] = []
-    if src.data_dir or src.runs_dir:
-        opts = SourceOptions(data_dir=src.data_dir, runs_dir=src.runs_dir, subset=src.subset,  # type: ignore[arg-type]
-                             max_cases=src.max_cases)
+    if src.data_dir or src.runs_dir or src.spans:
+        opts = SourceOptions(data_dir=src.data_dir, runs_dir=src.runs_dir, spans=src.spans,
+                             subset=src.subset, max_cases=src.max_cases)  # type: ignore[arg-type]
         trajs += load_source(opts).trajectories
     if src.train_dir:
         trajs += load_train_dir(src.train_dir).trajectories
@@ -138,7 +141,7 @@ def open_model(opts: ModelOptions) -> tuple[Any, dict[str, Any]]:
 
 
 def _source_record(opts: SourceOptions, loaded: LoadResult) -> dict[str, Any]:
-    return {"data_dir": opts.data_dir, "runs_dir": opts.runs_dir, "subset": opts.subset,
+    return {"data_dir": opts.data_dir, "runs_dir": opts.runs_dir, "spans": opts.spans, "subset": opts.subset,
             "max_cases": opts.max_cases, "skipped_files": [s.model_dump() for s in loaded.skipped]}
 
 
@@ -169,7 +172,7 @@ def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any], method: Any =
         what["method_settings"] = dict(method.settings)
     return {**what, "route": facts["route"], "model": facts["model_label"],
             "with_ground_truth": job.with_ground_truth, "seed": job.seed, "data_dir": _abspath(job.data_dir),
-            "runs_dir": _abspath(job.runs_dir), "subset": job.subset}
+            "runs_dir": _abspath(job.runs_dir), "spans": _abspath(job.spans), "subset": job.subset}
 
 
 def _read_lines(path: Path, parse: Callable[[str], Any]) -> list[Any]:

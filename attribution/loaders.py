@@ -7,6 +7,8 @@ Two sources:
 - This project's own failed runs (trace + metadata files of the runtime):
   :func:`load_run`, :func:`load_runs_dir`. The trace-event → step mapping is
   documented in ``attribution/README.md``.
+- OpenTelemetry / OpenInference spans of any agent program (OTLP JSON,
+  Phoenix's span export): :mod:`attribution.span_loader`.
 
 A malformed file never stops a directory load: it is logged (structlog
 warning naming the file and the reason) and returned in
@@ -181,7 +183,7 @@ def load_who_and_when_dir(data_dir: str | Path, subset: Subset = "all") -> LoadR
 def _render_payload(event_type: str, payload: Payload) -> str:
     """Compact text of a step without ``content`` (e.g. a tool call's name and arguments)."""
     rest = payload.model_dump(mode="json", by_alias=True, exclude_none=True,
-                              exclude={"step_index", "role", "sends", "kind"})
+                              exclude={"step_index", "role", "sends", "kind", "input_messages"})
     body = json.dumps(rest, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
     return f"[{event_type}] {body}"
 
@@ -313,10 +315,16 @@ def load_runs_dir(runs_dir: str | Path) -> LoadResult:
 
 
 def load_trajectories(*, data_dir: str | Path | None = None, runs_dir: str | Path | None = None,
-                      subset: Subset = "all") -> LoadResult:
-    """Exactly one of ``data_dir`` (Who&When) or ``runs_dir`` (this project's runs)."""
-    if (data_dir is None) == (runs_dir is None):
-        raise UserError("give exactly one of --data-dir (Who&When) or --runs-dir (this project's runs)")
+                      spans: str | Path | None = None, subset: Subset = "all") -> LoadResult:
+    """Exactly one of ``data_dir`` (Who&When), ``runs_dir`` (this project's runs) or ``spans`` (OpenTelemetry
+    spans of any agent program, see :mod:`attribution.span_loader`)."""
+    if sum(x is not None for x in (data_dir, runs_dir, spans)) != 1:
+        raise UserError("give exactly one of --data-dir (Who&When), --runs-dir (this project's runs) or --spans "
+                        "(OpenTelemetry spans)")
     if data_dir is not None:
         return load_who_and_when_dir(data_dir, subset)
+    if spans is not None:
+        from attribution.span_loader import load_spans
+
+        return load_spans(spans)
     return load_runs_dir(runs_dir)  # type: ignore[arg-type]

@@ -49,6 +49,8 @@ class TrainSource(BaseModel):
 
     data_dir: str | None = None
     runs_dir: str | None = None
+    spans: str | None = None
+    """OpenTelemetry span file or directory (``--spans``)."""
     subset: str = "all"
     max_cases: int | None = None
     train_dir: str | None = None
@@ -56,7 +58,8 @@ class TrainSource(BaseModel):
     def describe(self) -> str:
         """Short human-readable form for messages."""
         parts = [f"--{k.replace('_', '-')} {v}" for k, v in
-                 (("data_dir", self.data_dir), ("runs_dir", self.runs_dir), ("train_dir", self.train_dir)) if v]
+                 (("data_dir", self.data_dir), ("runs_dir", self.runs_dir), ("spans", self.spans),
+                  ("train_dir", self.train_dir)) if v]
         return " ".join(parts) or "nothing"
 
 

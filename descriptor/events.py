@@ -72,6 +72,15 @@ class Send(BaseModel):
     """The recipient actor."""
 
 
+class InputMessage(BaseModel):
+    """One message a model was given (``payload.input_messages``)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    """``system``, ``user``, ``assistant`` or ``tool``."""
+    content: str
+
+
 class Payload(BaseModel):
     """What every payload may carry: its trajectory position, its messages, a redo flag."""
 
@@ -82,6 +91,8 @@ class Payload(BaseModel):
     """Messages this event sends (directed edges)."""
     redo: bool | None = Field(default=None, strict=True)
     """True when the step redoes earlier work (a rollback's redone step, a revise after a critique)."""
+    input_messages: list[InputMessage] | None = None
+    """The messages the model call behind this event was given (only with ``tracing.record_inputs``)."""
 
 
 class _AgentPayload(Payload):

@@ -163,6 +163,33 @@ class InjectSettings(_Strict):
     """Inject at this trajectory step index; None: a seeded position."""
 
 
+class TracingSettings(_Strict):
+    """Where traces go besides the run's JSONL, and what they may hold.
+
+    Span ids are always in the JSONL; spans are exported over OTLP/HTTP
+    when ``otlp_endpoint`` is set or the standard variable
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    is (see :mod:`mas.otel`); headers (e.g. a backend's key) come from
+    ``OTEL_EXPORTER_OTLP_HEADERS``, never from this file.
+    """
+
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP base URL (spans go to ``<url>/v1/traces``), e.g. ``http://127.0.0.1:6006``; None: the
+    environment decides."""
+    export: bool = True
+    """False: never export, whatever the environment says."""
+    record_inputs: bool = False
+    """Record the model's input messages in the trace (``payload.input_messages``) and message contents in
+    exported spans (off: spans carry names, timing, tokens and decisions, no text)."""
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {v!r}")
+        return v
+
+
 class ExperimentConfig(_Strict):
     """Everything a run needs besides the benchmark task."""
 
@@ -179,6 +206,7 @@ class ExperimentConfig(_Strict):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     inject: InjectSettings = Field(default_factory=InjectSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
 

@@ -11,12 +11,15 @@ import asyncio
 import contextlib
 import contextvars
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables.config import merge_configs, var_child_runnable_config
 
 from descriptor.events import (
     ActEvent,
@@ -33,6 +36,7 @@ from descriptor.events import (
     event_line,
 )
 from descriptor.redact import may_hold_secret, redact
+from mas.spans import ChatSpans, ambient_node, new_span_id
 
 log = structlog.get_logger(__name__)
 
@@ -111,12 +115,22 @@ class Tracer:
 
     ``step_index`` counts trajectory steps (agent outputs) across the run; a
     resumed run starts it at the checkpoint's ``steps_done`` so indices stay
-    comparable with the original trace.
+    comparable with the original trace. Every event gets its ``span_id`` and
+    ``parent_span_id`` (see :mod:`mas.spans`); ``root`` is the run's root
+    span as a UUID: the OpenTelemetry trace id is its 32 hex digits, the
+    root span id its low 16, and the runner runs the graph with it as
+    LangChain ``run_id``.
     """
 
     def __init__(self, run_id: str, processors: list[TraceProcessor], *, enabled: bool = True,
-                 first_step: int = 0, redo: bool = False) -> None:
+                 first_step: int = 0, redo: bool = False, root: uuid.UUID | None = None,
+                 record_inputs: bool = False) -> None:
         self.run_id = run_id
+        self.root = root or uuid.uuid4()
+        self.trace_id = self.root.hex
+        """OpenTelemetry trace id of the run (32 hex digits)."""
+        self.root_span_id = self.root.hex[16:]
+        self.chat_spans = ChatSpans(record_inputs=record_inputs)
         self.processors = processors
         self.enabled = enabled
         self.seq = 0
@@ -159,11 +173,13 @@ class Tracer:
             self.next_step += 1
             if self.redo:
                 payload.redo = True
+        span_id, parent_span_id = self._place(
+            event_type, payload, bool(token_in or token_out or model is not None or usage_source is not None))
         now = utc_now_iso()
         fields = {"run_id": self.run_id, "seq": self.seq, "timestamp_start": start or now,
                   "timestamp_end": end or now, "actor": actor, "token_in": token_in, "token_out": token_out,
                   "latency_ms": latency_ms, "cost_usd": cost_usd, "state_id": state_id, "model": model,
-                  "usage_source": usage_source}
+                  "usage_source": usage_source, "span_id": span_id, "parent_span_id": parent_span_id}
         cls = EVENT_CLASSES[event_type]
         event = cls(**fields, payload=payload)
         line = event_line(event)
@@ -180,6 +196,22 @@ class Tracer:
                 log.warning("trace processor failed", processor=type(proc).__name__, error=str(err))
         return event
 
+    def _place(self, event_type: EventType, payload: Payload, model_backed: bool) -> tuple[str, str | None]:
+        """``(span_id, parent_span_id)`` of an event emitted now (the rules are in :mod:`mas.spans`)."""
+        node = ambient_node()
+        if node is None or node == self.root_span_id:
+            node, above = self.root_span_id, None
+        else:
+            above = self.root_span_id
+        if model_backed or event_type == "tool_call":
+            span_id, inputs = self.chat_spans.claim(None if node == self.root_span_id else node)
+            if inputs is not None and model_backed:
+                payload.input_messages = inputs
+            return span_id or new_span_id(), node
+        if event_type == "tool_result":
+            return new_span_id(), node
+        return node, above
+
     def close(self) -> None:
         for proc in self.processors:
             with contextlib.suppress(Exception):
@@ -187,6 +219,22 @@ class Tracer:
 
 
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("mas_tracer", default=None)
+
+
+def call_config(handler: BaseCallbackHandler, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The LangChain config of one model call: the callbacks it inherits, plus ``handler`` and the run's own.
+
+    A config of ``{"callbacks": [handler]}`` would replace the callback manager the call inherits from its
+    graph node, cutting off handlers attached to the graph (Langfuse) and the parent run of global ones
+    (LangSmith); the inherited manager is copied and extended instead, and ``metadata`` is merged into the
+    node's (``langgraph_node``, thread id, ...).
+    """
+    tracer = _current.get()
+    handlers = [handler, tracer.chat_spans] if tracer is not None and tracer.enabled else [handler]
+    inherited = var_child_runnable_config.get()
+    if not inherited:
+        return {"callbacks": handlers, "metadata": metadata}
+    return dict(merge_configs(inherited, {"callbacks": handlers, "metadata": metadata}))
 
 
 def current_tracer() -> Tracer:

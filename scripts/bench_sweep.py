@@ -6,7 +6,9 @@
    set-up), each run traced and untraced back to back, over ``--repeats``
    rounds of ``--overhead-tasks`` runs; wall time per LLM call (medians) and
    the overhead: the median over all pairs of ``on / off - 1``, with its
-   95 % confidence interval (target <= 5 %).
+   95 % confidence interval (target <= 5 %). Then the same for OpenTelemetry
+   export: traced runs exporting their spans over OTLP/HTTP to a receiver in
+   another local process against traced runs that do not (target <= 5 %).
 2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
    (asyncio.sleep, like a remote endpoint), so an ideal sweep takes
    ``ideal_s = calls x latency / C`` seconds; ``efficiency = ideal_s /
@@ -37,9 +39,11 @@ import contextlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -85,30 +89,56 @@ def _sweep(cfg: ExperimentConfig, exp: str, *, benchmark: str, system: str, task
     return time.perf_counter() - t0
 
 
-async def _paired_round(cfg: ExperimentConfig, exp: str, *, system: str, tasks: int,
-                        flip: bool) -> list[tuple[float, float]]:
-    """Each of ``tasks`` runs twice, traced and untraced back to back (order flipped every other run);
-    the (traced, untraced) wall times (s) of each pair.
+Variant = tuple[ExperimentConfig, bool, Callable[[], object] | None]
+"""A way to run: config, tracing on or off, and work charged to the run after it (None: nothing)."""
+
+
+async def _paired_round(a: Variant, b: Variant, exp: str, *, system: str, tasks: int, flip: bool,
+                        block: int = 1) -> list[tuple[float, float]]:
+    """Each of ``tasks`` runs twice, as ``a`` and as ``b``, in blocks of ``block`` runs back to back (the
+    order of a and b flipped every other block); the (a, b) wall times (s) of each block pair. ``a``'s
+    ``finish`` runs once after each of its blocks, inside its time.
 
     Only the runs are timed, not the sweep around them: its fixed costs (graph pictures, manifest,
     progress) are the same in both modes.
     """
     specs = {}
-    for tracing in (True, False):
+    for key, (cfg, tracing, _) in (("a", a), ("b", b)):
         req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=tasks, runs_per_task=1,
-                                experiment_id=f"{exp}_{tracing}", progress="none", tracing=tracing)
+                                experiment_id=f"{exp}_{key}", progress="none", tracing=tracing)
         benches = validate_request(req)
-        specs[tracing] = (plan_runs(req, benches), benches["arith"])
+        specs[key] = (plan_runs(req, benches), benches["arith"], cfg, tracing)
+    by_key = {"a": a, "b": b}
     pairs = []
-    for i in range(tasks):
+    for n, first in enumerate(range(0, tasks, block)):
         wall = {}
-        for tracing in ((True, False) if (i % 2 == 0) != flip else (False, True)):
-            spec, bench = specs[tracing][0][i], specs[tracing][1]
+        for key in (("a", "b") if (n % 2 == 0) != flip else ("b", "a")):
+            plan, bench, cfg, tracing = specs[key]
+            finish = by_key[key][2]
             t0 = time.perf_counter()
-            await execute_run(spec, cfg, bench, tracing=tracing)
-            wall[tracing] = time.perf_counter() - t0
-        pairs.append((wall[True], wall[False]))
+            for i in range(first, min(first + block, tasks)):
+                await execute_run(plan[i], cfg, bench, tracing=tracing)
+            if finish is not None:
+                await asyncio.to_thread(finish)
+            wall[key] = time.perf_counter() - t0
+        pairs.append((wall["a"], wall["b"]))
     return pairs
+
+
+@contextlib.contextmanager
+def otlp_receiver_process() -> Iterator[str]:
+    """An OTLP/HTTP receiver (:mod:`mas.otel.receiver`) in its own process on 127.0.0.1, as a collector
+    would be; yields its base URL and stops it by PID."""
+    proc = subprocess.Popen([sys.executable, "-m", "mas.otel.receiver"], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.startswith("http://"):
+            raise RuntimeError(f"the OTLP receiver did not start: {line!r}")
+        yield line.strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float, float]:
@@ -120,9 +150,19 @@ def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float, float
     return statistics.median(xs), xs[lo], xs[hi]
 
 
-def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, float]:
+EXPORT_BLOCK = 10
+"""Runs per pair of the export overhead: a sweep's batch exporter sends a request per few hundred spans, not
+one per run, so a block of runs ends in one flush."""
+
+
+def measure_overhead(system: str, *, tasks: int, repeats: int, export_url: str | None = None) -> dict[str, float]:
     """Wall ms per LLM call with tracing on and off, and the overhead: the median over all pairs of
     ``traced / untraced - 1`` with its 95 % confidence interval (see :func:`_paired_round`).
+
+    With ``export_url``, both sides of a pair are traced and the first also exports its spans over OTLP/HTTP
+    to ``export_url``; a pair is a block of :data:`EXPORT_BLOCK` runs each way, and the exported block's
+    spans are flushed before its clock stops, so all the export's work (building the spans, encoding them,
+    the HTTP requests) is charged to it, none left to the batch thread to do during the other block.
 
     Pairing single runs cancels the VM's drift, which moved whole 2 s batches by up to 15 %. The median
     of the pairs, not a ratio of sums, because of the VM's stalls: runs of 40 ms took up to 450 ms now and
@@ -130,19 +170,31 @@ def measure_overhead(system: str, *, tasks: int, repeats: int) -> dict[str, floa
     """
     tmp = Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     cfg = _scripted_cfg(tmp, concurrency=1, latency_ms=0.0, tasks=tasks)
+    block = 1
+    if export_url is None:
+        a: Variant = (cfg, True, None)
+        b: Variant = (cfg, False, None)
+    else:
+        block = min(EXPORT_BLOCK, tasks)
+        from mas.config import TracingSettings
+        from mas.otel.export import flush_all
+
+        a = (cfg.model_copy(update={"tracing": TracingSettings(otlp_endpoint=export_url)}), True, flush_all)
+        b = (cfg.model_copy(update={"tracing": TracingSettings(export=False)}), True, None)
     try:
-        _sweep(cfg, "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
+        _sweep(a[0], "warmup", benchmark="arith", system=system, tasks=1, runs=1)  # imports, lazy caches
         freeze_startup_heap()  # as `main.py run` does: no full collections walking the imports mid-round
         # The first rounds run up to 30 % slower (allocator, file system and library caches warming up);
         # two discarded rounds keep that out of the figures.
         for i in range(2):
-            asyncio.run(_paired_round(cfg, f"warm{i}", system=system, tasks=tasks, flip=bool(i % 2)))
+            asyncio.run(_paired_round(a, b, f"warm{i}", system=system, tasks=tasks, flip=bool(i % 2), block=block))
         pairs = [pair for i in range(repeats)
-                 for pair in asyncio.run(_paired_round(cfg, f"r{i}", system=system, tasks=tasks, flip=bool(i % 2)))]
-        calls, _ = trace_calls_and_tokens(tmp / "r0_True")  # the scripted runs are deterministic: same calls off
+                 for pair in asyncio.run(_paired_round(a, b, f"r{i}", system=system, tasks=tasks, flip=bool(i % 2),
+                                                       block=block))]
+        calls, _ = trace_calls_and_tokens(tmp / "r0_a")  # the scripted runs are deterministic: same calls off
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    per_call_ms = 1000 * tasks / calls
+    per_call_ms = 1000 * tasks / calls / block  # a pair times one run, or a block of runs
     overhead, lo, hi = median_ci([on / off - 1 for on, off in pairs])
     return {"calls": calls, "pairs": len(pairs), "on_ms": statistics.median(on for on, _ in pairs) * per_call_ms,
             "off_ms": statistics.median(off for _, off in pairs) * per_call_ms,
@@ -303,6 +355,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.overhead_tasks} runs): median {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call "
               f"untraced, overhead {o['overhead'] * 100:+.1f} % (95 % CI {o['overhead_lo'] * 100:+.1f} to "
               f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
+    with otlp_receiver_process() as url:
+        for system in ("sas", "debate"):
+            o = measure_overhead(system, tasks=args.overhead_tasks, repeats=args.repeats, export_url=url)
+            print(f"export overhead ({system}, {o['pairs']} exported/unexported pairs of blocks of "
+                  f"{min(EXPORT_BLOCK, args.overhead_tasks)} traced runs, OTLP/HTTP to a local receiver process): median {o['on_ms']:.2f} ms/call exported vs {o['off_ms']:.2f} ms/call "
+                  f"not, overhead {o['overhead'] * 100:+.1f} % (95 % CI {o['overhead_lo'] * 100:+.1f} to "
+                  f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
 
     c = args.concurrency
     variants = [(None, 0, f"{c} runs at once"),

@@ -1,4 +1,4 @@
-"""scripts/bench_sweep.py end to end with tiny sweeps (about 25 s on 2 cores): every figure is printed and sane."""
+"""scripts/bench_sweep.py end to end with tiny sweeps (about 35 s on 2 cores): every figure is printed and sane."""
 
 import re
 import statistics
@@ -17,6 +17,12 @@ def test_bench_sweep_prints_overhead_and_three_efficiency_variants(capsys):
                            r"\(95 % CI ([-+0-9.]+) to ([-+0-9.]+) %\)", out, re.M)
     assert [system for system, *_ in overheads] == ["sas", "debate"]
     for _, median, lo, hi in overheads:
+        assert float(lo) <= float(median) <= float(hi)
+    exports = re.findall(r"^export overhead \((sas|debate), 1 exported/unexported pairs of blocks of 2 traced runs, OTLP/HTTP "
+                         r"to a local receiver process\).*overhead ([-+0-9.]+) % \(95 % CI ([-+0-9.]+) to ([-+0-9.]+) %\)",
+                         out, re.M)
+    assert [system for system, *_ in exports] == ["sas", "debate"]
+    for _, median, lo, hi in exports:
         assert float(lo) <= float(median) <= float(hi)
     effs = re.findall(r"^sweep efficiency \(sas, 8 runs, C=2 slots, (.*?), 20 ms/call\).*efficiency "
                       r"([0-9.]+) \(median of 2 sweeps: ([0-9.]+), ([0-9.]+)\)", out, re.M)

@@ -326,7 +326,8 @@ def test_cli_calibrate_and_predict_set_round_trip(tmp_path, capsys):
 
 
 def test_calibration_records_the_scorer_of_its_scores(tmp_path):
-    train = {"data_dir": None, "runs_dir": "/runs/cal", "subset": "all", "max_cases": None, "train_dir": None}
+    train = {"data_dir": None, "runs_dir": "/runs/cal", "spans": None, "subset": "all", "max_cases": None,
+             "train_dir": None}
     recs = [r.model_copy(update={"scorer": "learned", "scorer_train": TrainSource(**train)})
             for r in synthetic_records(12, seed=5)]
     scores = write_scores(tmp_path / "s.jsonl", recs)

@@ -52,7 +52,7 @@ def test_rollback_loop_on_scripted_traces(tmp_path, capsys):
     test_root, cal, scores = calibrated_loop(tmp_path, scorer="learned", cal_tasks=8, test_tasks=4)
     # the scorer and what it was trained on are recorded in every score row and in the calibration
     rows = [json.loads(line) for line in scores.read_text().splitlines()]
-    trained_on = {"data_dir": None, "runs_dir": str((tmp_path / "cal").resolve()), "subset": "all",
+    trained_on = {"data_dir": None, "runs_dir": str((tmp_path / "cal").resolve()), "spans": None, "subset": "all",
                   "max_cases": None, "train_dir": None}
     assert rows and all(r["scorer"] == "learned" and r["scorer_train"] == trained_on for r in rows)
     calibration = json.loads(cal.read_text())

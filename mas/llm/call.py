@@ -25,7 +25,7 @@ from descriptor.events import ErrorInfo
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.models import BoundModel
 from mas.llm.tokens import count_tokens
-from mas.tracing import current_tracer, utc_now_iso
+from mas.tracing import call_config, current_tracer, utc_now_iso
 
 log = structlog.get_logger(__name__)
 
@@ -241,7 +241,7 @@ async def call_llm(
         t0 = time.perf_counter()
         try:
             # rate_limit.max_concurrent is held by the model's transport, only while the request is at the endpoint.
-            msg = await runnable.ainvoke(messages, config={"callbacks": [cb], "metadata": meta})
+            msg = await runnable.ainvoke(messages, config=call_config(cb, meta))
             break
         except Exception as err:
             retry = _retryable(err) and attempts <= max_retries

@@ -10,6 +10,7 @@ execute is :mod:`mas.sweep.executors`.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,6 +148,10 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     finally:
         if client is not None:
             await client.close()
+        if "mas.otel.export" in sys.modules:  # spans were exported: deliver the last batch before returning
+            from mas.otel.export import flush_all
+
+            await asyncio.to_thread(flush_all)
     if outcome.crashed:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "

@@ -13,6 +13,7 @@ import asyncio
 import random
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,8 @@ from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
-from mas.tracing import JsonlWriter, ListCollector, Tracer, use_tracer
+from mas.otel import export_processors
+from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
 
@@ -141,11 +143,13 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
         try:
             async with open_checkpointer(checkpoints) as saver:
                 graph = SYSTEMS[system](rt).compile(checkpointer=saver)
+                # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
-                    state = await graph.ainvoke({}, config)
+                    state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
                 else:
                     forked = await graph.aupdate_state(config, fork)
-                    state = await graph.ainvoke(None, {**forked, "recursion_limit": RECURSION_LIMIT})
+                    state = await graph.ainvoke(None, {**forked, "recursion_limit": RECURSION_LIMIT,
+                                                       "run_id": tracer.root})
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
             tracer.emit("system:runtime", "error", ErrorInfo(kind="run_failed", error=error[:2000]))
@@ -165,12 +169,17 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     plan = injection_plan(cfg, spec)
     models = ModelSet(cfg, seed=spec.seed, injection=plan)
     meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
+    root = uuid.uuid4()
+    meta.otel_trace_id = root.hex if tracing else None
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
     await asyncio.to_thread(write_json_atomic, paths.metadata, meta)
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
-    tracer = Tracer(spec.run_id, [JsonlWriter(paths.trace), collected], enabled=tracing)
+    processors: list[TraceProcessor] = [JsonlWriter(paths.trace), collected]
+    if tracing:
+        processors += export_processors(cfg, meta)
+    tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
@@ -267,7 +276,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
     tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
-                    first_step=first_step, redo=True)
+                    first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config, fork={"notes": [note]})
     answer = final_answer(state) if error is None else None

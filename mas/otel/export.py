@@ -1,0 +1,128 @@
+"""Sending spans with the OpenTelemetry SDK and its OTLP/HTTP exporter (imported only when export is on).
+
+The spans already exist when they are sent (ids, times and attributes come
+from the trace, see :mod:`mas.otel.mapping`), so they are handed to the
+exporter as finished ``ReadableSpan`` objects: no tracer provider, no
+sampling, no id generator. During a sweep one ``BatchSpanProcessor`` per
+endpoint sends them from a background thread; a run's spans are queued when
+the run ends (the node and root spans need its last event).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Sequence
+from importlib import metadata as importlib_metadata
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event as OtelEvent
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from descriptor.events import Event
+from descriptor.records import RunMetadata
+from mas.otel.mapping import RunInfo, SpanData, run_spans
+from mas.tracing import utc_now_iso
+
+SERVICE_NAME = "mas-econ"
+
+
+def _version() -> str:
+    try:
+        return importlib_metadata.version("mas-econ")
+    except importlib_metadata.PackageNotFoundError:
+        return "0"
+
+
+_RESOURCE: Resource | None = None
+_SCOPE = InstrumentationScope("mas-econ", _version())
+
+
+def resource() -> Resource:
+    """``service.name`` mas-econ unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise."""
+    global _RESOURCE
+    if _RESOURCE is None:
+        named = "OTEL_SERVICE_NAME" in os.environ or "service.name=" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+        _RESOURCE = Resource.create({} if named else {"service.name": SERVICE_NAME})
+    return _RESOURCE
+
+
+def readable(span: SpanData, trace_id: str) -> ReadableSpan:
+    """A finished SDK span with ``span``'s ids, times, attributes and events."""
+    tid = int(trace_id, 16)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    parent = (SpanContext(tid, int(span.parent_span_id, 16), is_remote=False, trace_flags=flags)
+              if span.parent_span_id else None)
+    status = Status(StatusCode.ERROR, span.error) if span.error else Status(StatusCode.UNSET)
+    return ReadableSpan(
+        name=span.name, context=SpanContext(tid, int(span.span_id, 16), is_remote=False, trace_flags=flags),
+        parent=parent, resource=resource(), attributes=span.attributes,
+        events=[OtelEvent(e.name, e.attributes, e.time_ns) for e in span.events],
+        kind=SpanKind.CLIENT if span.client else SpanKind.INTERNAL, status=status, start_time=span.start_ns,
+        end_time=span.end_ns, instrumentation_scope=_SCOPE,
+    )
+
+
+def exporter(url: str, *, timeout_s: float | None = None) -> SpanExporter:
+    """The OTLP/HTTP (protobuf) exporter for ``url`` (the full traces URL); headers from the environment."""
+    return OTLPSpanExporter(endpoint=url, timeout=timeout_s)
+
+
+_SINKS: dict[str, BatchSpanProcessor] = {}
+_LOCK = threading.Lock()
+
+
+def sink(url: str) -> BatchSpanProcessor:
+    """This process's batch processor for ``url`` (made on first use; flushed and shut down at exit)."""
+    with _LOCK:
+        if url not in _SINKS:
+            if not _SINKS:
+                atexit.register(shutdown_all)
+            # A fast sweep queues thousands of spans a second; the SDK's default queue (2048) would drop some
+            # whenever the endpoint is slow for a moment. OTEL_BSP_* variables still override.
+            queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", 65536))
+            _SINKS[url] = BatchSpanProcessor(exporter(url), max_queue_size=queue)
+        return _SINKS[url]
+
+
+def flush_all(timeout_s: float = 30.0) -> bool:
+    """Send every queued span now; False when an endpoint did not take them within ``timeout_s``."""
+    return all(s.force_flush(int(timeout_s * 1000)) for s in list(_SINKS.values()))
+
+
+def shutdown_all() -> None:
+    with _LOCK:
+        sinks = list(_SINKS.values())
+        _SINKS.clear()
+    for s in sinks:
+        s.shutdown()
+
+
+class OtelRunExporter:
+    """Trace processor: queues a run's spans for export when the run ends (its tracer closes)."""
+
+    def __init__(self, url: str, meta: RunMetadata, *, record_inputs: bool = False) -> None:
+        self.url = url
+        self.meta = meta
+        self.record_inputs = record_inputs
+        self.events: list[Event] = []
+
+    def on_event(self, event: Event, line: str) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        run = RunInfo.from_metadata(self.meta, end=utc_now_iso())
+        out = sink(self.url)
+        for span in run_spans(self.events, run, record_inputs=self.record_inputs):
+            out.on_end(readable(span, run.trace_id))
+        self.events = []
+
+
+def export_now(spans: Sequence[ReadableSpan], exp: SpanExporter) -> bool:
+    """Export ``spans`` synchronously; True when the endpoint took them."""
+    return exp.export(list(spans)) is SpanExportResult.SUCCESS
