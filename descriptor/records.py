@@ -80,7 +80,7 @@ class RunMetadata(RunIdentity):
     wall_time_s: float | None = None
     """Wall time of the graph run (s); set at the end."""
     otel_trace_id: str | None = None
-    """The run's OpenTelemetry trace id (32 hex digits) when spans were exported."""
+    """The run's OpenTelemetry trace id (32 hex digits): the trace its spans have, exported or not."""
 
 
 class EvalRecord(_Record):

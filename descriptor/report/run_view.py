@@ -57,6 +57,8 @@ def payload_dict(ev: Event) -> dict[str, Any]:
     for k, v in out.items():
         if isinstance(v, BaseModel):
             out[k] = v.model_dump(by_alias=True, exclude_none=True)
+        elif isinstance(v, list) and v and isinstance(v[0], BaseModel):  # input_messages
+            out[k] = [x.model_dump(by_alias=True, exclude_none=True) for x in v]
     if ev.event_type == "error":
         out["error_kind"] = out.pop("kind", None)  # what failed: worth showing, unlike the other payload kinds
     return out
