@@ -146,10 +146,15 @@ class StorageSettings(_Strict):
 
 
 class SandboxSettings(_Strict):
-    """Limits of the Python-execution tool and of code evaluation."""
+    """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
 
     timeout_s: float = Field(default=5.0, gt=0)
     memory_mb: int = Field(default=512, ge=32)
+    isolation: Literal["namespaces", "unsafe-no-namespaces"] = "namespaces"
+    """``namespaces``: model-written code runs in its own user, PID, network and mount namespaces, and a sweep
+    refuses to start where they are unavailable. ``unsafe-no-namespaces``: only resource limits and an audit
+    hook, which is no security boundary (the code can read your files); also the default of the code
+    benchmarks' ``isolation`` option."""
 
 
 class InjectSettings(_Strict):

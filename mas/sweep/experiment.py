@@ -14,9 +14,11 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from benchmark.base import Benchmark
-from benchmark.registry import get_benchmark
+from benchmark.registry import BENCHMARKS, get_benchmark
+from benchmark.sandbox import require_isolation
 from descriptor.errors import UserError
 from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
@@ -77,10 +79,36 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     if req.scheduler_address and req.executor != "dask":
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
-    benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
+    benches = {name: get_benchmark(name, benchmark_options(req.cfg, name)) for name in req.benchmarks}
     for name, route in req.cfg.used_routes().items():
         require_api_key(route, name)
+    check_isolation(req.cfg, benches)
     return benches
+
+
+def benchmark_options(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
+    """``[benchmarks.<name>]``, with ``isolation`` defaulting to ``sandbox.isolation`` for adapters that run code.
+
+    One setting decides how model-written code is isolated, whether an agent
+    runs it (the python tool) or the benchmark does (evaluation).
+    """
+    options = dict(cfg.benchmarks.get(name) or {})
+    cls = BENCHMARKS.get(name)
+    if cls is not None and "isolation" in cls.option_names:
+        options.setdefault("isolation", cfg.sandbox.isolation)
+    return options
+
+
+def check_isolation(cfg: ExperimentConfig, benches: dict[str, Benchmark]) -> None:
+    """Refuse to start when model-written code would run under isolation this machine cannot provide.
+
+    Agents may call the python tool in any benchmark, so ``sandbox.isolation``
+    is always checked; code benchmarks' own ``isolation`` as well.
+    """
+    require_isolation(cfg.sandbox.isolation, "sandbox.isolation")
+    for name, bench in benches.items():
+        if (mode := bench.sandbox_isolation()) is not None:
+            require_isolation(mode, f"benchmarks.{name}.isolation")
 
 
 def _check_workers(req: ExperimentRequest) -> None:
@@ -140,7 +168,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         await asyncio.to_thread(write_system_pictures, req, benches)
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                        scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
-                       bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
+                       bench_options={name: benchmark_options(req.cfg, name) for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                    "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
         outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
