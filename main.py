@@ -83,13 +83,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str] | None) -> int:
+    from mas.logging import configure_logging
+
+    configure_logging()  # every command's logs go to stderr with secrets redacted
     args = build_parser().parse_args(argv)
     from descriptor.errors import UserError
+    from descriptor.redact import redact
 
     try:
         return int(args.func(args) or 0)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from descriptor.errors import UserError
+from descriptor.redact import register_secret_env
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
@@ -223,6 +224,11 @@ class ExperimentConfig(_Strict):
         return routes
 
     @model_validator(mode="after")
+    def _register_secrets(self) -> ExperimentConfig:
+        register_route_secrets(self)
+        return self
+
+    @model_validator(mode="after")
     def _roles_exist(self) -> ExperimentConfig:
         for role, route in self.roles.items():
             if route not in self.models and route not in BUILTIN_ROUTES:
@@ -345,6 +351,16 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+def register_route_secrets(cfg: ExperimentConfig) -> None:
+    """Make every route's key variable a secret for :mod:`descriptor.redact`, whatever it is called.
+
+    Runs whenever a config is validated (and again where a pickled config
+    arrives in another process, see :class:`mas.llm.models.ModelSet`), so no
+    artifact, log or checkpoint of this process can hold the key.
+    """
+    register_secret_env(r.api_key_env for r in cfg.models.values())
+
+
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:
     """Read the route's API key from the environment; raise if it is needed and absent.
 
@@ -354,6 +370,7 @@ def require_api_key(route: ModelRoute, route_name: str = "default") -> str | Non
     if route.provider != "openai":
         return None
     env = route.api_key_env
+    register_secret_env([env])
     if env is None:
         local = route.base_url is not None and any(
             h in route.base_url for h in ("127.0.0.1", "localhost", "[::1]")

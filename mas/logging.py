@@ -1,17 +1,33 @@
-"""structlog set-up: human-readable on a terminal, one JSON object per line otherwise."""
+"""Logging set-up: structlog human-readable on a terminal, one JSON object per line otherwise; secrets redacted.
+
+Every route to stderr passes :mod:`descriptor.redact`: structlog records (a
+processor), the standard library's loggers (httpx, openai, dask, ...) and
+``warnings`` (a formatter on the root handler), and the tracebacks of
+uncaught exceptions (:func:`install_redacting_excepthook`).
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from types import TracebackType
 
 import structlog
 
-from descriptor.redact import structlog_redactor
+from descriptor.redact import redact, structlog_redactor
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose output (message, arguments and traceback) has secrets redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Configure structlog once for the CLI; library code only calls ``structlog.get_logger``."""
+    """Configure structlog and the standard library's logging once for the CLI; library code only calls
+    ``structlog.get_logger``."""
     renderer = (
         structlog.dev.ConsoleRenderer(colors=False)
         if sys.stderr.isatty()
@@ -29,3 +45,23 @@ def configure_logging(level: str = "INFO") -> None:
         logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    handler = logging.StreamHandler()  # sys.stderr at emit time
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_mas_redacting", False)]:
+        root.removeHandler(old)
+    handler._mas_redacting = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    install_redacting_excepthook()
+
+
+def _redacting_excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    sys.stderr.write(redact("".join(traceback.format_exception(exc_type, exc, tb))))
+
+
+def install_redacting_excepthook() -> None:
+    """Print uncaught exceptions' tracebacks with secrets redacted (an error body may quote a key)."""
+    sys.excepthook = _redacting_excepthook

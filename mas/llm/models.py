@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from mas.config import ExperimentConfig, ModelRoute, require_api_key
+from mas.config import ExperimentConfig, ModelRoute, register_route_secrets, require_api_key
 from mas.llm.limits import shared_rate_limiter, slot_limited_client
 from mas.scripted.model import InjectionPlan, ScriptedChatModel
 
@@ -110,6 +110,7 @@ class ModelSet:
     """The models of one run, built lazily per route and shared by the roles that use it."""
 
     def __init__(self, cfg: ExperimentConfig, *, seed: int, injection: InjectionPlan | None = None) -> None:
+        register_route_secrets(cfg)  # a config unpickled on a dask worker was never validated there
         self.cfg = cfg
         self.seed = seed
         self.injection = injection
