@@ -21,6 +21,33 @@ if TYPE_CHECKING:
     from mas.serving.server import ServerHandle
 
 
+class MalformedReplyError(RuntimeError):
+    """The endpoint answered (HTTP 200) with a body that is no chat completion: bad or empty JSON, HTML, an
+    error object, no choices. Retried like a 5xx (:mod:`mas.llm.call`)."""
+
+
+def _checked_chat_openai() -> type:
+    """``ChatOpenAI`` whose reply parsing turns a malformed body into :class:`MalformedReplyError`.
+
+    LangChain raises ``ValueError``/``TypeError``/``IndexError`` from deep in
+    its parser for such bodies, indistinguishable from a bug; here they get
+    one name the retry logic knows.
+    """
+    from langchain_openai import ChatOpenAI
+
+    class CheckedChatOpenAI(ChatOpenAI):
+        def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
+            try:
+                result = super()._create_chat_result(response, generation_info)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                raise MalformedReplyError(f"malformed reply ({type(err).__name__}: {err})"[:1000]) from err
+            if not result.generations:
+                raise MalformedReplyError("malformed reply (no choices)")
+            return result
+
+    return CheckedChatOpenAI
+
+
 @dataclass(kw_only=True, slots=True)
 class BoundModel:
     """A chat model with the route it came from (prices, limits, quirks)."""
@@ -69,7 +96,7 @@ def make_chat_model(
                                   injection=injection, max_concurrent=route.rate_limit.max_concurrent)
         return BoundModel(name=route_name, route=route, model=model, model_label=variant)
 
-    from langchain_openai import ChatOpenAI
+    ChatOpenAI = _checked_chat_openai()  # noqa: N806
 
     extra_body: dict[str, Any] = {}
     handle = None

@@ -10,6 +10,7 @@ execute is :mod:`mas.sweep.executors`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ from mas.config import ExperimentConfig, require_api_key
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.lock import sweep_lock
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.runner import RunSpec, run_seed
@@ -164,7 +166,9 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         from mas.sweep.executors import connect_scheduler
 
         client = await connect_scheduler(req.scheduler_address)
+    lock = contextlib.ExitStack()
     try:
+        lock.enter_context(sweep_lock(req.experiment_root, req.experiment_id))  # before anything is written
         # Drawn before the runs start, not beside them: in a thread next to starting runs, matplotlib held
         # the GIL long enough to delay the first model calls by 2-4 times its own ~0.1 s per system.
         await asyncio.to_thread(write_system_pictures, req, benches)
@@ -177,6 +181,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                                   executor=req.executor, request=request, progress=req.progress,
                                   retry_errors=req.retry_errors)
     finally:
+        lock.close()
         if client is not None:
             await client.close()
         if "mas.otel.export" in sys.modules:  # spans were exported: deliver the last batch before returning
