@@ -7,6 +7,7 @@ import asyncio
 import gc
 import sys
 
+from descriptor.cliargs import nonnegative_int, positive_int
 from mas.config import ExperimentConfig, apply_overrides, load_config, parse_set_options
 from mas.sweep import DEFAULT_RETRY_ERRORS
 
@@ -114,7 +115,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any config key with a TOML value, e.g. --set mas.max_rounds=2 "
                         "--set models.default.temperature=0.0 (repeatable)")
-    p.add_argument("--concurrency", type=int, help="runs at once")
+    p.add_argument("--concurrency", type=positive_int, help="runs at once")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",
@@ -126,7 +127,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto: a progress bar on a terminal, periodic log lines otherwise")
     p.add_argument("--inject-errors", type=float, metavar="RATE",
                    help="scripted model only: fraction of runs that get one wrong step")
-    p.add_argument("--retry-errors", type=int, default=DEFAULT_RETRY_ERRORS, metavar="N",
+    p.add_argument("--retry-errors", type=nonnegative_int, default=DEFAULT_RETRY_ERRORS, metavar="N",
                    help="times a run that ended in an infrastructure error (model calls that failed for good) is "
                         f"run again by later invocations of the same sweep (default {DEFAULT_RETRY_ERRORS})")
 

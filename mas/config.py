@@ -270,12 +270,13 @@ class ExperimentConfig(_Strict):
 
 
 def _format_validation_error(path: str, err: ValidationError) -> str:
-    lines = [f"{path}: invalid configuration"]
+    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``."""
+    lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  {key}: {e['msg']}{shown}")
+        shown = "" if isinstance(got, dict) else f" (got {got!r:.80})"
+        lines.append(f"{path}: {key}: {e['msg']}{shown}")
     return "\n".join(lines)
 
 
@@ -296,12 +297,18 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
     if path is None:
         return ExperimentConfig()
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory; expected a TOML config file")
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p}: malformed TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot be read ({err.strerror})") from None
     return parse_config(data, str(p))
 
 

@@ -99,7 +99,8 @@ EXPERIMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 def check_experiment_id(experiment_id: str) -> None:
     """An experiment id is a directory name: 1-100 letters, digits, ``.``, ``_`` or ``-`` (not ``.`` or ``..``)."""
     if EXPERIMENT_ID.fullmatch(experiment_id) is None or experiment_id in (".", ".."):
-        raise UserError(f"--experiment-id {experiment_id!r}: expected 1-100 letters, digits, '.', '_' or '-' "
+        shown = repr(experiment_id) if len(experiment_id) <= 60 else f"{experiment_id[:40]!r}... ({len(experiment_id)} characters)"
+        raise UserError(f"--experiment-id {shown}: expected 1-100 letters, digits, '.', '_' or '-' "
                         "(a directory name; not '.' or '..')")
 
 

@@ -37,7 +37,7 @@ from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.models import ModelSet
 from mas.scripted.model import InjectionPlan
-from mas.sweep.checkpoints import checkpoint_path, keep_or_drop, open_checkpointer
+from mas.sweep.checkpoints import check_checkpoint, checkpoint_path, keep_or_drop, open_checkpointer
 from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
@@ -278,6 +278,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
         raise UserError(f"{run.prefix}: the run kept no checkpoints (settings: checkpoints), so it cannot be resumed")
+    check_checkpoint(source_db, thread_id=meta.thread_id, checkpoint_id=checkpoint_id)
     bench = run_benchmark(cfg, meta.benchmark)
     check_isolation(cfg, {meta.benchmark: bench})
     task = Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
