@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str] | None) -> int:
-    from mas.logging import configure_logging
+    from mas.logging import configure_logging, redacted_std_streams
 
     configure_logging()  # every command's logs go to stderr with secrets redacted
     try:
@@ -102,7 +102,8 @@ def _dispatch(argv: list[str] | None) -> int:
     from descriptor.redact import redact
 
     try:
-        return int(args.func(args) or 0)
+        with redacted_std_streams():
+            return int(args.func(args) or 0)
     except UserError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2

@@ -87,12 +87,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
     print(f"report: {write_report(req.experiment_root)}")
+    from descriptor.redact import redact
+
     errored = [r for r in results if r.status == "error"]
     if errored:
-        print(f"error: {len(errored)} run(s) ended in an infrastructure error (model calls that failed for good; "
-              f"first: {errored[0].run_id}: {(errored[0].error or '')[:300]}); they are no task results. Run the "
-              "same command again to retry them (see the manifest's attempts; --retry-errors N allows more "
-              "retries)", file=sys.stderr)
+        print(redact(f"error: {len(errored)} run(s) ended in an infrastructure error (model calls that failed for "
+                     f"good; first: {errored[0].run_id}: {(errored[0].error or '')[:300]}); they are no task results. "
+                     "Run the same command again to retry them (see the manifest's attempts; --retry-errors N allows "
+                     "more retries)"), file=sys.stderr)
         return EXIT_RUN_ERRORS
     return 0
 

@@ -3,15 +3,20 @@
 Every route to stderr passes :mod:`descriptor.redact`: structlog records (a
 processor), the standard library's loggers (httpx, openai, dask, ...) and
 ``warnings`` (a formatter on the root handler), and the tracebacks of
-uncaught exceptions (:func:`install_redacting_excepthook`).
+uncaught exceptions (:func:`install_redacting_excepthook`). The CLI also
+wraps stdout and stderr themselves (:func:`redacted_std_streams`), so no
+``print`` of a command can show a key either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from types import TracebackType
+from typing import Any, TextIO
 
 import structlog
 
@@ -65,3 +70,32 @@ def _redacting_excepthook(exc_type: type[BaseException], exc: BaseException, tb:
 def install_redacting_excepthook() -> None:
     """Print uncaught exceptions' tracebacks with secrets redacted (an error body may quote a key)."""
     sys.excepthook = _redacting_excepthook
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it before passing it on (``isatty``, ``fileno``... pass)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def redacted_std_streams() -> Iterator[None]:
+    """Redact everything written to ``sys.stdout`` and ``sys.stderr`` inside (restored afterwards)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

@@ -1,7 +1,7 @@
 """A scriptable OpenAI-compatible endpoint on 127.0.0.1 for tests: each request is answered by a function.
 
 ``FakeEndpoint(reply)`` calls ``reply(n, request)`` for the n-th request (1-based; ``request`` is the decoded
-JSON body) and sends back the ``(status, headers, body)`` it returns; :func:`completion` builds a 200 chat
+JSON body, its HTTP headers under ``_headers``, lower-cased) and sends back the ``(status, headers, body)`` it returns; :func:`completion` builds a 200 chat
 completion. The server runs in a thread of the test process (a CLI started by the test reaches it too) and is
 stopped by :meth:`FakeEndpoint.close`.
 """
@@ -49,6 +49,7 @@ class FakeEndpoint:
                     request = json.loads(raw or b"{}")
                 except ValueError:
                     request = {}
+                request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
                 with lock:
                     fake.requests.append(request)
                     fake.times.append(time.monotonic())
@@ -61,7 +62,8 @@ class FakeEndpoint:
                 self.wfile.write(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
