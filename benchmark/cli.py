@@ -14,7 +14,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from descriptor.cliargs import positive_int
 from descriptor.errors import UserError
 
 
@@ -114,6 +113,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("benchmark-check",
                        help="run every task's reference solution and an empty answer through the evaluation")
     _add_options(p)
-    p.add_argument("--task-limit", type=positive_int, help="check only the first N tasks (default: all)")
+    p.add_argument("--task-limit", type=int, help="check only the first N tasks (default: all)")
     p.add_argument("--json", action="store_true", help='print {"n", "oracle_solved", "empty_solved"} as JSON')
     p.set_defaults(func=cmd_benchmark_check)

@@ -43,7 +43,7 @@ def test_binary_masking_keeps_lengths(monkeypatch):
 
 
 def test_checkpoints_never_hold_a_secret(monkeypatch, tmp_path):
-    from mas.checkpoints import open_checkpointer
+    from mas.sweep.checkpoints import open_checkpointer
 
     key = f"opaque~{uuid.uuid4().hex}"
     monkeypatch.setenv("ROUTE_SESAME_3", key)
