@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_report:
         from descriptor.report import write_report
 
-        index = write_report(args.experiment_root, baseline=args.baseline, lam=args.lam, cost_unit=args.cost_unit,
+        index = write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam, cost_unit=args.cost_unit,
                              seed=args.seed)
         print(f"report: {index}")
     sys.stdout.flush()
