@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import NoReturn
 
 # Modules that define ``register(subparsers)``; each adds its own commands.
 COMMAND_MODULES = (
@@ -28,8 +29,15 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad flags end like every other user error: one line naming the option and what was expected, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="main.py",
         description="LangGraph multi-agent runtime: experiments, descriptors, failure attribution.",
     )
@@ -83,13 +91,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    from mas.logging import configure_logging, redacted_std_streams
+
+    configure_logging()  # every command's logs go to stderr with secrets redacted
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, or a bad flag (already reported in one line)
+        return done.code if isinstance(done.code, int) else 2
     from descriptor.errors import UserError
+    from descriptor.redact import redact
 
     try:
-        return int(args.func(args) or 0)
+        with redacted_std_streams():
+            return int(args.func(args) or 0)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from descriptor.cliargs import positive_int
+
 
 def _add_source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
@@ -14,7 +16,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
                                      "collector's file exporter) or Phoenix's span export; a file or a directory")
     p.add_argument("--subset", choices=("algorithm_generated", "hand_crafted", "all"), default="all",
                    help="Who&When subset (default all)")
-    p.add_argument("--max-cases", type=int, default=None, help="keep the first N cases of each subset")
+    p.add_argument("--max-cases", type=positive_int, default=None, help="keep the first N cases of each subset")
     p.add_argument("--model", default=None,
                    help="model route (embedded, scripted, or a [models.NAME] of --config); LLM methods need it")
     p.add_argument("--config", default=None, help="experiment TOML with the model routes (default: built-ins)")
@@ -24,7 +26,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     gt.add_argument("--without-ground-truth", dest="with_ground_truth", action="store_false",
                     help="methods never see the reference answer")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--concurrency", type=int, default=4, help="cases processed at once (default 4)")
+    p.add_argument("--concurrency", type=positive_int, default=4, help="cases processed at once (default 4)")
 
 
 def _source_kwargs(args: argparse.Namespace) -> dict[str, object]:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, METHODS, Aggregator
+from descriptor.cliargs import positive_int
 
 METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
                "trim, grow, band (contiguous families for a sharp scorer); auto (chooses among trim, grow, "
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_set_options(p)
     p.add_argument("--method", required=True, choices=METHODS, help=METHOD_HELP)
     p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
-    p.add_argument("--splits", type=int, default=1000, help="random even calibration/test splits (default 1000)")
+    p.add_argument("--splits", type=positive_int, default=1000, help="random even calibration/test splits (default 1000)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--no-plots", action="store_true", help="skip the coverage curve and PNG plots")
     p.set_defaults(func=_conformal)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
+
+from descriptor.cliargs import positive_int
 
 
 def _calibration(path: str | None):
@@ -24,14 +27,37 @@ def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
                            uses_calibration="conformal" in strategies, seed=args.seed)
 
 
+def _rollbackable(run_dir: str, *, force: bool):
+    """The run at ``run_dir`` as a trajectory, after the guards: it exists, it finished and it failed."""
+    from attribution.loaders import MalformedFile, load_run
+    from descriptor.errors import UserError
+    from descriptor.layout import RunPaths
+    from descriptor.run_files import RunFileError, read_result
+
+    run = RunPaths.parse(run_dir)
+    if not run.result.is_file():
+        raise UserError(f"--run-dir {run.prefix}: no {run.result.name}: the run does not exist or never finished")
+    try:
+        result = read_result(run)
+    except RunFileError as err:
+        raise UserError(str(err)) from None
+    if result.status == "error" and not force:
+        raise UserError(f"--run-dir {run.prefix}: the run ended in an infrastructure error ({(result.error or '')[:200]}), "
+                        "not a task failure: run its sweep again to retry it (or pass --force)")
+    if result.success and not force:
+        raise UserError(f"--run-dir {run.prefix}: the run succeeded; rolling it back would spend tokens redoing a "
+                        "correct answer (pass --force to do it anyway)")
+    try:
+        return load_run(run.task_dir, run.run_index)
+    except MalformedFile as err:
+        raise UserError(str(err)) from None
+
+
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from attribution.loaders import load_run
     from attribution.rollback import rollback_one
     from attribution.rollback_experiment import early_stopped_choices, score_runs
-    from descriptor.layout import RunPaths
 
-    run = RunPaths.parse(args.run_dir)
-    traj = load_run(run.task_dir, run.run_index)
+    traj = _rollbackable(args.run_dir, force=args.force)
     calibration = _calibration(args.calibration)
     setup = _setup(args, calibration, [args.strategy])
     early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None
@@ -44,6 +70,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=scores, calibration=calibration,
                                        scoring_nfe=(scores.nfe or 0) if scores else 0))
     print(json.dumps(rec.model_dump(mode="json"), indent=2))
+    if rec.status == "error":
+        print(f"error: the rollback of {rec.run} ended in an error ({(rec.error or '')[:300]}); it is no outcome",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -60,11 +90,19 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     rows = []
     for s in strategies:
         r = summary[s]
-        rows.append({"strategy": s, "n": r["n"], "success_rate": r["success_rate"],
+        rows.append({"strategy": s, "n": r["n"], "errors": r["errors"],
+                     "success_rate": r["success_rate"] if r["success_rate"] is not None else "-",
                      "coverage": r["coverage"] if r["coverage"] is not None else "-",
-                     "cost": r["cost"], "tokens_mean": r["tokens_mean"]})
+                     "cost": r["cost"] if r["cost"] is not None else "-",
+                     "tokens_mean": r["tokens_mean"] if r["tokens_mean"] is not None else "-"})
     print_table(rows, f"rollback ({setup.scorer if setup else 'no'} scorer)")
     print(f"wrote {args.out}/rollback_results.json")
+    errors = sum(summary[s]["errors"] for s in strategies)
+    if errors:
+        first = next(run for s in strategies for run in summary[s]["runs"] if run["status"] == "error")
+        print(f"error: {errors} rollback(s) ended in an error, not counted as failed rollbacks (first: "
+              f"{first['run']}: {(first['error'] or '')[:300]})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -94,6 +132,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", required=True, help="the run: <task_dir>/run_<r> (or one of its files)")
     p.add_argument("--calibration", help="calibration.json from `calibrate` (strategy conformal)")
     p.add_argument("--strategy", choices=["conformal", "top1", "restart"], default="conformal")
+    p.add_argument("--force", action="store_true",
+                   help="roll back even a run that succeeded or ended in an infrastructure error")
     _add_scoring(p)
     p.set_defaults(func=cmd_rollback)
 
@@ -102,6 +142,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", help="calibration.json from `calibrate`")
     p.add_argument("--strategies", default="conformal,top1,restart")
     _add_scoring(p)
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_rollback_experiment)

@@ -24,6 +24,7 @@ from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import read_json, write_json_atomic, write_text_atomic
+from descriptor.redact import may_hold_secret, redact
 
 log = structlog.get_logger(__name__)
 
@@ -240,9 +241,12 @@ class PartialFile:
         self._fh: Any = None
 
     def append(self, line: str) -> None:
+        """Append one JSON line (secrets redacted, as :mod:`descriptor.io` does for whole files)."""
         if self._fh is None:
             write_json_atomic(self.settings_path, self.settings)
             self._fh = self.path.open("a", encoding="utf-8")
+        if may_hold_secret(line):
+            line = json.dumps(redact(json.loads(line)), ensure_ascii=False)
         self._fh.write(line + "\n")
         self._fh.flush()
 

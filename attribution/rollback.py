@@ -121,28 +121,42 @@ def next_rollback_index(run: RunPaths) -> int:
 
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
                        calibration: Calibration | None, scoring_nfe: int = 0,
-                       choice: Choice | None = None) -> RollbackRecord:
+                       choice: Choice | None = None, keep_going: bool = False) -> RollbackRecord:
     """Choose the restart step for ``strategy`` (unless ``choice`` is given), restart the run, and write
-    ``rollback_<k>.json``."""
+    ``rollback_<k>.json``.
+
+    A rollback that cannot start (a missing or damaged checkpoint) raises
+    :class:`UserError`, or with ``keep_going`` returns a ``status: error``
+    record instead; one whose resumed graph failed (a model call that failed
+    for good) is written with ``status: error``: neither is a failed rollback.
+    """
     t0 = time.perf_counter()
     choice = choice or choose_restart(strategy, scores, calibration)
     members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
     restart = superstep_start(traj, choice.step)
     run = run_of(traj)
     k = next_rollback_index(run)
-    state_id = traj.steps[restart].state_id
-    if state_id is None:
-        raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
-    outcome = await resume_run(run, checkpoint_id=state_id, note=rollback_note(traj, restart), rollback_index=k,
-                               first_step=restart)
     decisive = traj.mistake_step
+    common = {"run": str(run.prefix), "rollback_index": k, "strategy": strategy, "set": members,
+              "fallback": choice.fallback, "chosen_step": choice.step, "restart_step": restart,
+              "n_steps": traj.n_steps, "cost": (traj.n_steps - restart) / traj.n_steps, "scoring_nfe": scoring_nfe,
+              "decisive_step": decisive, "covered": None if decisive is None else decisive in members}
+    try:
+        state_id = traj.steps[restart].state_id
+        if state_id is None:
+            raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
+        outcome = await resume_run(run, checkpoint_id=state_id, note=rollback_note(traj, restart), rollback_index=k,
+                                   first_step=restart)
+    except UserError as err:
+        if not keep_going:
+            raise
+        # Nothing ran and nothing is written: an error entry for the experiment's table.
+        return RollbackRecord(**common, steps_redone=0, tokens=0, success=False, answer="",
+                              wall_time_s=time.perf_counter() - t0, status="error", error=str(err)[:2000])
     rec = RollbackRecord(
-        run=str(run.prefix), rollback_index=k, strategy=strategy, set=members,
-        fallback=choice.fallback, chosen_step=choice.step, restart_step=restart,
-        n_steps=traj.n_steps, steps_redone=outcome.steps_redone,
-        cost=(traj.n_steps - restart) / traj.n_steps, tokens=outcome.tokens, cost_usd=outcome.cost_usd, scoring_nfe=scoring_nfe,
-        success=outcome.success, answer=outcome.answer, decisive_step=decisive,
-        covered=None if decisive is None else decisive in members, wall_time_s=time.perf_counter() - t0,
+        **common, steps_redone=outcome.steps_redone, tokens=outcome.tokens, cost_usd=outcome.cost_usd,
+        success=outcome.success, answer=outcome.answer, wall_time_s=time.perf_counter() - t0,
+        status="error" if outcome.error is not None else "finished", error=outcome.error,
     )
     write_json_atomic(outcome.paths.rollback_record, rec)
     return rec

@@ -197,14 +197,21 @@ def bootstrap_ci(values: Sequence[float], seed: int = 0, n_boot: int = 2000) -> 
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def aggregate(records: Sequence[RollbackRecord]) -> dict[str, Any]:
-    """Success rate, coverage and cost of one strategy's rollbacks, with 95 % intervals."""
+def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
+    """Success rate, coverage and cost of one strategy's rollbacks, with 95 % intervals.
+
+    Rollbacks that ended in an error (``status: error``: a damaged checkpoint,
+    a model call that failed for good) are no outcome: counted in ``errors``
+    and left out of every other number.
+    """
+    records = [r for r in all_records if r.status != "error"]
     n = len(records)
     wins = sum(r.success for r in records)
     known = [r.covered for r in records if r.covered is not None]
     costs = [r.cost for r in records]
     return {
         "n": n,
+        "errors": len(all_records) - n,
         "success_rate": wins / n if n else None, "success_rate_ci": wilson_ci(wins, n),
         "coverage": sum(known) / len(known) if known else None,
         "coverage_ci": wilson_ci(sum(known), len(known)), "coverage_n": len(known),
@@ -224,6 +231,8 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     ``setup`` (from :func:`resolve_scoring`) says how to score the runs; it
     may be None when only ``restart`` is asked for.
     """
+    if concurrency < 1:
+        raise UserError(f"--concurrency must be at least 1 (got {concurrency})")
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         raise UserError(f"unknown strategy {', '.join(bad)}; expected some of {', '.join(STRATEGIES)}")
@@ -246,9 +255,9 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
             if strategy == "conformal" and choices[i] is not None:
                 choice, nfe = choices[i]
                 return await rollback_one(t, strategy=strategy, scores=None, calibration=calibration,
-                                          scoring_nfe=nfe, choice=choice)
+                                          scoring_nfe=nfe, choice=choice, keep_going=True)
             return await rollback_one(t, strategy=strategy, scores=sc, calibration=calibration,
-                                      scoring_nfe=(sc.nfe or 0) if sc else 0)
+                                      scoring_nfe=(sc.nfe or 0) if sc else 0, keep_going=True)
 
     results: dict[str, Any] = {}
     for strategy in strategies:

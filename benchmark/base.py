@@ -83,6 +83,10 @@ class Benchmark(ABC):
         """The tool calls that solve ``task`` in a fresh environment ([] for benchmarks without one)."""
         return []
 
+    def sandbox_isolation(self) -> str | None:
+        """How :meth:`evaluate` isolates the code it runs (:mod:`benchmark.sandbox`); None: it runs no code."""
+        return None
+
     def info(self) -> dict[str, Any]:
         """A description for ``benchmark-info``."""
         return {

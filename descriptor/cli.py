@@ -45,19 +45,43 @@ def print_summary(summary: ExperimentSummary) -> None:
 
     for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
-    table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs)")
+    errors = f", {summary.n_errors} errored" if summary.n_errors else ""
+    table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs{errors})")
     for col in ("benchmark", "system"):
         longest = max([len(col), *(len(str(r[col])) for r in summary.rollups)])
         table.add_column(col, justify="left", no_wrap=True, min_width=longest)
-    for col in ("tasks", "success", "completion", "tokens/run", "cost/run (USD)"):
+    for col in ("tasks", "runs", "errors", "success", "completion", "tokens/run", "cost/run (USD)"):
         table.add_column(col, justify="right")
     for r in summary.rollups:
-        table.add_row(r["benchmark"], r["system"], str(r["n_tasks"]), _fmt(r["success_rate"], ".3f"),
+        table.add_row(r["benchmark"], r["system"], str(r["n_tasks"]), str(r["n_runs"]),
+                      f"{r['n_errors']} ({_fmt(r['error_rate'], '.3f')})", _fmt(r["success_rate"], ".3f"),
                       _fmt(r["completion_rate"], ".3f"), _fmt(r["tokens_total"], ".1f"), _fmt(r["cost_total"], ".6f"))
     terminal = sys.stdout.isatty()
     Console(highlight=False, width=None if terminal else 10_000, soft_wrap=not terminal).print(table)
+    for line in error_rate_warnings(summary.rollups):
+        print(line, file=sys.stderr)
     for e in summary.economics:
         print(economics_line(e))
+
+
+def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
+    """One warning per benchmark whose systems differ in their rate of errored runs (infrastructure failures).
+
+    Success rates are over finished runs only; when one system lost more runs
+    to errors than another, the two rates rest on different sets of tasks and
+    draws, so the comparison is weaker than it looks.
+    """
+    by_bench: dict[str, list[dict[str, object]]] = {}
+    for r in rollups:
+        by_bench.setdefault(str(r["benchmark"]), []).append(r)
+    out = []
+    for bench, rows in sorted(by_bench.items()):
+        if len({r["error_rate"] for r in rows}) > 1:
+            rates = ", ".join(f"{r['system']} {_fmt(r['error_rate'], '.3f')}" for r in rows)
+            out.append(f"warning: {bench}: systems differ in their error rate ({rates}); success rates count "
+                       "finished runs only, so they compare different sets of runs: run the sweep again to "
+                       "retry the errored runs")
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -67,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_report:
         from descriptor.report import write_report
 
-        index = write_report(args.experiment_root, baseline=args.baseline, lam=args.lam, cost_unit=args.cost_unit,
+        index = write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam, cost_unit=args.cost_unit,
                              seed=args.seed)
         print(f"report: {index}")
     sys.stdout.flush()
@@ -89,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lambda", dest="lam", type=float, default=None, metavar="L",
                    help="utility price of cost, U = Q - L*C (default 1e-5 per token, or 1.0 per USD)")
     p.add_argument("--cost-unit", choices=("tokens", "usd"), default="tokens", help="cost C for economics (default tokens)")
-    p.add_argument("--baseline", default="sas", help="system every other system is compared against (default sas)")
+    p.add_argument("--baseline", default=None, help="system every other system is compared against (default sas)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.png")
     p.add_argument("--no-report", action="store_true", help="skip refreshing the HTML report (DIR/report/index.html)")

@@ -13,6 +13,7 @@ over tasks (paired resampling, seeded, numpy ``linear`` percentiles).
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,8 +59,8 @@ class EconomicsSettings(BaseModel):
         """Settings with the documented default lambda for ``cost_unit`` when ``lam`` is None."""
         if cost_unit not in DEFAULT_LAMBDA:
             raise UserError(f"--cost-unit {cost_unit!r}: expected one of {sorted(DEFAULT_LAMBDA)}")
-        if lam is not None and lam < 0:
-            raise UserError(f"--lambda {lam}: expected a number >= 0")
+        if lam is not None and not (math.isfinite(lam) and lam >= 0):
+            raise UserError(f"--lambda {lam}: expected a finite number >= 0")
         return cls(cost_unit=cost_unit, lam=DEFAULT_LAMBDA[cost_unit] if lam is None else lam, baseline=baseline, seed=seed)
 
     def cost(self, d: dict[str, Any]) -> float:

@@ -166,3 +166,7 @@ class RollbackRecord(_Record):
     covered: bool | None
     """Whether ``set`` (the true set, never the substitute) holds the decisive step (None when unknown)."""
     wall_time_s: float
+    status: Literal["finished", "error"] = "finished"
+    """``error``: the rollback could not run to its end (a damaged checkpoint, a model call that failed for
+    good): no outcome, left out of success rates and counted apart."""
+    error: str | None = None

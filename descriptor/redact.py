@@ -1,23 +1,71 @@
-"""Keep secrets out of artifacts: traces, metadata and logs pass through here."""
+"""Keep secrets out of artifacts: every file the project writes, its logs and its checkpoints pass through here.
+
+A secret is the value (8+ characters) of an environment variable that is
+
+- registered with :func:`register_secret_env` (``mas`` registers every model
+  route's ``api_key_env``, whatever it is called, when it reads a config),
+- named like a secret (``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``CRED``,
+  ``AUTH`` anywhere in the name), or
+- shaped like a key (:func:`looks_like_key`: 20+ characters of a key's alphabet,
+  letters and digits mixed);
+
+plus any text shaped like ``sk-...`` or ``Bearer ...``. Text and JSON become
+``[REDACTED]``; binary data (checkpoints) is overwritten in place by ``*`` of
+the same length (:func:`mask_secret_bytes`), which keeps its framing valid.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CRED|AUTH)", re.IGNORECASE)
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|sk-or-v1-[A-Za-z0-9]{16,}|Bearer\s+[A-Za-z0-9._\-]{16,})")
+_KEY_SHAPES_BYTES = re.compile(_KEY_SHAPES.pattern.encode())
+_KEY_ALPHABET = re.compile(r"[A-Za-z0-9_\-.+=]{20,}")
+_GIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 REDACTED = "[REDACTED]"
+MIN_SECRET_CHARS = 8
+"""Shorter values are never treated as secrets (replacing them would mangle ordinary text)."""
 
-
+_registered: set[str] = set()
 _cached: tuple[Any, list[str], list[str] | None] = (None, [], [])
 
 
+def register_secret_env(names: Iterable[str | None]) -> None:
+    """Treat the values of the environment variables ``names`` as secrets from now on (None entries are skipped).
+
+    >>> register_secret_env(["MY_LLM_CRED"])
+    """
+    global _cached
+    new = {n for n in names if n} - _registered
+    if new:
+        _registered.update(new)
+        _cached = (None, [], [])  # recompute the table with the new names
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether an environment value is shaped like an API key: 20+ characters of ``[A-Za-z0-9_-.+=]`` with
+    letters and digits, not a git object id.
+
+    >>> looks_like_key("mk-3f9a8b7c6d5e4f3a2b1c0d9e"), looks_like_key("/usr/local/bin"), looks_like_key("C.UTF-8")
+    (True, False, False)
+    """
+    return (_KEY_ALPHABET.fullmatch(value) is not None and any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value) and _GIT_ID.fullmatch(value) is None)
+
+
+def _is_secret(name: str, value: str) -> bool:
+    return len(value) >= MIN_SECRET_CHARS and (name in _registered or _SECRET_NAME.search(name) is not None
+                                               or looks_like_key(value))
+
+
 def _secret_table() -> tuple[list[str], list[str] | None]:
-    """Values of secret-named environment variables (8+ characters) and their JSON-escaped forms (None
-    when one would not be escaped predictably), recomputed whenever the environment changes.
+    """Secret environment values (see the module docstring), longest first, and their JSON-escaped forms
+    (None when one would not be escaped predictably), recomputed whenever the environment changes.
 
     Every trace event passes through here, and decoding all of ``os.environ``
     per event cost a quarter of a millisecond; the raw environment is
@@ -29,7 +77,8 @@ def _secret_table() -> tuple[list[str], list[str] | None]:
     if raw is not None and raw == _cached[0]:
         return _cached[1], _cached[2]
     key = dict(raw) if raw is not None else None
-    values = [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
+    # Longest first: a secret that contains another is replaced whole.
+    values = sorted({v for k, v in os.environ.items() if _is_secret(k, v)}, key=len, reverse=True)
     plain = all(not any(c in '"\\' or c < " " for c in v) for v in values)
     needles = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values] if plain else None
     _cached = (key, values, needles)
@@ -69,6 +118,24 @@ def redact(value: Any, _secrets: list[str] | None = None) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v, secrets) for v in value]
     return value
+
+
+def mask_secret_bytes(data: bytes) -> bytes:
+    """``data`` with every secret and key shape overwritten by ``*`` of the same length (binary formats such
+    as msgpack, whose length prefixes must stay right).
+
+    >>> mask_secret_bytes(b"auth=Bearer abcdefghijklmnopqrstu;")
+    b'auth=****************************;'
+    """
+    values, _ = _secret_table()
+    for v in values:
+        for form in {v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1]}:
+            b = form.encode("utf-8")
+            if b in data:
+                data = data.replace(b, b"*" * len(b))
+    if b"sk-" in data or b"Bearer" in data:
+        data = _KEY_SHAPES_BYTES.sub(lambda m: b"*" * len(m.group()), data)
+    return data
 
 
 def structlog_redactor(_logger: Any, _name: str, event_dict: dict[str, Any]) -> dict[str, Any]:

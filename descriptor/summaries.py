@@ -36,7 +36,8 @@ from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
 
 ROLLUP_FIELDS: tuple[str, ...] = (
-    "benchmark", "system", "n_tasks", "n_runs", "success_rate", "completion_rate", "eval_avg_score",
+    "benchmark", "system", "n_tasks", "n_runs", "n_errors", "error_rate", "success_rate", "completion_rate",
+    "eval_avg_score",
     "tokens_total", "cost_total", "latency_p95", "tool_calls_total", "communication_count", "handoff_count",
     *(f"pass_at_{k}" for k in PASS_AT_K), "stability", "tokens_cv", "cost_per_success",
 )
@@ -57,7 +58,7 @@ _AVERAGED = {
 }
 
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
 PLOTS_KEY = "plots"
 _FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace"))
@@ -75,21 +76,27 @@ class ExperimentSummary(BaseModel):
     issues: list[RunIssue]
     """Skipped runs and damaged trace lines."""
     n_runs: int
+    n_errors: int = 0
+    """Runs that ended in an infrastructure error: counted per system, left out of every other number."""
 
 
-def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str) -> dict[str, Any]:
-    """Task-averaged roll-up of one system's descriptors.
+def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n_errors: int = 0) -> dict[str, Any]:
+    """Task-averaged roll-up of one system's descriptors, with its ``n_errors`` errored runs beside them.
 
     A field that is blank for any task is blank in the roll-up (averaging a
-    subset would compare different task sets). ``cost_per_success`` is
-    recomputed from the roll-up: tokens_total / success_rate.
+    subset would compare different task sets); every field is blank when no
+    run finished. ``cost_per_success`` is recomputed from the roll-up:
+    tokens_total / success_rate. ``error_rate`` = errored runs / all runs.
     """
-    row: dict[str, Any] = {"benchmark": benchmark, "system": system, "n_tasks": len(descriptors),
-                           "n_runs": sum(d["n_runs"] for d in descriptors)}
+    n_runs = sum(d["n_runs"] for d in descriptors)
+    row: dict[str, Any] = {"benchmark": benchmark, "system": system, "n_tasks": len(descriptors), "n_runs": n_runs,
+                           "n_errors": n_errors,
+                           "error_rate": n_errors / (n_runs + n_errors) if n_runs + n_errors else None}
     for out_key, key in _AVERAGED.items():
         values = [d[key] for d in descriptors]
-        row[out_key] = None if any(v is None for v in values) else mean(values)
-    row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if row["success_rate"] > 0 else None
+        row[out_key] = None if not values or any(v is None for v in values) else mean(values)
+    ok = row["success_rate"] is not None and row["success_rate"] > 0
+    row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
     return row
 
 
@@ -109,28 +116,35 @@ def task_fingerprint(task_dir: Path) -> str:
     return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path) -> tuple[dict[str, Any] | None, list[RunIssue], int]:
+def _describe_task(root: Path, task_dir: Path) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
+    """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task."""
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-    runs, found = load_task_runs(task_dir, identity)
+    records, found = load_task_runs(task_dir, identity)
+    # An infrastructure error is no task result: counted, and left out of every task metric.
+    runs = [r for r in records if r.status != "error"]
+    errored = [r.run_index for r in records if r.status == "error"]
     # Paths relative to the root keep the written files identical wherever the tree lives.
     found = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in found]
     if not runs:
-        return None, found, 0
+        return None, found, 0, len(errored)
     d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
     check_consistency(d, str(task_dir))
-    write_task_files(task_dir, runs, d, found)
-    return d, found, len(runs)
+    write_task_files(task_dir, runs, d, found, errored_runs=errored)
+    return d, found, len(runs), len(errored)
 
 
-def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], list[RunIssue], int]:
-    """Every task's descriptor; a task whose run files are unchanged since the last summary is not re-read.
+def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], list[RunIssue], int,
+                                                              dict[tuple[str, str], int]]:
+    """Every task's descriptor, the issues, the finished runs and the errored runs per (benchmark, system); a
+    task whose run files are unchanged since the last summary is not re-read.
 
-    ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run count from the
+    ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run counts from the
     last summary; it is updated in place.
     """
     descriptors: list[dict[str, Any]] = []
     issues: list[RunIssue] = []
     n_runs = 0
+    errors: dict[tuple[str, str], int] = {}
     seen = set()
     for task_dir in find_task_dirs(root):
         rel = str(task_dir.relative_to(root))
@@ -138,20 +152,22 @@ def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, A
         fp, hit = task_fingerprint(task_dir), cache.get(rel)
         d = None
         if hit is not None and hit["fingerprint"] == fp:
-            found, n = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"]
+            found, n, n_err = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"], hit["n_errors"]
             if n:
                 d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
         else:
-            d, found, n = _describe_task(root, task_dir)
+            d, found, n, n_err = _describe_task(root, task_dir)
             cache[rel] = {"fingerprint": task_fingerprint(task_dir), "issues": [i.model_dump() for i in found],
-                          "n_runs": n}  # fingerprinted after the task files were written
+                          "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written
+        group = (task_dir.parent.parent.name, task_dir.parent.name)
+        errors[group] = errors.get(group, 0) + n_err
         issues.extend(found)
         if d is not None:
             descriptors.append(d)
             n_runs += n
     for gone in set(cache) - seen:
         del cache[gone]
-    return descriptors, issues, n_runs
+    return descriptors, issues, n_runs, errors
 
 
 def _read_cache(root: Path) -> dict[str, Any]:
@@ -162,13 +178,14 @@ def _read_cache(root: Path) -> dict[str, Any]:
     return cache if isinstance(cache, dict) and cache.get("version") == CACHE_VERSION else {}
 
 
-def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]],
+                            errors: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key, n in errors.items() if n}
     for d in descriptors:
         groups.setdefault((d["benchmark"], d["system"]), []).append(d)
     rollups = []
     for (benchmark, system), ds in sorted(groups.items()):
-        row = rollup(ds, benchmark, system)
+        row = rollup(ds, benchmark, system, errors.get((benchmark, system), 0))
         rollups.append(row)
         sys_dir = root / benchmark / system
         write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
@@ -184,7 +201,10 @@ def _benchmark_blocks(rollups: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for b in blocks.values():
         rows = list(b["systems"].values())
         b["n_systems"] = len(rows)
-        b["best_system_by_success"] = min(rows, key=lambda r: (-r["success_rate"], r["system"]))["system"]
+        rated = [r for r in rows if r["success_rate"] is not None]
+        b["best_system_by_success"] = (min(rated, key=lambda r: (-r["success_rate"], r["system"]))["system"]
+                                       if rated else None)
+        b["error_rates_differ"] = len({r["error_rate"] for r in rows}) > 1
     return blocks
 
 
@@ -193,34 +213,40 @@ def summarize_experiment(
     *,
     lam: float | None = None,
     cost_unit: str = "tokens",
-    baseline: str = "sas",
+    baseline: str | None = None,
     seed: int = 0,
     plots: bool = True,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
     ``lam``/``cost_unit``/``baseline``/``seed`` configure the economics (see
-    :mod:`descriptor.economics`). Raises :class:`UserError` when the root is
-    not a directory or holds no finished run, and
+    :mod:`descriptor.economics`; ``baseline`` None: ``sas`` when present).
+    Raises :class:`UserError` when the root is not a directory, holds no
+    run result, or has no system named ``baseline``, and
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
     files disagree.
     """
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
-    settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline, seed=seed)
+    settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
-    descriptors, issues, n_runs = _describe_tasks(root, tasks)
-    if not descriptors:
+    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks)
+    n_errors = sum(errors.values())
+    if not descriptors and not n_errors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
-    rollups = _write_system_summaries(root, descriptors)
-    economics = compute_economics(descriptors, settings)
+    systems = {s for (_, s), n in errors.items() if n} | {d["system"] for d in descriptors}
+    if baseline is not None and baseline not in systems:
+        raise UserError(f"--baseline {baseline!r}: no such system under {root}; systems: {', '.join(sorted(systems))}")
+    rollups = _write_system_summaries(root, descriptors, errors)
+    economics = compute_economics(descriptors, settings) if descriptors else []
     write_economics(root, economics, settings)
-    topology = analyse_topology(descriptors, settings)
+    topology = analyse_topology(descriptors, settings) if descriptors else {}
     write_derived_json(root / "topology.json", topology)
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
+        "n_errors": n_errors,
         "n_task_descriptors": len(descriptors),
         "rollups": rollups,
         "benchmarks": _benchmark_blocks(rollups),
@@ -230,7 +256,7 @@ def summarize_experiment(
     # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()
-    if plots and (cache.get(PLOTS_KEY) != plots_fp or not (root / "plots").is_dir()):
+    if plots and descriptors and (cache.get(PLOTS_KEY) != plots_fp or not (root / "plots").is_dir()):
         from descriptor.plots import (
             write_plots,  # matplotlib is imported only when plotting
         )
@@ -240,4 +266,4 @@ def summarize_experiment(
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
-                             economics=economics, issues=issues, n_runs=n_runs)
+                             economics=economics, issues=issues, n_runs=n_runs, n_errors=n_errors)

@@ -102,8 +102,10 @@ def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues
     }
 
 
-def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> dict[str, Any]:
-    """The short ``task_summary.json`` object: identity, headline rates and what was left out."""
+def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue],
+                 errored_runs: Sequence[int] = ()) -> dict[str, Any]:
+    """The short ``task_summary.json`` object: identity, headline rates and what was left out (skipped runs,
+    damaged traces, and runs that ended in an infrastructure error)."""
     keys = ("benchmark", "system", "task_id", "n_runs", "success_rate", "eval_avg_score", "tokens_total")
     out = {k: descriptor[k] for k in keys}
     out["completion_rate"] = descriptor["Q2_completion_rate"]
@@ -111,15 +113,18 @@ def task_summary(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: 
     out["run_indices"] = [r.run_index for r in runs]
     out["skipped_runs"] = sorted({i.path for i in issues if not i.included})
     out["damaged_traces"] = [{"path": i.path, "line": i.line} for i in issues if i.kind == "damaged_trace"]
+    out["n_errors"] = len(errored_runs)
+    out["errored_run_indices"] = list(errored_runs)
     return out
 
 
 TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json")
 
 
-def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> None:
-    """Write the four per-task files atomically into ``task_dir``."""
+def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue],
+                     *, errored_runs: Sequence[int] = ()) -> None:
+    """Write the four per-task files atomically into ``task_dir`` (``runs``: the finished runs only)."""
     write_derived_json(task_dir / "descriptor.json", descriptor)
     write_csv_atomic(task_dir / "descriptor.csv", [descriptor], csv_columns([descriptor], DESCRIPTOR_FIELDS))
     write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
-    write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues))
+    write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues, errored_runs))

@@ -7,7 +7,9 @@ import asyncio
 import gc
 import sys
 
+from descriptor.cliargs import nonnegative_int, positive_int
 from mas.config import ExperimentConfig, apply_overrides, load_config, parse_set_options
+from mas.sweep import DEFAULT_RETRY_ERRORS
 
 
 def _csv(value: str) -> list[str]:
@@ -68,8 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
-                            progress=args.progress)
-    if args.experiment_id:
+                            progress=args.progress, retry_errors=args.retry_errors)
+    if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     freeze_startup_heap()
     try:
@@ -85,7 +87,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
     print(f"report: {write_report(req.experiment_root)}")
+    from descriptor.redact import redact
+
+    errored = [r for r in results if r.status == "error"]
+    if errored:
+        print(redact(f"error: {len(errored)} run(s) ended in an infrastructure error (model calls that failed for "
+                     f"good; first: {errored[0].run_id}: {(errored[0].error or '')[:300]}); they are no task results. "
+                     "Run the same command again to retry them (see the manifest's attempts; --retry-errors N allows "
+                     "more retries)"), file=sys.stderr)
+        return EXIT_RUN_ERRORS
     return 0
+
+
+EXIT_RUN_ERRORS = 1
+"""Exit status of ``run`` when some runs ended in an infrastructure error (2 is bad input)."""
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,7 +117,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any config key with a TOML value, e.g. --set mas.max_rounds=2 "
                         "--set models.default.temperature=0.0 (repeatable)")
-    p.add_argument("--concurrency", type=int, help="runs at once")
+    p.add_argument("--concurrency", type=positive_int, help="runs at once")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",
@@ -114,6 +129,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto: a progress bar on a terminal, periodic log lines otherwise")
     p.add_argument("--inject-errors", type=float, metavar="RATE",
                    help="scripted model only: fraction of runs that get one wrong step")
+    p.add_argument("--retry-errors", type=nonnegative_int, default=DEFAULT_RETRY_ERRORS, metavar="N",
+                   help="times a run that ended in an infrastructure error (model calls that failed for good) is "
+                        f"run again by later invocations of the same sweep (default {DEFAULT_RETRY_ERRORS})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

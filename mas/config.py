@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from descriptor.errors import UserError
+from descriptor.redact import register_secret_env
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
@@ -146,10 +147,15 @@ class StorageSettings(_Strict):
 
 
 class SandboxSettings(_Strict):
-    """Limits of the Python-execution tool and of code evaluation."""
+    """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
 
     timeout_s: float = Field(default=5.0, gt=0)
     memory_mb: int = Field(default=512, ge=32)
+    isolation: Literal["namespaces", "unsafe-no-namespaces"] = "namespaces"
+    """``namespaces``: model-written code runs in its own user, PID, network and mount namespaces, and a sweep
+    refuses to start where they are unavailable. ``unsafe-no-namespaces``: only resource limits and an audit
+    hook, which is no security boundary (the code can read your files); also the default of the code
+    benchmarks' ``isolation`` option."""
 
 
 class InjectSettings(_Strict):
@@ -218,6 +224,11 @@ class ExperimentConfig(_Strict):
         return routes
 
     @model_validator(mode="after")
+    def _register_secrets(self) -> ExperimentConfig:
+        register_route_secrets(self)
+        return self
+
+    @model_validator(mode="after")
     def _roles_exist(self) -> ExperimentConfig:
         for role, route in self.roles.items():
             if route not in self.models and route not in BUILTIN_ROUTES:
@@ -259,12 +270,13 @@ class ExperimentConfig(_Strict):
 
 
 def _format_validation_error(path: str, err: ValidationError) -> str:
-    lines = [f"{path}: invalid configuration"]
+    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``."""
+    lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  {key}: {e['msg']}{shown}")
+        shown = "" if isinstance(got, dict) else f" (got {got!r:.80})"
+        lines.append(f"{path}: {key}: {e['msg']}{shown}")
     return "\n".join(lines)
 
 
@@ -285,12 +297,18 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
     if path is None:
         return ExperimentConfig()
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory; expected a TOML config file")
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p}: malformed TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot be read ({err.strerror})") from None
     return parse_config(data, str(p))
 
 
@@ -340,6 +358,16 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+def register_route_secrets(cfg: ExperimentConfig) -> None:
+    """Make every route's key variable a secret for :mod:`descriptor.redact`, whatever it is called.
+
+    Runs whenever a config is validated (and again where a pickled config
+    arrives in another process, see :class:`mas.llm.models.ModelSet`), so no
+    artifact, log or checkpoint of this process can hold the key.
+    """
+    register_secret_env(r.api_key_env for r in cfg.models.values())
+
+
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:
     """Read the route's API key from the environment; raise if it is needed and absent.
 
@@ -349,6 +377,7 @@ def require_api_key(route: ModelRoute, route_name: str = "default") -> str | Non
     if route.provider != "openai":
         return None
     env = route.api_key_env
+    register_secret_env([env])
     if env is None:
         local = route.base_url is not None and any(
             h in route.base_url for h in ("127.0.0.1", "localhost", "[::1]")

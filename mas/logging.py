@@ -1,17 +1,38 @@
-"""structlog set-up: human-readable on a terminal, one JSON object per line otherwise."""
+"""Logging set-up: structlog human-readable on a terminal, one JSON object per line otherwise; secrets redacted.
+
+Every route to stderr passes :mod:`descriptor.redact`: structlog records (a
+processor), the standard library's loggers (httpx, openai, dask, ...) and
+``warnings`` (a formatter on the root handler), and the tracebacks of
+uncaught exceptions (:func:`install_redacting_excepthook`). The CLI also
+wraps stdout and stderr themselves (:func:`redacted_std_streams`), so no
+``print`` of a command can show a key either.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import traceback
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, TextIO
 
 import structlog
 
-from descriptor.redact import structlog_redactor
+from descriptor.redact import redact, structlog_redactor
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose output (message, arguments and traceback) has secrets redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Configure structlog once for the CLI; library code only calls ``structlog.get_logger``."""
+    """Configure structlog and the standard library's logging once for the CLI; library code only calls
+    ``structlog.get_logger``."""
     renderer = (
         structlog.dev.ConsoleRenderer(colors=False)
         if sys.stderr.isatty()
@@ -29,3 +50,52 @@ def configure_logging(level: str = "INFO") -> None:
         logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    handler = logging.StreamHandler()  # sys.stderr at emit time
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_mas_redacting", False)]:
+        root.removeHandler(old)
+    handler._mas_redacting = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    install_redacting_excepthook()
+
+
+def _redacting_excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    sys.stderr.write(redact("".join(traceback.format_exception(exc_type, exc, tb))))
+
+
+def install_redacting_excepthook() -> None:
+    """Print uncaught exceptions' tracebacks with secrets redacted (an error body may quote a key)."""
+    sys.excepthook = _redacting_excepthook
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it before passing it on (``isatty``, ``fileno``... pass)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def redacted_std_streams() -> Iterator[None]:
+    """Redact everything written to ``sys.stdout`` and ``sys.stderr`` inside (restored afterwards)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

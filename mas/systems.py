@@ -34,12 +34,13 @@ SYSTEMS: dict[str, SystemBuilder] = {
 
 
 def final_answer(state: dict[str, Any]) -> str | None:
-    """The answer artifact a finished graph left, or None."""
+    """The answer artifact a finished graph left, or None (also for an empty one: no answer was produced, so the
+    run is not completed, whichever topology picked it)."""
     ans = state.get("answer")
     if not ans:
         return None
     art = ans.get("answer_artifact")
-    return None if art is None else str(art)
+    return None if art is None or not str(art).strip() else str(art)
 
 
 def stage_metrics(state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,7 +1,10 @@
-"""Print the per-call cost of benchmark.sandbox against a bare interpreter start.
+"""Print the per-call cost of benchmark.sandbox against a bare interpreter start, per isolation mode.
 
-Wall-clock figures (ms) depend on machine load; the CPU figures (user+sys ms of
-the child processes, from getrusage) barely do, so compare those on a busy box.
+``namespaces`` (the default) adds ``unshare``, the mounts of the isolated view and
+one fork to every evaluation; ``unsafe-no-namespaces`` is the audit hook and
+limits alone. Wall-clock figures (ms) depend on machine load; the CPU figures
+(user+sys ms of the child processes, from getrusage) barely do, so compare
+those on a busy box.
 
 Run: python scripts/bench_sandbox.py [--calls N]
 """
@@ -16,8 +19,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from benchmark.sandbox import arun_python, run_python
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmark.sandbox import arun_python, run_python  # noqa: E402
 
 
 def _children_cpu_ms() -> float:
@@ -37,7 +43,7 @@ def _measure(fn: Callable[[], object], calls: int) -> tuple[list[float], float]:
 
 def _row(label: str, walls: list[float], cpu: float) -> str:
     p90 = sorted(walls)[int(0.9 * (len(walls) - 1))]
-    return f"{label:34s} wall median {statistics.median(walls):6.1f} ms  p90 {p90:6.1f} ms  child CPU {cpu:6.1f} ms"
+    return f"{label:52s} wall median {statistics.median(walls):6.1f} ms  p90 {p90:6.1f} ms  child CPU {cpu:6.1f} ms"
 
 
 def main() -> None:
@@ -46,15 +52,16 @@ def main() -> None:
     n = parser.parse_args().calls
 
     bare = _measure(lambda: subprocess.run([sys.executable, "-I", "-B", "-c", "pass"], check=True), n)
-    sync = _measure(lambda: run_python("pass"), n)
-    asy = _measure(lambda: asyncio.run(arun_python("pass")), n)
-    numpy = _measure(lambda: run_python("import numpy"), max(3, n // 4))
     print(_row("bare `python -I -B -c pass`", *bare))
-    print(_row("run_python('pass')", *sync))
-    print(_row("arun_python('pass') (+asyncio.run)", *asy))
-    print(_row("run_python('import numpy')", *numpy))
-    print(f"sandbox overhead over a bare start: wall {statistics.median(sync[0]) - statistics.median(bare[0]):+.1f} ms"
-          f" (median), child CPU {sync[1] - bare[1]:+.1f} ms per call")
+    for mode in ("unsafe-no-namespaces", "namespaces"):
+        sync = _measure(lambda m=mode: run_python("pass", isolation=m), n)
+        asy = _measure(lambda m=mode: asyncio.run(arun_python("pass", isolation=m)), n)
+        numpy = _measure(lambda m=mode: run_python("import numpy", isolation=m), max(3, n // 4))
+        print(_row(f"run_python('pass') [{mode}]", *sync))
+        print(_row(f"arun_python('pass') [{mode}]", *asy))
+        print(_row(f"run_python('import numpy') [{mode}]", *numpy))
+        print(f"{mode}: overhead over a bare start: wall {statistics.median(sync[0]) - statistics.median(bare[0]):+.1f} ms"
+              f" (median), child CPU {sync[1] - bare[1]:+.1f} ms per call")
 
 
 if __name__ == "__main__":

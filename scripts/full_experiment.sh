@@ -22,7 +22,8 @@
 # experiment root, then experiment_summary.csv and the other summaries from `summarize-experiment`.
 # Resume: run again with the same EXPERIMENT_ID; finished runs are kept as they are.
 # Stop: SIGTERM or Ctrl-C stops cleanly (exit 128+signal); unknown benchmarks or missing API keys
-# fail (exit 2) before any run starts.
+# fail (exit 2) before any run starts; runs that ended in an infrastructure error (model calls that
+# failed for good) exit 1 after the summaries, and the same command retries them.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -127,6 +128,11 @@ trap - TERM INT
 if ((status > 128)); then
   echo "full_experiment: stopped (exit $status); rerun with EXPERIMENT_ID=$EXPERIMENT_ID to finish the rest" >&2
   exit "$status"
+elif ((status == 1)); then
+  # `run` wrote the summaries; errored runs are no task results and the same command retries them.
+  echo "full_experiment: some runs ended in an infrastructure error (see above); rerun with" \
+       "EXPERIMENT_ID=$EXPERIMENT_ID to retry them" >&2
+  exit 1
 elif ((status != 0)); then
   echo "full_experiment: failed (exit $status)" >&2
   exit "$status"

@@ -26,6 +26,20 @@ if ! command -v g++ >/dev/null 2>&1 && ! command -v c++ >/dev/null 2>&1; then
   exit 1
 fi
 
+echo "==> checking that model-written code can be isolated (unshare: user, PID, network and mount namespaces)"
+if ! command -v unshare >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -q util-linux
+  else
+    echo "error: the unshare program (util-linux) is needed to isolate model-written code; install util-linux" >&2
+    exit 1
+  fi
+fi
+if ! "$PY" -c 'import sys; from benchmark.sandbox import isolation_problem; p = isolation_problem(); sys.exit(p and print(p, file=sys.stderr) or (1 if p else 0))'; then
+  echo "warning: runs that execute model-written code will refuse to start until user namespaces work here, or" \
+       "until you set sandbox.isolation = \"unsafe-no-namespaces\" (not a security boundary)" >&2
+fi
+
 echo "==> building llama-server and assembling the model (once; cached afterwards)"
 "$PY" main.py model install
 echo "==> done"

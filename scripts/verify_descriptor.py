@@ -189,9 +189,9 @@ def type7(xs, q):
 
 
 def load_task(task_dir, identity):
-    """Finished runs of a task dir, applying the README's damage rules."""
+    """(finished runs of a task dir, applying the README's damage rules; number of errored runs)."""
     idx = sorted({int(m.group(1)) for p in task_dir.iterdir() if (m := RUN_FILE.match(p.name))})
-    runs = []
+    runs, errored = [], 0
     for r in idx:
         try:
             res = json.loads(RunPaths(task_dir, r).result.read_text(encoding="utf-8"))
@@ -208,11 +208,14 @@ def load_task(task_dir, identity):
         events, status = read_events(trace)
         if events is None:
             continue
+        if res.get("status") == "error":  # an infrastructure failure: no task result, only counted
+            errored += 1
+            continue
         comp = ev.get("completion", res["completion"])
         runs.append({"r": r, "success": res["success"], "completion": res["completion"], "eval_success": ev["success"],
                      "eval_score": float(ev["score"]), "eval_completion": comp, "m": run_metrics(events),
                      "damaged": status == "prefix"})
-    return runs
+    return runs, errored
 
 
 def task_descriptor(runs, identity):
@@ -321,17 +324,20 @@ def load_json(path):
         return None
 
 
-def rollup(ds):
+def rollup(ds, n_errors=0):
     keys = {"success_rate": "Q1_success_rate", "completion_rate": "Q2_completion_rate", "eval_avg_score": "eval_avg_score",
             "tokens_total": "C2_tokens_total", "cost_total": "C3_cost_total", "latency_p95": "C1_latency_p95",
             "tool_calls_total": "C4_tool_calls_total", "communication_count": "D2_communication_count",
             "handoff_count": "D3_handoff_count", "stability": "stability", "tokens_cv": "tokens_cv",
             **{f"pass_at_{k}": f"pass_at_{k}" for k in KS}}
-    row = {"n_tasks": len(ds), "n_runs": sum(d["n_runs"] for d in ds)}
+    n = sum(d["n_runs"] for d in ds)
+    row = {"n_tasks": len(ds), "n_runs": n, "n_errors": n_errors,
+           "error_rate": n_errors / (n + n_errors) if n + n_errors else None}
     for out, src in keys.items():
         vals = [d[src] for d in ds]
-        row[out] = None if any(v is None for v in vals) else fmean(vals)
-    row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if row["success_rate"] > 0 else None
+        row[out] = None if not vals or any(v is None for v in vals) else fmean(vals)
+    ok = row["success_rate"] is not None and row["success_rate"] > 0
+    row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
     return row
 
 
@@ -370,9 +376,11 @@ def economics(ds, lam, unit, baseline):
 def verify(root, tol, lam, unit, baseline):
     rep = Report(tol)
     descs = []
+    errors = {}
     for task_dir in sorted(p for p in root.glob("*/*/*") if p.is_dir() and any(RUN_FILE.match(q.name) for q in p.iterdir())):
         identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-        runs = load_task(task_dir, identity)
+        runs, errored = load_task(task_dir, identity)
+        errors[identity[:2]] = errors.get(identity[:2], 0) + errored
         if not runs:
             continue
         d, runs = task_descriptor(runs, identity)
@@ -395,10 +403,10 @@ def verify(root, tol, lam, unit, baseline):
             if tm.exists() and not x["damaged"]:
                 got = load_json(tm)
                 rep.compare(f"{rel}/{tm.name}", x["m"], got, [k for k in x["m"] if got and k in got])
-    if not descs:
+    if not descs and not any(errors.values()):
         print(f"error: {root}: no finished run found", file=sys.stderr)
         return 2
-    groups = {}
+    groups = {key: [] for key, n in errors.items() if n}
     for d in descs:
         groups.setdefault((d["benchmark"], d["system"]), []).append(d)
     exp = load_json(root / "experiment_summary.json") or {}
@@ -413,7 +421,7 @@ def verify(root, tol, lam, unit, baseline):
             rep.compare(f"{bench}/{system}/summary.csv task {d['task_id']}", d, by_csv.get(d["task_id"]), csv=True)
         if len(by_task) != len(ds):
             rep.errors.append(f"{bench}/{system}/summary.json: {len(by_task)} task rows, expected {len(ds)}")
-        r = rollup(ds)
+        r = rollup(ds, errors.get((bench, system), 0))
         rep.compare(f"experiment_summary.json {bench}/{system}", r, exp_rows.get((bench, system)))
         rep.compare(f"experiment_summary.csv {bench}/{system}", r, exp_csv.get((bench, system)), csv=True)
     if len(exp_rows) != len(groups):

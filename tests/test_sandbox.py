@@ -1,15 +1,51 @@
-"""The code sandbox: normal code runs, limits hold, side effects are blocked."""
+"""The code sandbox: normal code runs, limits hold, side effects are blocked.
+
+General behaviour runs in both isolation modes (the ``mode`` fixture). The audit-hook layer (defence in depth,
+and the only guard in ``unsafe-no-namespaces`` mode) is checked in that mode, where its refusals are what
+stops the code. The attacks of issue 18 against the default mode are in ``tests/test_sandbox_attacks.py``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmark.sandbox import MAX_OUTPUT_CHARS, SandboxResult, arun_python, run_python
+from benchmark import sandbox
+from benchmark.sandbox import MAX_OUTPUT_CHARS, SandboxResult
+from tests.test_sandbox_attacks import processes_with, wait_until
+
+HOOK = "unsafe-no-namespaces"
+"""The audit-hook layer alone."""
+_mode = ["namespaces"]
+
+
+@pytest.fixture(params=["namespaces", HOOK])
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test in both isolation modes."""
+    _mode[0] = request.param
+    yield request.param
+    _mode[0] = "namespaces"
+
+
+@pytest.fixture
+def hook_only() -> Iterator[None]:
+    """Run the test with the audit hook as the only guard."""
+    _mode[0] = HOOK
+    yield
+    _mode[0] = "namespaces"
+
+
+def run_python(code: str, **kw: object) -> SandboxResult:
+    return sandbox.run_python(code, isolation=_mode[0], **kw)  # type: ignore[arg-type]
+
+
+async def arun_python(code: str, **kw: object) -> SandboxResult:
+    return await sandbox.arun_python(code, isolation=_mode[0], **kw)  # type: ignore[arg-type]
 
 
 def _last_error(result: SandboxResult) -> str:
@@ -17,66 +53,66 @@ def _last_error(result: SandboxResult) -> str:
     return lines[-1] if lines else ""
 
 
-def test_normal_code_and_stdout() -> None:
+def test_normal_code_and_stdout(mode: str) -> None:
     r = run_python("import math\nfor i in range(3):\n    print(i, math.factorial(i + 3))")
     assert r.ok and r.exit_code == 0 and not r.timed_out and r.limit is None
     assert r.stdout == "0 6\n1 24\n2 120\n"
     assert r.duration_ms > 0
 
 
-def test_stderr_and_exit_code_of_failing_code() -> None:
+def test_stderr_and_exit_code_of_failing_code(mode: str) -> None:
     r = run_python("import sys\nprint('partial')\nsys.stderr.write('boom\\n')\nraise SystemExit(3)")
     assert not r.ok and r.exit_code == 3
     assert r.stdout == "partial\n" and "boom" in r.stderr
 
 
-def test_exception_traceback_is_captured() -> None:
+def test_exception_traceback_is_captured(mode: str) -> None:
     r = run_python("def f():\n    return 1 / 0\nf()")
     assert not r.ok and r.exit_code == 1
     assert "ZeroDivisionError" in r.stderr
 
 
-def test_stdin_is_passed() -> None:
+def test_stdin_is_passed(mode: str) -> None:
     r = run_python("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))", stdin="1 2 3\n")
     assert r.ok and r.stdout == "6\n"
 
 
-def test_no_stdin_reads_eof() -> None:
+def test_no_stdin_reads_eof(mode: str) -> None:
     r = run_python("import sys\nprint(repr(sys.stdin.read()))")
     assert r.stdout == "''\n"
 
 
-def test_timeout_kills_infinite_loop() -> None:
+def test_timeout_kills_infinite_loop(mode: str) -> None:
     r = run_python("while True:\n    pass", timeout_s=0.5)
     assert r.timed_out and not r.ok and r.limit == "timeout"
     assert r.exit_code is not None and r.exit_code < 0
     assert r.duration_ms < 3000
 
 
-def test_timeout_keeps_output_so_far() -> None:
+def test_timeout_keeps_output_so_far(mode: str) -> None:
     r = run_python("import time\nprint('started', flush=True)\ntime.sleep(30)", timeout_s=0.5)
     assert r.timed_out and r.stdout == "started\n"
 
 
-def test_memory_limit() -> None:
+def test_memory_limit(mode: str) -> None:
     r = run_python("x = bytearray(400 * 2**20)\nprint('allocated')", memory_mb=128)
     assert not r.ok and r.limit == "memory"
     assert "MemoryError" in r.stderr and "allocated" not in r.stdout
 
 
-def test_memory_within_limit_is_fine() -> None:
+def test_memory_within_limit_is_fine(mode: str) -> None:
     r = run_python("x = bytearray(20 * 2**20)\nprint(len(x))", memory_mb=256)
     assert r.ok and r.stdout == f"{20 * 2**20}\n"
 
 
-def test_output_is_truncated_keeping_head_and_tail() -> None:
+def test_output_is_truncated_keeping_head_and_tail(mode: str) -> None:
     r = run_python("print('START' + 'x' * 200_000)\nprint('END')")
     assert r.ok and len(r.stdout) < MAX_OUTPUT_CHARS + 100
     assert "output truncated" in r.stdout
     assert r.stdout.startswith("START") and r.stdout.endswith("END\n")
 
 
-def test_runaway_output_hits_the_file_size_limit() -> None:
+def test_runaway_output_hits_the_file_size_limit(mode: str) -> None:
     r = run_python("while True:\n    print('x' * 100_000)", timeout_s=20)
     assert not r.ok and not r.timed_out and r.limit == "file_size"
 
@@ -91,7 +127,7 @@ def test_runaway_output_hits_the_file_size_limit() -> None:
     ],
     ids=["connect", "dns", "inet-socket", "urllib"],
 )
-def test_network_is_blocked(code: str) -> None:
+def test_network_is_blocked(hook_only: None, code: str) -> None:
     r = run_python(code)
     assert not r.ok
     assert "sandbox: network access" in r.stderr
@@ -111,7 +147,7 @@ def test_network_is_blocked(code: str) -> None:
         ("import gc\ngc.get_objects()", "gc.get_objects"),
     ],
 )
-def test_processes_and_escapes_are_blocked(code: str, event: str) -> None:
+def test_processes_and_escapes_are_blocked(hook_only: None, code: str, event: str) -> None:
     r = run_python(code)
     assert not r.ok
     assert "sandbox:" in _last_error(r) and event in _last_error(r), r.stderr
@@ -129,14 +165,14 @@ def test_processes_and_escapes_are_blocked(code: str, event: str) -> None:
     ],
     ids=["open-w", "open-a", "os.open", "pathlib", "rename", "shutil.copy"],
 )
-def test_writes_outside_workdir_are_blocked(tmp_path: Path, template: str) -> None:
+def test_writes_outside_workdir_are_blocked(hook_only: None, tmp_path: Path, template: str) -> None:
     target = tmp_path / f"outside_{uuid.uuid4().hex}.txt"
     r = run_python(template.format(path=str(target)))
     assert not r.ok and "outside the working directory" in r.stderr, r.stderr
     assert not target.exists()
 
 
-def test_relative_escape_and_destructive_ops_are_blocked(tmp_path: Path) -> None:
+def test_relative_escape_and_destructive_ops_are_blocked(hook_only: None, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     for code in (f"import os\nos.remove({str(victim)!r})",
@@ -150,7 +186,7 @@ def test_relative_escape_and_destructive_ops_are_blocked(tmp_path: Path) -> None
     assert victim.read_text() == "keep"
 
 
-def test_dir_fd_escape_is_blocked_and_rmtree_inside_works() -> None:
+def test_dir_fd_escape_is_blocked_and_rmtree_inside_works(hook_only: None) -> None:
     escape = ("import os\nos.makedirs('a/b/c')\nfd = os.open('.', os.O_RDONLY)\nos.chdir('a/b/c')\n"
               "os.open('../../../../escape.txt', os.O_CREAT | os.O_WRONLY, dir_fd=fd)")
     r = run_python(escape)
@@ -160,7 +196,7 @@ def test_dir_fd_escape_is_blocked_and_rmtree_inside_works() -> None:
     assert r.ok and r.stdout == "[]\n", r.stderr
 
 
-def test_writes_inside_workdir_work_and_dir_is_removed() -> None:
+def test_writes_inside_workdir_work_and_dir_is_removed(mode: str) -> None:
     code = (
         "import os, tempfile, json\n"
         "os.mkdir('d')\n"
@@ -174,16 +210,19 @@ def test_writes_inside_workdir_work_and_dir_is_removed() -> None:
     assert r.ok, r.stderr
     info = json.loads(r.stdout)
     assert info["b"] == "hi" and info["tmp"].startswith(info["cwd"])
-    assert not os.path.exists(info["cwd"])
+    if mode == HOOK:  # a host directory, removed afterwards
+        assert not os.path.exists(info["cwd"])
+    else:  # a private tmpfs: the host /tmp never saw the files
+        assert info["cwd"] == "/tmp" and not os.path.exists(info["tmp"])
 
 
-def test_environment_carries_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_carries_no_secrets(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     r = run_python("import os\nprint(os.environ.get('OPENAI_API_KEY'))")
     assert r.stdout == "None\n"
 
 
-def test_common_libraries_still_import() -> None:
+def test_common_libraries_still_import(mode: str) -> None:
     r = run_python("import numpy, fractions, itertools, collections, json\nprint(int(numpy.arange(4).sum()))")
     assert r.ok, r.stderr
     assert r.stdout == "6\n"
@@ -196,7 +235,7 @@ def test_invalid_limits_are_rejected() -> None:
         run_python("pass", memory_mb=1)
 
 
-async def test_async_variant_runs_concurrently() -> None:
+async def test_async_variant_runs_concurrently(mode: str) -> None:
     import asyncio
     results = await asyncio.gather(
         arun_python("print('a')"),
@@ -208,18 +247,17 @@ async def test_async_variant_runs_concurrently() -> None:
     assert results[1].timed_out
 
 
-async def test_async_cancel_kills_child_and_cleans_up() -> None:
+async def test_async_cancel_kills_child_and_cleans_up(mode: str) -> None:
     import asyncio
-    import glob
     import tempfile
-    marker = uuid.uuid4().hex  # other sandboxes may run in parallel: find ours by its code
-    task = asyncio.create_task(arun_python(f"# {marker}\nimport time\ntime.sleep(30)", timeout_s=30))
-    await asyncio.sleep(0.3)
+    marker = uuid.uuid4().hex  # other sandboxes may run in parallel: find ours by its stdin's marker in argv
+    before = set(os.listdir(tempfile.gettempdir()))
+    task = asyncio.create_task(arun_python("import time\ntime.sleep(30)", timeout_s=30, memory_mb=100 + int(marker[:4], 16)))
+    await asyncio.sleep(0.5)
+    mem = f'"mem": {(100 + int(marker[:4], 16)) * 2**20},'.encode()
+    assert wait_until(lambda: bool(processes_with(mem)), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for code_file in glob.glob(os.path.join(tempfile.gettempdir(), "mas-sandbox-*", "io", "main.py")):
-        try:
-            assert marker not in Path(code_file).read_text()
-        except FileNotFoundError:
-            pass
+    assert wait_until(lambda: not processes_with(mem), 5)
+    assert not [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("mas-sandbox-")]

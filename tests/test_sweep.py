@@ -113,7 +113,7 @@ async def test_manifest_records_config_runs_and_refuses_a_changed_config(tmp_pat
     manifest = json.loads(text)
     assert "sk-abcdefghijklmnopqrstuvwxyz012345" not in text and "[REDACTED]" in text
     assert manifest["status"] == "finished" and manifest["experiment_id"] == "e"
-    assert manifest["counts"] == {"total": 2, "finished": 2, "pending": 0, "succeeded": 2, "failed": 0}
+    assert manifest["counts"] == {"total": 2, "finished": 2, "errors": 0, "pending": 0, "succeeded": 2, "failed": 0}
     assert manifest["config"]["models"]["hosted"]["api_key_env"] == "HOSTED_KEY"
     run = manifest["runs"][0]
     assert run["run_id"] == "e/arith/sas/arith_0_0000/run_0" and run["status"] == "finished"
@@ -166,16 +166,39 @@ async def test_retries_are_traced_as_error_events_and_runs_succeed(tmp_path, mon
         assert "429" in errors[0].payload.error and events[-1].event_type != "error"
 
 
-async def test_exhausted_retries_end_the_run_but_not_the_sweep(tmp_path, monkeypatch, no_backoff):
+async def test_exhausted_retries_end_the_run_as_an_error_but_not_the_sweep(tmp_path, monkeypatch, no_backoff):
     flaky_model(monkeypatch, fail_first=10)
     results = await run_experiment(request(scripted_cfg(tmp_path, max_retries=1), tasks=2, runs=1))
     assert len(results) == 2
-    assert all(not r.success and not r.completion and "LLMCallError" in r.error for r in results)
+    assert all(r.status == "error" and not r.success and not r.completion and "LLMCallError" in r.error
+               for r in results)
     events = read_trace(next((tmp_path / "e").rglob("run_0.trace.jsonl")))
     llm_errors = [e.payload.will_retry for e in events if getattr(e.payload, "kind", None) == "llm_call"]
     assert llm_errors == [True, False] and events[-1].payload.kind == "run_failed"
+    assert "LLMCallError" in events[-1].payload.error
     manifest = json.loads((tmp_path / "e" / MANIFEST_NAME).read_text())
-    assert manifest["counts"]["failed"] == 2 and manifest["status"] == "finished"
+    assert manifest["counts"]["errors"] == 2 and manifest["counts"]["failed"] == 0 and manifest["status"] == "finished"
+    assert [r["status"] for r in manifest["runs"]] == ["error", "error"]
+    assert [r["attempts"] for r in manifest["runs"]] == [1, 1]
+
+
+async def test_errored_runs_are_retried_by_the_next_invocation_up_to_retry_errors(tmp_path, monkeypatch, no_backoff):
+    flaky_model(monkeypatch, fail_first=10**6)  # the endpoint is down
+    cfg = scripted_cfg(tmp_path, max_retries=0)
+    await run_experiment(request(cfg, tasks=1, runs=1, retry_errors=1))
+    again = await run_experiment(request(cfg, tasks=1, runs=1, retry_errors=1))  # retried: still down
+    assert [r.status for r in again] == ["error"]
+    manifest = json.loads((tmp_path / "e" / MANIFEST_NAME).read_text())
+    assert manifest["runs"][0]["attempts"] == 2 and manifest["invocations"][-1]["ran"] == 1
+    third = await run_experiment(request(cfg, tasks=1, runs=1, retry_errors=1))  # out of retries: kept as is
+    assert [r.status for r in third] == ["error"]
+    manifest = json.loads((tmp_path / "e" / MANIFEST_NAME).read_text())
+    assert manifest["runs"][0]["attempts"] == 2 and manifest["invocations"][-1]["ran"] == 0
+    monkeypatch.undo()  # the endpoint recovers; a larger --retry-errors retries the run once more
+    [result] = await run_experiment(request(cfg, tasks=1, runs=1, retry_errors=5))
+    assert result.status == "finished" and result.success
+    manifest = json.loads((tmp_path / "e" / MANIFEST_NAME).read_text())
+    assert manifest["runs"][0]["attempts"] == 3 and manifest["counts"]["errors"] == 0
 
 
 async def test_concurrency_bound_is_respected_and_used(tmp_path, monkeypatch):

@@ -263,10 +263,23 @@ async def test_malformed_judge_json_falls_back_to_lexical(monkeypatch, reply):
     assert d.judge_token_in > 0  # the failed call still costs tokens
 
 
-async def test_judge_unavailable_falls_back(monkeypatch):
+async def test_judge_without_a_verdict_falls_back(monkeypatch):
     d = await judged(scripted_rt("scripted:nojudge"), pos(), cands("42", "42", "42"))
     assert d.reason == "consensus_reached" and d.consensus_source == "lexical_fallback"
-    assert "judge unavailable" in d.judge_error
+    assert "unusable judge reply" in d.judge_error
+
+
+async def test_a_failed_judge_call_is_not_replaced_by_a_lexical_verdict(monkeypatch):
+    # A call that fails for good is an infrastructure error: it ends the run instead of silently changing
+    # how the run was judged (issue 18).
+    from mas.llm.call import LLMCallError
+
+    def broken(ctx):
+        raise RuntimeError("endpoint returned 500")
+
+    monkeypatch.setitem(RESPONDERS, "judge.consensus", broken)
+    with pytest.raises(LLMCallError, match="500"):
+        await judged(scripted_rt(), pos(), cands("42", "42", "42"))
 
 
 async def test_judge_unsubstantive_verdict_blocks_consensus():

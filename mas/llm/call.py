@@ -9,10 +9,12 @@ text, chatty JSON) are handled in one place.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
@@ -23,7 +25,7 @@ from langchain_core.outputs import LLMResult as LCResult
 
 from descriptor.events import ErrorInfo
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.models import BoundModel
+from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.tokens import count_tokens
 from mas.tracing import call_config, current_tracer, utc_now_iso
 
@@ -99,6 +101,9 @@ def _retryable(err: BaseException) -> bool:
 
     if isinstance(err, TransientModelError | asyncio.TimeoutError | httpx.TimeoutException | httpx.TransportError):
         return True
+    # A 200 whose body is no chat completion (bad or empty JSON, HTML from a proxy): as transient as a 502.
+    if isinstance(err, MalformedReplyError | json.JSONDecodeError):
+        return True
     if isinstance(err, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
         return True
     if isinstance(err, openai.APIStatusError):
@@ -158,6 +163,41 @@ async def _server_down(bound: BoundModel, err: BaseException, *, final: bool) ->
 def backoff_s(attempt: int, rng: random.Random, base: float = 0.5, cap: float = 30.0) -> float:
     """Exponential backoff with full jitter: uniform(0, min(cap, base * 2**attempt)) seconds."""
     return rng.uniform(0, min(cap, base * 2**attempt))
+
+
+RETRY_AFTER_CAP_S = 60.0
+"""The longest wait a ``Retry-After`` header can impose before the next attempt (s)."""
+
+
+def retry_after_s(err: BaseException) -> float | None:
+    """The wait the endpoint asked for (``retry-after-ms``, or ``Retry-After`` in seconds or as an HTTP date),
+    capped at :data:`RETRY_AFTER_CAP_S`; None when it asked for none.
+
+    >>> import httpx, openai
+    >>> r = httpx.Response(429, headers={"retry-after": "7"}, request=httpx.Request("POST", "http://x"))
+    >>> retry_after_s(openai.RateLimitError("slow down", response=r, body=None))
+    7.0
+    """
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    wait: float | None = None
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            wait = float(ms) / 1000.0
+        elif (value := headers.get("retry-after")) is not None:
+            try:
+                wait = float(value)
+            except ValueError:
+                from email.utils import parsedate_to_datetime
+
+                wait = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if wait is None or wait != wait:  # NaN
+        return None
+    return min(RETRY_AFTER_CAP_S, max(0.0, wait))
 
 
 def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
@@ -257,12 +297,15 @@ async def call_llm(
                 # Not an LLMCallError: callers that fall back on a failed call
                 # (judges, roles) must not carry on against a dead server.
                 raise EmbeddedServerError(f"{bound.name} route: {down}") from err
+            asked = retry_after_s(err) if retry else None
+            wait = asked if asked is not None else (backoff_s(attempts - 1, rng) if retry else None)
             tracer.emit(actor, "error", ErrorInfo(
                 kind="llm_call", contract=contract, attempt=attempts, error=cause[:500], will_retry=retry,
+                retry_in_s=None if wait is None else round(wait, 3), retry_after=asked is not None or None,
             ), start=start, latency_ms=(time.perf_counter() - t0) * 1000)
             if not retry:
                 raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
-            await asyncio.sleep(backoff_s(attempts - 1, rng))
+            await asyncio.sleep(wait or 0.0)
     end = utc_now_iso()
     text = msg.content if isinstance(msg.content, str) else str(msg.content)
     usage = cb.usage or getattr(msg, "usage_metadata", None)

@@ -13,12 +13,39 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from mas.config import ExperimentConfig, ModelRoute, require_api_key
+from mas.config import ExperimentConfig, ModelRoute, register_route_secrets, require_api_key
 from mas.llm.limits import shared_rate_limiter, slot_limited_client
 from mas.scripted.model import InjectionPlan, ScriptedChatModel
 
 if TYPE_CHECKING:
     from mas.serving.server import ServerHandle
+
+
+class MalformedReplyError(RuntimeError):
+    """The endpoint answered (HTTP 200) with a body that is no chat completion: bad or empty JSON, HTML, an
+    error object, no choices. Retried like a 5xx (:mod:`mas.llm.call`)."""
+
+
+def _checked_chat_openai() -> type:
+    """``ChatOpenAI`` whose reply parsing turns a malformed body into :class:`MalformedReplyError`.
+
+    LangChain raises ``ValueError``/``TypeError``/``IndexError`` from deep in
+    its parser for such bodies, indistinguishable from a bug; here they get
+    one name the retry logic knows.
+    """
+    from langchain_openai import ChatOpenAI
+
+    class CheckedChatOpenAI(ChatOpenAI):
+        def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
+            try:
+                result = super()._create_chat_result(response, generation_info)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                raise MalformedReplyError(f"malformed reply ({type(err).__name__}: {err})"[:1000]) from err
+            if not result.generations:
+                raise MalformedReplyError("malformed reply (no choices)")
+            return result
+
+    return CheckedChatOpenAI
 
 
 @dataclass(kw_only=True, slots=True)
@@ -69,7 +96,7 @@ def make_chat_model(
                                   injection=injection, max_concurrent=route.rate_limit.max_concurrent)
         return BoundModel(name=route_name, route=route, model=model, model_label=variant)
 
-    from langchain_openai import ChatOpenAI
+    ChatOpenAI = _checked_chat_openai()  # noqa: N806
 
     extra_body: dict[str, Any] = {}
     handle = None
@@ -110,6 +137,7 @@ class ModelSet:
     """The models of one run, built lazily per route and shared by the roles that use it."""
 
     def __init__(self, cfg: ExperimentConfig, *, seed: int, injection: InjectionPlan | None = None) -> None:
+        register_route_secrets(cfg)  # a config unpickled on a dask worker was never validated there
         self.cfg = cfg
         self.seed = seed
         self.injection = injection

@@ -13,7 +13,7 @@ branch that ignores ``ctx.inject`` (a planner's fixed plan, say) leaves it for
 the next eligible step, so ``injected_error`` never names an unchanged step.
 
 Variants by route model name: ``scripted`` (everything), ``scripted:nojudge``
-(judge contracts raise, so callers exercise their lexical fallback),
+(judge contracts get a reply without a verdict, so callers exercise their lexical fallback),
 ``scripted:text-tools`` (tool calls written as fenced JSON text instead of
 native ``tool_calls``, like small local models do).
 """
@@ -181,12 +181,14 @@ class ScriptedChatModel(BaseChatModel):
         if contract not in RESPONDERS:
             raise ScriptedModelError(f"scripted model has no responder for contract {contract!r}")
         if self.variant == "scripted:nojudge" and contract in JUDGE_CONTRACTS:
-            raise ScriptedModelError(f"scripted:nojudge does not answer judge contract {contract!r}")
-        digest = hashlib.sha256(
-            f"{self.seed}|{contract}|{meta.get('mas_actor')}|{meta.get('mas_step')}|".encode()
-            + "\n".join(str(m.content) for m in messages).encode()
-        ).hexdigest()
-        msg, injected = self._reply(messages, meta, kwargs, int(digest[:16], 16))
+            # A reply without a verdict (not a failed call, which would end the run): callers fall back.
+            msg, injected = AIMessage(content=f"no verdict: scripted:nojudge does not judge ({contract})"), False
+        else:
+            digest = hashlib.sha256(
+                f"{self.seed}|{contract}|{meta.get('mas_actor')}|{meta.get('mas_step')}|".encode()
+                + "\n".join(str(m.content) for m in messages).encode()
+            ).hexdigest()
+            msg, injected = self._reply(messages, meta, kwargs, int(digest[:16], 16))
         prompt_tokens = sum(estimate_tokens(str(m.content)) for m in messages)
         completion_tokens = estimate_tokens(str(msg.content) + str(msg.tool_calls or ""))
         msg.usage_metadata = {

@@ -2,6 +2,9 @@
 
 from descriptor.exports import lazy_exports
 
+DEFAULT_RETRY_ERRORS = 3
+"""Times a run that ended in an infrastructure error is run again by later invocations (``--retry-errors``)."""
+
 _EXPORTS = {
     "ExperimentRequest": "mas.sweep.experiment",
     "RunSpec": "mas.sweep.runner",
@@ -14,5 +17,5 @@ _EXPORTS = {
     "run_sweep": "mas.sweep.loop",
     "validate_request": "mas.sweep.experiment",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "DEFAULT_RETRY_ERRORS"])
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -4,8 +4,16 @@ Checkpoints exist so a failed run can be rolled back and resumed. By
 default (``storage.checkpoints = "failed"``) every run writes them to its
 ``run_<r>.checkpoints.sqlite`` and a run that succeeded deletes them when it
 ends; ``all`` keeps every run's, ``none`` keeps them in memory only. The
-stock LangGraph schema and serializer are used, so LangGraph's own
+stock LangGraph schema and serializer format are used, so LangGraph's own
 ``SqliteSaver`` reads a kept database.
+
+Checkpoints hold graph state: model replies, tool outputs, error messages.
+A key a model echoed, or one inside an endpoint's error body, would land in
+the database (and, once written, in SQLite's free pages and WAL even after a
+delete), so the serializer masks secrets *before* any byte reaches SQLite:
+:class:`RedactingSerializer` wraps LangGraph's own serializer and overwrites
+every secret (:func:`descriptor.redact.mask_secret_bytes`, same length, so
+msgpack stays valid and LangGraph's stock savers still read it).
 
 Measured on a scripted debate run (2026-11-24): its database held ~25 KB
 of checkpoints and writes in a 64 KB file of 4 KB pages (four B-trees and
@@ -22,9 +30,26 @@ from typing import Any
 
 import aiosqlite
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from descriptor.errors import UserError
 from descriptor.layout import SQLITE_SIDE_FILES
+from descriptor.redact import mask_secret_bytes
+
+
+class RedactingSerializer:
+    """LangGraph's ``SerializerProtocol``: ``inner``'s bytes with every secret masked; loading is ``inner``'s."""
+
+    def __init__(self, inner: Any | None = None) -> None:
+        self.inner = inner or JsonPlusSerializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        type_, data = self.inner.dumps_typed(obj)
+        return type_, mask_secret_bytes(data)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.inner.loads_typed(data)
 
 
 @contextlib.asynccontextmanager
@@ -40,12 +65,12 @@ async def open_checkpointer(path: Path | None) -> AsyncIterator[Any]:
     database than the default 4 KB.
     """
     if path is None:
-        yield InMemorySaver()
+        yield InMemorySaver(serde=RedactingSerializer())
         return
     async with aiosqlite.connect(str(path)) as conn:
         await conn.execute("PRAGMA page_size=1024")
         await conn.execute("PRAGMA synchronous=NORMAL")
-        yield AsyncSqliteSaver(conn)
+        yield AsyncSqliteSaver(conn, serde=RedactingSerializer())
 
 
 def keep_or_drop(path: Path, *, keep: bool) -> bool:
@@ -65,3 +90,28 @@ def keep_or_drop(path: Path, *, keep: bool) -> bool:
 def checkpoint_path(policy: str, path: Path) -> Path | None:
     """The database a run writes under ``storage.checkpoints = policy`` (None: in memory)."""
     return None if policy == "none" else path
+
+
+def check_checkpoint(db: Path, *, thread_id: str, checkpoint_id: str) -> None:
+    """Raise :class:`UserError` naming ``db`` unless it is a sound SQLite database holding that checkpoint.
+
+    A rollback forks a run at one checkpoint; from a damaged or foreign file
+    it would fail midway (and used to be counted as a failed rollback).
+    """
+    from urllib.parse import quote
+
+    if not db.is_file():
+        raise UserError(f"{db}: checkpoint database not found; the run cannot be resumed")
+    try:
+        # immutable: no -wal/-shm files appear beside the run's own database (its files are never touched)
+        with contextlib.closing(sqlite3.connect(f"file:{quote(str(db))}?mode=ro&immutable=1", uri=True)) as conn:
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if not check or check[0] != "ok":
+                raise UserError(f"{db}: damaged checkpoint database (quick_check: {check[0] if check else 'no answer'})")
+            found = conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ? LIMIT 1",
+                                 (thread_id, checkpoint_id)).fetchone()
+    except sqlite3.Error as err:
+        raise UserError(f"{db}: not a readable checkpoint database ({err})") from None
+    if found is None:
+        raise UserError(f"{db}: holds no checkpoint {checkpoint_id} of thread {thread_id!r}; the run cannot be "
+                        "resumed from that step")

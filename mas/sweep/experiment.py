@@ -10,17 +10,22 @@ execute is :mod:`mas.sweep.executors`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmark.base import Benchmark
-from benchmark.registry import get_benchmark
 from descriptor.errors import UserError
 from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
+from mas.sweep import DEFAULT_RETRY_ERRORS
+from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.lock import sweep_lock
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.runner import RunSpec, run_seed
@@ -49,6 +54,8 @@ class ExperimentRequest:
     """``dask`` without a scheduler address: worker processes on this machine (1: one in-process worker)."""
     progress: ProgressMode = "auto"
     """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
+    retry_errors: int = DEFAULT_RETRY_ERRORS
+    """Times a run that ended in an infrastructure error is redone by later invocations (0: never)."""
 
     @property
     def output_root(self) -> Path:
@@ -65,22 +72,48 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--task-limit must be at least 1 (got {req.task_limit})")
     if req.runs_per_task < 1:
         raise UserError(f"--runs-per-task must be at least 1 (got {req.runs_per_task})")
+    if req.retry_errors < 0:
+        raise UserError(f"--retry-errors must be 0 or more (got {req.retry_errors})")
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
-    if "/" in req.experiment_id or not req.experiment_id.strip() or req.experiment_id in (".", ".."):
-        raise UserError(f"--experiment-id must be a plain name (got {req.experiment_id!r})")
+    check_experiment_id(req.experiment_id)
+    check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
         raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
     if req.scheduler_address and req.executor != "dask":
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
-    benches = {name: get_benchmark(name, req.cfg.benchmarks.get(name)) for name in req.benchmarks}
+    benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
     for name, route in req.cfg.used_routes().items():
         require_api_key(route, name)
+    check_isolation(req.cfg, benches)
     return benches
+
+
+EXPERIMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def check_experiment_id(experiment_id: str) -> None:
+    """An experiment id is a directory name: 1-100 letters, digits, ``.``, ``_`` or ``-`` (not ``.`` or ``..``)."""
+    if EXPERIMENT_ID.fullmatch(experiment_id) is None or experiment_id in (".", ".."):
+        shown = repr(experiment_id) if len(experiment_id) <= 60 else f"{experiment_id[:40]!r}... ({len(experiment_id)} characters)"
+        raise UserError(f"--experiment-id {shown}: expected 1-100 letters, digits, '.', '_' or '-' "
+                        "(a directory name; not '.' or '..')")
+
+
+def check_output_root(root: Path) -> None:
+    """The output root must be a directory, or not exist yet under a directory (it is created)."""
+    if root.exists() and not root.is_dir():
+        raise UserError(f"--output-root {root}: exists and is not a directory")
+    parent = next((p for p in root.absolute().parents if p.exists()), None)
+    if not root.exists() and parent is not None and not parent.is_dir():
+        raise UserError(f"--output-root {root}: {parent} is not a directory")
+    writable = root if root.exists() else parent
+    if writable is not None and not os.access(writable, os.W_OK | os.X_OK):
+        raise UserError(f"--output-root {root}: {writable} is not writable")
 
 
 def _check_workers(req: ExperimentRequest) -> None:
@@ -134,18 +167,22 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         from mas.sweep.executors import connect_scheduler
 
         client = await connect_scheduler(req.scheduler_address)
+    lock = contextlib.ExitStack()
     try:
+        lock.enter_context(sweep_lock(req.experiment_root, req.experiment_id))  # before anything is written
         # Drawn before the runs start, not beside them: in a thread next to starting runs, matplotlib held
         # the GIL long enough to delay the first model calls by 2-4 times its own ~0.1 s per system.
         await asyncio.to_thread(write_system_pictures, req, benches)
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                        scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
-                       bench_options={name: req.cfg.benchmarks.get(name) or {} for name in benches})
+                       bench_options={name: benchmark_options(req.cfg, name) for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                    "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
         outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
-                                  executor=req.executor, request=request, progress=req.progress)
+                                  executor=req.executor, request=request, progress=req.progress,
+                                  retry_errors=req.retry_errors)
     finally:
+        lock.close()
         if client is not None:
             await client.close()
         if "mas.otel.export" in sys.modules:  # spans were exported: deliver the last batch before returning
@@ -169,19 +206,21 @@ def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark])
 
 
 def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:
-    """Per (benchmark, system): runs, success rate, completion rate, mean tokens, cost (USD) and wall time (s)."""
+    """Per (benchmark, system): runs, errors, success and completion rates of the finished runs (errored runs
+    are no task results), mean tokens, cost (USD, all runs) and wall time (s)."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.benchmark, r.system), []).append(r)
     rows = []
     for (bench, system), rs in sorted(groups.items()):
-        n = len(rs)
+        done = [r for r in rs if r.status != "error"]
+        n = len(done)
         rows.append({
-            "benchmark": bench, "system": system, "runs": n,
-            "success_rate": sum(r.success for r in rs) / n,
-            "completion_rate": sum(r.completion for r in rs) / n,
-            "tokens_mean": sum(r.tokens_total for r in rs) / n,
+            "benchmark": bench, "system": system, "runs": len(rs), "errors": len(rs) - n,
+            "success_rate": sum(r.success for r in done) / n if n else None,
+            "completion_rate": sum(r.completion for r in done) / n if n else None,
+            "tokens_mean": sum(r.tokens_total for r in done) / n if n else None,
             "cost_usd_total": sum(r.cost_total_usd for r in rs),
-            "wall_s_mean": sum(r.wall_time_s for r in rs) / n,
+            "wall_s_mean": sum(r.wall_time_s for r in rs) / len(rs),
         })
     return rows

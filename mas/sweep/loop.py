@@ -2,7 +2,10 @@
 
 Resume: a run whose ``result.json`` exists is finished and its files are
 never touched again; every other run is executed (``execute_run`` clears an
-interrupted run's leftovers and redoes it from scratch).
+interrupted run's leftovers and redoes it from scratch). A run whose result
+is an infrastructure error (``status: error``) is not a task result: the
+next invocations clear and redo it, up to ``retry_errors`` retries in all
+(attempts are counted in the manifest).
 
 Clean stop: SIGINT (Ctrl-C) or SIGTERM stops scheduling, cancels the runs
 in flight (their partial files are cleared and redone on the next
@@ -25,10 +28,11 @@ import structlog
 
 from descriptor.records import RunResult
 from descriptor.run_index import append_entries, entry, read_index
+from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress
-from mas.sweep.runner import RunSpec, finished_result
+from mas.sweep.runner import RunSpec, clear_partial, finished_result
 
 log = structlog.get_logger(__name__)
 
@@ -112,12 +116,15 @@ def _stop_on_signals(task: asyncio.Task[Any], received: list[int]) -> Iterator[N
 
 
 def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stats: SweepStats,
-                    results: dict[str, RunResult]) -> list[RunSpec]:
+                    results: dict[str, RunResult], retry_errors: int) -> list[RunSpec]:
     """Record runs finished earlier; return those still to run.
 
     The index (``runs.jsonl``) answers for most runs with one read; a run it
     does not list (or lists for a ``result.json`` that is gone) is checked in
     its directory, and a finished one found there is added back to the index.
+    A run whose result is an infrastructure error is no task result: it is
+    cleared and run again, as long as it has been retried fewer than
+    ``retry_errors`` times (attempts counted in the manifest).
     """
     index = read_index(root)
     todo, repaired = [], []
@@ -130,26 +137,31 @@ def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stat
             if result is not None:
                 repaired.append(entry(result, spec.paths.result))
         if result is not None:
-            results[spec.run_id] = result
             store.mark_finished(spec, result, seen_now=False)
-            stats.add(result, skipped=True)
+            if result.status != "error" or store.attempts(spec) > retry_errors:
+                results[spec.run_id] = result
+                stats.add(result, skipped=True)
+                continue
+            clear_partial(spec)
+            store.mark_pending(spec, retry=True)
         else:
             store.mark_pending(spec)
-            todo.append(spec)
+        todo.append(spec)
     append_entries(root, repaired)
     return todo
 
 
 async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experiment_id: str, executor: str = "local",
                     request: dict[str, Any] | None = None, progress: ProgressMode = "auto",
-                    progress_interval_s: float = 10.0, manifest_interval_s: float = 1.0) -> SweepOutcome:
+                    progress_interval_s: float = 10.0, manifest_interval_s: float = 1.0,
+                    retry_errors: int = DEFAULT_RETRY_ERRORS) -> SweepOutcome:
     """Execute the unfinished runs of ``specs`` with ``executor``; see the module docstring."""
     root.mkdir(parents=True, exist_ok=True)
     store = ManifestStore.open(root, experiment_id, job.cfg)
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
     stats = SweepStats(total=len(specs))
     results: dict[str, RunResult] = {}
-    todo = _split_finished(root, specs, store, stats, results)
+    todo = _split_finished(root, specs, store, stats, results, retry_errors)
     store.manifest.invocations[-1].skipped = stats.skipped
     store.save()
     saver = _ThrottledSave(store, manifest_interval_s)

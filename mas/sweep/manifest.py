@@ -31,7 +31,7 @@ MANIFEST_VERSION = 1
 # Keys that may change between invocations of one experiment without changing any run's outcome.
 RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root"})
 
-RunStatus = Literal["pending", "finished"]
+RunStatus = Literal["pending", "finished", "error"]
 SweepStatus = Literal["running", "finished", "interrupted", "crashed"]
 
 
@@ -39,10 +39,14 @@ class ManifestRun(RunIdentity):
     """One planned run and what became of it."""
 
     status: RunStatus = "pending"
-    """``finished``: its ``result.json`` exists (a run that ended in an error is finished too)."""
+    """``finished``: its ``result.json`` says the system ran to its end (right or wrong); ``error``: the
+    result says an infrastructure failure ended it (redone by a later invocation while it has retries
+    left, see ``attempts``); ``pending``: no result yet."""
+    attempts: int = 0
+    """Times the run was executed (the first try plus retries of errored attempts)."""
     success: bool | None = None
     error: str | None = None
-    """The run's recorded error, when it finished with one."""
+    """The run's recorded error, when it ended with one."""
     tokens_total: int | None = None
     cost_total_usd: float | None = None
     finished_at: str | None = None
@@ -80,7 +84,8 @@ class Manifest(BaseModel):
     config: dict[str, Any]
     """The effective config, redacted (routes name env variables, never keys)."""
     counts: dict[str, int] = Field(default_factory=dict)
-    """``total``, ``finished``, ``pending``, ``failed`` (finished with an error), ``succeeded``."""
+    """``total``, ``finished`` (task results), ``succeeded`` and ``failed`` (finished runs whose answer was
+    right or wrong), ``errors`` (runs that ended in an infrastructure error: not task results), ``pending``."""
     invocations: list[Invocation] = Field(default_factory=list)
     runs: list[ManifestRun] = Field(default_factory=list)
 
@@ -154,10 +159,16 @@ class ManifestStore:
         self.manifest.status = "running"
         return inv
 
+    def attempts(self, spec: RunSpec) -> int:
+        """Times ``spec`` has been executed so far (at least 1 once it has a result)."""
+        return self._index[spec.run_id].attempts
+
     def mark_finished(self, spec: RunSpec, result: RunResult, *, seen_now: bool) -> None:
-        """Record a finished run (``seen_now``: this invocation ran it, rather than found it done)."""
+        """Record a run's result, finished or errored (``seen_now``: this invocation ran it, rather than found
+        it done)."""
         entry = self._index[spec.run_id]
-        entry.status = "finished"
+        entry.status = "error" if result.status == "error" else "finished"
+        entry.attempts = entry.attempts + 1 if seen_now else max(entry.attempts, 1)
         entry.success = result.success
         entry.error = result.error
         entry.tokens_total = result.tokens_total
@@ -166,10 +177,13 @@ class ManifestStore:
             entry.finished_at = utc_now_iso()
             self.manifest.invocations[-1].ran += 1
 
-    def mark_pending(self, spec: RunSpec) -> None:
-        """A run listed as finished whose ``result.json`` is gone (deleted by hand) is pending again."""
+    def mark_pending(self, spec: RunSpec, *, retry: bool = False) -> None:
+        """A run without a result (never run, interrupted, or its ``result.json`` deleted by hand) is pending;
+        ``retry``: an errored run about to be redone (its last error stays on record until then)."""
         entry = self._index[spec.run_id]
-        entry.status, entry.success, entry.error, entry.finished_at = "pending", None, None, None
+        entry.status, entry.success, entry.finished_at = "pending", None, None
+        if not retry:
+            entry.error = None
 
     def end(self, status: SweepStatus, stopped_by: str | None = None) -> None:
         inv = self.manifest.invocations[-1]
@@ -180,9 +194,12 @@ class ManifestStore:
         """Recount and rewrite ``manifest.json`` atomically."""
         runs = self.manifest.runs
         finished = [r for r in runs if r.status == "finished"]
+        errors = sum(r.status == "error" for r in runs)
+        succeeded = sum(bool(r.success) for r in finished)
         self.manifest.counts = {
-            "total": len(runs), "finished": len(finished), "pending": len(runs) - len(finished),
-            "succeeded": sum(bool(r.success) for r in finished), "failed": sum(r.error is not None for r in finished),
+            "total": len(runs), "finished": len(finished), "errors": errors,
+            "pending": len(runs) - len(finished) - errors, "succeeded": succeeded,
+            "failed": len(finished) - succeeded,
         }
         self.manifest.updated_at = utc_now_iso()
         write_json_atomic(self.path, self.manifest.model_dump(mode="json"))

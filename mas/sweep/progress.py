@@ -29,8 +29,8 @@ class SweepStats:
     total: int
     done: int = 0
     successes: int = 0
-    failed: int = 0
-    """Runs that finished with an error recorded (they count as done)."""
+    errors: int = 0
+    """Runs that ended in an infrastructure error (``status: error``; they count as done)."""
     tokens: int = 0
     cost_usd: float = 0.0
     skipped: int = 0
@@ -40,7 +40,7 @@ class SweepStats:
     def add(self, result: RunResult, *, skipped: bool = False) -> None:
         self.done += 1
         self.successes += int(result.success)
-        self.failed += int(result.error is not None)
+        self.errors += int(result.status == "error")
         self.tokens += result.tokens_total
         self.cost_usd += result.cost_total_usd
         self.skipped += int(skipped)
@@ -86,7 +86,7 @@ class LogProgress:
 
     def _line(self, stats: SweepStats, event: str) -> None:
         eta = stats.eta_s()
-        log.info(event, done=stats.done, total=stats.total, successes=stats.successes, failed=stats.failed,
+        log.info(event, done=stats.done, total=stats.total, successes=stats.successes, errors=stats.errors,
                  tokens=stats.tokens, cost_usd=round(stats.cost_usd, 6), skipped=stats.skipped,
                  elapsed_s=round(time.monotonic() - stats.started, 1), eta_s=None if eta is None else round(eta, 1))
 
@@ -121,7 +121,7 @@ class BarProgress:
 
         self.progress = Progress(
             TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("ok {task.fields[successes]}  err {task.fields[failed]}  "
+            TextColumn("ok {task.fields[successes]}  err {task.fields[errors]}  "
                        "tok {task.fields[tokens]:,}  ${task.fields[cost]:.4f}"),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
             console=Console(file=sys.stderr), refresh_per_second=4,
@@ -129,7 +129,7 @@ class BarProgress:
         self.task = None
 
     def _fields(self, stats: SweepStats) -> dict[str, object]:
-        return {"successes": stats.successes, "failed": stats.failed, "tokens": stats.tokens, "cost": stats.cost_usd}
+        return {"successes": stats.successes, "errors": stats.errors, "tokens": stats.tokens, "cost": stats.cost_usd}
 
     def start(self, stats: SweepStats) -> None:
         self.progress.start()

@@ -20,8 +20,7 @@ from typing import Any
 
 import structlog
 
-from benchmark.base import Benchmark, Task
-from benchmark.registry import get_benchmark
+from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
 from descriptor.events import ErrorInfo, Event
 from descriptor.io import write_json_atomic, write_text_atomic
@@ -38,7 +37,8 @@ from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.models import ModelSet
 from mas.scripted.model import InjectionPlan
-from mas.sweep.checkpoints import checkpoint_path, keep_or_drop, open_checkpointer
+from mas.sweep.checkpoints import check_checkpoint, checkpoint_path, keep_or_drop, open_checkpointer
+from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
@@ -136,6 +136,16 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     this state update (a rollback); otherwise start a new thread. An
     exception is recorded as an ``error`` event and returned, never raised:
     the sweep goes on. The tracer is closed at the end.
+
+    The error rule (also in ``descriptor/README.md``): any exception that
+    ends the graph makes the run ``status: error``, an infrastructure failure
+    and not a task result. That includes a model call that failed for good
+    (:class:`~mas.llm.call.LLMCallError`: connection errors, timeouts, 5xx,
+    429 and malformed replies after their retries, or a non-retryable
+    endpoint error such as 401), a dead embedded server and an unavailable
+    sandbox. No topology carries on with a failed branch or replaces a failed
+    judge call (only an unusable *reply* falls back), so one such failure
+    ends the run.
     """
     state: dict[str, Any] = {}
     error: str | None = None
@@ -192,6 +202,9 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
                                    events=collected.events)
 
 
+NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
+
+
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
                wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: RunMetadata,
                tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
@@ -199,7 +212,9 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     paths = spec.paths
     answer = final_answer(state) if error is None else None
     completion = answer is not None
-    evaluation = bench.evaluate(spec.task, answer or "")
+    # An errored run is not evaluated: no task result (summaries leave it out of every task metric).
+    evaluation = (Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED}) if error is not None
+                  else bench.evaluate(spec.task, answer or ""))
     write_text_atomic(paths.answer, answer or "")
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
                                              score=evaluation.score, details=evaluation.details))
@@ -263,7 +278,9 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
         raise UserError(f"{run.prefix}: the run kept no checkpoints (settings: checkpoints), so it cannot be resumed")
-    bench = get_benchmark(meta.benchmark, cfg.benchmarks.get(meta.benchmark))
+    check_checkpoint(source_db, thread_id=meta.thread_id, checkpoint_id=checkpoint_id)
+    bench = run_benchmark(cfg, meta.benchmark)
+    check_isolation(cfg, {meta.benchmark: bench})
     task = Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
                 metadata=meta.task.metadata)
     out = run.for_rollback(rollback_index)

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
+from benchmark.sandbox import SandboxUnavailable
 from mas.config import SandboxSettings
 
 
@@ -59,11 +60,13 @@ async def execute_tool(name: str, args: dict[str, Any], sandbox: SandboxSettings
             from benchmark.sandbox import arun_python
 
             res = await arun_python(_first_arg(args, "code", "input"), timeout_s=sandbox.timeout_s,
-                                    memory_mb=sandbox.memory_mb)
+                                    memory_mb=sandbox.memory_mb, isolation=sandbox.isolation)
             out = res.stdout if res.ok else (res.stderr or res.stdout or f"exit code {res.exit_code}")
             if res.timed_out:
                 out = f"timed out after {sandbox.timeout_s} s"
             return ToolOutcome(ok=res.ok, output=out.strip()[:2000])
         return ToolOutcome(ok=False, output=f"unknown tool {name!r}; available: calculator, python")
+    except SandboxUnavailable:
+        raise  # the runtime's failure, not the model's: it ends the run (an infrastructure error)
     except Exception as err:  # the model sees the error and may try again
         return ToolOutcome(ok=False, output=f"{type(err).__name__}: {err}")

@@ -92,7 +92,7 @@ def build_debate(rt: RunContext) -> StateGraph:
         sends = [{"from": agent.name, "to": n} for n in names if n != agent.name]
         res = await turn(rt, agent, extra, choose_event=event_for(own), sends=sends,
                          state_id=state_id_of(config), payload={"round": r})
-        # a failed turn leaves an empty artifact, which the controller counts as an invalid branch
+        # a turn without an answer leaves an empty artifact, which the controller counts as an invalid branch
         return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
 
     async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:

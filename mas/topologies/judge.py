@@ -23,7 +23,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import LLMCallError, call_llm
+from mas.llm.call import call_llm
 from mas.llm.schema import bounded_schema
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
@@ -165,13 +165,11 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
     """The ``llm_judge`` consensus judge of this run (the ``judge`` route)."""
 
     async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> JudgeOutcome:
-        try:
-            res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
-                                                                             candidates, previous),
-                                 contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
-                                 json_schema=CONSENSUS_SCHEMA, temperature=0.0)
-        except LLMCallError as err:
-            return JudgeOutcome(view=None, error=f"judge unavailable: {err}"[:500])
+        # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
+        res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
+                                                                         candidates, previous),
+                             contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
+                             json_schema=CONSENSUS_SCHEMA, temperature=0.0)
         usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
                  "cost_usd": res.cost_usd}
         try:
@@ -228,17 +226,14 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
 
 
 async def final_vote(rt: RunContext, candidates: Sequence[Candidate]) -> VoteOutcome:
-    """The final answer by ``mas.final_vote_mode``: the LLM judge, else (or when unusable) :func:`vote_artifacts`."""
+    """The final answer by ``mas.final_vote_mode``: the LLM judge, else (or when its reply is unusable)
+    :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error)."""
     if rt.cfg.mas.final_vote_mode != "llm_judge":
         return vote_artifacts(candidates)
-    try:
-        res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
-                             contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
-                             temperature=0.0)
-    except LLMCallError as err:
-        out = vote_artifacts(candidates)
-        out.source, out.error = "lexical_fallback", f"judge unavailable: {err}"[:500]
-        return out
+    # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
+    res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
+                         contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
+                         temperature=0.0)
     usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
              "cost_usd": res.cost_usd}
     try:

@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from descriptor.events import AgentOutput, EventType, ToolCall
-from mas.llm.call import LLMCallError, ToolCallRequest, call_llm, llm_event_fields
+from mas.llm.call import ToolCallRequest, call_llm, llm_event_fields
 from mas.tools.builtin import TOOLS
 from mas.topologies.agent import (
     CONTENT_LIMIT,
@@ -121,8 +121,6 @@ class TurnResult:
     steps: int
     tool_results: list[str] = field(default_factory=list)
     routing_calls: list[ToolCallRequest] = field(default_factory=list)
-    error: str | None = None
-    """The LLM call failed for good (a failed branch); ``answer`` is None."""
 
 
 async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Callable[[Answer], EventType],
@@ -144,12 +142,11 @@ async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Ca
         allow = iteration < max_iter and (agent.tools or bool(route_tools))
         tools = ([*(TOOLS if agent.tools else []), *route_tools]) if allow else None
         msgs = history if allow or not agent.tools else [*history, HumanMessage(force_answer_note())]
-        try:
-            res = await call_llm(rt.models.for_role(agent.role), msgs, contract=contract, actor=agent.name,
-                                 step=current_tracer().next_step, tools=tools,
-                                 json_schema=None if tools else ANSWER_SCHEMA, metadata={"mas_role": agent.role})
-        except LLMCallError as err:  # already traced as an error event by call_llm
-            return TurnResult(answer=None, steps=iteration, tool_results=results, error=str(err)[:500])
+        # A call that fails for good raises LLMCallError: the run ends as an infrastructure error (no topology
+        # carries on with a branch missing), see mas/sweep/runner.py.
+        res = await call_llm(rt.models.for_role(agent.role), msgs, contract=contract, actor=agent.name,
+                             step=current_tracer().next_step, tools=tools,
+                             json_schema=None if tools else ANSWER_SCHEMA, metadata={"mas_role": agent.role})
         content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
         common = {"role": agent.role, "content": content[:CONTENT_LIMIT], "persona": agent.persona, **(payload or {})}
         if res.tool_calls:
@@ -206,11 +203,11 @@ def _message_text(m: BaseMessage) -> str:
 
 
 def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult) -> dict[str, Any]:
-    """The stored artifact dict of a finished turn (an empty artifact for a failed one)."""
+    """The stored artifact dict of a finished turn (an empty artifact for one that ended without an answer)."""
     ans = result.answer
     if ans is None:
         return {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
-                "reasoning": "", "tool_results": result.tool_results, "error": result.error or "no answer"}
+                "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
     return Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,
                     confidence=ans.confidence, reasoning=ans.reasoning, tool_results=result.tool_results).to_dict()
 

@@ -1,0 +1,81 @@
+"""A scriptable OpenAI-compatible endpoint on 127.0.0.1 for tests: each request is answered by a function.
+
+``FakeEndpoint(reply)`` calls ``reply(n, request)`` for the n-th request (1-based; ``request`` is the decoded
+JSON body, its HTTP headers under ``_headers``, lower-cased) and sends back the ``(status, headers, body)`` it returns; :func:`completion` builds a 200 chat
+completion. The server runs in a thread of the test process (a CLI started by the test reaches it too) and is
+stopped by :meth:`FakeEndpoint.close`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = tuple[int, dict[str, str], bytes]
+
+
+def completion(content: str, n: int = 0) -> Reply:
+    """A 200 chat completion whose message is ``content``."""
+    body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
+    return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+
+
+def answer(artifact: str, n: int = 0) -> Reply:
+    """A completion holding the runtime's answer contract with ``artifact`` as the answer."""
+    return completion(json.dumps({"reasoning": "r", "answer_artifact": artifact, "confidence": 0.9}), n)
+
+
+class FakeEndpoint:
+    def __init__(self, reply: Callable[[int, dict[str, Any]], Reply]) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.times: list[float] = []
+        lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                import time
+
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                try:
+                    request = json.loads(raw or b"{}")
+                except ValueError:
+                    request = {}
+                request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+                with lock:
+                    fake.requests.append(request)
+                    fake.times.append(time.monotonic())
+                    n = len(fake.requests)
+                code, headers, body = reply(n, request)
+                self.send_response(code)
+                for k, v in {"content-length": str(len(body)), **headers}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def prompt_text(request: dict[str, Any]) -> str:
+    """Every message's text of a chat request, joined."""
+    parts = []
+    for m in request.get("messages", []):
+        c = m.get("content")
+        parts.append(c if isinstance(c, str) else json.dumps(c))
+    return "\n".join(parts)

@@ -1,0 +1,95 @@
+"""A real HTTP endpoint on 127.0.0.1 misbehaving: malformed 200 replies are retried like a 5xx, ``Retry-After`` is
+honoured (capped), every retry is an ``error`` event, and a call that fails for good raises (issue 18)."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from mas.config import ExperimentConfig, ModelRoute
+from mas.llm.call import RETRY_AFTER_CAP_S, LLMCallError, call_llm, retry_after_s
+from mas.llm.models import make_chat_model
+from mas.tracing import ListCollector, Tracer, use_tracer
+from tests.fake_endpoint import FakeEndpoint, Reply, answer
+
+MALFORMED: dict[str, Reply] = {
+    "bad-json": (200, {"content-type": "application/json"}, b'{"id": "x", "choices": [ {'),
+    "empty-body": (200, {"content-type": "application/json"}, b""),
+    "html": (200, {"content-type": "text/html"}, b"<html><body>502 Bad Gateway</body></html>"),
+    "error-object": (200, {"content-type": "application/json"}, b'{"error": {"message": "upstream overloaded"}}'),
+    "no-choices": (200, {"content-type": "application/json"},
+                   b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}'),
+}
+
+
+@pytest.fixture
+def endpoint():
+    servers: list[FakeEndpoint] = []
+
+    def make(reply) -> FakeEndpoint:
+        servers.append(FakeEndpoint(reply))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture
+def no_backoff(monkeypatch):
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
+
+
+async def _call(server: FakeEndpoint, max_retries: int = 3):
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="openai", model="fake", base_url=server.base_url,
+                                                         max_retries=max_retries)})
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        try:
+            return await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="agent.turn", actor="a"), sink
+        except LLMCallError as err:
+            return err, sink
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+async def test_malformed_200_replies_are_retried_like_5xx(endpoint, no_backoff, kind):
+    server = endpoint(lambda n, req: MALFORMED[kind] if n <= 2 else answer("7", n))
+    res, sink = await _call(server)
+    assert not isinstance(res, Exception), res
+    assert res.attempts == 3 and res.parsed["answer_artifact"] == "7"
+    errors = [e.payload for e in sink.events if e.event_type == "error"]
+    assert [(e.kind, e.will_retry) for e in errors] == [("llm_call", True), ("llm_call", True)]
+
+
+async def test_a_call_failing_for_good_raises_after_its_retries(endpoint, no_backoff):
+    server = endpoint(lambda n, req: (500, {"content-type": "application/json"}, b'{"error": {"message": "down"}}'))
+    res, sink = await _call(server, max_retries=2)
+    assert isinstance(res, LLMCallError) and "500" in str(res)
+    assert [e.payload.will_retry for e in sink.events if e.event_type == "error"] == [True, True, False]
+    assert len(server.requests) == 3
+
+
+async def test_retry_after_is_honoured(endpoint):
+    server = endpoint(lambda n, req: (429, {"content-type": "application/json", "retry-after-ms": "400"},
+                                      b'{"error": {"message": "slow down"}}') if n == 1 else answer("7", n))
+    res, sink = await _call(server)
+    assert not isinstance(res, Exception), res
+    [err] = [e.payload for e in sink.events if e.event_type == "error"]
+    assert err.retry_in_s == 0.4 and err.retry_after
+    assert server.times[1] - server.times[0] >= 0.35
+
+
+def test_retry_after_forms_and_cap():
+    import httpx
+    import openai
+
+    def err(headers):
+        r = httpx.Response(429, headers=headers, request=httpx.Request("POST", "http://x"))
+        return openai.RateLimitError("slow down", response=r, body=None)
+
+    assert retry_after_s(err({"retry-after": "2.5"})) == 2.5
+    assert retry_after_s(err({"retry-after": "86400"})) == RETRY_AFTER_CAP_S
+    assert retry_after_s(err({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0  # in the past
+    assert retry_after_s(err({"retry-after": "soon"})) is None
+    assert retry_after_s(err({})) is None
+    assert retry_after_s(RuntimeError("no response")) is None

@@ -1,0 +1,117 @@
+"""One sweep per experiment id, and resume after ``kill -9`` (issue 18), through the CLI.
+
+A second sweep on an id that is being run is refused (exit 2, naming the holder's pid) without writing
+anything; after the first is killed with SIGKILL, the next invocation takes the lock and resumes. The
+crash-resume property: killed at random moments, resumed, no finished run is redone and the summaries equal
+an uninterrupted sweep's apart from wall-clock columns.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_sweep import comparable_results, comparable_summary, file_states
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def config(tmp_path: Path, latency_ms: int) -> Path:
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'concurrency = 2\n[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+                   f"scripted_latency_ms = {latency_ms}\n")
+    return cfg
+
+
+def cli(tmp_path: Path, cfg: Path, exp: str, *, tasks: int = 3, runs: int = 2) -> list[str]:
+    return [sys.executable, str(ROOT / "main.py"), "run", "--config", str(cfg), "--benchmark", "arith",
+            "--task-limit", str(tasks), "--runs-per-task", str(runs), "--systems", "sas,debate",
+            "--output-root", str(tmp_path), "--experiment-id", exp, "--progress", "log"]
+
+
+def finished(root: Path) -> set[Path]:
+    return set(root.rglob("run_*.result.json"))
+
+
+def files_of(root: Path, results: set[Path]) -> dict[str, tuple[int, str]]:
+    """(mtime, sha256) of every file of the runs whose ``result.json`` files are ``results``."""
+    prefixes = tuple(str(p.relative_to(root)).removesuffix("result.json") for p in results)
+    return {k: v for k, v in file_states(root).items() if k.startswith(prefixes)} if prefixes else {}
+
+
+def wait_for(cond, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_second_sweep_on_the_same_id_is_refused_and_a_killed_one_resumes(tmp_path):
+    cfg = config(tmp_path, latency_ms=150)
+    root = tmp_path / "e"
+    first = subprocess.Popen(cli(tmp_path, cfg, "e"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        wait_for(lambda: len(finished(root)) >= 1)
+        second = subprocess.run(cli(tmp_path, cfg, "e"), cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+        assert second.returncode == 2, second.stderr
+        [line] = [ln for ln in second.stderr.splitlines() if ln.startswith("error:")]
+        assert f"pid {first.pid}" in line and "another sweep" in line
+        manifest = json.loads((root / "manifest.json").read_text())
+        assert [inv["pid"] for inv in manifest["invocations"]] == [first.pid]  # the refused one wrote nothing
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    finally:
+        first.kill()
+        first.communicate()
+    done_before = finished(root)
+    kept = files_of(root, done_before)
+    third = subprocess.run(cli(tmp_path, cfg, "e"), cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+    assert third.returncode == 0, third.stderr[-3000:]
+    after = file_states(root)
+    assert kept and all(after[k] == v for k, v in kept.items()), "a finished run was redone"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and manifest["counts"]["finished"] == 12
+    assert manifest["invocations"][-1]["skipped"] == len(done_before)
+
+
+@pytest.mark.slow
+def test_kill_9_at_five_random_moments_then_resume_equals_an_uninterrupted_sweep(tmp_path):
+    cfg = config(tmp_path, latency_ms=120)
+    root = tmp_path / "killed"
+    rng = random.Random(18)
+    kept: dict[str, tuple[int, str]] = {}
+    progress = []
+    for kill in range(5):
+        proc = subprocess.Popen(cli(tmp_path, cfg, "killed"), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        # A random moment mid-sweep: after a random number of further runs finished, plus a random delay
+        # (so the kill lands anywhere in the runs in flight, their file writes included).
+        target = min(11, (len(finished(root)) if root.exists() else 0) + rng.randint(1, 2))
+        wait_for(lambda p=proc, t=target: root.exists() and len(finished(root)) >= t or p.poll() is not None, 300)
+        time.sleep(rng.uniform(0.0, 0.4))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        states = file_states(root) if root.exists() else {}
+        assert all(states.get(k) == v for k, v in kept.items()), f"kill {kill}: a finished run was touched"
+        kept.update(files_of(root, finished(root)) if root.exists() else {})
+        progress.append(len(finished(root)) if root.exists() else 0)
+    print(f"finished runs after each kill -9: {progress} of 12")
+    assert all(0 < n < 12 for n in progress), f"a kill missed the sweep: finished runs after each kill {progress}"
+    resumed = subprocess.run(cli(tmp_path, cfg, "killed"), cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole = subprocess.run(cli(tmp_path, cfg, "whole"), cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    after = file_states(root)
+    assert all(after[k] == v for k, v in kept.items()), "a finished run was redone"
+    assert comparable_results(root) == comparable_results(tmp_path / "whole")
+    assert comparable_summary(root) == comparable_summary(tmp_path / "whole")
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and manifest["counts"]["finished"] == 12
