@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from descriptor.io import json_bytes
 from descriptor.layout import INDEX_NAME
 from descriptor.records import RunResult
-from descriptor.redact import redact
 
 
 class IndexEntry(BaseModel):
@@ -52,7 +52,8 @@ def entry(result: RunResult, path: Path) -> IndexEntry:
 
 def append_entries(root: Path, entries: Iterable[IndexEntry]) -> None:
     """Append one line per entry to ``root/runs.jsonl`` (secrets redacted, like every artifact)."""
-    data = "".join(redact(e.model_dump_json()) + "\n" for e in entries).encode("utf-8")
+    # json_bytes redacts the data (also secrets that JSON escapes), not the text of one line.
+    data = b"".join(json_bytes(e.model_dump(mode="json"), indent=None) for e in entries)
     if not data:
         return
     fd = os.open(root / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
