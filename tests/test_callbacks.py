@@ -76,7 +76,7 @@ def test_a_handler_attached_to_the_graph_sees_every_model_call_under_its_node(tm
     tracer = Tracer("callbacks/debate", [collected])
     rec = Recorder()
     config = {"configurable": {"thread_id": "t"}, "callbacks": [rec]}
-    state, error = asyncio.run(run_graph("debate", rt, tmp_path / "cp.sqlite", tracer, config=config))
+    state, error, _own = asyncio.run(run_graph("debate", rt, tmp_path / "cp.sqlite", tracer, config=config))
     assert error is None and state["answer"]
     assert tracer.root in rec.chains and rec.chains[tracer.root]["parent"] is None  # the graph run is the root span
     _check(rec, collected.events, tracer.root)

@@ -524,3 +524,31 @@ def test_bad_executor_options_fail_before_any_run(tmp_path):
     with pytest.raises(UserError, match="unknown executor"):
         asyncio.run(run_experiment(request(cfg, executor="ray")))
     assert not (tmp_path / "e").exists()
+
+
+def test_a_prompt_over_the_context_is_the_systems_failure_not_an_infrastructure_error(tmp_path, monkeypatch):
+    """A model refusing a prompt longer than its context fails the same way on every retry: the run is a task
+    result (completion false), not an errored run to retry."""
+    import asyncio
+
+    from benchmark.registry import get_benchmark
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.llm.call import PromptTooLongError
+    from mas.scripted.model import ScriptedChatModel
+    from mas.sweep.runner import RunSpec, execute_run
+
+    def too_long(self, *a, **k):
+        raise PromptTooLongError("prompt of 9000 tokens exceeds the context of 8192")
+
+    monkeypatch.setattr(ScriptedChatModel, "_respond", too_long)
+    cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
+                                                                                    model="scripted")})
+    bench = get_benchmark("arith", None)
+    task = bench.load_tasks(1)[0]
+    spec = RunSpec(experiment_id="e", output_root=tmp_path, benchmark="arith", system="sas", task=task,
+                   run_index=0, seed=0)
+    result = asyncio.run(execute_run(spec, cfg, bench))
+    assert (result.status, result.completion, result.success) == ("finished", False, False)
+    assert "PromptTooLongError" in result.error
+    events = read_trace(spec.paths.trace)
+    assert events[-1].payload.kind == "prompt_too_long"

@@ -35,15 +35,21 @@ from descriptor.records import (
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
+from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
+from mas.otel import export_processors
 from mas.scripted.model import InjectionPlan
-from mas.sweep.checkpoints import check_checkpoint, checkpoint_path, keep_or_drop, open_checkpointer
 from mas.sweep.benchmarks import check_isolation, run_benchmark
+from mas.sweep.checkpoints import (
+    check_checkpoint,
+    checkpoint_path,
+    keep_or_drop,
+    open_checkpointer,
+)
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
-from mas.otel import export_processors
 from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
@@ -128,9 +134,9 @@ RECURSION_LIMIT = 200
 
 
 async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, tracer: Tracer, *,
-                    config: dict[str, Any], fork: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+                    config: dict[str, Any], fork: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None, bool]:
     """Run ``system``'s graph under ``tracer`` with checkpoints in ``checkpoints`` (None: in memory): (final
-    state, error).
+    state, error, whether the error is the system's own failure rather than the infrastructure's).
 
     ``fork``: resume from the checkpoint named in ``config`` after applying
     this state update (a rollback); otherwise start a new thread. An
@@ -145,10 +151,14 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     endpoint error such as 401), a dead embedded server and an unavailable
     sandbox. No topology carries on with a failed branch or replaces a failed
     judge call (only an unusable *reply* falls back), so one such failure
-    ends the run.
+    ends the run. One exception: a prompt longer than the model's context
+    (:func:`~mas.llm.call.prompt_too_long`) is the system's own doing (it
+    grew its context past the model's), the same on every retry: a task
+    result with ``completion`` false, as the seed's contract has it.
     """
     state: dict[str, Any] = {}
     error: str | None = None
+    own_failure = False
     with use_tracer(tracer):
         try:
             async with open_checkpointer(checkpoints) as saver:
@@ -162,11 +172,13 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
                                                        "run_id": tracer.root})
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
-            tracer.emit("system:runtime", "error", ErrorInfo(kind="run_failed", error=error[:2000]))
+            own_failure = prompt_too_long(err)
+            tracer.emit("system:runtime", "error", ErrorInfo(kind="prompt_too_long" if own_failure else "run_failed",
+                                                             error=error[:2000]))
             log.warning("run failed", run=tracer.run_id, error=error)
         finally:
             tracer.close()
-    return state, error
+    return state, error, own_failure
 
 
 async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, tracing: bool = True) -> RunResult:
@@ -193,11 +205,12 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
-    state, error = await run_graph(spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints),
-                                   tracer, config=config)
+    state, error, own_failure = await run_graph(
+        spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints), tracer, config=config)
     wall_s = time.perf_counter() - t0
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
-    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, wall_s=wall_s,
+    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error,
+                                   infrastructure=error is not None and not own_failure, wall_s=wall_s,
                                    models=models, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
                                    events=collected.events)
 
@@ -206,15 +219,16 @@ NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
-               wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: RunMetadata,
+               infrastructure: bool, wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: RunMetadata,
                tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
     paths = spec.paths
     answer = final_answer(state) if error is None else None
     completion = answer is not None
-    # An errored run is not evaluated: no task result (summaries leave it out of every task metric).
-    evaluation = (Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED}) if error is not None
-                  else bench.evaluate(spec.task, answer or ""))
+    # An errored run is not evaluated: no task result (summaries leave it out of every task metric). A run the
+    # system itself broke (a prompt over the model's context) is a task result: no answer, not completed.
+    evaluation = (Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED if infrastructure else error})
+                  if error is not None else bench.evaluate(spec.task, answer or ""))
     write_text_atomic(paths.answer, answer or "")
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
                                              score=evaluation.score, details=evaluation.details))
@@ -225,12 +239,12 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
                      evaluation={"success": evaluation.success, "score": evaluation.score})
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
     meta.checkpoint_db = paths.checkpoints.name if keep_or_drop(paths.checkpoints, keep=keep) else None
-    meta.status = "finished" if error is None else "error"
+    meta.status = "error" if infrastructure else "finished"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
     write_json_atomic(paths.metadata, meta)
     result = RunResult(
-        **spec.key.identity(), status="finished" if error is None else "error", success=evaluation.success,
+        **spec.key.identity(), status="error" if infrastructure else "finished", success=evaluation.success,
         completion=completion, score=evaluation.score, answer=answer or "",
         tokens_total=metrics.tokens_total if tracing else totals["token_in"] + totals["token_out"],
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
@@ -295,13 +309,16 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-    state, error = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config, fork={"notes": [note]})
+    state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
+                                                fork={"notes": [note]})
     answer = final_answer(state) if error is None else None
     ev = await asyncio.to_thread(bench.evaluate, task, answer or "")
     write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=answer is not None, score=ev.score,
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
     metrics = compute_run_metrics(collected.events)
-    return ResumeOutcome(paths=out, success=ev.success, score=ev.score, answer=answer or "", error=error,
+    # ``error`` is an infrastructure failure only; a prompt over the context is a failed rollback (in the trace).
+    return ResumeOutcome(paths=out, success=ev.success, score=ev.score, answer=answer or "",
+                         error=None if own_failure else error,
                          tokens=metrics.tokens_total, cost_usd=metrics.cost_total,
                          steps_redone=sum(1 for e in collected.events if e.step_index is not None))
