@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,8 +20,6 @@ from descriptor.errors import UserError
 from descriptor.redact import register_secret_env
 
 BUILTIN_ROUTES = ("scripted", "embedded")
-AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
-"""Roles the systems ask a model for; each may get its own route (``roles.<role>`` or ``[models.<role>]``)."""
 
 
 class ConfigError(UserError):
@@ -254,14 +253,15 @@ class ExperimentConfig(_Strict):
             return self.roles[role]
         return role if role in self.models else "default"
 
-    def used_routes(self) -> dict[str, ModelRoute]:
-        """Routes a run may call: default, every role's route (``roles.<role>`` or ``[models.<role>]``).
+    def used_routes(self, roles: Iterable[str]) -> dict[str, ModelRoute]:
+        """Routes a run may call: default, and the route of each of ``roles`` (``roles.<role>`` or ``[models.<role>]``).
 
-        Keyed by route name. Routes that no role resolves to (e.g. an
-        ``[models.openrouter]`` kept for ``--model openrouter``) are left out,
-        so their keys are not demanded.
+        ``roles`` are the roles the systems of the run declare
+        (:func:`mas.systems.agent_roles`). Keyed by route name. Routes that no
+        role resolves to (e.g. an ``[models.openrouter]`` kept for ``--model
+        openrouter``) are left out, so their keys are not demanded.
         """
-        names = ["default", *(self.route_name_for_role(r) for r in AGENT_ROLES), *self.roles.values()]
+        names = ["default", *(self.route_name_for_role(r) for r in roles), *self.roles.values()]
         return {n: self.route(n) for n in dict.fromkeys(names)}
 
     def redacted(self) -> dict[str, Any]:

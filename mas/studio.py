@@ -87,7 +87,7 @@ def build_studio_graph(system: str, config: RunnableConfig | None = None) -> Com
 
     g = StateGraph(StudioState, input_schema=StudioInput, output_schema=StudioOutput)
     g.add_node("task", task)
-    g.add_node(system, SYSTEMS[system](rt).compile())
+    g.add_node(system, SYSTEMS[system].build(rt).compile())
     g.add_edge(START, "task")
     g.add_edge("task", system)
     g.add_edge(system, END)

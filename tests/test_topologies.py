@@ -12,7 +12,7 @@ from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.events import read_trace
 from mas.config import parse_config
-from mas.topologies.pictures import PICTURE_FILES, agent_edges, write_graph_pictures
+from mas.topologies.pictures import PICTURE_FILES, agent_picture, write_graph_pictures
 from mas.sweep.runner import RunSpec, execute_run
 from mas.scripted.model import RESPONDERS
 from mas.systems import SYSTEMS
@@ -219,7 +219,7 @@ async def test_agent_picture_edges_are_the_traced_sends(tmp_path, system):
     _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
     traced = {(s.from_, s.to) for e in events for s in getattr(e.payload, "sends", None) or []}
     tool_users = {e.actor for e in events if e.event_type == "tool_call" and e.payload.tool != "delegate"}
-    edges = agent_edges(system, config())
+    edges, _rows = agent_picture(system, config())
     assert {(e.source, e.target) for e in edges if e.target != "tools"} == traced
     assert tool_users <= {e.source for e in edges if e.target == "tools"}  # tool use is drawn, not sent
 
@@ -269,3 +269,63 @@ async def test_supervisor_answering_without_delegating_is_named_in_the_decision(
 async def test_supervisor_routing_to_no_known_worker_is_named_in_the_decision(tmp_path):
     _, events, _ = await run(tmp_path, "supervisor", config(inject={"agent": "supervisor", "step": 0}))
     assert decisions(events)[0]["reason_detail"].startswith("the supervisor's handoff reached no known worker")
+
+
+# ---- pictures come from the declarations and the compiled graphs --------------------------------
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_picture_labels_collide_with_no_other_label_or_node(system):
+    from mas.topologies.pictures import layout, workflow_picture
+
+    edges, rows = agent_picture(system, config())
+    nodes, wf_edges, _ = workflow_picture(system, config())
+    for drawing in (layout(edges, "agents", list(rows), rows), layout(wf_edges, "flow", nodes)):
+        boxes = drawing.label_boxes
+        assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+        assert not [a for a in boxes for n in drawing.node_boxes if a.overlaps(n)]
+        assert drawing.labels_dropped <= len(boxes) // 2  # most labels are shown
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_every_agent_of_a_declaration_has_a_declared_role_with_a_brief(system):
+    from mas.systems import agent_roles, get_system
+
+    topology = get_system(system)
+    briefs = {r.name: r.brief for r in topology.roles}
+    agents = topology.agents(config().mas).agents()
+    assert agents and {a.role for a in agents} == set(briefs) and all(briefs.values())
+    assert set(briefs) <= set(agent_roles([system]))
+
+
+async def test_a_new_topology_is_one_declaration_and_one_registry_line(tmp_path, monkeypatch):
+    """A toy system: its roles reach routing, its agents the picture, its graph the runner, with no other edit."""
+    from langgraph.graph import END, START, StateGraph
+
+    from mas.systems import agent_roles
+    from mas.topologies.agent import agent_turn, opening_messages
+    from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology
+
+    echo = Role(name="echoer", brief="You repeat the task's answer.")
+
+    def build(rt):
+        agent = echo.agent("echo_0")
+
+        async def node(state):
+            res = await agent_turn(rt, agent, opening_messages(rt, agent), answer_event="finalize")
+            return {"answer": res.answer.to_dict()}
+
+        g = StateGraph(dict)
+        g.add_node("echo", node)
+        g.add_edge(START, "echo")
+        g.add_edge("echo", END)
+        return g
+
+    toy = Topology(name="toy", build=build, roles=(echo,), agents=lambda mas: AgentGraph(
+        participants=(Participant(name="echo_0", role="echoer", row=0), Participant(name="user", row=1)),
+        messages=(Message(source="echo_0", target="user", label="answer"),)))
+    monkeypatch.setitem(SYSTEMS, "toy", toy)
+    assert "echoer" in agent_roles()
+    assert write_graph_pictures(tmp_path / "pics", "toy", config())[1].stat().st_size > 0
+    result, events, _ = await run(tmp_path, "toy", config())
+    assert result.status == "finished" and events[-1].actor == "echo_0" and events[-1].payload.role == "echoer"

@@ -152,7 +152,7 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     with use_tracer(tracer):
         try:
             async with open_checkpointer(checkpoints) as saver:
-                graph = SYSTEMS[system](rt).compile(checkpointer=saver)
+                graph = SYSTEMS[system].build(rt).compile(checkpointer=saver)
                 # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
                     state = await graph.ainvoke({}, {**config, "run_id": tracer.root})

@@ -22,7 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.config import MasSettings
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
 from mas.topologies.roles import (
     artifact_of,
@@ -35,12 +37,12 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    turn,
 )
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from descriptor.events import FinalAnswer, FinalVote
 from mas.tracing import current_tracer
 
+DEBATER_ROLE = Role(name="debater", brief="You are one of several independent debaters. Solve the task yourself.")
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
            "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
 
@@ -54,6 +56,10 @@ def decision_sends(stop: bool, debaters: list[str]) -> list[dict[str, str]]:
     if stop:
         return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
     return [{"from": CONTROLLER, "to": n} for n in debaters]
+
+
+def debater_names(mas: MasSettings) -> list[str]:
+    return [f"debater_{i}" for i in range(mas.agents)]
 
 
 class DebateState(TypedDict, total=False):
@@ -71,7 +77,7 @@ class DebateState(TypedDict, total=False):
 
 def build_debate(rt: RunContext) -> StateGraph:
     """The debate graph of one run."""
-    debaters = make_agents(rt, "debater", "debater")
+    debaters = make_agents(rt, DEBATER_ROLE, debater_names(rt.cfg.mas))
     names = [d.name for d in debaters]
     by_name = {d.name: d for d in debaters}
 
@@ -90,8 +96,8 @@ def build_debate(rt: RunContext) -> StateGraph:
         extra = context_block(notes=task["notes"], packets_title="Other agents' answers:", packets=packets,
                               own=own, instruction=DISCUSS if r > 0 else "")
         sends = [{"from": agent.name, "to": n} for n in names if n != agent.name]
-        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=sends,
-                         state_id=state_id_of(config), payload={"round": r})
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra), answer_event=event_for(own), sends=sends,
+                               state_id=state_id_of(config), payload={"round": r})
         # a turn without an answer leaves an empty artifact, which the controller counts as an invalid branch
         return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
 
@@ -147,3 +153,20 @@ def build_debate(rt: RunContext) -> StateGraph:
     g.add_conditional_edges("controller", after_controller, ["debater", "vote"])
     g.add_edge("vote", END)
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """Every debater answers every other; the controller opens rounds and hands the answers to the judge."""
+    debaters = debater_names(mas)
+    messages = [Message(source=a, target=b, label="answer") for a in debaters for b in debaters if a != b]
+    messages += [Message(source=CONTROLLER, target=a, label="next round", dashed=True) for a in debaters]
+    messages += [Message(source=CONTROLLER, target=JUDGE_ACTOR, label="final vote", dashed=True),
+                 Message(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return AgentGraph(
+        participants=(*(Participant(name=d, role=DEBATER_ROLE.name, row=0) for d in debaters),
+                      Participant(name="tools", row=1), Participant(name=CONTROLLER, row=1),
+                      Participant(name=JUDGE_ACTOR, row=2), Participant(name=ANSWER_RECIPIENT, row=3)),
+        messages=(*messages, *tool_edges(debaters)))
+
+
+TOPOLOGY = Topology(name="debate", build=build_debate, roles=(DEBATER_ROLE,), agents=agent_graph, uses_judge=True)

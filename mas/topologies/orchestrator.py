@@ -19,7 +19,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.config import MasSettings
+from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
 from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -32,15 +34,24 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    turn,
 )
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from descriptor.events import FinalAnswer
 from mas.tracing import current_tracer
 
-PLANNER = AgentSpec(name="planner", role="planner", tools=False)
-CRITIC = AgentSpec(name="critic", role="critic")
-AGGREGATOR = AgentSpec(name="aggregator", role="aggregator")
+PLANNER_ROLE = Role(name="planner", brief="You are the planner. Break the task into a few short, concrete sub-tasks.")
+WORKER_ROLE = Role(name="worker", brief="You are a specialist worker. Solve the sub-task you are given; be concise.")
+CRITIC_ROLE = Role(name="critic",
+                   brief="You are the critic. Check the workers' answers against the task and point out errors.")
+AGGREGATOR_ROLE = Role(name="aggregator", brief="You are the aggregator. Produce the single final answer from the "
+                                                "workers' results and the critique.")
+PLANNER = PLANNER_ROLE.agent("planner", tools=False)
+CRITIC = CRITIC_ROLE.agent("critic")
+AGGREGATOR = AGGREGATOR_ROLE.agent("aggregator")
+
+
+def worker_names(mas: MasSettings) -> list[str]:
+    return [f"worker_{i}" for i in range(mas.agents)]
 
 
 class OrchestratorState(TypedDict, total=False):
@@ -57,7 +68,7 @@ class OrchestratorState(TypedDict, total=False):
 
 def build_orchestrator(rt: RunContext) -> StateGraph:
     """The orchestrator graph of one run."""
-    workers = make_agents(rt, "worker", "worker")
+    workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
 
@@ -70,7 +81,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                        "along it. Put the plan in answer_artifact.")
         extra = context_block(notes=state.get("notes") or [], packets_title="Last cycle's critique and answer:",
                               packets=relayed, own=own, own_label="Your previous plan", instruction=instruction)
-        res = await turn(rt, PLANNER, extra, choose_event=event_for(own, "plan"),
+        res = await agent_turn(rt, PLANNER, opening_messages(rt, PLANNER, extra), answer_event=event_for(own, "plan"),
                          sends=[{"from": PLANNER.name, "to": n} for n in names], state_id=state_id_of(config),
                          payload={"cycle": c})
         return {"history": {PLANNER.name: [artifact_of(PLANNER, c, res)]}, "steps_done": res.steps}
@@ -89,7 +100,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         extra = context_block(notes=task["notes"], packets_title="The planner's plan:", packets=[task["plan"]],
                               own=own, instruction=f"You are worker {i + 1} of {len(names)}. Follow the plan, pay "
                               f"special attention to step {i + 1}, and give the final answer to the whole task.")
-        res = await turn(rt, agent, extra, choose_event=event_for(own),
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra), answer_event=event_for(own),
                          sends=[{"from": agent.name, "to": CRITIC.name}, {"from": agent.name, "to": AGGREGATOR.name}],
                          state_id=state_id_of(config), payload={"cycle": c})
         return {"history": {agent.name: [artifact_of(agent, c, res)]}, "steps_done": res.steps}
@@ -102,7 +113,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                               instruction="Check the workers' answers against the task (use a tool to check values). "
                                           "Put the answer you find correct in answer_artifact and the errors you "
                                           "found in reasoning.")
-        res = await turn(rt, CRITIC, extra, choose_event=lambda _a: "verify",
+        res = await agent_turn(rt, CRITIC, opening_messages(rt, CRITIC, extra), answer_event="verify",
                          sends=[{"from": CRITIC.name, "to": AGGREGATOR.name}], state_id=state_id_of(config),
                          payload={"cycle": c})
         return {"history": {CRITIC.name: [artifact_of(CRITIC, c, res)]}, "steps_done": res.steps}
@@ -115,7 +126,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         extra = context_block(notes=state.get("notes") or [], packets_title="The workers' answers and the critique:",
                               packets=inputs, instruction="Write the single final answer to the task.")
         # the cycle's answer goes to the controller, which relays it to the planner or publishes it
-        res = await turn(rt, AGGREGATOR, extra, choose_event=event_for(own),
+        res = await agent_turn(rt, AGGREGATOR, opening_messages(rt, AGGREGATOR, extra), answer_event=event_for(own),
                          sends=[{"from": AGGREGATOR.name, "to": CONTROLLER}], state_id=state_id_of(config),
                          payload={"cycle": c})
         return {"history": {AGGREGATOR.name: [artifact_of(AGGREGATOR, c, res)]}, "steps_done": res.steps}
@@ -163,3 +174,28 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
     g.add_conditional_edges("controller", after_controller, ["planner", "finalize"])
     g.add_edge("finalize", END)
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """Planner to workers, workers to critic and aggregator, the aggregate to the controller, which relays or publishes."""
+    workers = worker_names(mas)
+    messages = [Message(source=PLANNER.name, target=w, label="plan") for w in workers]
+    messages += [Message(source=w, target=t, label="answer") for w in workers for t in (CRITIC.name, AGGREGATOR.name)]
+    messages += [Message(source=CRITIC.name, target=AGGREGATOR.name, label="critique"),
+                 Message(source=AGGREGATOR.name, target=CONTROLLER, label="cycle answer"),
+                 Message(source=CONTROLLER, target=PLANNER.name, label="relay", dashed=True)]
+    # a further cycle hands each worker its own previous answer back
+    messages += [Message(source=CONTROLLER, target=w, label="own answer", dashed=True) for w in workers]
+    messages += [Message(source=CONTROLLER, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return AgentGraph(
+        participants=(Participant(name=PLANNER.name, role=PLANNER.role, row=0), Participant(name=CONTROLLER, row=0),
+                      *(Participant(name=w, role=WORKER_ROLE.name, row=1) for w in workers),
+                      Participant(name=CRITIC.name, role=CRITIC.role, row=2), Participant(name="tools", row=2),
+                      Participant(name=AGGREGATOR.name, role=AGGREGATOR.role, row=3),
+                      Participant(name=ANSWER_RECIPIENT, row=4)),
+        messages=(*messages, *tool_edges([*workers, CRITIC.name, AGGREGATOR.name])))
+
+
+TOPOLOGY = Topology(name="orchestrator", build=build_orchestrator,
+                    roles=(PLANNER_ROLE, WORKER_ROLE, CRITIC_ROLE, AGGREGATOR_ROLE), agents=agent_graph,
+                    uses_judge=True)

@@ -15,9 +15,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from mas.topologies.agent import AgentSpec, RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
+from mas.config import MasSettings
+from mas.llm.call import ToolCallRequest
+from mas.topologies.agent import RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
+from mas.topologies.declaration import TOOLS_NODE, AgentGraph, Message, Participant, Role, Topology
 
-SOLVER = AgentSpec(name="solver", role="solver")
+SOLVER_ROLE = Role(name="solver", brief="You are a careful problem solver working alone.")
+SOLVER = SOLVER_ROLE.agent("solver")
 
 
 class SASState(TypedDict, total=False):
@@ -63,11 +67,10 @@ def build_sas(rt: RunContext):
         return update
 
     async def tools(state: SASState, config: RunnableConfig) -> dict[str, Any]:
-        from mas.llm.call import ToolCallRequest
-
         calls = [ToolCallRequest(**c) for c in state.get("pending_tools") or []]
-        msgs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config))
-        return {"messages": msgs, "pending_tools": [], "tool_iterations": state.get("tool_iterations", 0) + 1}
+        runs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config))
+        return {"messages": [r.message for r in runs], "pending_tools": [],
+                "tool_iterations": state.get("tool_iterations", 0) + 1}
 
     async def route(state: SASState) -> str:
         return "tools" if state.get("pending_tools") else END
@@ -79,3 +82,14 @@ def build_sas(rt: RunContext):
     g.add_conditional_edges("agent", route, ["tools", END])
     g.add_edge("tools", "agent")
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """The solver and its tools (no messages between agents)."""
+    return AgentGraph(
+        participants=(Participant(name=SOLVER.name, role=SOLVER.role, row=0), Participant(name=TOOLS_NODE, row=1)),
+        messages=(Message(source=SOLVER.name, target=TOOLS_NODE, label="tool calls"),
+                  Message(source=TOOLS_NODE, target=SOLVER.name, label="results", dashed=True)))
+
+
+TOPOLOGY = Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph)

@@ -18,8 +18,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from descriptor.events import ToolResult
+from mas.config import MasSettings
 from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
 from mas.topologies.judge import consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -32,7 +34,6 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    turn,
 )
 from mas.topologies.termination import (
     CONTROLLER,
@@ -42,8 +43,15 @@ from mas.topologies.termination import (
 )
 from mas.tracing import current_tracer
 
-SUPERVISOR = AgentSpec(name="supervisor", role="supervisor", tools=False)
+SUPERVISOR_ROLE = Role(name="supervisor",
+                       brief="You are the supervisor. Route the task to specialist workers, then give the final answer.")
+WORKER_ROLE = Role(name="worker", brief="You are a specialist worker. Solve the sub-task you are given; be concise.")
+SUPERVISOR = SUPERVISOR_ROLE.agent("supervisor", tools=False)
 CONTRACT = "supervisor.route"
+
+
+def worker_names(mas: MasSettings) -> list[str]:
+    return [f"worker_{i}" for i in range(mas.agents)]
 
 
 @tool
@@ -117,7 +125,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     rollback fork (``update_state``) re-evaluates edges from state, while a
     node's ``Command`` goto would be lost.
     """
-    workers = make_agents(rt, "worker", "worker")
+    workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
     roster = "Workers you can delegate to:\n" + "\n".join(
@@ -136,16 +144,17 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
             extra = context_block(notes=notes, packets_title="Workers' reports:",
                                   packets=[packet(a) for a in reports], instruction=FINAL)
-            res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
-                             payload={"round": r}, contract=CONTRACT)
+            res = await agent_turn(rt, SUPERVISOR, opening_messages(rt, SUPERVISOR, extra), answer_event="finalize",
+                                   state_id=sid, payload={"round": r}, contract=CONTRACT)
             answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
             return {"steps_done": res.steps, "answer": answer, "phase": "done",
                     "stages": [_stage({**state, "answer": answer}, rt.cfg.mas.max_rounds)]}
         previous = _reports(state, r - 1) if r > 0 else []
         extra = context_block(notes=[*notes, roster], packets_title="Workers' reports so far (they disagree):",
                               packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
-        res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
-                         payload={"round": r}, contract=CONTRACT, route_tools=[delegate], on_route=handoff)
+        res = await agent_turn(rt, SUPERVISOR, opening_messages(rt, SUPERVISOR, extra), answer_event="finalize",
+                               state_id=sid, payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
+                               on_route=handoff)
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
             chosen = [w for w in _named(call) if w in by_name]
             current_tracer().emit(SUPERVISOR.name, "tool_result", ToolResult(
@@ -183,8 +192,9 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                               packets=peers, own=own,
                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
                                           "Report concisely.")
-        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=[{"from": agent.name, "to": "supervisor"}],
-                         state_id=state_id_of(config), payload={"round": r})
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra), answer_event=event_for(own),
+                               sends=[{"from": agent.name, "to": SUPERVISOR.name}], state_id=state_id_of(config),
+                               payload={"round": r})
         return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
 
     async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
@@ -219,3 +229,21 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     g.add_edge("worker", "controller")
     g.add_conditional_edges("controller", after_controller, ["supervisor", END])
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """The supervisor hands off to every worker, which reports back; the controller decides between rounds."""
+    workers = worker_names(mas)
+    messages = [Message(source=SUPERVISOR.name, target=w, label="handoff") for w in workers]
+    messages += [Message(source=w, target=SUPERVISOR.name, label="report") for w in workers]
+    messages += [Message(source=CONTROLLER, target=SUPERVISOR.name, label="decision", dashed=True)]
+    return AgentGraph(
+        participants=(Participant(name=SUPERVISOR.name, role=SUPERVISOR.role, row=0),
+                      Participant(name=CONTROLLER, row=0),
+                      *(Participant(name=w, role=WORKER_ROLE.name, row=1) for w in workers),
+                      Participant(name="tools", row=2)),
+        messages=(*messages, *tool_edges(workers)))
+
+
+TOPOLOGY = Topology(name="supervisor", build=build_supervisor, roles=(SUPERVISOR_ROLE, WORKER_ROLE),
+                    agents=agent_graph, uses_judge=True)
