@@ -153,6 +153,9 @@ class ToolResult(Payload):
     output: str
     tool_call_id: str | None = None
     tool_protocol: Literal["native", "text"] | None = None
+    state_changing: bool | None = None
+    """True when an accepted call of a tool that changes the run's environment (WorkBench's side-effect tools);
+    None for tools without an environment."""
 
 
 class Decision(Payload):
@@ -221,6 +224,9 @@ class FinalAnswer(Payload):
     """How it was chosen (``llm_judge``, ``lexical``, ``aggregator``, ...)."""
     content: str = ""
     cycle: int | None = None
+    outcome_environment: str | None = None
+    """On a benchmark solved by acting: the branch whose environment is the run's outcome (an agent's name, or
+    ``main``); None otherwise."""
 
 
 class ErrorInfo(Payload):

@@ -137,8 +137,8 @@ async def test_debate_max_rounds_when_no_agreement(tmp_path):
 
 
 async def test_orchestrator_roles_and_cycles(tmp_path):
-    cfg = config(mas={"rounds": 3}, inject={"agent": "worker_1", "step": 2})
-    result, events, _spec = await run(tmp_path, "orchestrator", cfg)
+    cfg = config(mas={"rounds": 3}, inject={"agent": "worker_1", "step": 0})
+    result, events, spec = await run(tmp_path, "orchestrator", cfg)
     assert result.success
     actors = [e.actor for e in events if e.step_index is not None]
     assert actors[0] == "planner" and "critic" in actors and actors[-1] == "aggregator"
@@ -147,7 +147,21 @@ async def test_orchestrator_roles_and_cycles(tmp_path):
     decided = decisions(events)
     assert [d["round"] for d in decided] == [1, 2] and decided[-1]["reason"] == "consensus_reached"
     assert any(s["from"] == "system:controller" and s["to"] == "planner" for s in decided[0]["sends"])
-    assert any(e.actor == "worker_1" and e.event_type == "revise" for e in events)
+    # the injected part made the aggregate disagree with the critic, which rejected that part
+    critiques = [e for e in events if e.actor == "critic" and e.event_type == "verify"]
+    assert "worker_1" in critiques[0].payload.reasoning and "worker_1" not in critiques[-1].payload.reasoning
+    revised = [e for e in events if e.actor == "worker_1" and e.event_type == "revise"]
+    assert revised and all(e.payload.redo is True and e.payload.cycle == 1 for e in revised)  # a redo after a critique
+    assert json.loads(spec.paths.metadata.read_text())["injected_error"]["agent"] == "worker_1"
+
+
+async def test_orchestrator_decomposes_the_task_into_one_subtask_per_worker(tmp_path):
+    _, events, _ = await run(tmp_path, "orchestrator", config(mas={"agents": 3}))
+    subtasks = {e.actor: e.payload.subtask for e in events if e.actor.startswith("worker_") and e.step_index is not None}
+    assert set(subtasks) == {"worker_0", "worker_1", "worker_2"} and len(set(subtasks.values())) == 3
+    assert subtasks["worker_0"].startswith("Start from") and "formula in x" in subtasks["worker_1"]
+    plan = next(e for e in events if e.actor == "planner")
+    assert plan.token_in > 0  # one structured call (orchestrator.plan) made the subtasks
 
 
 async def test_sas_still_works(tmp_path):
@@ -210,7 +224,7 @@ async def test_injected_routing_step_of_the_supervisor_fails_the_branch(tmp_path
 PICTURE_RUNS = {  # one run per system that takes every message edge (the orchestrator needs a second cycle)
     "supervisor": {},
     "debate": {},
-    "orchestrator": {"mas": {"rounds": 3}, "inject": {"agent": "worker_1", "step": 2}},
+    "orchestrator": {"mas": {"rounds": 3}, "inject": {"agent": "worker_1", "step": 0}},
 }
 
 

@@ -64,6 +64,8 @@ class ScriptedContext:
     """Write tool calls as fenced JSON text instead of native tool_calls."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
+    oracle_actions: list[dict[str, Any]] | None = None
+    """The task's reference actions (``{"name", "args"}``) on a benchmark solved by acting; None otherwise."""
 
     @property
     def contract(self) -> str:
@@ -121,6 +123,8 @@ class ScriptedChatModel(BaseChatModel):
     max_concurrent: int | None = None
     """The simulated endpoint's slots (``rate_limit.max_concurrent``): calls beyond it wait for a slot."""
     calls: int = Field(default=0)
+    oracle_actions: list[dict[str, Any]] | None = None
+    """The task's reference actions, which the double replays through the real tool loop (WorkBench)."""
     _bound_kwargs: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
@@ -164,7 +168,7 @@ class ScriptedChatModel(BaseChatModel):
         def ask(inject: bool) -> AIMessage:
             return _as_message(RESPONDERS[contract](ScriptedContext(
                 messages=list(messages), metadata=dict(meta), rng=random.Random(seed), inject=inject,
-                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs,
+                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs, oracle_actions=self.oracle_actions,
             )))
 
         honest = ask(False)

@@ -37,7 +37,8 @@ def summary(ev: Event) -> str:
     if isinstance(p, ToolCall):
         return f"calls {p.tool}({_clip(str(p.arguments), 200)})"
     if isinstance(p, ToolResult):
-        return f"{p.tool} -> {'ok' if p.ok else 'FAILED'}: {_clip(p.output, 200)}"
+        status = ("ok, changed the environment" if p.state_changing else "ok") if p.ok else "FAILED"
+        return f"{p.tool} -> {status}: {_clip(p.output, 200)}"
     if isinstance(p, Decision):
         verdict = f"stop: {p.reason}" if p.stop else "continue"
         groups = " | ".join(", ".join(g) for g in p.consensus_groups)

@@ -23,7 +23,7 @@ from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResul
 from mas.config import ExperimentConfig
 from mas.llm.call import LLMResult, ToolCallRequest, call_llm, clip_confidence, llm_event_fields
 from mas.llm.models import ModelSet
-from mas.tools.builtin import TOOLS, execute_tool
+from mas.topologies.environment import MAIN, ActionLog, EnvironmentFactory, branch_environment
 from mas.topologies.prompts import (
     ANSWER_SCHEMA,
     GENERIC_BRIEF,
@@ -32,6 +32,7 @@ from mas.topologies.prompts import (
     task_message,
     tool_result_message,
 )
+from mas.topologies.toolbox import Toolbox, toolbox_for
 from mas.tracing import Stopwatch, current_tracer
 
 CONTENT_LIMIT = 4000
@@ -61,6 +62,17 @@ class RunContext:
     models: ModelSet
     question: str
     answer_kind: str = "text"
+    new_environment: EnvironmentFactory | None = None
+    """A fresh environment of the run's task (benchmarks solved by acting); None: the built-in tools."""
+
+    def toolbox(self, environment: Any = None) -> Toolbox:
+        """The tools of an agent acting on ``environment`` (None: the built-in calculator and Python)."""
+        return toolbox_for(self.cfg.sandbox, environment)
+
+    def environment(self, envs: dict[str, ActionLog] | None, branch: str, base: str = MAIN) -> Any:
+        """Branch ``branch`` of the run's environment rebuilt from graph state (forked from ``base`` when new);
+        None when the run has no environment (see :mod:`mas.topologies.environment`)."""
+        return branch_environment(self.new_environment, envs, branch, base)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -86,6 +98,8 @@ class StepOutcome:
     tool_calls: list[ToolCallRequest]
     routing_calls: list[ToolCallRequest] = field(default_factory=list)
     new_messages: list[BaseMessage] = field(default_factory=list)
+    parsed: dict[str, Any] | None = None
+    """The answer reply's JSON object, when it had one (fields beyond the answer's)."""
 
 
 def state_id_of(config: RunnableConfig | None) -> str | None:
@@ -95,10 +109,15 @@ def state_id_of(config: RunnableConfig | None) -> str | None:
     return (config.get("configurable", {}).get("checkpoint_map") or {}).get("")
 
 
-def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "") -> list[BaseMessage]:
-    """System prompt plus the task (and any relay packets selected for this agent)."""
+def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "", toolbox: Toolbox | None = None,
+                     ) -> list[BaseMessage]:
+    """System prompt plus the task (and any relay packets selected for this agent).
+
+    ``toolbox``: the agent's tools (default: the built-in ones), described in the system prompt.
+    """
     content = task_message(rt.question) + (f"\n\n{extra}" if extra else "")
-    return [SystemMessage(system_prompt(agent.brief, persona=agent.persona, tools=agent.tools,
+    protocol = (toolbox or rt.toolbox()).protocol if agent.tools else None
+    return [SystemMessage(system_prompt(agent.brief, persona=agent.persona, tool_protocol=protocol,
                                         answer_kind=rt.answer_kind)),
             HumanMessage(content)]
 
@@ -150,6 +169,9 @@ async def agent_step(
     state_id: str | None = None,
     payload: dict[str, Any] | None = None,
     contract: str = "agent.turn",
+    toolbox: Toolbox | None = None,
+    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    redo_revise: bool = False,
 ) -> StepOutcome:
     """One LLM call of ``agent`` and its trace events: a ``tool_call`` per call, or the answer event.
 
@@ -158,15 +180,21 @@ async def agent_step(
     from the answer (``revise`` when an agent changed its mind). A call to one
     of ``route_tools`` is a routing call (a handoff): it is traced with
     ``on_route(call)``'s extra payload (``sends``, ``handoff``) and returned
-    in ``routing_calls`` for the graph to route, never executed here. Raises
+    in ``routing_calls`` for the graph to route, never executed here.
+    ``toolbox``: the agent's tools (default: the built-in ones).
+    ``answer_schema``: the JSON the answer must follow (it must hold
+    ``answer_artifact``; further fields come back in ``StepOutcome.parsed``).
+    ``redo_revise``: a ``revise`` answer redoes earlier work (a revise after a
+    critique) and is marked ``payload.redo``. Raises
     :class:`~mas.llm.call.LLMCallError` when the call fails for good.
     """
     tracer = current_tracer()
-    tools = [*(TOOLS if agent.tools else []), *route_tools] if allow_tools else []
+    own_tools = (toolbox or rt.toolbox()).tools if agent.tools else ()
+    tools = [*own_tools, *route_tools] if allow_tools else []
     # an agent with tools that may not use them any more is told to answer now
     messages = history if tools or not agent.tools else [*history, HumanMessage(force_answer_note())]
     res = await call_llm(rt.models.for_role(agent.role), messages, contract=contract, actor=agent.name,
-                         step=tracer.next_step, tools=tools or None, json_schema=None if tools else ANSWER_SCHEMA,
+                         step=tracer.next_step, tools=tools or None, json_schema=None if tools else answer_schema,
                          metadata={"mas_role": agent.role})
     common = {"role": agent.role, "content": (res.text or _render_calls(res.tool_calls))[:CONTENT_LIMIT],
               "persona": agent.persona, **(payload or {})}
@@ -186,10 +214,11 @@ async def agent_step(
         return StepOutcome(answer=None, tool_calls=res.tool_calls, routing_calls=routing, new_messages=[reply])
     answer = parse_answer(res.parsed, res.text)
     event_type = answer_event(answer) if callable(answer_event) else answer_event
-    ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends),
+    redo = True if redo_revise and event_type == "revise" else None
+    ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends, redo=redo),
                      state_id=state_id, step=True, **llm_event_fields(res))
     _record_injection(rt, res, ev)
-    return StepOutcome(answer=answer, tool_calls=[], new_messages=[AIMessage(content=res.text)])
+    return StepOutcome(answer=answer, tool_calls=[], new_messages=[AIMessage(content=res.text)], parsed=res.parsed)
 
 
 def _record_injection(rt: RunContext, res: LLMResult, event: Event | None) -> None:
@@ -219,21 +248,27 @@ class ToolRun:
 
 
 async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallRequest],
-                         state_id: str | None = None) -> list[ToolRun]:
-    """Execute the calls and trace a ``tool_result`` each; a failed call is ``ok=False``, never an exception."""
+                         state_id: str | None = None, toolbox: Toolbox | None = None) -> list[ToolRun]:
+    """Execute the calls and trace a ``tool_result`` each; a failed call is ``ok=False``, never an exception.
+
+    ``toolbox``: the agent's tools (default: the built-in ones); on an
+    environment, ``state_changing`` marks the calls that changed its state.
+    """
     tracer = current_tracer()
+    box = toolbox or rt.toolbox()
     out: list[ToolRun] = []
     for call in calls:
         with Stopwatch() as sw:
-            res = await execute_tool(call.name, call.arguments, rt.cfg.sandbox)
+            res = await box.run(call.name, call.arguments)
+        output = res.output[:CONTENT_LIMIT]
         tracer.emit(agent.name, "tool_result", ToolResult(
-            tool=call.name, ok=res.ok, output=res.output[:CONTENT_LIMIT], tool_call_id=call.id,
-            tool_protocol=call.protocol,
+            tool=call.name, ok=res.ok, output=output, tool_call_id=call.id, tool_protocol=call.protocol,
+            state_changing=res.state_changing,
         ), start=sw.start, end=sw.end, latency_ms=sw.ms, state_id=state_id)
-        message: BaseMessage = (ToolMessage(content=res.output, tool_call_id=call.id, name=call.name)
+        message: BaseMessage = (ToolMessage(content=output, tool_call_id=call.id, name=call.name)
                                 if call.protocol == "native"
-                                else HumanMessage(tool_result_message(call.name, res.ok, res.output)))
-        out.append(ToolRun(call=call, ok=res.ok, output=res.output, message=message))
+                                else HumanMessage(tool_result_message(call.name, res.ok, output)))
+        out.append(ToolRun(call=call, ok=res.ok, output=output, message=message))
     return out
 
 
@@ -249,6 +284,8 @@ class TurnResult:
     routing_calls: list[ToolCallRequest] = field(default_factory=list)
     history: list[BaseMessage] = field(default_factory=list)
     """The conversation at the end of the turn."""
+    parsed: dict[str, Any] | None = None
+    """The answer reply's JSON object, when it had one."""
 
 
 async def agent_turn(
@@ -263,6 +300,9 @@ async def agent_turn(
     state_id: str | None = None,
     payload: dict[str, Any] | None = None,
     contract: str = "agent.turn",
+    toolbox: Toolbox | None = None,
+    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    redo_revise: bool = False,
 ) -> TurnResult:
     """Steps (:func:`agent_step`) and tool calls until the agent answers or routes.
 
@@ -278,12 +318,13 @@ async def agent_turn(
     for iteration in range(max_iter + 1):
         step = await agent_step(rt, agent, history, answer_event=answer_event, allow_tools=iteration < max_iter,
                                 route_tools=route_tools, on_route=on_route, sends=sends, state_id=state_id,
-                                payload=payload, contract=contract)
+                                payload=payload, contract=contract, toolbox=toolbox, answer_schema=answer_schema,
+                                redo_revise=redo_revise)
         history += step.new_messages
         if step.answer is not None or step.routing_calls:
             return TurnResult(answer=step.answer, steps=iteration + 1, tool_results=results,
-                              routing_calls=step.routing_calls, history=history)
-        runs = await run_tool_calls(rt, agent, step.tool_calls, state_id)
+                              routing_calls=step.routing_calls, history=history, parsed=step.parsed)
+        runs = await run_tool_calls(rt, agent, step.tool_calls, state_id, toolbox)
         history += [r.message for r in runs]
         results += [r.line() for r in runs]
     raise AssertionError("unreachable: the last iteration offers no tools")

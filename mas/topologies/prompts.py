@@ -37,18 +37,28 @@ ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (re
 {"reasoning": "<short step-by-step reasoning, a few sentences>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
 
 CODE_HINT = "The answer_artifact must be the complete Python function (signature and body), as plain code."
+ACTIONS_HINT = ("Only the changes your tool calls make are graded, not your answer. When you have made them (or there "
+                "is nothing to change), reply with the final JSON; in answer_artifact say in one line what you "
+                "changed, or that nothing needed changing.")
 
 
-def system_prompt(brief: str, *, persona: str | None = None, tools: bool = True, answer_kind: str = "text") -> str:
-    """The system message of an agent whose role's brief is ``brief``; a persona specialises, never overrides, the role."""
+def system_prompt(brief: str, *, persona: str | None = None, tool_protocol: str | None = TOOL_PROTOCOL,
+                  answer_kind: str = "text") -> str:
+    """The system message of an agent whose role's brief is ``brief``; a persona specialises, never overrides, the role.
+
+    ``tool_protocol`` describes the agent's tools (None: it has none); the
+    brief, the tools and the answer format always stand whatever the persona says.
+    """
     parts = [brief]
     if persona:
         parts.append(f"Your perspective: {persona}. Keep to your role's rules.")
-    if tools:
-        parts.append(TOOL_PROTOCOL)
+    if tool_protocol:
+        parts.append(tool_protocol)
     parts.append(ANSWER_FORMAT)
     if answer_kind == "code":
         parts.append(CODE_HINT)
+    elif answer_kind == "actions":
+        parts.append(ACTIONS_HINT)
     return "\n\n".join(parts)
 
 

@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from descriptor.events import EventType
+from benchmark.environment import Environment
+from descriptor.events import EventType, FinalVote
 from mas.topologies.agent import AgentSpec, Answer, RunContext, TurnResult
 from mas.topologies.declaration import Role
+from mas.topologies.environment import changes_text
+from mas.topologies.judge import JUDGE_ACTOR, VoteOutcome, final_vote
 from mas.topologies.prompts import relay_packet
 from mas.topologies.termination import Candidate, normalize_artifact
 from mas.tracing import Tracer, current_tracer
@@ -60,14 +63,25 @@ class Artifact:
 
 
 def candidate(art: dict[str, Any]) -> Candidate:
-    """The controller's view of a stored artifact dict."""
-    return Candidate(agent=art["agent"], artifact=art["answer_artifact"], confidence=art["confidence"],
+    """The controller's (and the vote's) view of a stored artifact dict.
+
+    On a benchmark solved by acting the artifact is the answer and the
+    changes the agent's environment holds (``changes: ...``): agents agree
+    when they say and did the same. An empty answer stays empty (invalid).
+    """
+    text = art["answer_artifact"]
+    if text and art.get("changes") is not None:
+        text = f"{text}\nchanges: {art['changes']}"
+    return Candidate(agent=art["agent"], artifact=text, confidence=art["confidence"],
                      reasoning=art.get("reasoning", ""), evidence=len(art.get("tool_results") or []))
 
 
 def packet(art: dict[str, Any]) -> str:
-    """A stored artifact as a relay packet."""
-    return relay_packet(art["agent"], art["answer_artifact"], art["confidence"], art.get("reasoning", ""))
+    """A stored artifact as a relay packet (with the changes the agent made, on an environment, and its subtask)."""
+    text = relay_packet(art["agent"], art["answer_artifact"], art["confidence"], art.get("reasoning", ""))
+    if art.get("changes") is not None:
+        text += f"\n  changes: {art['changes']}"
+    return text + (f"\n  subtask: {art['subtask']}" if art.get("subtask") else "")
 
 
 def context_block(*, notes: Sequence[str] = (), packets_title: str = "", packets: Sequence[str] = (),
@@ -81,6 +95,8 @@ def context_block(*, notes: Sequence[str] = (), packets_title: str = "", packets
         if own.get("tool_results"):
             parts.append("Tool results you received earlier:\n" + "\n".join(f"- {t}" for t in own["tool_results"]))
         parts.append(f"{own_label}: {own['answer_artifact']}")
+        if own.get("changes") is not None:
+            parts.append(f"Your changes so far: {own['changes']}")
     if instruction:
         parts.append(instruction)
     return "\n\n".join(parts)
@@ -98,14 +114,23 @@ def event_for(previous: dict[str, Any] | None, first: EventType = "act") -> Call
     return choose
 
 
-def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult) -> dict[str, Any]:
-    """The stored artifact dict of a finished turn (an empty artifact for one that ended without an answer)."""
+def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult, environment: Environment | None = None,
+                since: int = 0) -> dict[str, Any]:
+    """The stored artifact dict of a finished turn (an empty artifact for one that ended without an answer).
+
+    ``environment``: the agent's environment after the turn; its state
+    changes (from action ``since`` on) are kept as ``changes`` (see :func:`candidate`).
+    """
     ans = result.answer
     if ans is None:
-        return {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
-                "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
-    return Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,
-                    confidence=ans.confidence, reasoning=ans.reasoning, tool_results=result.tool_results).to_dict()
+        out = {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
+               "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
+    else:
+        out = Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,
+                       confidence=ans.confidence, reasoning=ans.reasoning, tool_results=result.tool_results).to_dict()
+    if environment is not None:
+        out["changes"] = changes_text(environment, since)
+    return out
 
 
 def merge_history(a: dict[str, list[Any]] | None, b: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
@@ -130,3 +155,21 @@ def round_artifacts(history: dict[str, list[dict[str, Any]]], names: Sequence[st
         if arts:
             out.append(arts[-1])
     return out
+
+
+async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
+                     sends: list[dict[str, str]] | None = None) -> tuple[dict[str, Any], VoteOutcome]:
+    """The final vote (``mas.final_vote_mode``) among stored artifacts, traced as ``system:judge``'s ``verify``.
+
+    Returns the winning artifact and the vote. ``arts`` must not be empty.
+    """
+    cands = [candidate(a) for a in arts]
+    out = await final_vote(rt, cands)
+    win = arts[out.winner_index]
+    current_tracer().emit(JUDGE_ACTOR, "verify", FinalVote(
+        vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"],
+        groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
+        explanation=out.explanation, judge_error=out.error, sends=sends,
+    ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
+        state_id=state_id)
+    return win, out
