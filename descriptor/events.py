@@ -13,7 +13,8 @@ revise        artifact with its reasoning and confidence
 tool_call     :class:`ToolCall`: the tool, its arguments, the call id
 tool_result   :class:`ToolResult`: the tool's output and whether it succeeded
 verify        :class:`AgentOutput` (a critic), :class:`Decision` (the
-              termination controller) or :class:`FinalVote` (the judge)
+              termination controller), :class:`FinalVote` (the judge) or
+              :class:`Election` (a group electing its representative)
 finalize      :class:`AgentOutput` (an agent's final answer) or
               :class:`FinalAnswer` (a system actor publishes the run's answer)
 error         :class:`ErrorInfo`: a failed call, a retry, a failed run
@@ -211,6 +212,25 @@ class FinalVote(Payload):
     judge_error: str | None = None
 
 
+class Election(Payload):
+    """A group elects its representative (``representative_exchange``), by its judge or by a lexical vote."""
+
+    kind: Literal["election"] = "election"
+    group: int
+    members: list[str]
+    elected: str
+    """The member whose answer (and environment) the group's representative takes over."""
+    representative: str
+    """The actor that speaks for the group in the exchange (``representative_<group>``)."""
+    vote_source: str
+    """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
+    groups: list[list[str]]
+    """Member names per answer group."""
+    invalid_indices: list[int] = Field(default_factory=list)
+    explanation: str = ""
+    judge_error: str | None = None
+
+
 class FinalAnswer(Payload):
     """A system actor publishes the run's answer (the vote's winner, the aggregate)."""
 
@@ -332,7 +352,8 @@ def _kind(default: str) -> Any:
 class VerifyEvent(Event):
     event_type: Literal["verify"] = "verify"
     payload: Annotated[Annotated[AgentOutput, Tag("answer")] | Annotated[Decision, Tag("termination")]
-                       | Annotated[FinalVote, Tag("final_vote")], _kind("answer")]
+                       | Annotated[FinalVote, Tag("final_vote")] | Annotated[Election, Tag("election")],
+                       _kind("answer")]
 
 
 class FinalizeEvent(Event):

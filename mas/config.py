@@ -113,7 +113,7 @@ class MasSettings(_Strict):
     agents: int = Field(default=3, ge=1)
     """Debaters in ``debate``, workers in ``orchestrator`` and ``supervisor``."""
     max_rounds: int = Field(default=3, ge=1)
-    """Upper bound on debate rounds after the first answers."""
+    """Upper bound on debate rounds after the first answers (and on representative-exchange rounds)."""
     minimum_discussion_rounds: int = Field(default=1, ge=0)
     """Discussion rounds the controller may not stop before."""
     rounds: int = Field(default=1, ge=1)
@@ -122,6 +122,13 @@ class MasSettings(_Strict):
     """Tool calls an agent may make in one turn before it must answer."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     final_vote_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How a topology whose last stage chooses among candidates (debate, representative_exchange) chooses."""
+    groups: int = Field(default=3, ge=2)
+    """Groups in ``representative_exchange``."""
+    agents_per_group: int = Field(default=2, ge=1)
+    """Members of each group in ``representative_exchange``."""
+    election_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How a ``representative_exchange`` group elects its representative: the group's judge, or a lexical vote."""
     personas: list[str] = Field(default_factory=list)
     """Optional personas assigned round-robin to agents inside their role."""
 

@@ -1,7 +1,8 @@
 """The systems as LangGraph Studio / ``langgraph dev`` graphs: the task and the settings come at run time.
 
 ``langgraph.json`` at the project root names one factory per system (``sas``,
-``supervisor``, ``debate``, ``orchestrator``). The LangGraph server calls a
+``supervisor``, ``debate``, ``orchestrator``, ``representative_exchange``; a test keeps it equal to
+:data:`mas.systems.SYSTEMS`). The LangGraph server calls a
 factory for every run with the run's config, so each run gets its own
 models and its own :class:`~mas.topologies.agent.RunContext`:
 

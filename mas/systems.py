@@ -5,7 +5,8 @@ its ``build`` makes an uncompiled LangGraph ``StateGraph`` for one run; every
 graph leaves its final answer in ``state["answer"]`` and its per-stage metrics
 (rounds used, stop reasons) in ``state["stages"]``. Adding a topology is one
 module under :mod:`mas.topologies` (its builder and its ``TOPOLOGY``
-declaration) plus one line here; its roles, routes and pictures follow.
+declaration) plus one line here; its roles, routes and pictures follow
+(and, to serve it in LangGraph Studio, one line in ``langgraph.json``).
 
 Routing functions (conditional edges) are ``async def`` like the nodes:
 LangGraph runs a plain ``def`` one in a thread pool on every step, and
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from descriptor.errors import UserError
-from mas.topologies import debate, orchestrator, sas, supervisor
+from mas.topologies import debate, orchestrator, representative_exchange, sas, supervisor
 from mas.topologies.declaration import Topology
 
 SYSTEMS: dict[str, Topology] = {
@@ -26,6 +27,7 @@ SYSTEMS: dict[str, Topology] = {
     "supervisor": supervisor.TOPOLOGY,
     "debate": debate.TOPOLOGY,
     "orchestrator": orchestrator.TOPOLOGY,
+    "representative_exchange": representative_exchange.TOPOLOGY,
 }
 
 

@@ -225,10 +225,10 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
                        explanation=f"{len(best)} of {len(candidates)} agree on a {kind} answer", source="lexical")
 
 
-async def final_vote(rt: RunContext, candidates: Sequence[Candidate]) -> VoteOutcome:
-    """The final answer by ``mas.final_vote_mode``: the LLM judge, else (or when its reply is unusable)
+async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str | None = None) -> VoteOutcome:
+    """A vote by ``mode`` (default ``mas.final_vote_mode``): the LLM judge, else (or when its reply is unusable)
     :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error)."""
-    if rt.cfg.mas.final_vote_mode != "llm_judge":
+    if (mode or rt.cfg.mas.final_vote_mode) != "llm_judge":
         return vote_artifacts(candidates)
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
