@@ -176,6 +176,9 @@ class Decision(Payload):
     consensus_source: str = "none"
     """``llm_judge``, ``lexical``, ``lexical_fallback`` (judge unusable) or ``none`` (not evaluated)."""
     consensus_ratio: float = 0.0
+    """Winner group size / ``consensus_valid_count``."""
+    consensus_valid_count: int | None = None
+    """Answers voted on minus the judge's ``invalid_indices`` (and empty ones): the consensus denominator."""
     consensus_groups: list[list[str]] = Field(default_factory=list)
     consensus_answer: str | None = None
     consensus_explanation: str = ""

@@ -291,6 +291,17 @@ async def test_judge_unsubstantive_verdict_blocks_consensus():
     assert not d.stop and d.consensus_source == "llm_judge" and d.is_substantive is False
 
 
+async def test_consensus_denominator_leaves_out_the_judges_invalid_answers():
+    """The seed's rule: valid_count = answers left after removing invalid_indices; 3 of 4 is consensus."""
+    async def judge(current, previous):
+        return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2], [3]], invalid_indices=[4], is_substantive=True))
+
+    d = await decide(pos(), candidate_artifacts=cands("42", "42", "42", "41", "no idea, sorry"),
+                     previous_candidate_artifacts=None, expected_count=5, mode="llm_judge", judge=judge)
+    assert d.consensus_valid_count == 4 and d.consensus_ratio == 0.75
+    assert d.stop and d.reason == "consensus_reached" and "3 of 4 valid" in d.reason_detail
+
+
 def test_parse_consensus_fills_uncovered_indices():
     v = parse_consensus({"groups": [[0, 2]], "invalid_indices": [], "is_substantive": True,
                          "progress_status": "unclear", "expected_improvement": "high",
