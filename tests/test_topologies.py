@@ -14,6 +14,7 @@ from descriptor.events import read_trace
 from mas.config import parse_config
 from mas.topologies.pictures import PICTURE_FILES, agent_picture, write_graph_pictures
 from mas.sweep.runner import RunSpec, execute_run
+import mas.scripted.responders  # noqa: F401  (registered before any test replaces one)
 from mas.scripted.model import RESPONDERS
 from mas.systems import SYSTEMS
 from mas.topologies.termination import STOP_REASONS
@@ -85,7 +86,9 @@ async def test_debate_sends_reach_every_peer_and_a_vote_decides(tmp_path):
     first = next(e for e in events if e.actor == "debater_0" and e.event_type in ("act", "revise"))
     assert {s.to for s in first.payload.sends} == {"debater_1", "debater_2"}
     vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
-    assert vote.payload.vote_source == "llm_judge" and vote.token_in > 0
+    # mock mode: the scripted double is no judge, so the vote is the lexical fallback
+    assert vote.payload.vote_source == "lexical_fallback" and vote.token_in == 0
+    assert {d["consensus_source"] for d in decisions(events)[1:]} == {"lexical_fallback"}
     # minimum_discussion_rounds = 1: the first answers alone never stop the debate
     assert decisions(events)[0]["round"] == 0 and not decisions(events)[0]["stop"]
 
@@ -112,6 +115,13 @@ async def test_injected_disagreement_needs_a_second_round(tmp_path):
     _, events, _ = await run(tmp_path, "debate", config(inject={"agent": "debater_1", "step": 12}))
     ratios = [(d["round"], round(d["consensus_ratio"], 2), d["reason"]) for d in decisions(events)]
     assert (1, 0.67, None) in ratios and ratios[-1][2] == "consensus_reached"
+
+
+async def test_debate_with_the_scripted_judge_variant_uses_the_judge(tmp_path):
+    _, events, _ = await run(tmp_path, "debate", config("scripted:judge"))
+    vote = next(e for e in events if e.actor == "system:judge" and e.event_type == "verify")
+    assert vote.payload.vote_source == "llm_judge" and vote.token_in > 0
+    assert "llm_judge" in {d["consensus_source"] for d in decisions(events)}
 
 
 async def test_debate_without_judge_falls_back_to_lexical(tmp_path):
@@ -388,3 +398,31 @@ async def test_representative_exchange_elects_lexically_when_asked(tmp_path):
     elections = [e for e in events if e.event_type == "verify" and e.payload.kind == "election"]
     assert len(elections) == 2 and {e.payload.vote_source for e in elections} == {"lexical"}
     assert all(e.token_in == 0 and len(e.payload.members) == 3 for e in elections)
+
+
+# ---- seed fidelity: completion, the transcript ----------------------------------------------------
+
+
+async def test_an_empty_final_answer_is_not_a_completed_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(RESPONDERS, "agent.turn", lambda ctx: json.dumps(
+        {"reasoning": "", "answer_artifact": "   ", "confidence": 0.5}))
+    result, _, spec = await run(tmp_path, "sas", config())
+    assert result.status == "finished" and result.completion is False
+    assert json.loads(spec.paths.eval.read_text())["completion"] is False
+
+
+@pytest.mark.parametrize(("system", "cfg", "shown"), [
+    ("orchestrator", {"mas": {"rounds": 3}, "inject": {"agent": "worker_1", "step": 0}},
+     ["**critic** verify → aggregator", "verdict: 46", "Wrong parts: worker_1"]),
+    ("debate", {}, ["**system:judge** verify", "final vote (lexical_fallback): debater_"]),
+    ("representative_exchange", {}, ["elects member_0_", "who speaks as representative_0"]),
+])
+async def test_trajectory_shows_verdicts_votes_and_elections(tmp_path, system, cfg, shown):
+    import re
+
+    _, _, spec = await run(tmp_path, system, config(**cfg))
+    md = spec.paths.trajectory_md.read_text()
+    for text in shown:
+        assert text in md
+    # every event line says what happened: no empty summary after the colon
+    assert not [line for line in md.splitlines() if re.match(r"^- `\d+`", line) and re.search(r":\s*$", line)]

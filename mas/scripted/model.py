@@ -12,8 +12,11 @@ only on a call whose output the injection actually changes: a responder
 branch that ignores ``ctx.inject`` (a planner's fixed plan, say) leaves it for
 the next eligible step, so ``injected_error`` never names an unchanged step.
 
-Variants by route model name: ``scripted`` (everything), ``scripted:nojudge``
-(judge contracts get a reply without a verdict, so callers exercise their lexical fallback),
+Variants by route model name: ``scripted`` (everything; judges are in mock
+mode: the runtime calls no judge and uses the lexical fallback, see
+:mod:`mas.topologies.judge`), ``scripted:judge`` (it also plays the LLM judge,
+to test that code path), ``scripted:nojudge`` (judge contracts get a reply
+without a verdict, so callers exercise their lexical fallback),
 ``scripted:text-tools`` (tool calls written as fenced JSON text instead of
 native ``tool_calls``, like small local models do).
 """

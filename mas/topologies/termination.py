@@ -44,7 +44,8 @@ StopReason = Literal["invalid_or_failed_branch", "consensus_reached", "no_meanin
 STOP_REASONS: tuple[str, ...] = ("invalid_or_failed_branch", "consensus_reached", "no_meaningful_change",
                                  "max_rounds_reached")
 
-_NON_ALNUM = re.compile(r"[^0-9a-z\s]+")
+# Letters and digits of any script stay (``\w`` is Unicode-aware); punctuation and ``_`` go.
+_NON_ALNUM = re.compile(r"[^\w\s]+|_+")
 _SPACES = re.compile(r"\s+")
 _BLOCKED = re.compile(r"\b(blocked|cannot (be )?(determine|answer|solve|compute)|can't|unable to|not able to|"
                       r"insufficient (information|data)|not enough information)\b", re.IGNORECASE)
@@ -56,8 +57,12 @@ _PLANNING = re.compile(r"^\s*(plan\b|steps?\s*:|i will\b|let me\b|we (will|need 
 def normalize_artifact(text: str | None) -> str:
     """Lexical form used for voting: lowercase, non-alphanumerics dropped, whitespace collapsed.
 
+    Letters of every script count (three identical Chinese answers agree; they are not empty).
+
     >>> normalize_artifact("  The Answer:\\n 42! ")
     'the answer 42'
+    >>> normalize_artifact("答案是 42。")
+    '答案是 42'
     """
     if not text:
         return ""
