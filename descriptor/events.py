@@ -9,7 +9,8 @@ from, its span) and a payload whose type depends on ``event_type`` and, for
 event_type    payload
 ============  ===============================================================
 plan, act,    :class:`AgentOutput` (``kind="answer"``): an agent's answer
-revise        artifact with its reasoning and confidence
+revise        artifact with its reasoning and confidence; a ``plan`` may also
+              be :class:`PersonaAssignment` (generated personas)
 tool_call     :class:`ToolCall`: the tool, its arguments, the call id
 tool_result   :class:`ToolResult`: the tool's output and whether it succeeded
 verify        :class:`AgentOutput` (a critic), :class:`Decision` (the
@@ -122,6 +123,17 @@ class AgentOutput(_AgentPayload):
     reasoning: str = ""
     parse: str = "json"
     """How the answer was read from the reply: json, salvaged, tool_call_as_answer or fallback."""
+
+
+class PersonaAssignment(Payload):
+    """Generated personas (``mas.persona_mode = "generated"``): each agent's specialisation within its role."""
+
+    kind: Literal["personas"] = "personas"
+    personas: dict[str, str]
+    """Agent -> persona (agents left out get none)."""
+    content: str = ""
+    error: str | None = None
+    """Why no persona was assigned, when none was."""
 
 
 class Handoff(BaseModel):
@@ -321,7 +333,8 @@ class Event(BaseModel):
 
 class PlanEvent(Event):
     event_type: Literal["plan"] = "plan"
-    payload: AgentOutput
+    payload: Annotated[Annotated[AgentOutput, Tag("answer")] | Annotated[PersonaAssignment, Tag("personas")],
+                       _kind("answer")]
 
 
 class ActEvent(Event):

@@ -129,8 +129,11 @@ class MasSettings(_Strict):
     """Members of each group in ``representative_exchange``."""
     election_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     """How a ``representative_exchange`` group elects its representative: the group's judge, or a lexical vote."""
+    persona_mode: Literal["static", "generated"] = "static"
+    """``static``: ``personas`` round-robin (none by default); ``generated``: one model call per run specialises
+    every agent within its role (see :mod:`mas.topologies.personas`)."""
     personas: list[str] = Field(default_factory=list)
-    """Optional personas assigned round-robin to agents inside their role."""
+    """Static personas, assigned round-robin to the agents of each parallel stage inside their role."""
 
     @model_validator(mode="after")
     def _minimum_within_max(self) -> MasSettings:

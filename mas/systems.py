@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from descriptor.errors import UserError
+from mas.config import ExperimentConfig
 from mas.topologies import debate, orchestrator, representative_exchange, sas, supervisor
 from mas.topologies.declaration import Topology
+from mas.topologies.personas import ROLE as PERSONA_ROLE
 
 SYSTEMS: dict[str, Topology] = {
     "sas": sas.TOPOLOGY,
@@ -38,14 +40,18 @@ def get_system(name: str) -> Topology:
     return SYSTEMS[name]
 
 
-def agent_roles(systems: Iterable[str] | None = None) -> tuple[str, ...]:
-    """Every role the given systems (default: all) may ask a model for, ``judge`` included where used.
+def agent_roles(systems: Iterable[str] | None = None, cfg: ExperimentConfig | None = None) -> tuple[str, ...]:
+    """Every role the given systems (default: all) may ask a model for, ``judge`` included where used, and the
+    persona generator when ``cfg`` generates personas.
 
     >>> agent_roles(["sas"])
     ('solver',)
     """
     names = SYSTEMS if systems is None else systems
-    return tuple(dict.fromkeys(r for n in names for r in get_system(n).role_names()))
+    roles = [r for n in names for r in get_system(n).role_names()]
+    if cfg is not None and cfg.mas.persona_mode == "generated":
+        roles.append(PERSONA_ROLE)
+    return tuple(dict.fromkeys(roles))
 
 
 def final_answer(state: dict[str, Any]) -> str | None:

@@ -87,7 +87,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
-    for name, route in req.cfg.used_routes(agent_roles(req.systems)).items():
+    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches
@@ -124,7 +124,7 @@ def _check_workers(req: ExperimentRequest) -> None:
     if req.executor != "dask" or req.scheduler_address:
         raise UserError("--workers starts local dask worker processes: use it with --executor dask and "
                         "without --scheduler-address (a cluster's workers are started with `dask worker`)")
-    for name, route in req.cfg.used_routes(agent_roles(req.systems)).items():
+    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         if route.rate_limit.max_concurrent is not None and route.rate_limit.max_concurrent < req.workers:
             raise UserError(f"--workers {req.workers}: models.{name}.rate_limit.max_concurrent is "
                             f"{route.rate_limit.max_concurrent}, and each worker process needs at least one "
@@ -147,7 +147,7 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
 def prepare_models(cfg: ExperimentConfig, systems: list[str] | None = None) -> None:
     """Start the embedded server up front when a route of ``systems`` (default: all) uses it (a clear error now,
     not mid-sweep)."""
-    if any(r.provider == "embedded" for r in cfg.used_routes(agent_roles(systems)).values()):
+    if any(r.provider == "embedded" for r in cfg.used_routes(agent_roles(systems, cfg)).values()):
         from mas.serving.server import ensure_server
 
         ensure_server(cfg.embedded)

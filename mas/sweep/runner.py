@@ -46,6 +46,7 @@ from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
 from mas.otel import export_processors
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
+from mas.topologies.personas import generate_personas
 from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
@@ -191,6 +192,8 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     with use_tracer(tracer):
         try:
             async with open_checkpointer(checkpoints) as saver:
+                if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
+                    rt.personas = await generate_personas(rt, SYSTEMS[system])
                 graph = SYSTEMS[system].build(rt).compile(checkpointer=saver)
                 # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
@@ -262,6 +265,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     meta.status = "finished" if error is None else "error"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
+    meta.personas = rt.personas
     write_json_atomic(paths.metadata, meta)
     result = RunResult(
         **spec.key.identity(), status="finished" if error is None else "error", success=evaluation.success,
@@ -323,6 +327,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
     rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection)
+    rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
     tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],

@@ -18,6 +18,7 @@ from descriptor.events import (
     Event,
     FinalAnswer,
     FinalVote,
+    PersonaAssignment,
     ToolCall,
     ToolResult,
 )
@@ -48,6 +49,8 @@ def summary(ev: Event) -> str:
     if isinstance(p, FinalVote):
         groups = " | ".join(", ".join(g) for g in p.groups)
         return f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}. {_clip(p.explanation, 200)}"
+    if isinstance(p, PersonaAssignment):
+        return _clip("personas: " + (p.content or p.error or "none"), 600)
     if isinstance(p, Election):
         groups = " | ".join(", ".join(g) for g in p.groups)
         return (f"group {p.group} elects {p.elected}, who speaks as {p.representative} ({p.vote_source}); "

@@ -10,6 +10,7 @@ whole turns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -64,6 +65,13 @@ class RunContext:
     answer_kind: str = "text"
     new_environment: EnvironmentFactory | None = None
     """A fresh environment of the run's task (benchmarks solved by acting); None: the built-in tools."""
+    personas: dict[str, str] | None = None
+    """Generated personas by agent (``mas.persona_mode = "generated"``); None: static ones."""
+
+    def specialise(self, agent: AgentSpec) -> AgentSpec:
+        """``agent`` with its generated persona, if the run has one for it."""
+        persona = (self.personas or {}).get(agent.name)
+        return agent if persona is None else dataclasses.replace(agent, persona=persona)
 
     def toolbox(self, environment: Any = None) -> Toolbox:
         """The tools of an agent acting on ``environment`` (None: the built-in calculator and Python)."""

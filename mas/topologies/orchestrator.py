@@ -107,6 +107,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
     workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
+    planner_agent, critic_agent, aggregator_agent = (rt.specialise(a) for a in (PLANNER, CRITIC, AGGREGATOR))
 
     async def planner(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
         sync_step_counter(state.get("steps_done", 0))
@@ -118,7 +119,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                  *([f"Changes already made in the environment: {changes_text(env)}"] if env is not None else [])]
         extra = context_block(notes=notes, packets_title="Last cycle's critique and answer:", packets=relayed, own=own,
                               own_label="Your previous plan", instruction=plan_instruction(len(names)))
-        res = await agent_turn(rt, PLANNER, opening_messages(rt, PLANNER, extra), answer_event=event_for(own, "plan"),
+        res = await agent_turn(rt, planner_agent, opening_messages(rt, planner_agent, extra), answer_event=event_for(own, "plan"),
                                sends=[{"from": PLANNER.name, "to": n} for n in names], state_id=state_id_of(config),
                                payload={"cycle": c}, contract=PLAN_CONTRACT, answer_schema=plan_schema(len(names)),
                                redo_revise=c > 0)
@@ -164,7 +165,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         parts = [packet(a) for a in round_artifacts(history, names, c)]
         extra = context_block(notes=state.get("notes") or [], packets_title="The workers' parts:", packets=parts,
                               instruction=CRITIQUE_INSTRUCTION)
-        res = await agent_turn(rt, CRITIC, opening_messages(rt, CRITIC, extra, tools), answer_event="verify",
+        res = await agent_turn(rt, critic_agent, opening_messages(rt, critic_agent, extra, tools), answer_event="verify",
                                sends=[{"from": CRITIC.name, "to": AGGREGATOR.name}], state_id=state_id_of(config),
                                payload={"cycle": c}, contract=CRITIQUE_CONTRACT, answer_schema=CRITIQUE_SCHEMA,
                                toolbox=tools)
@@ -179,7 +180,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         env = rt.environment(envs, MAIN)
         notes = list(state.get("notes") or [])
         if env is not None:  # the accepted parts' changes become the run's
-            merge_parts(AGGREGATOR, env, [(n, _own_calls(envs, n)) for n in names if n not in rejected],
+            merge_parts(aggregator_agent, env, [(n, _own_calls(envs, n)) for n in names if n not in rejected],
                         state_id_of(config))
             notes.append(f"Changes now in the environment: {changes_text(env)}")
         if rejected:
@@ -189,7 +190,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         extra = context_block(notes=notes, packets_title="The workers' parts and the critique:", packets=inputs,
                               instruction=COMPOSE)
         # the cycle's answer goes to the controller, which relays it to the planner or publishes it
-        res = await agent_turn(rt, AGGREGATOR, opening_messages(rt, AGGREGATOR, extra, tools),
+        res = await agent_turn(rt, aggregator_agent, opening_messages(rt, aggregator_agent, extra, tools),
                                answer_event=event_for(own), sends=[{"from": AGGREGATOR.name, "to": CONTROLLER}],
                                state_id=state_id_of(config), payload={"cycle": c}, toolbox=tools, redo_revise=c > 0)
         return {"history": {AGGREGATOR.name: [artifact_of(AGGREGATOR, c, res)]}, "steps_done": res.steps,

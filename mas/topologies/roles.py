@@ -39,7 +39,9 @@ def sync_step_counter(steps_done: int) -> None:
 
 
 def make_agents(rt: RunContext, role: Role, names: Sequence[str], *, tools: bool = True) -> list[AgentSpec]:
-    """Agents called ``names`` in ``role``; personas round-robin from ``mas.personas``."""
+    """Agents called ``names`` in ``role``: with the run's generated personas, else round-robin from ``mas.personas``."""
+    if rt.personas is not None:
+        return [rt.specialise(role.agent(name, tools=tools)) for name in names]
     personas = rt.cfg.mas.personas
     return [role.agent(name, tools=tools, persona=personas[i % len(personas)] if personas else None)
             for i, name in enumerate(names)]

@@ -45,6 +45,7 @@ def build_sas(rt: RunContext):
 
     >>> # build_sas(rt).compile(checkpointer=saver).ainvoke({}, config)
     """
+    solver = rt.specialise(SOLVER)
 
     async def agent(state: SASState, config: RunnableConfig) -> dict[str, Any]:
         history = list(state.get("messages") or [])
@@ -53,12 +54,12 @@ def build_sas(rt: RunContext):
         # the tools' schemas and descriptions only: nothing is called on this copy
         toolbox = rt.toolbox(rt.new_environment() if rt.new_environment else None)
         if not history:
-            new: list[AnyMessage] = opening_messages(rt, SOLVER, "\n".join(unseen), toolbox)
+            new: list[AnyMessage] = opening_messages(rt, solver, "\n".join(unseen), toolbox)
         else:
             new = [HumanMessage(n) for n in unseen]
         history += new
         allow = state.get("tool_iterations", 0) < rt.cfg.mas.max_tool_iterations
-        out = await agent_step(rt, SOLVER, history, answer_event="finalize", allow_tools=allow,
+        out = await agent_step(rt, solver, history, answer_event="finalize", allow_tools=allow,
                                state_id=state_id_of(config), toolbox=toolbox)
         update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1, "notes_seen": len(notes)}
         if out.answer is not None:
@@ -74,7 +75,7 @@ def build_sas(rt: RunContext):
     async def tools(state: SASState, config: RunnableConfig) -> dict[str, Any]:
         calls = [ToolCallRequest(**c) for c in state.get("pending_tools") or []]
         env = rt.environment(state.get("envs"), MAIN)
-        runs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config), rt.toolbox(env))
+        runs = await run_tool_calls(rt, solver, calls, state_id_of(config), rt.toolbox(env))
         return {"messages": [r.message for r in runs], "pending_tools": [],
                 "tool_iterations": state.get("tool_iterations", 0) + 1, **log_update(MAIN, env)}
 

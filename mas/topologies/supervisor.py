@@ -140,6 +140,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     final vote's winner. Without any report it is the untouched environment.
     """
     workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
+    boss = rt.specialise(SUPERVISOR)
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
     roster = "Workers you can delegate to:\n" + "\n".join(
@@ -170,7 +171,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
             extra = context_block(notes=notes, packets_title="Workers' reports:",
                                   packets=[packet(a) for a in reports], instruction=FINAL)
-            res = await agent_turn(rt, SUPERVISOR, opening_messages(rt, SUPERVISOR, extra), answer_event="finalize",
+            res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
                                    state_id=sid, payload={"round": r}, contract=CONTRACT)
             answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
             outcome = await outcome_of(state, answer, sid)
@@ -179,7 +180,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         previous = _reports(state, r - 1) if r > 0 else []
         extra = context_block(notes=[*notes, roster], packets_title="Workers' reports so far (they disagree):",
                               packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
-        res = await agent_turn(rt, SUPERVISOR, opening_messages(rt, SUPERVISOR, extra), answer_event="finalize",
+        res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
                                state_id=sid, payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
                                on_route=handoff)
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
