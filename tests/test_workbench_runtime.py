@@ -189,3 +189,27 @@ def test_the_text_protocol_describes_the_environment_tools(tmp_path):
     system = str(opening_messages(rt, SOLVER, toolbox=rt.toolbox(rt.new_environment()))[0].content)
     assert "- calendar__delete_event: " in system and '"event_id"' in system and "email__" not in system
     assert "calculator" not in system and "Only the changes your tool calls make are graded" in system
+
+
+def test_the_aggregator_merges_only_the_state_changes_of_accepted_parts():
+    from mas.topologies.decomposition import merge_parts, part_changes
+    from mas.topologies.environment import MAIN, log_of, replay
+    from mas.topologies.orchestrator import AGGREGATOR
+    from mas.tracing import ListCollector, Tracer, use_tracer
+
+    bench = get_benchmark("workbench")
+    task = bench.load_tasks(1)[0]
+    new = lambda: bench.make_environment(task)  # noqa: E731
+    base = replay(new, [{"name": "calendar.delete_event", "args": {"event_id": "00000256"}, "ok": True}])
+    worker = replay(new, log_of(base))
+    worker.call("company_directory.find_email_address", {"name": "nadia"})  # a look-up: not part of the outcome
+    worker.call("email.delete_email", {"email_id": "00000001"})
+    worker.call("email.delete_email", {"email_id": "99999999"})  # refused: no change to merge
+    envs = {MAIN: log_of(base), "worker_0": log_of(worker)}
+    assert [c["name"] for c in part_changes(envs, "worker_0", base)] == ["email.delete_email"]
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        merge_parts(AGGREGATOR, base, [("worker_0", part_changes(envs, "worker_0", base))], None)
+    assert [(a.name, a.ok) for a in base.actions] == [("calendar.delete_event", True), ("email.delete_email", True)]
+    assert [e.event_type for e in sink.events] == ["tool_call", "tool_result"]
+    assert sink.events[1].payload.state_changing and sink.events[0].payload.content == "apply worker_0's change"

@@ -18,6 +18,7 @@ from typing import Any
 from benchmark.environment import Environment
 from descriptor.events import ToolCall, ToolResult
 from mas.topologies.agent import CONTENT_LIMIT, AgentSpec
+from mas.topologies.environment import MAIN
 from mas.tracing import current_tracer
 
 PLAN_CONTRACT = "orchestrator.plan"
@@ -91,6 +92,13 @@ def rejected_of(parsed: dict[str, Any] | None, workers: Sequence[str]) -> list[s
     raw = (parsed or {}).get("rejected")
     named = {str(x).strip() for x in raw} if isinstance(raw, list) else set()
     return [w for w in workers if w in named]
+
+
+def part_changes(envs: dict[str, list[dict[str, Any]]], worker: str, env: Environment) -> list[dict[str, Any]]:
+    """A worker's part on an environment: the state-changing calls its fork accepted after ``main`` (the base it
+    forked from); its look-ups are left out."""
+    base = len(envs.get(MAIN, []))
+    return [a for a in envs.get(worker, [])[base:] if a["ok"] and env.changes_state(a["name"])]
 
 
 def merge_parts(agent: AgentSpec, env: Environment, parts: Sequence[tuple[str, Sequence[dict[str, Any]]]],

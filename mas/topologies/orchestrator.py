@@ -43,6 +43,7 @@ from mas.topologies.decomposition import (
     CRITIQUE_SCHEMA,
     PLAN_CONTRACT,
     merge_parts,
+    part_changes,
     plan_instruction,
     plan_schema,
     rejected_of,
@@ -94,12 +95,6 @@ class OrchestratorState(TypedDict, total=False):
     """``main`` (the run's environment) and each worker's fork of this cycle, on benchmarks solved by acting."""
     answer: dict[str, Any] | None
     stages: list[dict[str, Any]]
-
-
-def _own_calls(envs: dict[str, ActionLog], worker: str) -> list[dict[str, Any]]:
-    """The calls a worker's fork made after ``main`` (its part), accepted ones only."""
-    base = len(envs.get(MAIN, []))
-    return [a for a in envs.get(worker, [])[base:] if a["ok"]]
 
 
 def build_orchestrator(rt: RunContext) -> StateGraph:
@@ -159,7 +154,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         env = rt.environment(envs, MAIN)  # a scratch fork holding every part: what the critic does here never counts
         if env is not None:
             for n in names:
-                for call in _own_calls(envs, n):
+                for call in part_changes(envs, n, env):
                     env.call(call["name"], call["args"])
         tools = rt.toolbox(env)
         parts = [packet(a) for a in round_artifacts(history, names, c)]
@@ -180,7 +175,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         env = rt.environment(envs, MAIN)
         notes = list(state.get("notes") or [])
         if env is not None:  # the accepted parts' changes become the run's
-            merge_parts(aggregator_agent, env, [(n, _own_calls(envs, n)) for n in names if n not in rejected],
+            merge_parts(aggregator_agent, env, [(n, part_changes(envs, n, env)) for n in names if n not in rejected],
                         state_id_of(config))
             notes.append(f"Changes now in the environment: {changes_text(env)}")
         if rejected:
