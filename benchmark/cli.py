@@ -54,9 +54,12 @@ def _bench(args: argparse.Namespace):  # -> Benchmark
 
 
 def cmd_list_benchmarks(args: argparse.Namespace) -> int:
-    from benchmark.registry import BENCHMARKS, list_benchmarks
+    from benchmark.registry import BENCHMARKS, list_benchmarks, unavailable_reason
 
     for name in list_benchmarks():
+        if args.available and (reason := unavailable_reason(name)) is not None:
+            print(f"skipped {name}: {reason}", file=sys.stderr)
+            continue
         if args.long:
             cls = BENCHMARKS[name]
             print(f"{name}\t{cls.answer_kind}\t{cls.success_definition}\t{cls.license}")
@@ -104,6 +107,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
     p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
+    p.add_argument("--available", action="store_true",
+                   help="only benchmarks whose data (or package) is installed; the others on stderr with the reason")
     p.set_defaults(func=cmd_list_benchmarks)
 
     p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")

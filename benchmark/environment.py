@@ -16,7 +16,9 @@ deleting events) returns an :class:`Environment` per run:
 * :meth:`Environment.fork` is an independent copy (state and log so far) for an
   agent working in parallel; the run's outcome is whichever environment the
   runtime hands to ``Benchmark.evaluate`` (the chosen candidate's).
-* :attr:`Environment.actions` is the action log, oldest first.
+* :attr:`Environment.actions` is the action log, oldest first;
+  :meth:`Environment.changes_state` says which tools can change the state
+  (the rest only read it).
 
 >>> from benchmark.registry import get_benchmark
 >>> bench = get_benchmark("workbench")
@@ -89,3 +91,7 @@ class Environment(ABC):
     @abstractmethod
     def actions(self) -> list[ActionRecord]:
         """The action log, oldest first (a copy)."""
+
+    def changes_state(self, name: str) -> bool:
+        """Whether a call of tool ``name`` can change the environment (default: every tool may)."""
+        return True

@@ -51,3 +51,15 @@ def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark
             raise UserError(f"benchmarks.{name}: unknown option(s) {', '.join(unknown)}; "
                             f"accepted: {', '.join(allowed) or '(none)'}")
     return cls(**options)
+
+
+def unavailable_reason(name: str, options: dict[str, Any] | None = None) -> str | None:
+    """Why benchmark ``name`` cannot run here (its data or package is not installed), or None when it can.
+
+    The check loads one task the way a run does, so it names what is missing in the adapter's own words.
+    """
+    try:
+        get_benchmark(name, options).load_tasks(1)
+    except (UserError, ImportError, OSError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return None

@@ -9,11 +9,13 @@ from, its span) and a payload whose type depends on ``event_type`` and, for
 event_type    payload
 ============  ===============================================================
 plan, act,    :class:`AgentOutput` (``kind="answer"``): an agent's answer
-revise        artifact with its reasoning and confidence
+revise        artifact with its reasoning and confidence; a ``plan`` may also
+              be :class:`PersonaAssignment` (generated personas)
 tool_call     :class:`ToolCall`: the tool, its arguments, the call id
 tool_result   :class:`ToolResult`: the tool's output and whether it succeeded
 verify        :class:`AgentOutput` (a critic), :class:`Decision` (the
-              termination controller) or :class:`FinalVote` (the judge)
+              termination controller), :class:`FinalVote` (the judge) or
+              :class:`Election` (a group electing its representative)
 finalize      :class:`AgentOutput` (an agent's final answer) or
               :class:`FinalAnswer` (a system actor publishes the run's answer)
 error         :class:`ErrorInfo`: a failed call, a retry, a failed run
@@ -123,6 +125,17 @@ class AgentOutput(_AgentPayload):
     """How the answer was read from the reply: json, salvaged, tool_call_as_answer or fallback."""
 
 
+class PersonaAssignment(Payload):
+    """Generated personas (``mas.persona_mode = "generated"``): each agent's specialisation within its role."""
+
+    kind: Literal["personas"] = "personas"
+    personas: dict[str, str]
+    """Agent -> persona (agents left out get none)."""
+    content: str = ""
+    error: str | None = None
+    """Why no persona was assigned, when none was."""
+
+
 class Handoff(BaseModel):
     """A routing tool call that hands the task to other agents."""
 
@@ -153,6 +166,9 @@ class ToolResult(Payload):
     output: str
     tool_call_id: str | None = None
     tool_protocol: Literal["native", "text"] | None = None
+    state_changing: bool | None = None
+    """True when an accepted call of a tool that changes the run's environment (WorkBench's side-effect tools);
+    None for tools without an environment."""
 
 
 class Decision(Payload):
@@ -172,6 +188,9 @@ class Decision(Payload):
     consensus_source: str = "none"
     """``llm_judge``, ``lexical``, ``lexical_fallback`` (judge unusable) or ``none`` (not evaluated)."""
     consensus_ratio: float = 0.0
+    """Winner group size / ``consensus_valid_count``."""
+    consensus_valid_count: int | None = None
+    """Answers voted on minus the judge's ``invalid_indices`` (and empty ones): the consensus denominator."""
     consensus_groups: list[list[str]] = Field(default_factory=list)
     consensus_answer: str | None = None
     consensus_explanation: str = ""
@@ -208,6 +227,25 @@ class FinalVote(Payload):
     judge_error: str | None = None
 
 
+class Election(Payload):
+    """A group elects its representative (``representative_exchange``), by its judge or by a lexical vote."""
+
+    kind: Literal["election"] = "election"
+    group: int
+    members: list[str]
+    elected: str
+    """The member whose answer (and environment) the group's representative takes over."""
+    representative: str
+    """The actor that speaks for the group in the exchange (``representative_<group>``)."""
+    vote_source: str
+    """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
+    groups: list[list[str]]
+    """Member names per answer group."""
+    invalid_indices: list[int] = Field(default_factory=list)
+    explanation: str = ""
+    judge_error: str | None = None
+
+
 class FinalAnswer(Payload):
     """A system actor publishes the run's answer (the vote's winner, the aggregate)."""
 
@@ -221,6 +259,9 @@ class FinalAnswer(Payload):
     """How it was chosen (``llm_judge``, ``lexical``, ``aggregator``, ...)."""
     content: str = ""
     cycle: int | None = None
+    outcome_environment: str | None = None
+    """On a benchmark solved by acting: the branch whose environment is the run's outcome (an agent's name, or
+    ``main``); None otherwise."""
 
 
 class ErrorInfo(Payload):
@@ -292,7 +333,8 @@ class Event(BaseModel):
 
 class PlanEvent(Event):
     event_type: Literal["plan"] = "plan"
-    payload: AgentOutput
+    payload: Annotated[Annotated[AgentOutput, Tag("answer")] | Annotated[PersonaAssignment, Tag("personas")],
+                       _kind("answer")]
 
 
 class ActEvent(Event):
@@ -326,7 +368,8 @@ def _kind(default: str) -> Any:
 class VerifyEvent(Event):
     event_type: Literal["verify"] = "verify"
     payload: Annotated[Annotated[AgentOutput, Tag("answer")] | Annotated[Decision, Tag("termination")]
-                       | Annotated[FinalVote, Tag("final_vote")], _kind("answer")]
+                       | Annotated[FinalVote, Tag("final_vote")] | Annotated[Election, Tag("election")],
+                       _kind("answer")]
 
 
 class FinalizeEvent(Event):

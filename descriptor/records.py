@@ -71,6 +71,8 @@ class RunMetadata(RunIdentity):
     models: dict[str, str] = Field(default_factory=dict)
     """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
     injection_plan: InjectionRecord | None = None
+    personas: dict[str, str] | None = None
+    """Agent -> persona generated for this run (``mas.persona_mode = "generated"``); None otherwise."""
     injected_error: InjectionRecord | None = None
     """The scripted model's injected wrong step (ground truth for attribution tests)."""
     versions: dict[str, str | None] = Field(default_factory=dict)

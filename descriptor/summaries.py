@@ -5,6 +5,7 @@ Written (atomically, deterministically, so a rerun is byte-identical):
 
 - per task: ``descriptor.json/.csv``, ``analysis.json``, ``task_summary.json``;
 - per system: ``<root>/<benchmark>/<system>/summary.json/.csv`` (one row per task);
+- per benchmark: ``<root>/<benchmark>/summary.json/.csv`` (one roll-up row per system, the best system);
 - at the root: ``experiment_summary.json/.csv`` (benchmark x system roll-ups),
   ``economics.json/.csv``, ``topology.json`` and ``plots/*.png``.
 """
@@ -208,6 +209,13 @@ def _benchmark_blocks(rollups: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return blocks
 
 
+def _write_benchmark_summaries(root: Path, blocks: dict[str, Any]) -> None:
+    """``<root>/<benchmark>/summary.json/.csv``: each benchmark's roll-ups by system, beside its system folders."""
+    for benchmark, block in blocks.items():
+        write_derived_json(root / benchmark / "summary.json", {"benchmark": benchmark, **block})
+        write_csv_atomic(root / benchmark / "summary.csv", list(block["systems"].values()), ROLLUP_FIELDS)
+
+
 def summarize_experiment(
     experiment_root: str | Path,
     *,
@@ -244,12 +252,14 @@ def summarize_experiment(
     write_economics(root, economics, settings)
     topology = analyse_topology(descriptors, settings) if descriptors else {}
     write_derived_json(root / "topology.json", topology)
+    blocks = _benchmark_blocks(rollups)
+    _write_benchmark_summaries(root, blocks)
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_errors": n_errors,
         "n_task_descriptors": len(descriptors),
         "rollups": rollups,
-        "benchmarks": _benchmark_blocks(rollups),
+        "benchmarks": blocks,
         "issues": [i.model_dump() for i in issues],
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, csv_columns(rollups, ROLLUP_FIELDS))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,8 +20,6 @@ from descriptor.errors import UserError
 from descriptor.redact import register_secret_env
 
 BUILTIN_ROUTES = ("scripted", "embedded")
-AGENT_ROLES = ("solver", "worker", "debater", "planner", "critic", "aggregator", "supervisor", "judge")
-"""Roles the systems ask a model for; each may get its own route (``roles.<role>`` or ``[models.<role>]``)."""
 
 
 class ConfigError(UserError):
@@ -114,7 +113,7 @@ class MasSettings(_Strict):
     agents: int = Field(default=3, ge=1)
     """Debaters in ``debate``, workers in ``orchestrator`` and ``supervisor``."""
     max_rounds: int = Field(default=3, ge=1)
-    """Upper bound on debate rounds after the first answers."""
+    """Upper bound on debate rounds after the first answers (and on representative-exchange rounds)."""
     minimum_discussion_rounds: int = Field(default=1, ge=0)
     """Discussion rounds the controller may not stop before."""
     rounds: int = Field(default=1, ge=1)
@@ -123,8 +122,18 @@ class MasSettings(_Strict):
     """Tool calls an agent may make in one turn before it must answer."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     final_vote_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How a topology whose last stage chooses among candidates (debate, representative_exchange) chooses."""
+    groups: int = Field(default=3, ge=2)
+    """Groups in ``representative_exchange``."""
+    agents_per_group: int = Field(default=2, ge=1)
+    """Members of each group in ``representative_exchange``."""
+    election_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How a ``representative_exchange`` group elects its representative: the group's judge, or a lexical vote."""
+    persona_mode: Literal["static", "generated"] = "static"
+    """``static``: ``personas`` round-robin (none by default); ``generated``: one model call per run specialises
+    every agent within its role (see :mod:`mas.topologies.personas`)."""
     personas: list[str] = Field(default_factory=list)
-    """Optional personas assigned round-robin to agents inside their role."""
+    """Static personas, assigned round-robin to the agents of each parallel stage inside their role."""
 
     @model_validator(mode="after")
     def _minimum_within_max(self) -> MasSettings:
@@ -254,14 +263,15 @@ class ExperimentConfig(_Strict):
             return self.roles[role]
         return role if role in self.models else "default"
 
-    def used_routes(self) -> dict[str, ModelRoute]:
-        """Routes a run may call: default, every role's route (``roles.<role>`` or ``[models.<role>]``).
+    def used_routes(self, roles: Iterable[str]) -> dict[str, ModelRoute]:
+        """Routes a run may call: default, and the route of each of ``roles`` (``roles.<role>`` or ``[models.<role>]``).
 
-        Keyed by route name. Routes that no role resolves to (e.g. an
-        ``[models.openrouter]`` kept for ``--model openrouter``) are left out,
-        so their keys are not demanded.
+        ``roles`` are the roles the systems of the run declare
+        (:func:`mas.systems.agent_roles`). Keyed by route name. Routes that no
+        role resolves to (e.g. an ``[models.openrouter]`` kept for ``--model
+        openrouter``) are left out, so their keys are not demanded.
         """
-        names = ["default", *(self.route_name_for_role(r) for r in AGENT_ROLES), *self.roles.values()]
+        names = ["default", *(self.route_name_for_role(r) for r in roles), *self.roles.values()]
         return {n: self.route(n) for n in dict.fromkeys(names)}
 
     def redacted(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The systems as LangGraph Studio / ``langgraph dev`` graphs: the task and the settings come at run time.
 
 ``langgraph.json`` at the project root names one factory per system (``sas``,
-``supervisor``, ``debate``, ``orchestrator``). The LangGraph server calls a
+``supervisor``, ``debate``, ``orchestrator``, ``representative_exchange``; a test keeps it equal to
+:data:`mas.systems.SYSTEMS`). The LangGraph server calls a
 factory for every run with the run's config, so each run gets its own
 models and its own :class:`~mas.topologies.agent.RunContext`:
 
@@ -87,7 +88,7 @@ def build_studio_graph(system: str, config: RunnableConfig | None = None) -> Com
 
     g = StateGraph(StudioState, input_schema=StudioInput, output_schema=StudioOutput)
     g.add_node("task", task)
-    g.add_node(system, SYSTEMS[system](rt).compile())
+    g.add_node(system, SYSTEMS[system].build(rt).compile())
     g.add_edge(START, "task")
     g.add_edge("task", system)
     g.add_edge(system, END)

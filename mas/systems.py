@@ -1,9 +1,12 @@
 """The systems a run can use, by name: the SAS and the multi-agent topologies.
 
-Each entry builds an uncompiled LangGraph ``StateGraph`` for one run; every
-graph leaves its final answer in ``state["answer"]`` and its per-stage
-metrics (rounds used, stop reasons) in ``state["stages"]``. Adding a
-topology is one module under :mod:`mas.topologies` plus one line here.
+Each entry is a topology's declaration (:class:`mas.topologies.declaration.Topology`):
+its ``build`` makes an uncompiled LangGraph ``StateGraph`` for one run; every
+graph leaves its final answer in ``state["answer"]`` and its per-stage metrics
+(rounds used, stop reasons) in ``state["stages"]``. Adding a topology is one
+module under :mod:`mas.topologies` (its builder and its ``TOPOLOGY``
+declaration) plus one line here; its roles, routes and pictures follow
+(and, to serve it in LangGraph Studio, one line in ``langgraph.json``).
 
 Routing functions (conditional edges) are ``async def`` like the nodes:
 LangGraph runs a plain ``def`` one in a thread pool on every step, and
@@ -12,25 +15,43 @@ those hand-offs cost a sweep of 16 concurrent runs about 3 % efficiency.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
-from langgraph.graph import StateGraph
+from descriptor.errors import UserError
+from mas.config import ExperimentConfig
+from mas.topologies import debate, orchestrator, representative_exchange, sas, supervisor
+from mas.topologies.declaration import Topology
+from mas.topologies.personas import ROLE as PERSONA_ROLE
 
-from mas.topologies.agent import RunContext
-from mas.topologies.debate import build_debate
-from mas.topologies.orchestrator import build_orchestrator
-from mas.topologies.sas import build_sas
-from mas.topologies.supervisor import build_supervisor
-
-SystemBuilder = Callable[[RunContext], StateGraph]
-
-SYSTEMS: dict[str, SystemBuilder] = {
-    "sas": build_sas,
-    "supervisor": build_supervisor,
-    "debate": build_debate,
-    "orchestrator": build_orchestrator,
+SYSTEMS: dict[str, Topology] = {
+    "sas": sas.TOPOLOGY,
+    "supervisor": supervisor.TOPOLOGY,
+    "debate": debate.TOPOLOGY,
+    "orchestrator": orchestrator.TOPOLOGY,
+    "representative_exchange": representative_exchange.TOPOLOGY,
 }
+
+
+def get_system(name: str) -> Topology:
+    """The declaration of system ``name``; ``UserError`` naming the known ones otherwise."""
+    if name not in SYSTEMS:
+        raise UserError(f"unknown system {name!r}; known: {', '.join(sorted(SYSTEMS))}")
+    return SYSTEMS[name]
+
+
+def agent_roles(systems: Iterable[str] | None = None, cfg: ExperimentConfig | None = None) -> tuple[str, ...]:
+    """Every role the given systems (default: all) may ask a model for, ``judge`` included where used, and the
+    persona generator when ``cfg`` generates personas.
+
+    >>> agent_roles(["sas"])
+    ('solver',)
+    """
+    names = SYSTEMS if systems is None else systems
+    roles = [r for n in names for r in get_system(n).role_names()]
+    if cfg is not None and cfg.mas.persona_mode == "generated":
+        roles.append(PERSONA_ROLE)
+    return tuple(dict.fromkeys(roles))
 
 
 def final_answer(state: dict[str, Any]) -> str | None:

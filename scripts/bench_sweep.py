@@ -270,9 +270,10 @@ def _solver_prompts(n: int) -> list[list[dict[str, str]]]:
     """The opening messages of the sweep's ``sas`` solver for the first ``n`` GSM8K tasks."""
     from benchmark.registry import get_benchmark
     from mas.topologies.prompts import system_prompt, task_message
+    from mas.topologies.sas import SOLVER
 
     tasks = get_benchmark("gsm8k").load_tasks(n)
-    return [[{"role": "system", "content": system_prompt("solver")},
+    return [[{"role": "system", "content": system_prompt(SOLVER.brief)},
              {"role": "user", "content": task_message(t.question)}] for t in tasks]
 
 

@@ -4,7 +4,9 @@
 # Environment (all optional):
 #   TASK_LIMIT      tasks per benchmark                       (default 10)
 #   RUNS_PER_TASK   repeated runs per task and system         (default 3)
-#   BENCHMARKS      comma-separated benchmarks                (default: all, from `main.py list-benchmarks`)
+#   BENCHMARKS      comma-separated benchmarks                (default: every benchmark whose data is installed,
+#                                                             from `main.py list-benchmarks --available`; the
+#                                                             others are named on stderr with the reason)
 #   SYSTEMS         comma-separated systems                   (default: all registered systems)
 #   MODEL           route for every role (scripted, embedded, or a [models.NAME] route; default: the config's)
 #   EXPERIMENT_ID   experiment directory name                 (default: a UTC timestamp)
@@ -63,8 +65,14 @@ if ((${#bench_flags[@]})); then
 elif [[ -n "${BENCHMARKS:-}" ]]; then
   IFS=',' read -r -a benchmarks <<<"$BENCHMARKS"
 else
-  mapfile -t benchmarks < <("$PY" main.py list-benchmarks)
-  ((${#benchmarks[@]})) || die "no benchmark discovered by 'main.py list-benchmarks'"
+  # Every benchmark whose data is installed; the others are skipped, each named with the reason.
+  skipped="$(mktemp)"
+  mapfile -t benchmarks < <("$PY" main.py list-benchmarks --available 2>"$skipped")
+  while IFS= read -r line; do
+    [[ -n "$line" ]] && echo "full_experiment: ${line/#skipped /skipping } (set BENCHMARKS to choose)" >&2
+  done <"$skipped"
+  rm -f "$skipped"
+  ((${#benchmarks[@]})) || die "no benchmark has its data installed (see 'main.py list-benchmarks --available')"
 fi
 
 if [[ -z "${SYSTEMS:-}" ]]; then

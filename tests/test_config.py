@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from mas.config import ConfigError, apply_overrides, load_config, parse_config, require_api_key
+from mas.systems import agent_roles
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "experiment.example.toml"
 
@@ -46,7 +47,7 @@ def test_model_override_replaces_every_route():
     cfg = apply_overrides(cfg, model="scripted", seed=7, **{"inject.rate": 0.5})
     assert cfg.seed == 7 and cfg.inject.rate == 0.5
     assert cfg.route_for_role("judge").provider == "scripted"
-    assert list(cfg.used_routes()) == ["default"]
+    assert list(cfg.used_routes(agent_roles())) == ["default"]
 
 
 def test_unknown_route_override():
@@ -77,7 +78,7 @@ def test_used_routes_include_role_routes_under_models():
     cfg = _cfg(models={"critic": {"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "CRITIC_KEY"},
                        "hosted": {"provider": "openai", "model": "m", "api_key_env": "UNUSED_KEY"}},
                roles={"planner": "scripted"})
-    used = cfg.used_routes()
+    used = cfg.used_routes(agent_roles())
     assert list(used) == ["default", "scripted", "critic"]  # [models.hosted] is no role's route
     assert used["critic"] is cfg.route_for_role("critic") and used["critic"].provider == "openai"
     assert cfg.route_name_for_role("planner") == "scripted" and cfg.route_name_for_role("solver") == "default"

@@ -48,6 +48,15 @@ def test_all_files_written(experiment):
     assert summary.n_runs == 24 and len(summary.descriptors) == 6 and len(summary.rollups) == 2
 
 
+def test_benchmark_rollups_beside_the_system_folders(experiment):
+    root, _ = experiment
+    per_benchmark = json.loads((root / "arith" / "summary.json").read_text())
+    whole = json.loads((root / "experiment_summary.json").read_text())["benchmarks"]["arith"]
+    assert per_benchmark == {"benchmark": "arith", **whole} and set(per_benchmark["systems"]) == {"sas", "debate"}
+    with open(root / "arith" / "summary.csv") as fh:
+        assert sorted(r["system"] for r in csv.DictReader(fh)) == ["debate", "sas"]
+
+
 def test_blank_cells_in_csv(experiment):
     root, _ = experiment
     with open(root / "arith" / "sas" / "t0" / "descriptor.csv") as fh:

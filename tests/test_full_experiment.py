@@ -106,6 +106,34 @@ def test_list_benchmarks(tmp_path):
     assert {"arith", "gsm8k"} <= set(proc.stdout.split())
 
 
+BLOCK_REASONING_GYM = """\
+import sys
+
+
+class _NotInstalled:  # as if the optional package reasoning-gym were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "reasoning_gym":
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def test_default_benchmarks_are_those_installed_and_the_others_are_named(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_REASONING_GYM)
+    env = {"TASK_LIMIT": "1", "RUNS_PER_TASK": "1", "SYSTEMS": "sas", "MODEL": "scripted", "EXPERIMENT_ID": "d",
+           "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = run_script(tmp_path, timeout=600, **env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "full_experiment: skipping reasoning_gym: benchmark reasoning_gym needs the package reasoning-gym" in proc.stderr
+    ran = {r["benchmark"] for r in summary_rows(tmp_path / "out" / "d" / "experiment_summary.csv")}
+    assert ran == {"arith", "gsm8k", "humaneval", "mbpp", "workbench"}
+
+
 FAKE_PYTHON = """\
 #!/usr/bin/env bash
 # Stands in for the interpreter: exits {code} as soon as it gets SIGTERM.

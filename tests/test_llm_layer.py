@@ -109,8 +109,8 @@ async def _solver_turn(question: str, **cfg_fields: object) -> tuple[object, Lis
     agent = AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):
-        answer, _ = await agent_turn(rt, agent, opening_messages(rt, agent))
-    return answer, sink
+        turn = await agent_turn(rt, agent, opening_messages(rt, agent))
+    return turn.answer, sink
 
 
 @pytest.mark.parametrize("protocol", ["text", "native"])

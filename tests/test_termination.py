@@ -220,7 +220,7 @@ def test_artifact_kind(text, kind):
 # ---- the LLM judge and its fallbacks --------------------------------------------------------
 
 
-def scripted_rt(model: str = "scripted", **mas) -> RunContext:
+def scripted_rt(model: str = "scripted:judge", **mas) -> RunContext:
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model=model)}, mas=mas)
     return RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="What is 6 * 7?")
 
@@ -289,6 +289,34 @@ async def test_judge_unsubstantive_verdict_blocks_consensus():
     d = await decide(pos(), candidate_artifacts=cands("42", "42", "42"), previous_candidate_artifacts=None,
                      expected_count=3, mode="llm_judge", judge=judge)
     assert not d.stop and d.consensus_source == "llm_judge" and d.is_substantive is False
+
+
+async def test_consensus_denominator_leaves_out_the_judges_invalid_answers():
+    """The seed's rule: valid_count = answers left after removing invalid_indices; 3 of 4 is consensus."""
+    async def judge(current, previous):
+        return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2], [3]], invalid_indices=[4], is_substantive=True))
+
+    d = await decide(pos(), candidate_artifacts=cands("42", "42", "42", "41", "no idea, sorry"),
+                     previous_candidate_artifacts=None, expected_count=5, mode="llm_judge", judge=judge)
+    assert d.consensus_valid_count == 4 and d.consensus_ratio == 0.75
+    assert d.stop and d.reason == "consensus_reached" and "3 of 4 valid" in d.reason_detail
+
+
+async def test_mock_mode_reads_as_the_lexical_fallback():
+    """The scripted double (mock mode) is no judge: no call is made and the source says lexical_fallback."""
+    from mas.topologies.judge import MOCK_JUDGE
+
+    rt = scripted_rt("scripted")
+    d = await judged(rt, pos(), cands("42", "42", "41", "42"))
+    assert d.reason == "consensus_reached" and d.consensus_source == "lexical_fallback"
+    assert d.judge_error == MOCK_JUDGE and d.judge_token_in == 0
+    out = await final_vote(rt, cands("41", "42", "42"))
+    assert out.source == "lexical_fallback" and out.error == MOCK_JUDGE and out.token_in == 0
+
+
+async def test_identical_non_ascii_answers_reach_consensus():
+    d = await lexical(pos(), cands("答案是四十二", "答案是四十二", "答案是四十二"))
+    assert d.reason == "consensus_reached" and d.valid_artifact_count == 3 and d.consensus_ratio == 1.0
 
 
 def test_parse_consensus_fills_uncovered_indices():

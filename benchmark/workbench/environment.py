@@ -74,3 +74,8 @@ class WorkbenchEnvironment(Environment):
     @property
     def actions(self) -> list[ActionRecord]:
         return list(self._log)
+
+    def changes_state(self, name: str) -> bool:
+        """WorkBench's ``tools_with_side_effects`` (either name form); an unknown name changes nothing."""
+        spec = resolve(str(name))
+        return spec is not None and spec.side_effects

@@ -79,12 +79,14 @@ def make_chat_model(
     seed: int | None = None,
     injection: InjectionPlan | None = None,
     route: ModelRoute | None = None,
+    oracle_actions: list[dict[str, Any]] | None = None,
 ) -> BoundModel:
     """Build the chat model for ``route_name`` (or an explicit ``route``).
 
     Raises :class:`mas.config.ConfigError` when a hosted route's API key is
     missing, and :class:`mas.serving.server.EmbeddedServerError` when the local
-    server cannot start.
+    server cannot start. ``oracle_actions`` (the task's reference actions) reach
+    the scripted double only, which replays them (see :mod:`mas.scripted.workbench`).
     """
     route = route or cfg.route(route_name)
     seed = cfg.seed if seed is None else seed
@@ -93,7 +95,8 @@ def make_chat_model(
 
         variant = route.model if route.model.startswith("scripted") else "scripted"
         model = ScriptedChatModel(seed=seed, variant=variant, latency_ms=route.scripted_latency_ms,
-                                  injection=injection, max_concurrent=route.rate_limit.max_concurrent)
+                                  injection=injection, max_concurrent=route.rate_limit.max_concurrent,
+                                  oracle_actions=oracle_actions)
         return BoundModel(name=route_name, route=route, model=model, model_label=variant)
 
     ChatOpenAI = _checked_chat_openai()  # noqa: N806
@@ -136,11 +139,14 @@ def make_chat_model(
 class ModelSet:
     """The models of one run, built lazily per route and shared by the roles that use it."""
 
-    def __init__(self, cfg: ExperimentConfig, *, seed: int, injection: InjectionPlan | None = None) -> None:
+    def __init__(self, cfg: ExperimentConfig, *, seed: int, injection: InjectionPlan | None = None,
+                 oracle_actions: list[dict[str, Any]] | None = None) -> None:
         register_route_secrets(cfg)  # a config unpickled on a dask worker was never validated there
         self.cfg = cfg
         self.seed = seed
         self.injection = injection
+        self.oracle_actions = oracle_actions
+        """The task's reference actions, for the scripted double only (it replays them)."""
         self._cache: dict[str, BoundModel] = {}
 
     def for_role(self, role: str) -> BoundModel:
@@ -150,7 +156,7 @@ class ModelSet:
         name = self.cfg.route_name_for_role(role)
         if name not in self._cache:
             self._cache[name] = make_chat_model(self.cfg, name, seed=self.seed, injection=self.injection,
-                                                route=self.cfg.route(name))
+                                                route=self.cfg.route(name), oracle_actions=self.oracle_actions)
         return self._cache[name]
 
     def labels(self) -> dict[str, str]:

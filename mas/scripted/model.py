@@ -12,8 +12,11 @@ only on a call whose output the injection actually changes: a responder
 branch that ignores ``ctx.inject`` (a planner's fixed plan, say) leaves it for
 the next eligible step, so ``injected_error`` never names an unchanged step.
 
-Variants by route model name: ``scripted`` (everything), ``scripted:nojudge``
-(judge contracts get a reply without a verdict, so callers exercise their lexical fallback),
+Variants by route model name: ``scripted`` (everything; judges are in mock
+mode: the runtime calls no judge and uses the lexical fallback, see
+:mod:`mas.topologies.judge`), ``scripted:judge`` (it also plays the LLM judge,
+to test that code path), ``scripted:nojudge`` (judge contracts get a reply
+without a verdict, so callers exercise their lexical fallback),
 ``scripted:text-tools`` (tool calls written as fenced JSON text instead of
 native ``tool_calls``, like small local models do).
 """
@@ -64,6 +67,8 @@ class ScriptedContext:
     """Write tool calls as fenced JSON text instead of native tool_calls."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
+    oracle_actions: list[dict[str, Any]] | None = None
+    """The task's reference actions (``{"name", "args"}``) on a benchmark solved by acting; None otherwise."""
 
     @property
     def contract(self) -> str:
@@ -121,6 +126,8 @@ class ScriptedChatModel(BaseChatModel):
     max_concurrent: int | None = None
     """The simulated endpoint's slots (``rate_limit.max_concurrent``): calls beyond it wait for a slot."""
     calls: int = Field(default=0)
+    oracle_actions: list[dict[str, Any]] | None = None
+    """The task's reference actions, which the double replays through the real tool loop (WorkBench)."""
     _bound_kwargs: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
@@ -164,7 +171,7 @@ class ScriptedChatModel(BaseChatModel):
         def ask(inject: bool) -> AIMessage:
             return _as_message(RESPONDERS[contract](ScriptedContext(
                 messages=list(messages), metadata=dict(meta), rng=random.Random(seed), inject=inject,
-                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs,
+                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs, oracle_actions=self.oracle_actions,
             )))
 
         honest = ask(False)

@@ -1,3 +1,3 @@
 """Registers every scripted responder (imported once, when a scripted route is built)."""
 
-from mas.scripted import agents, attribution, judge, supervisor  # noqa: F401  (each registers its contracts)
+from mas.scripted import agents, attribution, judge, orchestrator, personas, supervisor  # noqa: F401  (each registers)

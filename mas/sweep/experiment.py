@@ -29,7 +29,7 @@ from mas.sweep.lock import sweep_lock
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.runner import RunSpec, run_seed
-from mas.systems import SYSTEMS
+from mas.systems import SYSTEMS, agent_roles
 
 __all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
            "validate_request"]
@@ -87,7 +87,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
-    for name, route in req.cfg.used_routes().items():
+    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches
@@ -124,7 +124,7 @@ def _check_workers(req: ExperimentRequest) -> None:
     if req.executor != "dask" or req.scheduler_address:
         raise UserError("--workers starts local dask worker processes: use it with --executor dask and "
                         "without --scheduler-address (a cluster's workers are started with `dask worker`)")
-    for name, route in req.cfg.used_routes().items():
+    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         if route.rate_limit.max_concurrent is not None and route.rate_limit.max_concurrent < req.workers:
             raise UserError(f"--workers {req.workers}: models.{name}.rate_limit.max_concurrent is "
                             f"{route.rate_limit.max_concurrent}, and each worker process needs at least one "
@@ -144,9 +144,10 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
     return specs
 
 
-def prepare_models(cfg: ExperimentConfig) -> None:
-    """Start the embedded server up front when any route uses it (a clear error now, not mid-sweep)."""
-    if any(r.provider == "embedded" for r in cfg.used_routes().values()):
+def prepare_models(cfg: ExperimentConfig, systems: list[str] | None = None) -> None:
+    """Start the embedded server up front when a route of ``systems`` (default: all) uses it (a clear error now,
+    not mid-sweep)."""
+    if any(r.provider == "embedded" for r in cfg.used_routes(agent_roles(systems, cfg)).values()):
         from mas.serving.server import ensure_server
 
         ensure_server(cfg.embedded)
@@ -161,7 +162,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     """
     benches = validate_request(req)
     specs = plan_runs(req, benches)
-    prepare_models(req.cfg)
+    prepare_models(req.cfg, req.systems)
     client = None
     if req.scheduler_address:  # an unreachable cluster is bad input: say so before the manifest exists
         from mas.sweep.executors import connect_scheduler

@@ -10,6 +10,7 @@ redone; any other leftovers of a run are cleared before it runs again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import shutil
 import time
@@ -50,6 +51,8 @@ from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
+from mas.topologies.environment import EnvironmentFactory, outcome_environment
+from mas.topologies.personas import generate_personas
 from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
@@ -129,6 +132,45 @@ def clear_partial(spec: RunSpec) -> None:
         path.unlink(missing_ok=True)
 
 
+def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: int,
+                injection: InjectionPlan | None) -> RunContext:
+    """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
+
+    On a benchmark solved by acting, the scripted double also gets the task's
+    reference actions, which it replays through the real tool loop.
+    """
+    new_environment: EnvironmentFactory | None = None
+    oracle = None
+    if bench.make_environment(task) is not None:
+        new_environment = functools.partial(bench.make_environment, task)
+        oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
+    models = ModelSet(cfg, seed=seed, injection=injection, oracle_actions=oracle)
+    return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
+                      new_environment=new_environment)
+
+
+NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
+
+
+def evaluate_run(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, Any], answer: str | None,
+                 error: str | None, *, infrastructure: bool = True) -> Evaluation:
+    """The benchmark's verdict on a finished graph: its answer, and the environment it names as its outcome.
+
+    A run that ended in an error is not evaluated (doing nothing would
+    "solve" a WorkBench task that expects no action): an infrastructure error
+    is no task result at all (summaries leave it out of every task metric);
+    the system's own failure (a prompt over the context) fails the task.
+    """
+    if error is not None:
+        return Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED if infrastructure else error})
+    return bench.evaluate(task, answer or "", outcome_environment(rt.new_environment, state))
+
+
+def is_completed(answer: str | None, error: str | None) -> bool:
+    """A run completed when it ended without an error and with a non-empty final answer."""
+    return error is None and bool(answer and answer.strip())
+
+
 RECURSION_LIMIT = 200
 """LangGraph super-steps a run may take (a debate of 5 agents and 3 rounds takes ~20)."""
 
@@ -162,7 +204,9 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     with use_tracer(tracer):
         try:
             async with open_checkpointer(checkpoints) as saver:
-                graph = SYSTEMS[system](rt).compile(checkpointer=saver)
+                if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
+                    rt.personas = await generate_personas(rt, SYSTEMS[system])
+                graph = SYSTEMS[system].build(rt).compile(checkpointer=saver)
                 # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
                     state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
@@ -189,7 +233,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     paths = spec.paths
     paths.task_dir.mkdir(parents=True, exist_ok=True)
     plan = injection_plan(cfg, spec)
-    models = ModelSet(cfg, seed=spec.seed, injection=plan)
+    rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan)
     meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
@@ -202,7 +246,6 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     if tracing:
         processors += export_processors(cfg, meta)
     tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
-    rt = RunContext(cfg=cfg, models=models, question=spec.task.question, answer_kind=bench.answer_kind)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
     state, error, own_failure = await run_graph(
@@ -211,24 +254,19 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
     return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error,
                                    infrastructure=error is not None and not own_failure, wall_s=wall_s,
-                                   models=models, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
+                                   rt=rt, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
                                    events=collected.events)
 
 
-NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
-
-
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
-               infrastructure: bool, wall_s: float, models: ModelSet, plan: InjectionPlan | None, meta: RunMetadata,
+               infrastructure: bool, wall_s: float, rt: RunContext, plan: InjectionPlan | None, meta: RunMetadata,
                tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
     paths = spec.paths
+    models = rt.models
     answer = final_answer(state) if error is None else None
-    completion = answer is not None
-    # An errored run is not evaluated: no task result (summaries leave it out of every task metric). A run the
-    # system itself broke (a prompt over the model's context) is a task result: no answer, not completed.
-    evaluation = (Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED if infrastructure else error})
-                  if error is not None else bench.evaluate(spec.task, answer or ""))
+    completion = is_completed(answer, error)
+    evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure)
     write_text_atomic(paths.answer, answer or "")
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
                                              score=evaluation.score, details=evaluation.details))
@@ -242,6 +280,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     meta.status = "error" if infrastructure else "finished"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
+    meta.personas = rt.personas
     write_json_atomic(paths.metadata, meta)
     result = RunResult(
         **spec.key.identity(), status="error" if infrastructure else "finished", success=evaluation.success,
@@ -302,8 +341,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=meta.seed, injection=injection), question=task.question,
-                    answer_kind=bench.answer_kind)
+    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection)
+    rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
     tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
@@ -312,8 +351,9 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
                                                 fork={"notes": [note]})
     answer = final_answer(state) if error is None else None
-    ev = await asyncio.to_thread(bench.evaluate, task, answer or "")
-    write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=answer is not None, score=ev.score,
+    ev = await asyncio.to_thread(evaluate_run, bench, task, rt, state, answer, error,
+                                 infrastructure=not own_failure)
+    write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=is_completed(answer, error), score=ev.score,
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
     metrics = compute_run_metrics(collected.events)

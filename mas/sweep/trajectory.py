@@ -13,10 +13,12 @@ from typing import Any
 from descriptor.events import (
     AgentOutput,
     Decision,
+    Election,
     ErrorInfo,
     Event,
     FinalAnswer,
     FinalVote,
+    PersonaAssignment,
     ToolCall,
     ToolResult,
 )
@@ -37,7 +39,8 @@ def summary(ev: Event) -> str:
     if isinstance(p, ToolCall):
         return f"calls {p.tool}({_clip(str(p.arguments), 200)})"
     if isinstance(p, ToolResult):
-        return f"{p.tool} -> {'ok' if p.ok else 'FAILED'}: {_clip(p.output, 200)}"
+        status = ("ok, changed the environment" if p.state_changing else "ok") if p.ok else "FAILED"
+        return f"{p.tool} -> {status}: {_clip(p.output, 200)}"
     if isinstance(p, Decision):
         verdict = f"stop: {p.reason}" if p.stop else "continue"
         groups = " | ".join(", ".join(g) for g in p.consensus_groups)
@@ -46,12 +49,21 @@ def summary(ev: Event) -> str:
     if isinstance(p, FinalVote):
         groups = " | ".join(", ".join(g) for g in p.groups)
         return f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}. {_clip(p.explanation, 200)}"
+    if isinstance(p, PersonaAssignment):
+        return _clip("personas: " + (p.content or p.error or "none"), 600)
+    if isinstance(p, Election):
+        groups = " | ".join(", ".join(g) for g in p.groups)
+        return (f"group {p.group} elects {p.elected}, who speaks as {p.representative} ({p.vote_source}); "
+                f"groups: {groups}")
     if isinstance(p, FinalAnswer):
         return f"publishes {p.source_agent}'s answer ({p.selection}): {_clip(p.answer_artifact)}"
     if isinstance(p, ErrorInfo):
         retry = " (will retry)" if p.will_retry else ""
         return _clip(f"error [{p.kind}]{retry}: {p.error}")
     if isinstance(p, AgentOutput):
+        if ev.event_type == "verify":  # a critic's verdict: the answer it finds right, and the errors it found
+            return (f"verdict: {_clip(p.answer_artifact)} (confidence {p.confidence:.2f})"
+                    + (f" — {_clip(p.reasoning, 300)}" if p.reasoning else ""))
         return f"answer: {_clip(p.answer_artifact)} (confidence {p.confidence:.2f})"
     return _clip(getattr(p, "content", ""))
 

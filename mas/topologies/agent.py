@@ -1,27 +1,39 @@
-"""An agent's step and turn: one LLM call, its tool calls, and the trace events.
+"""An agent's step and turn: one LLM call, its tool calls, and the trace events (the one implementation).
 
-A *step* is one LLM output of one agent and is one trajectory step in the
-trace (``payload.step_index``). A *turn* is steps plus tool executions until
-the agent answers. The SAS graph runs each step as its own node, so every
-step has a checkpoint to resume from; multi-agent stages run whole turns.
+A *step* (:func:`agent_step`) is one LLM output of one agent and is one
+trajectory step in the trace (``payload.step_index``). A *turn*
+(:func:`agent_turn`) is steps plus tool executions until the agent answers
+(or routes, for the supervisor). The SAS graph runs each step as its own
+node, so every step has a checkpoint to resume from; multi-agent stages run
+whole turns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from descriptor.events import AgentOutput, EventType, ToolCall, ToolResult
+from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
-from mas.llm.call import ToolCallRequest, call_llm, clip_confidence, llm_event_fields
+from mas.llm.call import LLMResult, ToolCallRequest, call_llm, clip_confidence, llm_event_fields
 from mas.llm.models import ModelSet
-from mas.tools.builtin import TOOLS, execute_tool
-from mas.topologies.prompts import ANSWER_SCHEMA, force_answer_note, system_prompt, task_message, tool_result_message
+from mas.topologies.environment import MAIN, ActionLog, EnvironmentFactory, branch_environment
+from mas.topologies.prompts import (
+    ANSWER_SCHEMA,
+    GENERIC_BRIEF,
+    force_answer_note,
+    system_prompt,
+    task_message,
+    tool_result_message,
+)
+from mas.topologies.toolbox import Toolbox, toolbox_for
 from mas.tracing import Stopwatch, current_tracer
 
 CONTENT_LIMIT = 4000
@@ -30,10 +42,15 @@ CONTENT_LIMIT = 4000
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class AgentSpec:
-    """Who an agent is: actor name, structural role, optional persona, tool access."""
+    """Who an agent is: actor name, structural role (and its brief), optional persona, tool access.
+
+    Topologies make agents from their declared roles (:meth:`mas.topologies.declaration.Role.agent`).
+    """
 
     name: str
     role: str
+    brief: str = GENERIC_BRIEF
+    """The role's brief, the first paragraph of the agent's system prompt."""
     persona: str | None = None
     tools: bool = True
 
@@ -46,6 +63,24 @@ class RunContext:
     models: ModelSet
     question: str
     answer_kind: str = "text"
+    new_environment: EnvironmentFactory | None = None
+    """A fresh environment of the run's task (benchmarks solved by acting); None: the built-in tools."""
+    personas: dict[str, str] | None = None
+    """Generated personas by agent (``mas.persona_mode = "generated"``); None: static ones."""
+
+    def specialise(self, agent: AgentSpec) -> AgentSpec:
+        """``agent`` with its generated persona, if the run has one for it."""
+        persona = (self.personas or {}).get(agent.name)
+        return agent if persona is None else dataclasses.replace(agent, persona=persona)
+
+    def toolbox(self, environment: Any = None) -> Toolbox:
+        """The tools of an agent acting on ``environment`` (None: the built-in calculator and Python)."""
+        return toolbox_for(self.cfg.sandbox, environment)
+
+    def environment(self, envs: dict[str, ActionLog] | None, branch: str, base: str = MAIN) -> Any:
+        """Branch ``branch`` of the run's environment rebuilt from graph state (forked from ``base`` when new);
+        None when the run has no environment (see :mod:`mas.topologies.environment`)."""
+        return branch_environment(self.new_environment, envs, branch, base)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -65,9 +100,14 @@ class Answer:
 
 @dataclass(kw_only=True, slots=True)
 class StepOutcome:
+    """One step's result: an answer, or the tool calls to execute (and the routing calls to route)."""
+
     answer: Answer | None
     tool_calls: list[ToolCallRequest]
+    routing_calls: list[ToolCallRequest] = field(default_factory=list)
     new_messages: list[BaseMessage] = field(default_factory=list)
+    parsed: dict[str, Any] | None = None
+    """The answer reply's JSON object, when it had one (fields beyond the answer's)."""
 
 
 def state_id_of(config: RunnableConfig | None) -> str | None:
@@ -77,10 +117,15 @@ def state_id_of(config: RunnableConfig | None) -> str | None:
     return (config.get("configurable", {}).get("checkpoint_map") or {}).get("")
 
 
-def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "") -> list[BaseMessage]:
-    """System prompt plus the task (and any relay packets selected for this agent)."""
+def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "", toolbox: Toolbox | None = None,
+                     ) -> list[BaseMessage]:
+    """System prompt plus the task (and any relay packets selected for this agent).
+
+    ``toolbox``: the agent's tools (default: the built-in ones), described in the system prompt.
+    """
     content = task_message(rt.question) + (f"\n\n{extra}" if extra else "")
-    return [SystemMessage(system_prompt(agent.role, persona=agent.persona, tools=agent.tools,
+    protocol = (toolbox or rt.toolbox()).protocol if agent.tools else None
+    return [SystemMessage(system_prompt(agent.brief, persona=agent.persona, tool_protocol=protocol,
                                         answer_kind=rt.answer_kind)),
             HumanMessage(content)]
 
@@ -114,60 +159,141 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
     return Answer(answer_artifact=text.strip(), confidence=0.5, parse="fallback")
 
 
+def _render_calls(calls: Sequence[ToolCallRequest]) -> str:
+    """What a reply made of native tool calls said (it has no text)."""
+    return "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in calls)
+
+
 async def agent_step(
     rt: RunContext,
     agent: AgentSpec,
     history: list[BaseMessage],
     *,
-    answer_event: EventType = "finalize",
+    answer_event: EventType | Callable[[Answer], EventType] = "act",
     allow_tools: bool = True,
+    route_tools: Sequence[Any] = (),
+    on_route: Callable[[ToolCallRequest], dict[str, Any]] | None = None,
     sends: list[dict[str, str]] | None = None,
     state_id: str | None = None,
     payload: dict[str, Any] | None = None,
+    contract: str = "agent.turn",
+    toolbox: Toolbox | None = None,
+    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    redo_revise: bool = False,
 ) -> StepOutcome:
-    """One LLM call of ``agent``; traces a ``tool_call`` or an answer event as one trajectory step."""
+    """One LLM call of ``agent`` and its trace events: a ``tool_call`` per call, or the answer event.
+
+    The reply is one trajectory step (its first event carries ``step_index``).
+    ``answer_event`` is the answer's event type, or a function choosing it
+    from the answer (``revise`` when an agent changed its mind). A call to one
+    of ``route_tools`` is a routing call (a handoff): it is traced with
+    ``on_route(call)``'s extra payload (``sends``, ``handoff``) and returned
+    in ``routing_calls`` for the graph to route, never executed here.
+    ``toolbox``: the agent's tools (default: the built-in ones).
+    ``answer_schema``: the JSON the answer must follow (it must hold
+    ``answer_artifact``; further fields come back in ``StepOutcome.parsed``).
+    ``redo_revise``: a ``revise`` answer redoes earlier work (a revise after a
+    critique) and is marked ``payload.redo``. Raises
+    :class:`~mas.llm.call.LLMCallError` when the call fails for good.
+    """
     tracer = current_tracer()
-    bound = rt.models.for_role(agent.role)
-    use_tools = allow_tools and agent.tools
-    messages = history if use_tools or not agent.tools else [*history, HumanMessage(force_answer_note())]
-    res = await call_llm(bound, messages, contract="agent.turn", actor=agent.name, step=tracer.next_step,
-                         tools=TOOLS if use_tools else None, json_schema=None if use_tools else ANSWER_SCHEMA,
+    own_tools = (toolbox or rt.toolbox()).tools if agent.tools else ()
+    tools = [*own_tools, *route_tools] if allow_tools else []
+    # an agent with tools that may not use them any more is told to answer now
+    messages = history if tools or not agent.tools else [*history, HumanMessage(force_answer_note())]
+    res = await call_llm(rt.models.for_role(agent.role), messages, contract=contract, actor=agent.name,
+                         step=tracer.next_step, tools=tools or None, json_schema=None if tools else answer_schema,
                          metadata={"mas_role": agent.role})
-    # A native tool call has no text; its rendering is what the step said.
-    content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
-    common = {"role": agent.role, "content": content[:CONTENT_LIMIT], "persona": agent.persona, **(payload or {})}
+    common = {"role": agent.role, "content": (res.text or _render_calls(res.tool_calls))[:CONTENT_LIMIT],
+              "persona": agent.persona, **(payload or {})}
     if res.tool_calls:
+        route_names = {t.name for t in route_tools}
+        routing = [c for c in res.tool_calls if c.name in route_names]
+        first = None
         for i, call in enumerate(res.tool_calls):
-            tracer.emit(agent.name, "tool_call", ToolCall(
+            extra = on_route(call) if routing and on_route is not None else {}
+            ev = tracer.emit(agent.name, "tool_call", ToolCall(
                 **common, tool=call.name, arguments=call.arguments, tool_call_id=call.id,
-                tool_protocol=call.protocol,
+                tool_protocol=call.protocol, **extra,
             ), state_id=state_id, step=i == 0, **(llm_event_fields(res) if i == 0 else {}))
-        return StepOutcome(answer=None, tool_calls=res.tool_calls,
-                           new_messages=[res.message if res.tool_calls[0].protocol == "native"
-                                         else AIMessage(content=res.text)])
+            first = ev if i == 0 else first
+        _record_injection(rt, res, first)
+        reply = res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text)
+        return StepOutcome(answer=None, tool_calls=res.tool_calls, routing_calls=routing, new_messages=[reply])
     answer = parse_answer(res.parsed, res.text)
-    tracer.emit(agent.name, answer_event, AgentOutput(**common, **answer.to_dict(), sends=sends), state_id=state_id,
-                step=True, **llm_event_fields(res))
-    return StepOutcome(answer=answer, tool_calls=[], new_messages=[AIMessage(content=res.text)])
+    event_type = answer_event(answer) if callable(answer_event) else answer_event
+    redo = True if redo_revise and event_type == "revise" else None
+    ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends, redo=redo),
+                     state_id=state_id, step=True, **llm_event_fields(res))
+    _record_injection(rt, res, ev)
+    return StepOutcome(answer=answer, tool_calls=[], new_messages=[AIMessage(content=res.text)], parsed=res.parsed)
+
+
+def _record_injection(rt: RunContext, res: LLMResult, event: Event | None) -> None:
+    """Point the scripted injection record at the step index the injected output actually got.
+
+    Parallel branches ask the model with the step counter of the moment, but
+    their steps are numbered in emit order; the record must name the latter.
+    """
+    plan = rt.models.injection
+    if (event is not None and plan is not None and plan.fired_at is not None
+            and res.message.response_metadata.get("scripted_injected")):
+        plan.fired_at["step"] = event.step_index
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ToolRun:
+    """One executed tool call: the request, what the tool returned, and the message the agent sees next."""
+
+    call: ToolCallRequest
+    ok: bool
+    output: str
+    message: BaseMessage
+
+    def line(self) -> str:
+        """``tool(args) -> output`` as an agent's artifact keeps it."""
+        return f"{self.call.name}({json.dumps(self.call.arguments)}) -> {self.output[:300]}"
 
 
 async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallRequest],
-                         state_id: str | None = None) -> list[BaseMessage]:
-    """Execute the calls, trace a ``tool_result`` each, and return the messages the agent sees next."""
+                         state_id: str | None = None, toolbox: Toolbox | None = None) -> list[ToolRun]:
+    """Execute the calls and trace a ``tool_result`` each; a failed call is ``ok=False``, never an exception.
+
+    ``toolbox``: the agent's tools (default: the built-in ones); on an
+    environment, ``state_changing`` marks the calls that changed its state.
+    """
     tracer = current_tracer()
-    out: list[BaseMessage] = []
+    box = toolbox or rt.toolbox()
+    out: list[ToolRun] = []
     for call in calls:
         with Stopwatch() as sw:
-            res = await execute_tool(call.name, call.arguments, rt.cfg.sandbox)
+            res = await box.run(call.name, call.arguments)
+        output = res.output[:CONTENT_LIMIT]
         tracer.emit(agent.name, "tool_result", ToolResult(
-            tool=call.name, ok=res.ok, output=res.output[:CONTENT_LIMIT], tool_call_id=call.id,
-            tool_protocol=call.protocol,
+            tool=call.name, ok=res.ok, output=output, tool_call_id=call.id, tool_protocol=call.protocol,
+            state_changing=res.state_changing,
         ), start=sw.start, end=sw.end, latency_ms=sw.ms, state_id=state_id)
-        if call.protocol == "native":
-            out.append(ToolMessage(content=res.output, tool_call_id=call.id, name=call.name))
-        else:
-            out.append(HumanMessage(tool_result_message(call.name, res.ok, res.output)))
+        message: BaseMessage = (ToolMessage(content=output, tool_call_id=call.id, name=call.name)
+                                if call.protocol == "native"
+                                else HumanMessage(tool_result_message(call.name, res.ok, output)))
+        out.append(ToolRun(call=call, ok=res.ok, output=output, message=message))
     return out
+
+
+@dataclass(kw_only=True, slots=True)
+class TurnResult:
+    """What one turn produced: the answer (None after a routing call) and its steps."""
+
+    answer: Answer | None
+    steps: int
+    """Trajectory steps the turn emitted."""
+    tool_results: list[str] = field(default_factory=list)
+    """``tool(args) -> output`` lines of the tool calls this turn made."""
+    routing_calls: list[ToolCallRequest] = field(default_factory=list)
+    history: list[BaseMessage] = field(default_factory=list)
+    """The conversation at the end of the turn."""
+    parsed: dict[str, Any] | None = None
+    """The answer reply's JSON object, when it had one."""
 
 
 async def agent_turn(
@@ -175,19 +301,38 @@ async def agent_turn(
     agent: AgentSpec,
     history: list[BaseMessage],
     *,
-    answer_event: EventType = "act",
+    answer_event: EventType | Callable[[Answer], EventType] = "act",
+    route_tools: Sequence[Any] = (),
+    on_route: Callable[[ToolCallRequest], dict[str, Any]] | None = None,
     sends: list[dict[str, str]] | None = None,
     state_id: str | None = None,
     payload: dict[str, Any] | None = None,
-) -> tuple[Answer, list[BaseMessage]]:
-    """Steps and tool calls until the agent answers (at most ``mas.max_tool_iterations`` tool rounds)."""
+    contract: str = "agent.turn",
+    toolbox: Toolbox | None = None,
+    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    redo_revise: bool = False,
+) -> TurnResult:
+    """Steps (:func:`agent_step`) and tool calls until the agent answers or routes.
+
+    At most ``mas.max_tool_iterations`` rounds of tool calls; the last step
+    offers no tools. A routing call ends the turn (the caller routes). A
+    call that fails for good raises :class:`~mas.llm.call.LLMCallError`: the
+    run ends as an infrastructure error (no topology carries on with a branch
+    missing), see :mod:`mas.sweep.runner`.
+    """
     history = list(history)
-    for iteration in range(rt.cfg.mas.max_tool_iterations + 1):
-        allow = iteration < rt.cfg.mas.max_tool_iterations
-        step = await agent_step(rt, agent, history, answer_event=answer_event, allow_tools=allow,
-                                sends=sends, state_id=state_id, payload=payload)
+    results: list[str] = []
+    max_iter = rt.cfg.mas.max_tool_iterations
+    for iteration in range(max_iter + 1):
+        step = await agent_step(rt, agent, history, answer_event=answer_event, allow_tools=iteration < max_iter,
+                                route_tools=route_tools, on_route=on_route, sends=sends, state_id=state_id,
+                                payload=payload, contract=contract, toolbox=toolbox, answer_schema=answer_schema,
+                                redo_revise=redo_revise)
         history += step.new_messages
-        if step.answer is not None:
-            return step.answer, history
-        history += await run_tool_calls(rt, agent, step.tool_calls, state_id)
-    raise AssertionError("unreachable: the last iteration forbids tools")
+        if step.answer is not None or step.routing_calls:
+            return TurnResult(answer=step.answer, steps=iteration + 1, tool_results=results,
+                              routing_calls=step.routing_calls, history=history, parsed=step.parsed)
+        runs = await run_tool_calls(rt, agent, step.tool_calls, state_id, toolbox)
+        history += [r.message for r in runs]
+        results += [r.line() for r in runs]
+    raise AssertionError("unreachable: the last iteration offers no tools")

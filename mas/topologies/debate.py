@@ -22,8 +22,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from mas.topologies.agent import AgentSpec, RunContext, state_id_of
-from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
+from descriptor.events import FinalAnswer
+from mas.config import MasSettings
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
+from mas.topologies.environment import ActionLog, log_update, merge_logs
+from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge
 from mas.topologies.roles import (
     artifact_of,
     candidate,
@@ -35,12 +39,12 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    turn,
+    vote_among,
 )
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
-from descriptor.events import FinalAnswer, FinalVote
 from mas.tracing import current_tracer
 
+DEBATER_ROLE = Role(name="debater", brief="You are one of several independent debaters. Solve the task yourself.")
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
            "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
 
@@ -56,6 +60,10 @@ def decision_sends(stop: bool, debaters: list[str]) -> list[dict[str, str]]:
     return [{"from": CONTROLLER, "to": n} for n in debaters]
 
 
+def debater_names(mas: MasSettings) -> list[str]:
+    return [f"debater_{i}" for i in range(mas.agents)]
+
+
 class DebateState(TypedDict, total=False):
     round: int
     """Round in progress: 0 = independent answers, k >= 1 = discussion round k."""
@@ -65,20 +73,25 @@ class DebateState(TypedDict, total=False):
     steps_done: Annotated[int, operator.add]
     notes: Annotated[list[str], operator.add]
     """Notes added on rollback (shown to every agent)."""
+    envs: Annotated[dict[str, ActionLog], merge_logs]
+    """Each debater's own environment (a branch named after it), on benchmarks solved by acting."""
+    outcome: str
+    """The branch that is the run's outcome: the vote's winner."""
     answer: dict[str, Any] | None
     stages: list[dict[str, Any]]
 
 
 def build_debate(rt: RunContext) -> StateGraph:
     """The debate graph of one run."""
-    debaters = make_agents(rt, "debater", "debater")
+    debaters = make_agents(rt, DEBATER_ROLE, debater_names(rt.cfg.mas))
     names = [d.name for d in debaters]
     by_name = {d.name: d for d in debaters}
 
     async def fan_out(state: DebateState) -> list[Send]:
         r = state.get("round", 0)
         return [Send("debater", {"agent": n, "round": r, "history": state.get("history") or {},
-                                 "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0)})
+                                 "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0),
+                                 "envs": state.get("envs") or {}})
                 for n in names]
 
     async def debater(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -90,10 +103,13 @@ def build_debate(rt: RunContext) -> StateGraph:
         extra = context_block(notes=task["notes"], packets_title="Other agents' answers:", packets=packets,
                               own=own, instruction=DISCUSS if r > 0 else "")
         sends = [{"from": agent.name, "to": n} for n in names if n != agent.name]
-        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=sends,
-                         state_id=state_id_of(config), payload={"round": r})
+        env = rt.environment(task.get("envs"), agent.name)  # its own fork, kept across rounds
+        tools = rt.toolbox(env)
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
+                               sends=sends, state_id=state_id_of(config), payload={"round": r}, toolbox=tools)
         # a turn without an answer leaves an empty artifact, which the controller counts as an invalid branch
-        return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
+        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
+                **log_update(agent.name, env)}
 
     async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
@@ -115,19 +131,13 @@ def build_debate(rt: RunContext) -> StateGraph:
         history = state.get("history") or {}
         arts = [latest(history, n) for n in names]
         arts = [a for a in arts if a is not None]
-        cands = [candidate(a) for a in arts]
-        out = await final_vote(rt, cands)
-        win = arts[out.winner_index]
+        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
         tracer = current_tracer()
-        groups = [[cands[i].agent for i in g] for g in out.groups]
-        tracer.emit(JUDGE_ACTOR, "verify", FinalVote(
-            vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"], groups=groups,
-            invalid_indices=out.invalid_indices, explanation=out.explanation, judge_error=out.error,
-        ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
-            state_id=state_id_of(config))
         answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
                   "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
+        outcome = win["agent"] if rt.new_environment else None  # the winner's environment is the run's outcome
         tracer.emit(JUDGE_ACTOR, "finalize", FinalAnswer(**answer, content=win["answer_artifact"],
+                                                        outcome_environment=outcome,
                                                         sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]),
                     state_id=state_id_of(config))
         last = state["decisions"][-1]
@@ -135,8 +145,8 @@ def build_debate(rt: RunContext) -> StateGraph:
                  "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
                  "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
                  "decisions": len(state["decisions"]), "final_vote_source": out.source,
-                 "winner_agent": win["agent"]}
-        return {"answer": answer, "stages": [stage]}
+                 "winner_agent": win["agent"], **({"outcome_environment": outcome} if outcome else {})}
+        return {"answer": answer, "stages": [stage], **({"outcome": outcome} if outcome else {})}
 
     g = StateGraph(DebateState)
     g.add_node("debater", debater)
@@ -147,3 +157,20 @@ def build_debate(rt: RunContext) -> StateGraph:
     g.add_conditional_edges("controller", after_controller, ["debater", "vote"])
     g.add_edge("vote", END)
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """Every debater answers every other; the controller opens rounds and hands the answers to the judge."""
+    debaters = debater_names(mas)
+    messages = [Message(source=a, target=b, label="answer") for a in debaters for b in debaters if a != b]
+    messages += [Message(source=CONTROLLER, target=a, label="next round", dashed=True) for a in debaters]
+    messages += [Message(source=CONTROLLER, target=JUDGE_ACTOR, label="final vote", dashed=True),
+                 Message(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return AgentGraph(
+        participants=(*(Participant(name=d, role=DEBATER_ROLE.name, row=0) for d in debaters),
+                      Participant(name="tools", row=1), Participant(name=CONTROLLER, row=1),
+                      Participant(name=JUDGE_ACTOR, row=2), Participant(name=ANSWER_RECIPIENT, row=3)),
+        messages=(*messages, *tool_edges(debaters)))
+
+
+TOPOLOGY = Topology(name="debate", build=build_debate, roles=(DEBATER_ROLE,), agents=agent_graph, uses_judge=True)

@@ -9,6 +9,12 @@ Two contracts go to the ``judge`` route (``models.judge``, else default):
 A reply that fails validation (not JSON, a missing field, an index out of
 range or in two groups, a vote winner with an empty artifact) is unusable:
 the caller falls back to lexical voting and records why.
+
+Mock mode (the judge route is the scripted double, ``--model scripted``)
+has no LLM judge, as in the seed: no judge call is made, and consensus and
+votes are the lexical fallback, logged as ``lexical_fallback`` with
+:data:`MOCK_JUDGE` as the reason. The variant ``scripted:judge`` plays an
+LLM judge instead (its grouping is lexical), to test the judge's code path.
 :func:`vote_artifacts` is the deterministic vote, which prefers direct,
 evidence-backed answers over blocked, planning-only or "no evidence" outputs.
 """
@@ -40,6 +46,15 @@ JUDGE_ACTOR = "system:judge"
 ANSWER_RECIPIENT = "user"
 """Recipient of a final answer that a system actor publishes (the caller of the run)."""
 CANDIDATES_HEADER = "Candidates (JSON):"
+MOCK_JUDGE = "mock mode (scripted model): no LLM judge, the lexical fallback decides"
+"""``judge_error`` of a decision or vote made in mock mode."""
+
+
+def is_mock_judge(rt: RunContext) -> bool:
+    """True when the ``judge`` route is the scripted double in mock mode (not ``scripted:judge``, which plays the
+    judge, nor ``scripted:nojudge``, whose judge replies are unusable)."""
+    bound = rt.models.for_role("judge")
+    return bound.provider == "scripted" and bound.model_label not in ("scripted:judge", "scripted:nojudge")
 
 
 class ConsensusReply(BaseModel):
@@ -165,6 +180,8 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
     """The ``llm_judge`` consensus judge of this run (the ``judge`` route)."""
 
     async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> JudgeOutcome:
+        if is_mock_judge(rt):
+            return JudgeOutcome(view=None, error=MOCK_JUDGE)
         # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
         res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
                                                                          candidates, previous),
@@ -225,11 +242,15 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
                        explanation=f"{len(best)} of {len(candidates)} agree on a {kind} answer", source="lexical")
 
 
-async def final_vote(rt: RunContext, candidates: Sequence[Candidate]) -> VoteOutcome:
-    """The final answer by ``mas.final_vote_mode``: the LLM judge, else (or when its reply is unusable)
+async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str | None = None) -> VoteOutcome:
+    """A vote by ``mode`` (default ``mas.final_vote_mode``): the LLM judge, else (or when its reply is unusable)
     :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error)."""
-    if rt.cfg.mas.final_vote_mode != "llm_judge":
+    if (mode or rt.cfg.mas.final_vote_mode) != "llm_judge":
         return vote_artifacts(candidates)
+    if is_mock_judge(rt):
+        out = vote_artifacts(candidates)
+        out.source, out.error = "lexical_fallback", MOCK_JUDGE
+        return out
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,

@@ -1,14 +1,21 @@
-"""Pictures of each system, drawn offline: who talks to whom, and the control flow.
+"""Pictures of each system, drawn offline from what the system declares and compiles to.
 
 Per system directory ``<experiment>/<benchmark>/<system>/``:
 
-- ``mas_graph.mmd`` / ``.png``: the agents (and system actors, tools) and
-  the messages between them, from the topology's structure and the config;
-- ``workflow_graph.mmd`` / ``.png``: the compiled LangGraph graph
-  (``get_graph().draw_mermaid()`` for the Mermaid text).
+- ``mas_graph.mmd`` / ``.png``: who talks to whom, from the topology's
+  declaration (:attr:`mas.topologies.declaration.Topology.agents`: its
+  participants, rows and message edges for this config). The Mermaid text is
+  written here: LangGraph's ``draw_mermaid`` reads ``:`` in a node id as a
+  subgraph separator and would show ``system:controller`` as ``controller``.
+- ``workflow_graph.mmd`` / ``.png``: the control flow, from the compiled
+  graph (``graph.get_graph()``: its nodes, edges and conditional edges;
+  the Mermaid text is LangGraph's own ``draw_mermaid()``).
 
-PNGs are drawn with matplotlib (Agg) in a simple layered layout; no web
-service is called.
+Nothing here is drawn by hand per system: a new topology gets both pictures
+from its declaration and its graph. PNGs are drawn with matplotlib (Agg) in a
+layered layout; edge labels are placed along their arcs where they overlap no
+other label or node (labels at the arcs' midpoints ran into each other, e.g.
+"answer" over "final answer"). No web service is called.
 """
 
 from __future__ import annotations
@@ -17,91 +24,25 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from descriptor.errors import UserError
 from descriptor.io import write_bytes_atomic, write_text_atomic
 from mas.config import ExperimentConfig
-from mas.topologies.agent import RunContext
-from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
-from mas.topologies.termination import CONTROLLER
+from mas.topologies.declaration import Message
 
 PICTURE_FILES = ("mas_graph.mmd", "mas_graph.png", "workflow_graph.mmd", "workflow_graph.png")
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Edge:
-    source: str
-    target: str
-    label: str = ""
-    dashed: bool = False
-
-
-def agent_layers(system: str, cfg: ExperimentConfig) -> dict[str, int]:
-    """Row of each participant in the agent picture (peers share a row)."""
-    n = cfg.mas.agents
-    rows = {
-        "sas": {"solver": 0, "tools": 1},
-        "debate": {**{f"debater_{i}": 0 for i in range(n)}, "tools": 1, "system:controller": 1, "system:judge": 2,
-                   ANSWER_RECIPIENT: 3},
-        "supervisor": {"supervisor": 0, "system:controller": 0, **{f"worker_{i}": 1 for i in range(n)}, "tools": 2},
-        "orchestrator": {"planner": 0, "system:controller": 0, **{f"worker_{i}": 1 for i in range(n)}, "critic": 2,
-                         "tools": 2, "aggregator": 3, ANSWER_RECIPIENT: 4},
-    }
-    return rows.get(system, {})
-
-
-def agent_edges(system: str, cfg: ExperimentConfig) -> list[Edge]:
-    """Directed edges between the participants of ``system``.
-
-    Every edge to a participant other than ``tools`` is a message exactly as
-    the trace's ``payload.sends`` records it (same ``from``/``to``; a test
-    checks the two agree). Edges to ``tools`` stand for the agent's
-    ``tool_call`` events, which are not messages and carry no ``sends``.
-    """
-    workers = [f"worker_{i}" for i in range(cfg.mas.agents)]
-    if system == "sas":
-        return [Edge(source="solver", target="tools", label="tool calls"),
-                Edge(source="tools", target="solver", label="results", dashed=True)]
-    if system == "debate":
-        return _debate_edges([f"debater_{i}" for i in range(cfg.mas.agents)])
-    if system == "supervisor":
-        edges = [Edge(source="supervisor", target=w, label="handoff") for w in workers]
-        edges += [Edge(source=w, target="supervisor", label="report") for w in workers]
-        edges += [Edge(source=CONTROLLER, target="supervisor", label="decision", dashed=True)]
-        return edges + [Edge(source=w, target="tools", dashed=True) for w in workers]
-    if system == "orchestrator":
-        return _orchestrator_edges(workers)
-    raise UserError(f"no agent picture for system {system!r}; known: sas, debate, supervisor, orchestrator")
-
-
-def _debate_edges(debaters: list[str]) -> list[Edge]:
-    edges = [Edge(source=a, target=b, label="answer") for a in debaters for b in debaters if a != b]
-    edges += [Edge(source=CONTROLLER, target=a, label="next round", dashed=True) for a in debaters]
-    edges += [Edge(source=CONTROLLER, target=JUDGE_ACTOR, label="final vote", dashed=True),
-              Edge(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
-    return edges + [Edge(source=a, target="tools", dashed=True) for a in debaters]
-
-
-def _orchestrator_edges(workers: list[str]) -> list[Edge]:
-    edges = [Edge(source="planner", target=w, label="plan") for w in workers]
-    edges += [Edge(source=w, target=t, label="answer") for w in workers for t in ("critic", "aggregator")]
-    edges += [Edge(source="critic", target="aggregator", label="critique"),
-              Edge(source="aggregator", target=CONTROLLER, label="cycle answer"),
-              Edge(source=CONTROLLER, target="planner", label="relay", dashed=True)]
-    # a further cycle hands each worker its own previous answer back
-    edges += [Edge(source=CONTROLLER, target=w, label="own answer", dashed=True) for w in workers]
-    edges += [Edge(source=CONTROLLER, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
-    return edges + [Edge(source=a, target="tools", dashed=True) for a in (*workers, "critic", "aggregator")]
+LABEL_POSITIONS = (0.5, 0.38, 0.62, 0.28, 0.72, 0.2, 0.8)
+"""Where along an arc (0 = source, 1 = target) a label may go, in order of preference."""
 
 
 def _mid(name: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name)
 
 
-def mermaid_of(edges: Sequence[Edge]) -> str:
+def mermaid_of(edges: Sequence[Message]) -> str:
     """Mermaid flowchart text of the agent edges.
 
-    >>> print(mermaid_of([Edge(source="a", target="b", label="hi")]))
+    >>> print(mermaid_of([Message(source="a", target="b", label="hi")]))
     graph LR
         a["a"]
         b["b"]
@@ -115,7 +56,7 @@ def mermaid_of(edges: Sequence[Edge]) -> str:
     return "\n".join(lines)
 
 
-def _layers(nodes: Sequence[str], edges: Sequence[Edge]) -> dict[str, int]:
+def _layers(nodes: Sequence[str], edges: Sequence[Message]) -> dict[str, int]:
     """Layer of each node: longest path from the first node over forward (non-back) edges."""
     succ: dict[str, list[str]] = {x: [] for x in nodes}
     for e in edges:
@@ -145,59 +86,118 @@ def _layers(nodes: Sequence[str], edges: Sequence[Edge]) -> dict[str, int]:
     return layer
 
 
-def draw_png(edges: Sequence[Edge], path: Path, title: str, nodes: Sequence[str] | None = None,
-             layers: dict[str, int] | None = None) -> Path:
-    """Draw a layered picture of the graph with matplotlib and write it atomically.
+@dataclass(kw_only=True, slots=True)
+class Drawing:
+    """A laid-out picture: the figure, and the display boxes of its node and edge labels (for checks)."""
 
-    ``layers`` fixes the row of some nodes; the others get the longest-path layer.
+    figure: Any
+    node_boxes: list[Any]
+    label_boxes: list[Any]
+    labels_dropped: int
+    """Labels repeated on a sibling edge that found no free place (the sibling's label names them)."""
+
+
+def _arc_point(p0: tuple[float, float], p2: tuple[float, float], rad: float, t: float) -> tuple[float, float]:
+    """Point ``t`` of matplotlib's ``arc3,rad=...`` curve from ``p0`` to ``p2`` (display coordinates)."""
+    (x0, y0), (x2, y2) = p0, p2
+    cx, cy = (x0 + x2) / 2 + rad * (y2 - y0), (y0 + y2) / 2 - rad * (x2 - x0)
+    a, b, c = (1 - t) ** 2, 2 * (1 - t) * t, t ** 2
+    return a * x0 + b * cx + c * x2, a * y0 + b * cy + c * y2
+
+
+def layout(edges: Sequence[Message], title: str, nodes: Sequence[str] | None = None,
+           rows: dict[str, int] | None = None) -> Drawing:
+    """Lay the graph out in rows and place every edge label where it collides with no other label or node.
+
+    ``rows`` fixes the row of some nodes; the others get their longest-path layer.
     """
     # A bare Figure, not pyplot: sweeps draw these in a worker thread, and pyplot's global figure
     # manager is not thread-safe.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch
 
     names = list(dict.fromkeys([*(nodes or []), *(x for e in edges for x in (e.source, e.target))]))
-    layer = {**_layers(names, edges), **(layers or {})}
-    rows: dict[int, list[str]] = {}
+    layer = {**_layers(names, edges), **(rows or {})}
+    by_row: dict[int, list[str]] = {}
     for x in names:
-        rows.setdefault(layer[x], []).append(x)
-    pos = {x: (i - (len(row) - 1) / 2, -lv) for lv, row in rows.items() for i, x in enumerate(row)}
-    width = max(len(r) for r in rows.values())
-    fig = Figure(figsize=(max(6.0, 2.2 * width), max(3.0, 1.4 * len(rows) + 1)))
-    # The axes fill the figure (below the title): the limits below already leave a node's width of margin,
-    # and a "tight" bounding box would draw the whole picture twice.
+        by_row.setdefault(layer[x], []).append(x)
+    pos = {x: (i - (len(row) - 1) / 2, -lv) for lv, row in by_row.items() for i, x in enumerate(row)}
+    width = max(len(r) for r in by_row.values())
+    fig = Figure(figsize=(max(6.0, 2.4 * width), max(3.0, 1.6 * len(by_row) + 1)))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    # The axes fill the figure (below the title): the limits leave a node's width of margin.
     ax = fig.add_axes((0.01, 0.01, 0.98, 0.9))
-    for e in edges:
-        (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
-        curve = 0.4 if y1 == y0 else 0.35 if y1 > y0 else 0.08
-        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=12, shrinkA=18,
-                                     shrinkB=18, connectionstyle=f"arc3,rad={curve}", color="#555",
-                                     linestyle="--" if e.dashed else "-", lw=1.0))
-        if e.label:
-            ax.text((x0 + x1) / 2, (y0 + y1) / 2, e.label, fontsize=6, color="#333", ha="center", va="center",
-                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
-    for x, (px, py) in pos.items():
-        system = x.startswith(("system:", "__"))
-        ax.text(px, py, x, ha="center", va="center", fontsize=8,
-                bbox={"boxstyle": "round,pad=0.4", "fc": "#eeeeee" if system else "#dde8ff", "ec": "#334"})
     xs = [p[0] for p in pos.values()]
     ax.set_xlim(min(xs) - 1, max(xs) + 1)
-    ax.set_ylim(-max(rows) - 0.7, 0.7)
+    ax.set_ylim(-max(by_row) - 0.7, 0.7)
     ax.set_title(title, fontsize=10)
     ax.axis("off")
+    node_boxes = []
+    for x, (px, py) in pos.items():
+        system = x.startswith(("system:", "__"))
+        text = ax.text(px, py, x, ha="center", va="center", fontsize=8, zorder=3,
+                       bbox={"boxstyle": "round,pad=0.4", "fc": "#eeeeee" if system else "#dde8ff", "ec": "#334"})
+        node_boxes.append(text.get_window_extent(renderer).expanded(1.05, 1.2))
+    to_display = ax.transData.transform
+    placed: list[tuple[Any, Message]] = []
+    dropped = 0
+    for e in edges:
+        (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
+        rad = 0.4 if y1 == y0 else 0.35 if y1 > y0 else 0.08
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=12, shrinkA=18,
+                                     shrinkB=18, connectionstyle=f"arc3,rad={rad}", color="#555",
+                                     linestyle="--" if e.dashed else "-", lw=1.0))
+        if not e.label:
+            continue
+        p0, p2 = tuple(to_display((x0, y0))), tuple(to_display((x1, y1)))
+        text = ax.text(0, 0, e.label, fontsize=6, color="#333", ha="center", va="center", zorder=4,
+                       bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
+        best: tuple[int, Any, Any] | None = None
+        for t in LABEL_POSITIONS:
+            text.set_position(ax.transData.inverted().transform(_arc_point(p0, p2, rad, t)))
+            box = text.get_window_extent(renderer).expanded(1.1, 1.3)
+            hits = sum(box.overlaps(b) for b in node_boxes) + sum(box.overlaps(b) for b, _ in placed)
+            if best is None or hits < best[0]:
+                best = (hits, text.get_position(), box)
+            if hits == 0:
+                break
+        assert best is not None
+        sibling = any(m.label == e.label and (m.source == e.source or m.target == e.target) for _, m in placed)
+        if best[0] and sibling:  # no free place, and a sibling edge already names this kind of message
+            text.remove()
+            dropped += 1
+            continue
+        text.set_position(best[1])
+        placed.append((best[2], e))
+    return Drawing(figure=fig, node_boxes=node_boxes, label_boxes=[b for b, _ in placed], labels_dropped=dropped)
+
+
+def draw_png(edges: Sequence[Message], path: Path, title: str, nodes: Sequence[str] | None = None,
+             rows: dict[str, int] | None = None) -> Path:
+    """Draw the graph (see :func:`layout`) and write it as a PNG, atomically."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
+    layout(edges, title, nodes, rows).figure.savefig(buf, format="png", dpi=130)
     return write_bytes_atomic(path, buf.getvalue())
 
 
-def workflow_edges(system: str, rt: RunContext) -> tuple[list[str], list[Edge], str]:
-    """Nodes, edges (conditional ones dashed) and Mermaid text of the system's compiled graph."""
-    from mas.systems import SYSTEMS
+def agent_picture(system: str, cfg: ExperimentConfig) -> tuple[list[Message], dict[str, int]]:
+    """The declared message edges of ``system`` under ``cfg`` and the row of each participant."""
+    from mas.systems import get_system
 
-    if system not in SYSTEMS:
-        raise UserError(f"unknown system {system!r}; known: {', '.join(sorted(SYSTEMS))}")
-    graph = SYSTEMS[system](rt).compile().get_graph()
-    edges = [Edge(source=e.source, target=e.target, label=str(e.data or ""), dashed=e.conditional)
+    graph = get_system(system).agents(cfg.mas)
+    return list(graph.messages), graph.rows()
+
+
+def workflow_picture(system: str, cfg: ExperimentConfig) -> tuple[list[str], list[Message], str]:
+    """Nodes, edges (conditional ones dashed) and Mermaid text of the system's compiled graph."""
+    from mas.llm.models import ModelSet
+    from mas.systems import get_system
+    from mas.topologies.agent import RunContext
+
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=cfg.seed), question="")  # models are built lazily, never here
+    graph = get_system(system).build(rt).compile().get_graph()
+    edges = [Message(source=e.source, target=e.target, label=str(e.data or ""), dashed=e.conditional)
              for e in graph.edges]
     return list(graph.nodes), edges, graph.draw_mermaid()
 
@@ -208,17 +208,14 @@ def write_graph_pictures(system_dir: str | Path, system: str, cfg: ExperimentCon
 
     >>> # write_graph_pictures(root / exp_id / "arith" / "debate", "debate", cfg)
     """
-    from mas.llm.models import ModelSet
-
     d = Path(system_dir)
     paths = [d / f for f in PICTURE_FILES]
     if not overwrite and all(p.is_file() for p in paths):
         return paths
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=cfg.seed), question="")  # models are built lazily, never here
-    nodes, wf_edges, wf_mermaid = workflow_edges(system, rt)
-    mas_edges = agent_edges(system, cfg)
+    nodes, wf_edges, wf_mermaid = workflow_picture(system, cfg)
+    mas_edges, rows = agent_picture(system, cfg)
     write_text_atomic(paths[0], mermaid_of(mas_edges) + "\n")
-    draw_png(mas_edges, paths[1], f"{system}: who talks to whom", layers=agent_layers(system, cfg))
+    draw_png(mas_edges, paths[1], f"{system}: who talks to whom", nodes=list(rows), rows=rows)
     write_text_atomic(paths[2], wf_mermaid)
     draw_png(wf_edges, paths[3], f"{system}: control flow", nodes=nodes)
     return paths

@@ -19,15 +19,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["reasoning", "answer_artifact", "confidence"],
 }
 
-ROLE_BRIEFS = {
-    "solver": "You are a careful problem solver working alone.",
-    "worker": "You are a specialist worker. Solve the sub-task you are given; be concise.",
-    "debater": "You are one of several independent debaters. Solve the task yourself.",
-    "planner": "You are the planner. Break the task into a few short, concrete sub-tasks.",
-    "critic": "You are the critic. Check the workers' answers against the task and point out errors.",
-    "aggregator": "You are the aggregator. Produce the single final answer from the workers' results and the critique.",
-    "supervisor": "You are the supervisor. Route the task to specialist workers, then give the final answer.",
-}
+GENERIC_BRIEF = "You are a careful problem solver."
+"""The brief of an agent made without a declared role (tests, probes); topologies declare their roles' briefs."""
 
 TOOL_PROTOCOL = """Work the problem out step by step in plain words first. Tools are there for a calculation or a
 check you cannot do reliably in your head:
@@ -44,18 +37,28 @@ ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (re
 {"reasoning": "<short step-by-step reasoning, a few sentences>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
 
 CODE_HINT = "The answer_artifact must be the complete Python function (signature and body), as plain code."
+ACTIONS_HINT = ("Only the changes your tool calls make are graded, not your answer. When you have made them (or there "
+                "is nothing to change), reply with the final JSON; in answer_artifact say in one line what you "
+                "changed, or that nothing needed changing.")
 
 
-def system_prompt(role: str, *, persona: str | None = None, tools: bool = True, answer_kind: str = "text") -> str:
-    """The system message of an agent in ``role``; a persona specialises, never overrides, the role."""
-    parts = [ROLE_BRIEFS.get(role, ROLE_BRIEFS["solver"])]
+def system_prompt(brief: str, *, persona: str | None = None, tool_protocol: str | None = TOOL_PROTOCOL,
+                  answer_kind: str = "text") -> str:
+    """The system message of an agent whose role's brief is ``brief``; a persona specialises, never overrides, the role.
+
+    ``tool_protocol`` describes the agent's tools (None: it has none); the
+    brief, the tools and the answer format always stand whatever the persona says.
+    """
+    parts = [brief]
     if persona:
         parts.append(f"Your perspective: {persona}. Keep to your role's rules.")
-    if tools:
-        parts.append(TOOL_PROTOCOL)
+    if tool_protocol:
+        parts.append(tool_protocol)
     parts.append(ANSWER_FORMAT)
     if answer_kind == "code":
         parts.append(CODE_HINT)
+    elif answer_kind == "actions":
+        parts.append(ACTIONS_HINT)
     return "\n\n".join(parts)
 
 

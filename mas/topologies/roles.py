@@ -1,36 +1,24 @@
-"""Roles, personas and context selection shared by the multi-agent topologies.
+"""Agents, artifacts and context selection shared by the multi-agent topologies.
 
 An agent sees only: the task, the relay packets selected for it, its own
 previous artifact, the tool outputs it received, and any rollback notes.
-:func:`turn` runs one agent turn (LLM steps and tool calls until it answers)
-like :func:`mas.topologies.agent.agent_turn`, but picks the answer's event type from
-the answer itself (``revise`` when an agent changes its answer) and can use
-another output contract and tool set (the supervisor's routing).
+Turns themselves are :func:`mas.topologies.agent.agent_turn`.
 """
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-
-from descriptor.events import AgentOutput, EventType, ToolCall
-from mas.llm.call import ToolCallRequest, call_llm, llm_event_fields
-from mas.tools.builtin import TOOLS
-from mas.topologies.agent import (
-    CONTENT_LIMIT,
-    AgentSpec,
-    Answer,
-    RunContext,
-    opening_messages,
-    parse_answer,
-    run_tool_calls,
-)
-from mas.topologies.prompts import ANSWER_SCHEMA, force_answer_note, relay_packet
+from benchmark.environment import Environment
+from descriptor.events import EventType, FinalVote
+from mas.topologies.agent import AgentSpec, Answer, RunContext, TurnResult
+from mas.topologies.declaration import Role
+from mas.topologies.environment import changes_text
+from mas.topologies.judge import JUDGE_ACTOR, VoteOutcome, final_vote
+from mas.topologies.prompts import relay_packet
 from mas.topologies.termination import Candidate, normalize_artifact
 from mas.tracing import Tracer, current_tracer
 
@@ -50,12 +38,13 @@ def sync_step_counter(steps_done: int) -> None:
         _synced.add(tracer)
 
 
-def make_agents(rt: RunContext, role: str, prefix: str, n: int | None = None, *, tools: bool = True) -> list[AgentSpec]:
-    """``n`` (default ``mas.agents``) agents ``<prefix>_0..`` in ``role``; personas round-robin from ``mas.personas``."""
-    count = rt.cfg.mas.agents if n is None else n
+def make_agents(rt: RunContext, role: Role, names: Sequence[str], *, tools: bool = True) -> list[AgentSpec]:
+    """Agents called ``names`` in ``role``: with the run's generated personas, else round-robin from ``mas.personas``."""
+    if rt.personas is not None:
+        return [rt.specialise(role.agent(name, tools=tools)) for name in names]
     personas = rt.cfg.mas.personas
-    return [AgentSpec(name=f"{prefix}_{i}", role=role, tools=tools,
-                      persona=personas[i % len(personas)] if personas else None) for i in range(count)]
+    return [role.agent(name, tools=tools, persona=personas[i % len(personas)] if personas else None)
+            for i, name in enumerate(names)]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -76,14 +65,25 @@ class Artifact:
 
 
 def candidate(art: dict[str, Any]) -> Candidate:
-    """The controller's view of a stored artifact dict."""
-    return Candidate(agent=art["agent"], artifact=art["answer_artifact"], confidence=art["confidence"],
+    """The controller's (and the vote's) view of a stored artifact dict.
+
+    On a benchmark solved by acting the artifact is the answer and the
+    changes the agent's environment holds (``changes: ...``): agents agree
+    when they say and did the same. An empty answer stays empty (invalid).
+    """
+    text = art["answer_artifact"]
+    if text and art.get("changes") is not None:
+        text = f"{text}\nchanges: {art['changes']}"
+    return Candidate(agent=art["agent"], artifact=text, confidence=art["confidence"],
                      reasoning=art.get("reasoning", ""), evidence=len(art.get("tool_results") or []))
 
 
 def packet(art: dict[str, Any]) -> str:
-    """A stored artifact as a relay packet."""
-    return relay_packet(art["agent"], art["answer_artifact"], art["confidence"], art.get("reasoning", ""))
+    """A stored artifact as a relay packet (with the changes the agent made, on an environment, and its subtask)."""
+    text = relay_packet(art["agent"], art["answer_artifact"], art["confidence"], art.get("reasoning", ""))
+    if art.get("changes") is not None:
+        text += f"\n  changes: {art['changes']}"
+    return text + (f"\n  subtask: {art['subtask']}" if art.get("subtask") else "")
 
 
 def context_block(*, notes: Sequence[str] = (), packets_title: str = "", packets: Sequence[str] = (),
@@ -97,6 +97,8 @@ def context_block(*, notes: Sequence[str] = (), packets_title: str = "", packets
         if own.get("tool_results"):
             parts.append("Tool results you received earlier:\n" + "\n".join(f"- {t}" for t in own["tool_results"]))
         parts.append(f"{own_label}: {own['answer_artifact']}")
+        if own.get("changes") is not None:
+            parts.append(f"Your changes so far: {own['changes']}")
     if instruction:
         parts.append(instruction)
     return "\n\n".join(parts)
@@ -114,107 +116,23 @@ def event_for(previous: dict[str, Any] | None, first: EventType = "act") -> Call
     return choose
 
 
-@dataclass(kw_only=True, slots=True)
-class TurnResult:
-    answer: Answer | None
-    """None when the turn ended in a routing tool call (``route_tools``)."""
-    steps: int
-    tool_results: list[str] = field(default_factory=list)
-    routing_calls: list[ToolCallRequest] = field(default_factory=list)
+def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult, environment: Environment | None = None,
+                since: int = 0) -> dict[str, Any]:
+    """The stored artifact dict of a finished turn (an empty artifact for one that ended without an answer).
 
-
-async def turn(rt: RunContext, agent: AgentSpec, extra: str, *, choose_event: Callable[[Answer], EventType],
-               sends: list[dict[str, str]] | None = None, state_id: str | None = None,
-               payload: dict[str, Any] | None = None, contract: str = "agent.turn",
-               route_tools: Sequence[Any] = (),
-               on_route: Callable[[ToolCallRequest], dict[str, Any]] | None = None) -> TurnResult:
-    """One turn: steps and tool calls until the agent answers (at most ``mas.max_tool_iterations`` tool rounds).
-
-    A call to one of ``route_tools`` ends the turn (the caller routes);
-    ``on_route(call)`` gives extra payload for that call's ``tool_call``
-    event (its ``sends`` and ``handoff``).
+    ``environment``: the agent's environment after the turn; its state
+    changes (from action ``since`` on) are kept as ``changes`` (see :func:`candidate`).
     """
-    history: list[BaseMessage] = opening_messages(rt, agent, extra)
-    route_names = {t.name for t in route_tools}
-    results: list[str] = []
-    max_iter = rt.cfg.mas.max_tool_iterations
-    for iteration in range(max_iter + 1):
-        allow = iteration < max_iter and (agent.tools or bool(route_tools))
-        tools = ([*(TOOLS if agent.tools else []), *route_tools]) if allow else None
-        msgs = history if allow or not agent.tools else [*history, HumanMessage(force_answer_note())]
-        # A call that fails for good raises LLMCallError: the run ends as an infrastructure error (no topology
-        # carries on with a branch missing), see mas/sweep/runner.py.
-        res = await call_llm(rt.models.for_role(agent.role), msgs, contract=contract, actor=agent.name,
-                             step=current_tracer().next_step, tools=tools,
-                             json_schema=None if tools else ANSWER_SCHEMA, metadata={"mas_role": agent.role})
-        content = res.text or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in res.tool_calls)
-        common = {"role": agent.role, "content": content[:CONTENT_LIMIT], "persona": agent.persona, **(payload or {})}
-        if res.tool_calls:
-            routing = [c for c in res.tool_calls if c.name in route_names]
-            _record_injection(rt, res, _emit_tool_calls(agent, res, common, on_route if routing else None, state_id))
-            if routing:
-                return TurnResult(answer=None, steps=iteration + 1, tool_results=results, routing_calls=routing)
-            history.append(res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text))
-            outs = await run_tool_calls(rt, agent, res.tool_calls, state_id)
-            history += outs
-            results += [f"{c.name}({json.dumps(c.arguments)}) -> {_message_text(m)[:300]}"
-                        for c, m in zip(res.tool_calls, outs, strict=True)]
-            continue
-        answer = parse_answer(res.parsed, res.text)
-        body = AgentOutput(**common, **answer.to_dict(), sends=sends)
-        _record_injection(rt, res, current_tracer().emit(agent.name, choose_event(answer), body, state_id=state_id,
-                                                         step=True, **llm_event_fields(res)))
-        return TurnResult(answer=answer, steps=iteration + 1, tool_results=results)
-    raise AssertionError("unreachable: the last iteration forbids tools")
-
-
-def _record_injection(rt: RunContext, res: Any, event: Any) -> None:
-    """Point the scripted injection record at the step index the injected output actually got.
-
-    Parallel branches ask the model with the step counter of the moment, but
-    their steps are numbered in emit order; the record must name the latter.
-    """
-    plan = rt.models.injection
-    if (event is not None and plan is not None and plan.fired_at is not None
-            and res.message.response_metadata.get("scripted_injected")):
-        plan.fired_at["step"] = event.step_index
-
-
-def _emit_tool_calls(agent: AgentSpec, res: Any, common: dict[str, Any],
-                     on_route: Callable[[ToolCallRequest], dict[str, Any]] | None, state_id: str | None) -> Any:
-    """Trace the calls (the first is the trajectory step); returns the first event."""
-    first = None
-    for i, call in enumerate(res.tool_calls):
-        body = ToolCall(**common, tool=call.name, arguments=call.arguments, tool_call_id=call.id,
-                        tool_protocol=call.protocol, **(on_route(call) if on_route is not None else {}))
-        ev = current_tracer().emit(agent.name, "tool_call", body, state_id=state_id, step=i == 0,
-                                   **(llm_event_fields(res) if i == 0 else {}))
-        first = ev if i == 0 else first
-    return first
-
-
-def _message_text(m: BaseMessage) -> str:
-    text = str(m.content)
-    if isinstance(m, ToolMessage):
-        return text
-    # text protocol: "Tool <name> result:\n<output>\nContinue: ..."
-    body = text.split("\n", 1)[1] if "\n" in text else text
-    return body.rsplit("\nContinue:", 1)[0]
-
-
-def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult) -> dict[str, Any]:
-    """The stored artifact dict of a finished turn (an empty artifact for one that ended without an answer)."""
     ans = result.answer
     if ans is None:
-        return {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
-                "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
-    return Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,
-                    confidence=ans.confidence, reasoning=ans.reasoning, tool_results=result.tool_results).to_dict()
-
-
-def merge_dicts(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer: per-key merge (parallel branches each write their own keys)."""
-    return {**(a or {}), **(b or {})}
+        out = {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
+               "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
+    else:
+        out = Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,
+                       confidence=ans.confidence, reasoning=ans.reasoning, tool_results=result.tool_results).to_dict()
+    if environment is not None:
+        out["changes"] = changes_text(environment, since)
+    return out
 
 
 def merge_history(a: dict[str, list[Any]] | None, b: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
@@ -239,3 +157,21 @@ def round_artifacts(history: dict[str, list[dict[str, Any]]], names: Sequence[st
         if arts:
             out.append(arts[-1])
     return out
+
+
+async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
+                     sends: list[dict[str, str]] | None = None) -> tuple[dict[str, Any], VoteOutcome]:
+    """The final vote (``mas.final_vote_mode``) among stored artifacts, traced as ``system:judge``'s ``verify``.
+
+    Returns the winning artifact and the vote. ``arts`` must not be empty.
+    """
+    cands = [candidate(a) for a in arts]
+    out = await final_vote(rt, cands)
+    win = arts[out.winner_index]
+    current_tracer().emit(JUDGE_ACTOR, "verify", FinalVote(
+        vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"],
+        groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
+        explanation=out.explanation, judge_error=out.error, sends=sends,
+    ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
+        state_id=state_id)
+    return win, out

@@ -15,9 +15,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from mas.topologies.agent import AgentSpec, RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
+from mas.config import MasSettings
+from mas.llm.call import ToolCallRequest
+from mas.topologies.agent import RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
+from mas.topologies.declaration import TOOLS_NODE, AgentGraph, Message, Participant, Role, Topology
+from mas.topologies.environment import MAIN, ActionLog, log_update, merge_logs
 
-SOLVER = AgentSpec(name="solver", role="solver")
+SOLVER_ROLE = Role(name="solver", brief="You are a careful problem solver working alone.")
+SOLVER = SOLVER_ROLE.agent("solver")
 
 
 class SASState(TypedDict, total=False):
@@ -31,6 +36,8 @@ class SASState(TypedDict, total=False):
     """Notes added on rollback (shown to the agent as extra context)."""
     notes_seen: int
     """How many ``notes`` the agent has been shown."""
+    envs: Annotated[dict[str, ActionLog], merge_logs]
+    """The solver's environment (branch ``main``) as its action log, on benchmarks solved by acting."""
 
 
 def build_sas(rt: RunContext):
@@ -38,19 +45,22 @@ def build_sas(rt: RunContext):
 
     >>> # build_sas(rt).compile(checkpointer=saver).ainvoke({}, config)
     """
+    solver = rt.specialise(SOLVER)
 
     async def agent(state: SASState, config: RunnableConfig) -> dict[str, Any]:
         history = list(state.get("messages") or [])
         notes = state.get("notes") or []
         unseen = notes[state.get("notes_seen", 0):]
+        # the tools' schemas and descriptions only: nothing is called on this copy
+        toolbox = rt.toolbox(rt.new_environment() if rt.new_environment else None)
         if not history:
-            new: list[AnyMessage] = opening_messages(rt, SOLVER, "\n".join(unseen))
+            new: list[AnyMessage] = opening_messages(rt, solver, "\n".join(unseen), toolbox)
         else:
             new = [HumanMessage(n) for n in unseen]
         history += new
         allow = state.get("tool_iterations", 0) < rt.cfg.mas.max_tool_iterations
-        out = await agent_step(rt, SOLVER, history, answer_event="finalize", allow_tools=allow,
-                               state_id=state_id_of(config))
+        out = await agent_step(rt, solver, history, answer_event="finalize", allow_tools=allow,
+                               state_id=state_id_of(config), toolbox=toolbox)
         update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1, "notes_seen": len(notes)}
         if out.answer is not None:
             update["answer"] = out.answer.to_dict()
@@ -63,11 +73,11 @@ def build_sas(rt: RunContext):
         return update
 
     async def tools(state: SASState, config: RunnableConfig) -> dict[str, Any]:
-        from mas.llm.call import ToolCallRequest
-
         calls = [ToolCallRequest(**c) for c in state.get("pending_tools") or []]
-        msgs = await run_tool_calls(rt, SOLVER, calls, state_id_of(config))
-        return {"messages": msgs, "pending_tools": [], "tool_iterations": state.get("tool_iterations", 0) + 1}
+        env = rt.environment(state.get("envs"), MAIN)
+        runs = await run_tool_calls(rt, solver, calls, state_id_of(config), rt.toolbox(env))
+        return {"messages": [r.message for r in runs], "pending_tools": [],
+                "tool_iterations": state.get("tool_iterations", 0) + 1, **log_update(MAIN, env)}
 
     async def route(state: SASState) -> str:
         return "tools" if state.get("pending_tools") else END
@@ -79,3 +89,14 @@ def build_sas(rt: RunContext):
     g.add_conditional_edges("agent", route, ["tools", END])
     g.add_edge("tools", "agent")
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """The solver and its tools (no messages between agents)."""
+    return AgentGraph(
+        participants=(Participant(name=SOLVER.name, role=SOLVER.role, row=0), Participant(name=TOOLS_NODE, row=1)),
+        messages=(Message(source=SOLVER.name, target=TOOLS_NODE, label="tool calls"),
+                  Message(source=TOOLS_NODE, target=SOLVER.name, label="results", dashed=True)))
+
+
+TOPOLOGY = Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph)

@@ -18,8 +18,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from descriptor.events import ToolResult
+from mas.config import MasSettings
 from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import AgentSpec, RunContext, state_id_of
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
+from mas.topologies.environment import MAIN, ActionLog, log_update, merge_logs
 from mas.topologies.judge import consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -32,18 +35,26 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    turn,
+    vote_among,
 )
 from mas.topologies.termination import (
     CONTROLLER,
     LoopPosition,
     decide,
     emit_decision,
+    normalize_artifact,
 )
 from mas.tracing import current_tracer
 
-SUPERVISOR = AgentSpec(name="supervisor", role="supervisor", tools=False)
+SUPERVISOR_ROLE = Role(name="supervisor",
+                       brief="You are the supervisor. Route the task to specialist workers, then give the final answer.")
+WORKER_ROLE = Role(name="worker", brief="You are a specialist worker. Solve the sub-task you are given; be concise.")
+SUPERVISOR = SUPERVISOR_ROLE.agent("supervisor", tools=False)
 CONTRACT = "supervisor.route"
+
+
+def worker_names(mas: MasSettings) -> list[str]:
+    return [f"worker_{i}" for i in range(mas.agents)]
 
 
 @tool
@@ -74,6 +85,10 @@ class SupervisorState(TypedDict, total=False):
     decisions: Annotated[list[dict[str, Any]], operator.add]
     steps_done: Annotated[int, operator.add]
     notes: Annotated[list[str], operator.add]
+    envs: Annotated[dict[str, ActionLog], merge_logs]
+    """Each worker's own environment (a branch named after it), on benchmarks solved by acting."""
+    outcome: str
+    """The branch that is the run's outcome (see :func:`build_supervisor`)."""
     answer: dict[str, Any] | None
     stages: list[dict[str, Any]]
 
@@ -95,7 +110,8 @@ def _stage(state: SupervisorState, max_rounds: int) -> dict[str, Any]:
             "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
             "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
             "decisions": len(state["decisions"]), "delegations": dict(state.get("delegated") or {}),
-            "answered": bool(state.get("answer"))}
+            "answered": bool(state.get("answer")),
+            **({"outcome_environment": state["outcome"]} if state.get("outcome") else {})}
 
 
 def _undelegated_detail(detail: str, *, answered: bool) -> str:
@@ -116,12 +132,31 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     Routing goes through conditional edges, not ``Command`` returns: a
     rollback fork (``update_state``) re-evaluates edges from state, while a
     node's ``Command`` goto would be lost.
+
+    On a benchmark solved by acting, each worker acts on its own environment
+    (kept across rounds); the supervisor has no tools. The run's outcome is
+    the environment of one worker: among the workers' last reports that
+    state the supervisor's final answer (all reports when none does), the
+    final vote's winner. Without any report it is the untouched environment.
     """
-    workers = make_agents(rt, "worker", "worker")
+    workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
+    boss = rt.specialise(SUPERVISOR)
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
     roster = "Workers you can delegate to:\n" + "\n".join(
         f"- {w.name} ({w.persona or 'general specialist'})" for w in workers)
+
+    async def outcome_of(state: SupervisorState, answer: dict[str, Any] | None, sid: str | None) -> dict[str, Any]:
+        """The state update naming the run's outcome environment (nothing without environments)."""
+        if rt.new_environment is None:
+            return {}
+        reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
+        if not reports:
+            return {"outcome": MAIN}
+        said = normalize_artifact((answer or {}).get("answer_artifact"))
+        stating = [a for a in reports if said and normalize_artifact(a["answer_artifact"]) == said]
+        win, _ = await vote_among(rt, stating or reports, state_id=sid)
+        return {"outcome": win["agent"]}
 
     def handoff(call: ToolCallRequest) -> dict[str, Any]:
         if call.name != "delegate":
@@ -136,16 +171,18 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
             extra = context_block(notes=notes, packets_title="Workers' reports:",
                                   packets=[packet(a) for a in reports], instruction=FINAL)
-            res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
-                             payload={"round": r}, contract=CONTRACT)
+            res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
+                                   state_id=sid, payload={"round": r}, contract=CONTRACT)
             answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
-            return {"steps_done": res.steps, "answer": answer, "phase": "done",
-                    "stages": [_stage({**state, "answer": answer}, rt.cfg.mas.max_rounds)]}
+            outcome = await outcome_of(state, answer, sid)
+            return {"steps_done": res.steps, "answer": answer, "phase": "done", **outcome,
+                    "stages": [_stage({**state, "answer": answer, **outcome}, rt.cfg.mas.max_rounds)]}
         previous = _reports(state, r - 1) if r > 0 else []
         extra = context_block(notes=[*notes, roster], packets_title="Workers' reports so far (they disagree):",
                               packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
-        res = await turn(rt, SUPERVISOR, extra, choose_event=lambda _a: "finalize", state_id=sid,
-                         payload={"round": r}, contract=CONTRACT, route_tools=[delegate], on_route=handoff)
+        res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
+                               state_id=sid, payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
+                               on_route=handoff)
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
             chosen = [w for w in _named(call) if w in by_name]
             current_tracer().emit(SUPERVISOR.name, "tool_result", ToolResult(
@@ -171,7 +208,8 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         return [Send("worker", {"agent": w, "round": r, "instruction": (state.get("instructions") or {}).get(str(r), ""),
                                 "notes": state.get("notes") or [], "history": state.get("history") or {},
                                 "peers": _reports(state, r - 1) if r > 0 else [],
-                                "steps_done": state.get("steps_done", 0)}) for w in targets]
+                                "steps_done": state.get("steps_done", 0), "envs": state.get("envs") or {}})
+                for w in targets]
 
     async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         sync_step_counter(task["steps_done"])
@@ -183,9 +221,13 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                               packets=peers, own=own,
                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
                                           "Report concisely.")
-        res = await turn(rt, agent, extra, choose_event=event_for(own), sends=[{"from": agent.name, "to": "supervisor"}],
-                         state_id=state_id_of(config), payload={"round": r})
-        return {"history": {agent.name: [artifact_of(agent, r, res)]}, "steps_done": res.steps}
+        env = rt.environment(task.get("envs"), agent.name)  # its own fork, kept across rounds
+        tools = rt.toolbox(env)
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
+                               sends=[{"from": agent.name, "to": SUPERVISOR.name}], state_id=state_id_of(config),
+                               payload={"round": r}, toolbox=tools)
+        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
+                **log_update(agent.name, env)}
 
     async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
@@ -201,8 +243,9 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         emit_decision(d, state_id=state_id_of(config), sends=[{"from": CONTROLLER, "to": SUPERVISOR.name}])
         update: dict[str, Any] = {"decisions": [d.payload()]}
         if d.stop and state.get("answer"):  # the supervisor already answered without delegating
-            decided = {**state, "decisions": [*(state.get("decisions") or []), d.payload()]}
-            update.update(phase="done", stages=[_stage(decided, rt.cfg.mas.max_rounds)])
+            outcome = await outcome_of(state, state.get("answer"), state_id_of(config))
+            decided = {**state, "decisions": [*(state.get("decisions") or []), d.payload()], **outcome}
+            update.update(phase="done", stages=[_stage(decided, rt.cfg.mas.max_rounds)], **outcome)
         else:
             update.update({"phase": "final"} if d.stop else {"phase": "route", "round": r + 1})
         return update
@@ -219,3 +262,21 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     g.add_edge("worker", "controller")
     g.add_conditional_edges("controller", after_controller, ["supervisor", END])
     return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """The supervisor hands off to every worker, which reports back; the controller decides between rounds."""
+    workers = worker_names(mas)
+    messages = [Message(source=SUPERVISOR.name, target=w, label="handoff") for w in workers]
+    messages += [Message(source=w, target=SUPERVISOR.name, label="report") for w in workers]
+    messages += [Message(source=CONTROLLER, target=SUPERVISOR.name, label="decision", dashed=True)]
+    return AgentGraph(
+        participants=(Participant(name=SUPERVISOR.name, role=SUPERVISOR.role, row=0),
+                      Participant(name=CONTROLLER, row=0),
+                      *(Participant(name=w, role=WORKER_ROLE.name, row=1) for w in workers),
+                      Participant(name="tools", row=2)),
+        messages=(*messages, *tool_edges(workers)))
+
+
+TOPOLOGY = Topology(name="supervisor", build=build_supervisor, roles=(SUPERVISOR_ROLE, WORKER_ROLE),
+                    agents=agent_graph, uses_judge=True)

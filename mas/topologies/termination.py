@@ -6,8 +6,11 @@ stops the loop:
 
 1. ``invalid_or_failed_branch``: non-empty artifacts < ceil(expected_count / 2)
    (blocked or planning-only artifacts still count as present here);
-2. ``consensus_reached``: more than one valid artifact, winner group / valid
-   count >= 0.75 and the majority answer is substantive;
+2. ``consensus_reached``: more than one valid answer, winner group / valid
+   count >= 0.75 and the majority answer is substantive, where the valid
+   count is the answers left after removing the judge's ``invalid_indices``
+   (and empty ones): groups ``[[0, 1, 2], [3]]`` with ``[4]`` invalid give
+   3 / 4 = 0.75 and stop;
 3. ``no_meaningful_change``: comparable previous artifacts exist and another
    round is unlikely to improve correctness;
 4. ``max_rounds_reached``.
@@ -41,7 +44,8 @@ StopReason = Literal["invalid_or_failed_branch", "consensus_reached", "no_meanin
 STOP_REASONS: tuple[str, ...] = ("invalid_or_failed_branch", "consensus_reached", "no_meaningful_change",
                                  "max_rounds_reached")
 
-_NON_ALNUM = re.compile(r"[^0-9a-z\s]+")
+# Letters and digits of any script stay (``\w`` is Unicode-aware); punctuation and ``_`` go.
+_NON_ALNUM = re.compile(r"[^\w\s]+|_+")
 _SPACES = re.compile(r"\s+")
 _BLOCKED = re.compile(r"\b(blocked|cannot (be )?(determine|answer|solve|compute)|can't|unable to|not able to|"
                       r"insufficient (information|data)|not enough information)\b", re.IGNORECASE)
@@ -53,8 +57,12 @@ _PLANNING = re.compile(r"^\s*(plan\b|steps?\s*:|i will\b|let me\b|we (will|need 
 def normalize_artifact(text: str | None) -> str:
     """Lexical form used for voting: lowercase, non-alphanumerics dropped, whitespace collapsed.
 
+    Letters of every script count (three identical Chinese answers agree; they are not empty).
+
     >>> normalize_artifact("  The Answer:\\n 42! ")
     'the answer 42'
+    >>> normalize_artifact("答案是 42。")
+    '答案是 42'
     """
     if not text:
         return ""
@@ -159,6 +167,9 @@ class TerminationDecision:
     consensus_source: str = "none"
     """``llm_judge``, ``lexical``, ``lexical_fallback`` (judge unusable) or ``none`` (not evaluated)."""
     consensus_ratio: float = 0.0
+    """Winner group size / ``consensus_valid_count``."""
+    consensus_valid_count: int = 0
+    """Answers voted on, minus the judge's ``invalid_indices`` and empty ones (the consensus denominator)."""
     consensus_groups: list[list[str]] = field(default_factory=list)
     """Agent names per answer group, largest first."""
     consensus_answer: str | None = None
@@ -300,9 +311,9 @@ async def decide(
                                             call_judge=position.round >= position.min_rounds)
         _record_view(d, view, source, outcome, voters, has_previous)
         held: list[str] = []
-        ratio_ok = voter_valid > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
+        ratio_ok = d.consensus_valid_count > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
         if ratio_ok and view.is_substantive:
-            detail = (f"{len(view.groups[0])} of {voter_valid} valid artifacts agree "
+            detail = (f"{len(view.groups[0])} of {d.consensus_valid_count} valid artifacts agree "
                       f"(ratio {d.consensus_ratio:.2f} >= {CONSENSUS_THRESHOLD}) and the answer is substantive")
             if position.round >= position.min_rounds:
                 return _stop(d, "consensus_reached", detail)
@@ -322,14 +333,16 @@ async def decide(
 
 def _record_view(d: TerminationDecision, view: ConsensusView, source: str, outcome: JudgeOutcome | None,
                  voters: Sequence[Candidate], has_previous: bool) -> None:
-    valid_voters = sum(c.valid for c in voters)
-    invalid = set(view.invalid_indices)
+    # the seed's rule: valid_count = answers left after removing invalid_indices (an empty answer is never valid)
+    invalid = set(view.invalid_indices) | {i for i, c in enumerate(voters) if not c.valid}
+    valid_count = len(voters) - len(invalid)
     groups = [[i for i in g if i not in invalid] for g in view.groups]
     groups = sorted((g for g in groups if g), key=lambda g: (-len(g), g[0]))
     view.groups = groups
     d.consensus_source = source
+    d.consensus_valid_count = valid_count
     d.consensus_groups = [[voters[i].agent for i in g] for g in groups]
-    d.consensus_ratio = len(groups[0]) / valid_voters if groups and valid_voters else 0.0
+    d.consensus_ratio = len(groups[0]) / valid_count if groups and valid_count else 0.0
     d.consensus_answer = voters[groups[0][0]].artifact if groups else None
     d.consensus_explanation = view.explanation
     d.is_substantive = view.is_substantive

@@ -1,0 +1,110 @@
+"""What a topology declares about itself, in one place beside its graph builder.
+
+A :class:`Topology` names its graph builder, its structural roles (each with
+the brief its agents' system prompts open with), and its agents with the
+message edges between them (:class:`AgentGraph`, from the config). Everything
+else is derived from the declaration: the registry of systems
+(:mod:`mas.systems`), the routes a run may call (every declared role), the
+agent picture (:mod:`mas.topologies.pictures`; the workflow picture comes
+from the compiled graph), and the agents generated personas specialise.
+
+>>> from mas.config import MasSettings
+>>> from mas.topologies.debate import TOPOLOGY
+>>> [p.name for p in TOPOLOGY.agents(MasSettings(agents=2)).agents()]
+['debater_0', 'debater_1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mas.config import MasSettings
+
+if TYPE_CHECKING:
+    from langgraph.graph import StateGraph
+
+    from mas.topologies.agent import AgentSpec, RunContext
+
+TOOLS_NODE = "tools"
+"""The participant that stands for an agent's tools in the agent picture (tool calls are not messages)."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Role:
+    """A structural role: its name (the route key ``roles.<name>``) and the brief its system prompt opens with."""
+
+    name: str
+    brief: str
+
+    def agent(self, name: str, *, tools: bool = True, persona: str | None = None) -> AgentSpec:
+        """An agent called ``name`` in this role."""
+        from mas.topologies.agent import AgentSpec
+
+        return AgentSpec(name=name, role=self.name, brief=self.brief, tools=tools, persona=persona)
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Participant:
+    """Someone in the agent picture: an agent (with its role), a system actor, the tools or the user."""
+
+    name: str
+    row: int
+    """Row in the agent picture (peers share one)."""
+    role: str | None = None
+    """The agent's structural role; None for system actors, tools and the user."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Message:
+    """A directed edge of the agent picture.
+
+    Every edge to a participant other than :data:`TOOLS_NODE` is a message
+    exactly as the trace's ``payload.sends`` records it (same ``from`` and
+    ``to``; a test checks the two agree). Edges to the tools stand for the
+    agent's ``tool_call`` events, which carry no ``sends``.
+    """
+
+    source: str
+    target: str
+    label: str = ""
+    dashed: bool = False
+    """System-mediated messages and tool use are drawn dashed."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class AgentGraph:
+    """The participants of a system and the messages between them."""
+
+    participants: tuple[Participant, ...]
+    messages: tuple[Message, ...]
+
+    def agents(self) -> list[Participant]:
+        """The participants that are agents (have a role), in declaration order."""
+        return [p for p in self.participants if p.role is not None]
+
+    def rows(self) -> dict[str, int]:
+        return {p.name: p.row for p in self.participants}
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Topology:
+    """One system: how to build its graph, its roles, its agents and their messages."""
+
+    name: str
+    build: Callable[[RunContext], StateGraph]
+    """An uncompiled LangGraph ``StateGraph`` for one run (see :mod:`mas.systems`)."""
+    roles: tuple[Role, ...]
+    agents: Callable[[MasSettings], AgentGraph]
+    uses_judge: bool = False
+    """Whether its controller or final vote calls the ``judge`` route."""
+
+    def role_names(self) -> tuple[str, ...]:
+        """Every role whose route a run of this system may call (``judge`` included when it uses one)."""
+        return (*(r.name for r in self.roles), *(("judge",) if self.uses_judge else ()))
+
+
+def tool_edges(agents: list[str]) -> list[Message]:
+    """The dashed edges from tool-using agents to the tools."""
+    return [Message(source=a, target=TOOLS_NODE, dashed=True) for a in agents]

@@ -1,0 +1,246 @@
+"""``representative_exchange``: groups deliberate and elect representatives, who exchange answers across groups.
+
+``mas.groups`` groups of ``mas.agents_per_group`` members. Every member
+answers the task independently (``Send`` fan-out; its answer goes to its
+group's election); ``elect`` has each group's judge (``mas.election_mode =
+"llm_judge"``, the ``judge.vote`` contract) or a lexical vote (``"lexical"``)
+choose the member who speaks for the group. The ``controller`` decides after
+the election (round 0) and after every exchange round, with the same four
+stop reasons in the same order as every looped stage (no stop on consensus
+or stalling before ``mas.minimum_discussion_rounds`` exchange rounds, at most
+``mas.max_rounds``). In an exchange round each representative reads the other
+groups' representatives' latest answers and keeps or changes its own. When
+the controller stops, ``vote`` (``mas.final_vote_mode``) picks the final
+answer among the representatives and publishes it to the ``user``.
+
+The group's voice in the exchange is the actor ``representative_<group>``:
+the election hands it the elected member's answer and environment (the
+``Election`` event names both). Messages: a member's answer goes to
+``system:judge`` (its group's election); the election hands the group to its
+representative; a representative's answer goes to every other
+representative; a continuing decision goes to the representatives, a stop
+to ``system:judge``.
+
+On a benchmark solved by acting, every member acts on its own environment;
+the representative takes over the elected member's (and may change it
+further); the final vote's winner's environment is the run's outcome.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from descriptor.events import Election, FinalAnswer
+from mas.config import MasSettings
+from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
+from mas.topologies.environment import ActionLog, log_update, merge_logs
+from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
+from mas.topologies.roles import (
+    artifact_of,
+    candidate,
+    context_block,
+    event_for,
+    latest,
+    make_agents,
+    merge_history,
+    packet,
+    round_artifacts,
+    sync_step_counter,
+    vote_among,
+)
+from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
+from mas.tracing import current_tracer
+
+STAGE = "representative_exchange"
+MEMBER_ROLE = Role(name="member", brief="You are a member of a small group. Solve the task yourself; your group "
+                                        "elects one member's answer to speak for it.")
+REPRESENTATIVE_ROLE = Role(name="representative", brief="You are your group's elected representative. Compare your "
+                                                        "group's answer with the other groups' and give the best answer.")
+EXCHANGE = ("These are the answers of the other groups' representatives. Re-check the task and your group's answer; "
+            "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
+
+
+def member_names(mas: MasSettings) -> list[list[str]]:
+    """Per group, its members' names (``member_<group>_<i>``)."""
+    return [[f"member_{g}_{i}" for i in range(mas.agents_per_group)] for g in range(mas.groups)]
+
+
+def representative_names(mas: MasSettings) -> list[str]:
+    return [f"representative_{g}" for g in range(mas.groups)]
+
+
+class ExchangeState(TypedDict, total=False):
+    round: int
+    """0: the members' answers and the elections; k >= 1: exchange round k."""
+    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
+    """Per agent: its artifact of every round (members round 0, representatives also rounds >= 1)."""
+    representatives: dict[str, str]
+    """Group (as text) -> the member it elected."""
+    decisions: Annotated[list[dict[str, Any]], operator.add]
+    steps_done: Annotated[int, operator.add]
+    notes: Annotated[list[str], operator.add]
+    """Notes added on rollback (shown to every agent)."""
+    envs: Annotated[dict[str, ActionLog], merge_logs]
+    """Each member's and representative's own environment (a branch named after it), on benchmarks solved by
+    acting."""
+    outcome: str
+    """The branch that is the run's outcome: the final vote's winner."""
+    answer: dict[str, Any] | None
+    stages: list[dict[str, Any]]
+
+
+def decision_sends(stop: bool, representatives: list[str]) -> list[dict[str, str]]:
+    """A stop hands the representatives' answers to the judge (the final vote); else the next round starts."""
+    if stop:
+        return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
+    return [{"from": CONTROLLER, "to": r} for r in representatives]
+
+
+def build_representative_exchange(rt: RunContext) -> StateGraph:
+    """The representative-exchange graph of one run."""
+    groups = member_names(rt.cfg.mas)
+    members = [a for names in groups for a in make_agents(rt, MEMBER_ROLE, names)]
+    by_name: dict[str, AgentSpec] = {m.name: m for m in members}
+    group_of = {name: g for g, names in enumerate(groups) for name in names}
+    reps = make_agents(rt, REPRESENTATIVE_ROLE, representative_names(rt.cfg.mas))
+    rep_names = [r.name for r in reps]
+    group_of.update({r: g for g, r in enumerate(rep_names)})
+    by_name.update({r.name: r for r in reps})
+
+    async def fan_out_members(state: ExchangeState) -> list[Send]:
+        return [Send("member", {"agent": m.name, "notes": state.get("notes") or [],
+                                "steps_done": state.get("steps_done", 0), "envs": state.get("envs") or {}})
+                for m in members]
+
+    async def member(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(task["steps_done"])
+        agent = by_name[task["agent"]]
+        env = rt.environment(task.get("envs"), agent.name)
+        tools = rt.toolbox(env)
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, context_block(notes=task["notes"]), tools),
+                               sends=[{"from": agent.name, "to": JUDGE_ACTOR}], state_id=state_id_of(config),
+                               payload={"round": 0, "group": group_of[agent.name]}, toolbox=tools)
+        return {"history": {agent.name: [artifact_of(agent, 0, res, env)]}, "steps_done": res.steps,
+                **log_update(agent.name, env)}
+
+    async def elect(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+        """Each group's vote; its representative takes over the elected member's answer (round 0) and environment."""
+        history, envs = state.get("history") or {}, state.get("envs") or {}
+        chosen, handed, logs = {}, {}, {}
+        for g, names in enumerate(groups):
+            arts = round_artifacts(history, names, 0)
+            cands = [candidate(a) for a in arts]
+            out = await final_vote(rt, cands, rt.cfg.mas.election_mode)
+            elected, rep = arts[out.winner_index], rep_names[g]
+            chosen[str(g)] = elected["agent"]
+            handed[rep] = [{**elected, "agent": rep, "elected": elected["agent"]}]
+            if elected["agent"] in envs:
+                logs[rep] = envs[elected["agent"]]
+            current_tracer().emit(JUDGE_ACTOR, "verify", Election(
+                group=g, members=names, elected=elected["agent"], representative=rep, vote_source=out.source,
+                groups=[[cands[i].agent for i in grp] for grp in out.groups], invalid_indices=out.invalid_indices,
+                explanation=out.explanation, judge_error=out.error, sends=[{"from": JUDGE_ACTOR, "to": rep}],
+            ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
+                state_id=state_id_of(config))
+        return {"representatives": chosen, "round": 0, "history": handed, **({"envs": logs} if logs else {})}
+
+    async def representative(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(task["steps_done"])
+        agent = by_name[task["agent"]]
+        r, history = task["round"], task["history"]
+        own = latest(history, agent.name, before_round=r)
+        others = [packet(a) for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
+        extra = context_block(notes=task["notes"], packets_title="The other groups' representatives' answers:",
+                              packets=others, own=own, instruction=EXCHANGE)
+        env = rt.environment(task.get("envs"), agent.name)  # the elected member's environment, handed over
+        tools = rt.toolbox(env)
+        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
+                               sends=[{"from": agent.name, "to": n} for n in rep_names if n != agent.name],
+                               state_id=state_id_of(config), payload={"round": r, "group": group_of[agent.name]},
+                               toolbox=tools)
+        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
+                **log_update(agent.name, env)}
+
+    def answers(state: ExchangeState, r: int) -> list[dict[str, Any]]:
+        """The representatives' artifacts of round ``r`` (round 0: the elected members' answers)."""
+        return round_artifacts(state.get("history") or {}, rep_names, r)
+
+    async def controller(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+        r = state.get("round", 0)
+        current = [candidate(a) for a in answers(state, r)]
+        previous = [candidate(a) for a in answers(state, r - 1)] if r > 0 else None
+        d = await decide(LoopPosition(stage=STAGE, round=r, max_rounds=rt.cfg.mas.max_rounds,
+                                      min_rounds=rt.cfg.mas.minimum_discussion_rounds),
+                         candidate_artifacts=current, previous_candidate_artifacts=previous,
+                         expected_count=len(groups), mode=rt.cfg.mas.termination_consensus_mode,
+                         judge=consensus_judge(rt))
+        emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, rep_names))
+        return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
+
+    async def after_controller(state: ExchangeState) -> list[Send] | str:
+        if state["decisions"][-1]["stop"]:
+            return "vote"
+        return [Send("representative", {"agent": n, "round": state.get("round", 0), "history": state.get("history") or {},
+                                        "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0),
+                                        "envs": state.get("envs") or {}})
+                for n in rep_names]
+
+    async def vote(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+        history = state.get("history") or {}
+        arts = [a for a in (latest(history, n) for n in rep_names) if a is not None]
+        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
+        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
+                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
+        outcome = win["agent"] if rt.new_environment else None
+        current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
+            **answer, content=win["answer_artifact"], outcome_environment=outcome,
+            sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
+        last = state["decisions"][-1]
+        stage = {"stage": STAGE, "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
+                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
+                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
+                 "decisions": len(state["decisions"]), "representatives": dict(state.get("representatives") or {}),
+                 "final_vote_source": out.source, "winner_agent": win["agent"],
+                 **({"outcome_environment": outcome} if outcome else {})}
+        return {"answer": answer, "stages": [stage], **({"outcome": outcome} if outcome else {})}
+
+    g = StateGraph(ExchangeState)
+    for name, fn in (("member", member), ("elect", elect), ("representative", representative),
+                     ("controller", controller), ("vote", vote)):
+        g.add_node(name, fn)
+    g.add_conditional_edges(START, fan_out_members, ["member"])
+    g.add_edge("member", "elect")
+    g.add_edge("elect", "controller")
+    g.add_conditional_edges("controller", after_controller, ["representative", "vote"])
+    g.add_edge("representative", "controller")
+    g.add_edge("vote", END)
+    return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """Members answer to their group's election, which hands the group to its representative; representatives
+    exchange with each other under the controller; the judge's final vote goes to the user."""
+    everyone = [n for names in member_names(mas) for n in names]
+    reps = representative_names(mas)
+    messages = [Message(source=n, target=JUDGE_ACTOR, label="answer") for n in everyone]
+    messages += [Message(source=JUDGE_ACTOR, target=r, label="elected", dashed=True) for r in reps]
+    messages += [Message(source=a, target=b, label="exchange") for a in reps for b in reps if a != b]
+    messages += [Message(source=CONTROLLER, target=r, label="next round", dashed=True) for r in reps]
+    messages += [Message(source=CONTROLLER, target=JUDGE_ACTOR, label="final vote", dashed=True),
+                 Message(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True)]
+    return AgentGraph(
+        participants=(*(Participant(name=n, role=MEMBER_ROLE.name, row=0) for n in everyone),
+                      Participant(name=JUDGE_ACTOR, row=1), Participant(name=ANSWER_RECIPIENT, row=1),
+                      *(Participant(name=r, role=REPRESENTATIVE_ROLE.name, row=2) for r in reps),
+                      Participant(name=CONTROLLER, row=3), Participant(name="tools", row=3)),
+        messages=(*messages, *tool_edges([*everyone, *reps])))
+
+
+TOPOLOGY = Topology(name=STAGE, build=build_representative_exchange, roles=(MEMBER_ROLE, REPRESENTATIVE_ROLE),
+                    agents=agent_graph, uses_judge=True)
