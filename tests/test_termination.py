@@ -327,9 +327,9 @@ def test_parse_consensus_fills_uncovered_indices():
 
 
 def test_emit_decision_is_a_controller_verify_with_judge_usage():
-    from mas.topologies.termination import TerminationDecision
+    from descriptor.events import Decision
 
-    d = TerminationDecision(stage="s", round=1, max_rounds=2, min_rounds=0, stop=True, reason="max_rounds_reached",
+    d = Decision(stage="s", round=1, max_rounds=2, min_rounds=0, stop=True, reason="max_rounds_reached",
                             reason_detail="x", judge_token_in=10, judge_token_out=3, judge_latency_ms=5.0,
                             judge_cost_usd=0.001)
     sink = ListCollector()

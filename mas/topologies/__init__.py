@@ -7,7 +7,6 @@ _EXPORTS = {
     "LoopPosition": "mas.topologies.termination",
     "RunContext": "mas.topologies.agent",
     "STOP_REASONS": "mas.topologies.termination",
-    "TerminationDecision": "mas.topologies.termination",
     "consensus_judge": "mas.topologies.judge",
     "decide": "mas.topologies.termination",
     "final_vote": "mas.topologies.judge",

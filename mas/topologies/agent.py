@@ -17,14 +17,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 
 from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
-from mas.llm.call import LLMResult, ToolCallRequest, call_llm, clip_confidence, llm_event_fields
+from mas.llm.call import (
+    LLMResult,
+    ToolCallRequest,
+    call_llm,
+    clip_confidence,
+    llm_event_fields,
+)
 from mas.llm.models import ModelSet
-from mas.topologies.environment import MAIN, ActionLog, EnvironmentFactory, branch_environment
+from mas.topologies.environment import (
+    MAIN,
+    ActionLog,
+    EnvironmentFactory,
+    branch_environment,
+)
 from mas.topologies.prompts import (
     ANSWER_SCHEMA,
     GENERIC_BRIEF,

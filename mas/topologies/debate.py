@@ -15,8 +15,7 @@ judge's pick goes out to the ``user`` in its ``finalize`` event.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -24,9 +23,22 @@ from langgraph.types import Send
 
 from descriptor.events import FinalAnswer
 from mas.config import MasSettings
-from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
-from mas.topologies.environment import ActionLog, log_update, merge_logs
+from mas.topologies.agent import (
+    AgentSpec,
+    RunContext,
+    agent_turn,
+    opening_messages,
+    state_id_of,
+)
+from mas.topologies.declaration import (
+    AgentGraph,
+    Message,
+    Participant,
+    Role,
+    Topology,
+    tool_edges,
+)
+from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -35,12 +47,12 @@ from mas.topologies.roles import (
     event_for,
     latest,
     make_agents,
-    merge_history,
     packet,
     round_artifacts,
     sync_step_counter,
     vote_among,
 )
+from mas.topologies.state import LoopState
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from mas.tracing import current_tracer
 
@@ -64,25 +76,17 @@ def debater_names(mas: MasSettings) -> list[str]:
     return [f"debater_{i}" for i in range(mas.agents)]
 
 
-class DebateState(TypedDict, total=False):
+class DebateState(LoopState, total=False):
     round: int
     """Round in progress: 0 = independent answers, k >= 1 = discussion round k."""
-    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
-    """Per debater: its artifact of every round."""
-    decisions: Annotated[list[dict[str, Any]], operator.add]
-    steps_done: Annotated[int, operator.add]
-    notes: Annotated[list[str], operator.add]
-    """Notes added on rollback (shown to every agent)."""
-    envs: Annotated[dict[str, ActionLog], merge_logs]
-    """Each debater's own environment (a branch named after it), on benchmarks solved by acting."""
-    outcome: str
-    """The branch that is the run's outcome: the vote's winner."""
-    answer: dict[str, Any] | None
-    stages: list[dict[str, Any]]
 
 
 def build_debate(rt: RunContext) -> StateGraph:
-    """The debate graph of one run."""
+    """The debate graph of one run.
+
+    On a benchmark solved by acting, each debater acts on its own environment branch (named after it), kept
+    across rounds; the run's ``outcome`` is the final vote's winner's branch.
+    """
     debaters = make_agents(rt, DEBATER_ROLE, debater_names(rt.cfg.mas))
     names = [d.name for d in debaters]
     by_name = {d.name: d for d in debaters}
@@ -122,7 +126,7 @@ def build_debate(rt: RunContext) -> StateGraph:
                          expected_count=len(names), mode=rt.cfg.mas.termination_consensus_mode,
                          judge=consensus_judge(rt))
         emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, names))
-        return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
+        return {"decisions": [d.model_dump()], "round": r if d.stop else r + 1}
 
     async def after_controller(state: DebateState) -> list[Send] | str:
         return "vote" if state["decisions"][-1]["stop"] else await fan_out(state)

@@ -26,8 +26,7 @@ a rejected part leaves no trace in it and is planned again.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -36,7 +35,14 @@ from langgraph.types import Send
 from descriptor.events import FinalAnswer
 from mas.config import MasSettings
 from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
+from mas.topologies.declaration import (
+    AgentGraph,
+    Message,
+    Participant,
+    Role,
+    Topology,
+    tool_edges,
+)
 from mas.topologies.decomposition import (
     CRITIQUE_CONTRACT,
     CRITIQUE_INSTRUCTION,
@@ -49,7 +55,11 @@ from mas.topologies.decomposition import (
     rejected_of,
     subtasks_of,
 )
-from mas.topologies.environment import MAIN, ActionLog, changes_text, log_update, merge_logs
+from mas.topologies.environment import (
+    MAIN,
+    changes_text,
+    log_update,
+)
 from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -58,11 +68,11 @@ from mas.topologies.roles import (
     event_for,
     latest,
     make_agents,
-    merge_history,
     packet,
     round_artifacts,
     sync_step_counter,
 )
+from mas.topologies.state import LoopState
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from mas.tracing import current_tracer
 
@@ -82,19 +92,9 @@ def worker_names(mas: MasSettings) -> list[str]:
     return [f"worker_{i}" for i in range(mas.agents)]
 
 
-class OrchestratorState(TypedDict, total=False):
+class OrchestratorState(LoopState, total=False):
     cycle: int
     """Cycle in progress (0-based)."""
-    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
-    """Per agent (planner, workers, critic, aggregator): its artifact of every cycle (the planner's holds the
-    ``subtasks``, the critic's the ``rejected`` workers)."""
-    decisions: Annotated[list[dict[str, Any]], operator.add]
-    steps_done: Annotated[int, operator.add]
-    notes: Annotated[list[str], operator.add]
-    envs: Annotated[dict[str, ActionLog], merge_logs]
-    """``main`` (the run's environment) and each worker's fork of this cycle, on benchmarks solved by acting."""
-    answer: dict[str, Any] | None
-    stages: list[dict[str, Any]]
 
 
 def build_orchestrator(rt: RunContext) -> StateGraph:
@@ -203,7 +203,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         # continuing relays the critique and the aggregate to the planner (and each worker its own part)
         sends = None if d.stop else [{"from": CONTROLLER, "to": a} for a in (PLANNER.name, *names)]
         emit_decision(d, state_id=state_id_of(config), sends=sends)
-        return {"decisions": [d.payload()], "cycle": c if d.stop else c + 1}
+        return {"decisions": [d.model_dump()], "cycle": c if d.stop else c + 1}
 
     async def after_controller(state: OrchestratorState) -> str:
         return "finalize" if state["decisions"][-1]["stop"] else "planner"

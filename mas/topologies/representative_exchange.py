@@ -28,8 +28,7 @@ further); the final vote's winner's environment is the run's outcome.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -37,10 +36,28 @@ from langgraph.types import Send
 
 from descriptor.events import Election, FinalAnswer
 from mas.config import MasSettings
-from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
-from mas.topologies.environment import ActionLog, log_update, merge_logs
-from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
+from mas.topologies.agent import (
+    AgentSpec,
+    RunContext,
+    agent_turn,
+    opening_messages,
+    state_id_of,
+)
+from mas.topologies.declaration import (
+    AgentGraph,
+    Message,
+    Participant,
+    Role,
+    Topology,
+    tool_edges,
+)
+from mas.topologies.environment import log_update
+from mas.topologies.judge import (
+    ANSWER_RECIPIENT,
+    JUDGE_ACTOR,
+    consensus_judge,
+    final_vote,
+)
 from mas.topologies.roles import (
     artifact_of,
     candidate,
@@ -48,12 +65,12 @@ from mas.topologies.roles import (
     event_for,
     latest,
     make_agents,
-    merge_history,
     packet,
     round_artifacts,
     sync_step_counter,
     vote_among,
 )
+from mas.topologies.state import LoopState
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from mas.tracing import current_tracer
 
@@ -75,24 +92,11 @@ def representative_names(mas: MasSettings) -> list[str]:
     return [f"representative_{g}" for g in range(mas.groups)]
 
 
-class ExchangeState(TypedDict, total=False):
+class ExchangeState(LoopState, total=False):
     round: int
     """0: the members' answers and the elections; k >= 1: exchange round k."""
-    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
-    """Per agent: its artifact of every round (members round 0, representatives also rounds >= 1)."""
     representatives: dict[str, str]
     """Group (as text) -> the member it elected."""
-    decisions: Annotated[list[dict[str, Any]], operator.add]
-    steps_done: Annotated[int, operator.add]
-    notes: Annotated[list[str], operator.add]
-    """Notes added on rollback (shown to every agent)."""
-    envs: Annotated[dict[str, ActionLog], merge_logs]
-    """Each member's and representative's own environment (a branch named after it), on benchmarks solved by
-    acting."""
-    outcome: str
-    """The branch that is the run's outcome: the final vote's winner."""
-    answer: dict[str, Any] | None
-    stages: list[dict[str, Any]]
 
 
 def decision_sends(stop: bool, representatives: list[str]) -> list[dict[str, str]]:
@@ -181,7 +185,7 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                          expected_count=len(groups), mode=rt.cfg.mas.termination_consensus_mode,
                          judge=consensus_judge(rt))
         emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, rep_names))
-        return {"decisions": [d.payload()], "round": r if d.stop else r + 1}
+        return {"decisions": [d.model_dump()], "round": r if d.stop else r + 1}
 
     async def after_controller(state: ExchangeState) -> list[Send] | str:
         if state["decisions"][-1]["stop"]:

@@ -7,8 +7,7 @@ asked for, so every step of the trajectory has its own top-level checkpoint
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -17,27 +16,34 @@ from langgraph.graph.message import add_messages
 
 from mas.config import MasSettings
 from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import RunContext, agent_step, opening_messages, run_tool_calls, state_id_of
-from mas.topologies.declaration import TOOLS_NODE, AgentGraph, Message, Participant, Role, Topology
-from mas.topologies.environment import MAIN, ActionLog, log_update, merge_logs
+from mas.topologies.agent import (
+    RunContext,
+    agent_step,
+    opening_messages,
+    run_tool_calls,
+    state_id_of,
+)
+from mas.topologies.declaration import (
+    TOOLS_NODE,
+    AgentGraph,
+    Message,
+    Participant,
+    Role,
+    Topology,
+)
+from mas.topologies.environment import MAIN, log_update
+from mas.topologies.state import RunState
 
 SOLVER_ROLE = Role(name="solver", brief="You are a careful problem solver working alone.")
 SOLVER = SOLVER_ROLE.agent("solver")
 
 
-class SASState(TypedDict, total=False):
+class SASState(RunState, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     pending_tools: list[dict[str, Any]]
     tool_iterations: int
-    steps_done: Annotated[int, operator.add]
-    """Trajectory steps emitted so far (a resumed run restarts its step counter here)."""
-    answer: dict[str, Any] | None
-    notes: Annotated[list[str], operator.add]
-    """Notes added on rollback (shown to the agent as extra context)."""
     notes_seen: int
     """How many ``notes`` the agent has been shown."""
-    envs: Annotated[dict[str, ActionLog], merge_logs]
-    """The solver's environment (branch ``main``) as its action log, on benchmarks solved by acting."""
 
 
 def build_sas(rt: RunContext):

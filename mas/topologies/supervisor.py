@@ -9,8 +9,7 @@ reports. Output contract of the supervisor: ``supervisor.route``.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
@@ -20,9 +19,22 @@ from langgraph.types import Send
 from descriptor.events import ToolResult
 from mas.config import MasSettings
 from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Role, Topology, tool_edges
-from mas.topologies.environment import MAIN, ActionLog, log_update, merge_logs
+from mas.topologies.agent import (
+    AgentSpec,
+    RunContext,
+    agent_turn,
+    opening_messages,
+    state_id_of,
+)
+from mas.topologies.declaration import (
+    AgentGraph,
+    Message,
+    Participant,
+    Role,
+    Topology,
+    tool_edges,
+)
+from mas.topologies.environment import MAIN, log_update
 from mas.topologies.judge import consensus_judge
 from mas.topologies.roles import (
     artifact_of,
@@ -31,12 +43,12 @@ from mas.topologies.roles import (
     event_for,
     latest,
     make_agents,
-    merge_history,
     packet,
     round_artifacts,
     sync_step_counter,
     vote_among,
 )
+from mas.topologies.state import LoopState
 from mas.topologies.termination import (
     CONTROLLER,
     LoopPosition,
@@ -71,7 +83,7 @@ Delegate first; you answer yourself only after the workers have reported."""
 FINAL = "The controller ended delegation. Give the final answer to the task from the workers' reports."
 
 
-class SupervisorState(TypedDict, total=False):
+class SupervisorState(LoopState, total=False):
     round: int
     """Delegation round in progress (0-based)."""
     phase: str
@@ -80,17 +92,6 @@ class SupervisorState(TypedDict, total=False):
     """Round (as text) -> workers delegated to in that round."""
     instructions: dict[str, str]
     """Round (as text) -> the supervisor's instruction to the workers."""
-    history: Annotated[dict[str, list[dict[str, Any]]], merge_history]
-    """Per worker: its report of every round it was delegated."""
-    decisions: Annotated[list[dict[str, Any]], operator.add]
-    steps_done: Annotated[int, operator.add]
-    notes: Annotated[list[str], operator.add]
-    envs: Annotated[dict[str, ActionLog], merge_logs]
-    """Each worker's own environment (a branch named after it), on benchmarks solved by acting."""
-    outcome: str
-    """The branch that is the run's outcome (see :func:`build_supervisor`)."""
-    answer: dict[str, Any] | None
-    stages: list[dict[str, Any]]
 
 
 def _named(call: ToolCallRequest) -> list[str]:
@@ -241,10 +242,10 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         if not delegated:  # say why no worker report arrived; the counts alone read like a failed worker
             d.reason_detail = _undelegated_detail(d.reason_detail, answered=bool(state.get("answer")))
         emit_decision(d, state_id=state_id_of(config), sends=[{"from": CONTROLLER, "to": SUPERVISOR.name}])
-        update: dict[str, Any] = {"decisions": [d.payload()]}
+        update: dict[str, Any] = {"decisions": [d.model_dump()]}
         if d.stop and state.get("answer"):  # the supervisor already answered without delegating
             outcome = await outcome_of(state, state.get("answer"), state_id_of(config))
-            decided = {**state, "decisions": [*(state.get("decisions") or []), d.payload()], **outcome}
+            decided = {**state, "decisions": [*(state.get("decisions") or []), d.model_dump()], **outcome}
             update.update(phase="done", stages=[_stage(decided, rt.cfg.mas.max_rounds)], **outcome)
         else:
             update.update({"phase": "final"} if d.stop else {"phase": "route", "round": r + 1})

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Any, Literal
+from typing import Literal
 
 from descriptor.events import Decision
 from mas.tracing import current_tracer
@@ -149,54 +149,6 @@ class LoopPosition:
     """Rounds before which consensus and no-progress may not stop the loop."""
 
 
-@dataclass(kw_only=True, slots=True)
-class TerminationDecision:
-    """One controller decision with every field the trace logs."""
-
-    stage: str
-    round: int
-    max_rounds: int
-    min_rounds: int
-    stop: bool
-    reason: str | None
-    """One of :data:`STOP_REASONS` when ``stop``; None when the loop continues."""
-    reason_detail: str
-    held_back: str | None = None
-    """A quality stop that held before ``min_rounds`` and was not applied."""
-    consensus_mode: str = "lexical"
-    consensus_source: str = "none"
-    """``llm_judge``, ``lexical``, ``lexical_fallback`` (judge unusable) or ``none`` (not evaluated)."""
-    consensus_ratio: float = 0.0
-    """Winner group size / ``consensus_valid_count``."""
-    consensus_valid_count: int = 0
-    """Answers voted on, minus the judge's ``invalid_indices`` and empty ones (the consensus denominator)."""
-    consensus_groups: list[list[str]] = field(default_factory=list)
-    """Agent names per answer group, largest first."""
-    consensus_answer: str | None = None
-    consensus_explanation: str = ""
-    is_substantive: bool | None = None
-    progress_source: str = "none"
-    """``llm_judge``, ``lexical`` or ``none`` (no comparable previous artifacts)."""
-    progress_status: str | None = None
-    expected_improvement: str | None = None
-    progress_explanation: str = ""
-    should_stop_for_no_progress: bool | None = None
-    average_confidence: float = 0.0
-    mean_delta: float | None = None
-    """Mean (1 - SequenceMatcher ratio) of each agent's normalised artifact vs its previous one."""
-    valid_artifact_count: int = 0
-    expected_count: int = 0
-    required_valid: int = 0
-    judge_error: str | None = None
-    judge_token_in: int = 0
-    judge_token_out: int = 0
-    judge_latency_ms: float = 0.0
-    judge_cost_usd: float = 0.0
-
-    def payload(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
                  progress_of: Sequence[Candidate] | None = None) -> ConsensusView:
     """Exact votes on normalised text; progress from the difflib mean delta.
@@ -272,7 +224,7 @@ async def decide(
     expected_count: int,
     mode: str = "llm_judge",
     judge: ConsensusJudge | None = None,
-) -> TerminationDecision:
+) -> Decision:
     """Decide whether the looped stage stops after this round, and why.
 
     ``consensus_artifacts`` are what the consensus vote runs over (default:
@@ -293,7 +245,7 @@ async def decide(
     voters = list(consensus_artifacts if consensus_artifacts is not None else candidate_artifacts)
     valid = sum(c.valid for c in candidate_artifacts)
     required = math.ceil(expected_count / 2)
-    d = TerminationDecision(
+    d = Decision(
         stage=position.stage, round=position.round, max_rounds=position.max_rounds, min_rounds=position.min_rounds,
         stop=False, reason=None, reason_detail="", consensus_mode=mode, valid_artifact_count=valid,
         expected_count=expected_count, required_valid=required,
@@ -331,7 +283,7 @@ async def decide(
     return d
 
 
-def _record_view(d: TerminationDecision, view: ConsensusView, source: str, outcome: JudgeOutcome | None,
+def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOutcome | None,
                  voters: Sequence[Candidate], has_previous: bool) -> None:
     # the seed's rule: valid_count = answers left after removing invalid_indices (an empty answer is never valid)
     invalid = set(view.invalid_indices) | {i for i, c in enumerate(voters) if not c.valid}
@@ -359,18 +311,18 @@ def _record_view(d: TerminationDecision, view: ConsensusView, source: str, outco
         d.judge_latency_ms, d.judge_cost_usd = outcome.latency_ms, outcome.cost_usd
 
 
-def _stop(d: TerminationDecision, reason: str, detail: str) -> TerminationDecision:
+def _stop(d: Decision, reason: str, detail: str) -> Decision:
     d.stop, d.reason, d.reason_detail = True, reason, detail
     return d
 
 
-def emit_decision(decision: TerminationDecision, *, state_id: str | None = None,
+def emit_decision(decision: Decision, *, state_id: str | None = None,
                   sends: list[dict[str, str]] | None = None) -> None:
     """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage.
 
     A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
     """
-    payload = Decision(**decision.payload(), sends=sends or None)
+    payload = Decision.model_validate({**decision.model_dump(exclude={"sends"}), "sends": sends or None})
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
                           cost_usd=decision.judge_cost_usd, state_id=state_id)
