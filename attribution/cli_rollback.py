@@ -18,9 +18,10 @@ def _calibration(path: str | None):
 
 def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
     """How to score the runs: the flags, defaulting to what the calibration records (None: no scoring)."""
+    from attribution.rollback import UNSCORED
     from attribution.rollback_experiment import resolve_scoring
 
-    if all(s == "restart" for s in strategies):
+    if all(s in UNSCORED for s in strategies):
         return None
     return resolve_scoring(calibration, scorer=args.scorer, train_dir=args.train_dir, model=args.model,
                            config=args.config, with_ground_truth=args.with_ground_truth,
@@ -77,6 +78,14 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_ci(value: float | None, ci: tuple[float | None, float | None] | list[float | None]) -> str:
+    """``0.917 [0.82, 0.96]``; ``-`` when there is no value."""
+    if value is None:
+        return "-"
+    lo, hi = ci
+    return f"{value:.3f}" if lo is None or hi is None else f"{value:.3f} [{lo:.2f}, {hi:.2f}]"
+
+
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     from attribution.rollback_experiment import rollback_experiment
     from mas.cli import print_table
@@ -91,9 +100,9 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     for s in strategies:
         r = summary[s]
         rows.append({"strategy": s, "n": r["n"], "errors": r["errors"],
-                     "success_rate": r["success_rate"] if r["success_rate"] is not None else "-",
-                     "coverage": r["coverage"] if r["coverage"] is not None else "-",
-                     "cost": r["cost"] if r["cost"] is not None else "-",
+                     "success": _with_ci(r["success_rate"], r["success_rate_ci"]),
+                     "coverage": _with_ci(r["coverage"], r["coverage_ci"]),
+                     "cost": _with_ci(r["cost"], r["cost_ci"]),
                      "tokens_mean": r["tokens_mean"] if r["tokens_mean"] is not None else "-"})
     print_table(rows, f"rollback ({setup.scorer if setup else 'no'} scorer)")
     print(f"wrote {args.out}/rollback_results.json")
@@ -131,7 +140,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollback", help="fork a failed run before its flagged steps and resume it")
     p.add_argument("--run-dir", required=True, help="the run: <task_dir>/run_<r> (or one of its files)")
     p.add_argument("--calibration", help="calibration.json from `calibrate` (strategy conformal)")
-    p.add_argument("--strategy", choices=["conformal", "top1", "restart"], default="conformal")
+    p.add_argument("--strategy", choices=["conformal", "top1", "restart", "oracle"], default="conformal",
+                   help="conformal: the set's first step; top1: the most likely step; restart: step 0; oracle: the "
+                        "known decisive step (scripted runs with an injected error only)")
     p.add_argument("--force", action="store_true",
                    help="roll back even a run that succeeded or ended in an infrastructure error")
     _add_scoring(p)
@@ -140,7 +151,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollback-experiment", help="roll back every failed run of a sweep with each strategy")
     p.add_argument("--experiment-root", required=True)
     p.add_argument("--calibration", help="calibration.json from `calibrate`")
-    p.add_argument("--strategies", default="conformal,top1,restart")
+    p.add_argument("--strategies", default="conformal,top1,restart",
+                   help="comma-separated, of conformal, top1, restart, oracle (oracle: runs with a known decisive "
+                        "step only; default conformal,top1,restart)")
     _add_scoring(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
     p.add_argument("--out", required=True)

@@ -36,8 +36,12 @@ from mas.sweep.runner import resume_run
 
 log = structlog.get_logger(__name__)
 
-Strategy = Literal["conformal", "top1", "restart"]
-STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart")
+Strategy = Literal["conformal", "top1", "restart", "oracle"]
+STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")
+"""``oracle`` restarts exactly at the known decisive step (scripted runs with an injected error only): the least
+any strategy that restores the run can redo."""
+UNSCORED: frozenset[str] = frozenset({"restart", "oracle"})
+"""Strategies that need no step scores."""
 FAILED_TAIL_CHARS = 1500
 """Characters of the failed continuation shown in the rollback note."""
 
@@ -53,11 +57,17 @@ class Choice(BaseModel):
     """The set was empty and ``step`` is a substitute."""
 
 
-def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calibration | None) -> Choice:
-    """The flagged steps and the restart step for ``strategy``."""
+def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calibration | None,
+                   decisive: int | None = None) -> Choice:
+    """The flagged steps and the restart step for ``strategy`` (``decisive``: the known decisive step, for oracle)."""
     if strategy == "restart":
         n = scores.n_steps if scores else 0
         return Choice(members=list(range(n)), step=0)
+    if strategy == "oracle":
+        if decisive is None:
+            raise UserError("strategy 'oracle' restarts at the known decisive step, and this run has none (only "
+                            "scripted runs with an injected error have one)")
+        return Choice(members=[decisive], step=decisive)
     if scores is None or scores.n_steps == 0:
         raise UserError(f"strategy {strategy!r} needs step scores")
     if strategy == "top1":
@@ -121,9 +131,10 @@ def next_rollback_index(run: RunPaths) -> int:
 
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
                        calibration: Calibration | None, scoring_nfe: int = 0,
-                       choice: Choice | None = None, keep_going: bool = False) -> RollbackRecord:
+                       choice: Choice | None = None, keep_going: bool = False,
+                       origin: str = "manual") -> RollbackRecord:
     """Choose the restart step for ``strategy`` (unless ``choice`` is given), restart the run, and write
-    ``rollback_<k>.json``.
+    ``rollback_<k>.json`` (``origin``: ``sweep`` for the automatic rollback of ``run --rollback``).
 
     A rollback that cannot start (a missing or damaged checkpoint) raises
     :class:`UserError`, or with ``keep_going`` returns a ``status: error``
@@ -131,7 +142,7 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
     for good) is written with ``status: error``: neither is a failed rollback.
     """
     t0 = time.perf_counter()
-    choice = choice or choose_restart(strategy, scores, calibration)
+    choice = choice or choose_restart(strategy, scores, calibration, traj.mistake_step)
     members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
     restart = superstep_start(traj, choice.step)
     run = run_of(traj)
@@ -140,7 +151,8 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
     common = {"run": str(run.prefix), "rollback_index": k, "strategy": strategy, "set": members,
               "fallback": choice.fallback, "chosen_step": choice.step, "restart_step": restart,
               "n_steps": traj.n_steps, "cost": (traj.n_steps - restart) / traj.n_steps, "scoring_nfe": scoring_nfe,
-              "decisive_step": decisive, "covered": None if decisive is None else decisive in members}
+              "decisive_step": decisive, "covered": None if decisive is None else decisive in members,
+              "restart_covers": None if decisive is None else restart <= decisive, "origin": origin}
     try:
         state_id = traj.steps[restart].state_id
         if state_id is None:

@@ -14,7 +14,7 @@ import structlog
 
 from attribution.conformal import Calibration
 from attribution.loaders import load_runs_dir
-from attribution.rollback import STRATEGIES, Choice, rollback_one, set_choice
+from attribution.rollback import STRATEGIES, UNSCORED, Choice, rollback_one, set_choice
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
@@ -200,14 +200,19 @@ def bootstrap_ci(values: Sequence[float], seed: int = 0, n_boot: int = 2000) -> 
 def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
     """Success rate, coverage and cost of one strategy's rollbacks, with 95 % intervals.
 
-    Rollbacks that ended in an error (``status: error``: a damaged checkpoint,
-    a model call that failed for good) are no outcome: counted in ``errors``
-    and left out of every other number.
+    ``coverage`` is the paper's rollback coverage: the share of runs (with a
+    known decisive step) whose restart step is at or before it. ``set_coverage``
+    is the share whose flagged set holds it (a set wholly before the error
+    misses it but still restarts early enough). Success and coverage get Wilson
+    intervals, the mean cost a percentile bootstrap. Rollbacks that ended in an
+    error (``status: error``: a damaged checkpoint, a model call that failed for
+    good) are no outcome: counted in ``errors`` and left out of every other number.
     """
     records = [r for r in all_records if r.status != "error"]
     n = len(records)
     wins = sum(r.success for r in records)
-    known = [r.covered for r in records if r.covered is not None]
+    known = [r.restart_covers for r in records if r.restart_covers is not None]
+    in_set = [r.covered for r in records if r.covered is not None]
     costs = [r.cost for r in records]
     return {
         "n": n,
@@ -215,6 +220,8 @@ def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
         "success_rate": wins / n if n else None, "success_rate_ci": wilson_ci(wins, n),
         "coverage": sum(known) / len(known) if known else None,
         "coverage_ci": wilson_ci(sum(known), len(known)), "coverage_n": len(known),
+        "set_coverage": sum(in_set) / len(in_set) if in_set else None,
+        "set_coverage_ci": wilson_ci(sum(in_set), len(in_set)),
         "cost": float(np.mean(costs)) if costs else None, "cost_ci": bootstrap_ci(costs),
         "tokens_mean": float(np.mean([r.tokens for r in records])) if records else None,
         "steps_redone_mean": float(np.mean([r.steps_redone for r in records])) if records else None,
@@ -239,8 +246,11 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")
-    if any(s != "restart" for s in strategies) and setup is None:
-        raise UserError("strategies other than restart need a scorer")
+    if any(s not in UNSCORED for s in strategies) and setup is None:
+        raise UserError("strategies other than restart and oracle need a scorer")
+    if "oracle" in strategies and all(t.mistake_step is None for t in failed):
+        raise UserError(f"strategy oracle: none of the {len(failed)} failed runs under {experiment_root} has a known "
+                        "decisive step (only scripted runs with an injected error do); drop oracle from --strategies")
     # top1 needs every step's score; conformal alone may stop scoring early.
     early = (await early_stopped_choices(failed, setup, calibration)
              if "conformal" in strategies and "top1" not in strategies else None)
@@ -261,8 +271,11 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
 
     results: dict[str, Any] = {}
     for strategy in strategies:
-        recs = await asyncio.gather(*(one(i, strategy) for i in range(len(failed))))
-        results[strategy] = {**aggregate(recs), "runs": [r.model_dump(mode="json") for r in recs]}
+        # The oracle needs the decisive step: runs without one (natural failures) are left out of its row.
+        todo = [i for i in range(len(failed)) if strategy != "oracle" or failed[i].mistake_step is not None]
+        recs = await asyncio.gather(*(one(i, strategy) for i in todo))
+        results[strategy] = {**aggregate(recs), "n_without_decisive_step": len(failed) - len(todo),
+                             "runs": [r.model_dump(mode="json") for r in recs]}
     summary = {
         "experiment_root": str(experiment_root),
         "scorer": setup.scorer if setup else None,

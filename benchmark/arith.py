@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 import re
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
+from descriptor.errors import UserError
 
 _ACTORS = ["A bakery", "A library", "A warehouse", "A farm", "A school", "A workshop"]
 _UNITS = ["items", "crates", "books", "tokens", "parts", "boxes"]
@@ -28,13 +29,23 @@ _STEP_RE = re.compile(
 _START_RE = re.compile(r"starts with (\d+)")
 
 
-def generate(index: int, seed: int) -> tuple[str, list[tuple[str, int]], int, int]:
-    """Problem ``index`` of the set for ``seed``: (question, ops, start, answer)."""
+MIN_OPS, MAX_OPS = 3, 5
+"""Operations per problem by default (options ``min_ops``, ``max_ops``)."""
+
+
+def generate(index: int, seed: int, min_ops: int = MIN_OPS,
+             max_ops: int = MAX_OPS) -> tuple[str, list[tuple[str, int]], int, int]:
+    """Problem ``index`` of the set for ``seed``, with ``min_ops``..``max_ops`` operations: (question, ops, start,
+    answer).
+
+    >>> len(generate(0, 0, min_ops=12, max_ops=12)[1])
+    12
+    """
     rng = random.Random(f"arith:{seed}:{index}")
     actor, unit = rng.choice(_ACTORS), rng.choice(_UNITS)
     start = rng.randint(5, 60)
     value, ops = start, []
-    for _ in range(rng.randint(3, 5)):
+    for _ in range(rng.randint(min_ops, max_ops)):
         op = rng.choice("+-*") if value < 400 else rng.choice("+-")
         if op == "+":
             n = rng.randint(2, 40)
@@ -72,8 +83,11 @@ def parse(question: str) -> tuple[int, list[tuple[str, int]]] | None:
 
 
 class ArithBenchmark(Benchmark):
-    """Synthetic multi-step arithmetic (3-5 operations on an integer).
+    """Synthetic multi-step arithmetic (3-5 operations on an integer by default).
 
+    Options: ``count`` (tasks, default 50), ``min_ops``/``max_ops`` (operations per problem, default 3 and 5;
+    longer problems make longer runs, e.g. for rollback scenarios; an agent makes one calculator call per
+    operation, up to ``mas.max_tool_iterations``).
     Success: the last number in the answer equals the exact result.
     Data licence: generated in code, no external data.
     """
@@ -82,13 +96,23 @@ class ArithBenchmark(Benchmark):
     answer_kind: ClassVar[Literal["number"]] = "number"
     license: ClassVar[str] = "generated (project licence)"
     success_definition: ClassVar[str] = "last number in the answer == exact integer result"
-    option_names: ClassVar[tuple[str, ...]] = ("count",)
+    option_names: ClassVar[tuple[str, ...]] = ("count", "min_ops", "max_ops")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        lo, hi = options.get("min_ops", MIN_OPS), options.get("max_ops", MAX_OPS)
+        for key, v in (("min_ops", lo), ("max_ops", hi)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise UserError(f"benchmarks.arith.{key}: expected a whole number of operations >= 1, got {v!r}")
+        if lo > hi:
+            raise UserError(f"benchmarks.arith.min_ops ({lo}) must not exceed benchmarks.arith.max_ops ({hi})")
+        self.min_ops, self.max_ops = lo, hi
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
         count = limit if limit is not None else int(self.options.get("count", 50))
         tasks = []
         for i in range(count):
-            q, ops, start, answer = generate(i, seed)
+            q, ops, start, answer = generate(i, seed, self.min_ops, self.max_ops)
             tasks.append(Task(task_id=f"arith_{seed}_{i:04d}", question=q, reference=answer,
                               metadata={"start": start, "ops": ops}))
         return tasks

@@ -50,6 +50,12 @@ class InjectionRecord(_Record):
 
     agent: str | None = None
     step: int | None = None
+    position: str | None = None
+    """Plan only: the rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step``."""
+    fraction: float | None = None
+    """Plan only, with ``position``: the drawn relative position in [0, 1)."""
+    probe_steps: int | None = None
+    """Plan only, with ``position``: steps the run takes without the error (``step`` = floor(fraction × it))."""
 
 
 class RunMetadata(RunIdentity):
@@ -135,8 +141,9 @@ class RunResult(RunIdentity):
 class RollbackRecord(_Record):
     """``run_<r>.rollback_<k>.json``: what one rollback of a failed run did and what it cost (written by attribution)."""
 
-    version: int = 2
-    """2: ``set`` is the true set (may be empty), with ``fallback`` and ``chosen_step``."""
+    version: int = 3
+    """2: ``set`` is the true set (may be empty), with ``fallback`` and ``chosen_step``; 3: ``restart_covers`` and
+    ``origin``."""
     run: str
     """Path prefix of the original run (``.../task/run_<r>``)."""
     rollback_index: int
@@ -167,8 +174,14 @@ class RollbackRecord(_Record):
     """The known decisive error (scripted injection), when there is one."""
     covered: bool | None
     """Whether ``set`` (the true set, never the substitute) holds the decisive step (None when unknown)."""
+    restart_covers: bool | None = None
+    """Rollback coverage as the conformal-attribution paper defines it: ``restart_step <= decisive_step``, so the
+    redone part holds the error (None when the decisive step is unknown or the record predates it)."""
     wall_time_s: float
     status: Literal["finished", "error"] = "finished"
     """``error``: the rollback could not run to its end (a damaged checkpoint, a model call that failed for
     good): no outcome, left out of success rates and counted apart."""
     error: str | None = None
+    origin: Literal["manual", "sweep"] = "manual"
+    """``sweep``: made by ``run --rollback`` (summaries count only these, one per run); ``manual``: by ``rollback``
+    or ``rollback-experiment``."""

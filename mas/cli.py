@@ -27,6 +27,8 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
     }
     if getattr(args, "inject_errors", None) is not None:
         overrides["inject.rate"] = args.inject_errors
+    if getattr(args, "inject_position", None) is not None:
+        overrides["inject.position"] = args.inject_position
     overrides.update(parse_set_options(getattr(args, "set", None)))
     return apply_overrides(cfg, **overrides)
 
@@ -132,6 +134,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retry-errors", type=nonnegative_int, default=DEFAULT_RETRY_ERRORS, metavar="N",
                    help="times a run that ended in an infrastructure error (model calls that failed for good) is "
                         f"run again by later invocations of the same sweep (default {DEFAULT_RETRY_ERRORS})")
+    p.add_argument("--inject-position", choices=("left", "mid", "right", "uniform"),
+                   help="scripted model only: put the injected error in the first, middle or last part of each "
+                        "run's steps (dense there), or uniformly over them (default: one of the first four steps)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -176,6 +176,16 @@ class InjectSettings(_Strict):
     """Inject at this agent only (exact name); None: any agent."""
     step: int | None = Field(default=None, ge=0)
     """Inject at this trajectory step index; None: a seeded position."""
+    position: Literal["left", "mid", "right", "uniform"] | None = None
+    """Rollback scenario: place the error in the first (``left``), middle or last part of the run's steps, dense
+    there, or ``uniform`` over them (see :mod:`mas.sweep.injection`); None: ``step``, else one of the first four."""
+
+    @model_validator(mode="after")
+    def _one_placement(self) -> InjectSettings:
+        if self.step is not None and self.position is not None:
+            raise ValueError(f"inject.step ({self.step}) and inject.position ({self.position!r}) both place the "
+                             "error; set one of them")
+        return self
 
 
 class TracingSettings(_Strict):

@@ -52,6 +52,12 @@ class InjectionPlan:
     """True once injected (or when resuming a run whose injection already fired)."""
     fired_at: dict[str, Any] | None = None
     """``{"agent": ..., "step": ...}`` of the injected step."""
+    position: str | None = None
+    """Rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step`` (:mod:`mas.sweep.injection`)."""
+    fraction: float | None = None
+    """With ``position``: the drawn relative position in [0, 1) (``step`` = floor(fraction × probe_steps))."""
+    probe_steps: int | None = None
+    """With ``position``: steps the run takes without the error (counted before it runs)."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -52,6 +52,8 @@ def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPa
         task=TaskRecord(question=task.question, reference=task.reference, metadata=task.metadata),
         thread_id=key.run_id, checkpoint_db=paths.checkpoints.name, config=cfg.redacted(),
         models={name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()},
-        injection_plan=None if injection is None else InjectionRecord(agent=injection.agent, step=injection.step),
+        injection_plan=None if injection is None else InjectionRecord(
+            agent=injection.agent, step=injection.step, position=injection.position, fraction=injection.fraction,
+            probe_steps=injection.probe_steps),
         versions=versions(), git_commit=git_commit(), host=platform.node(),
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import random
 import shutil
 import time
 import uuid
@@ -47,6 +46,7 @@ from mas.sweep.checkpoints import (
     keep_or_drop,
     open_checkpointer,
 )
+from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
 from mas.systems import SYSTEMS, final_answer, stage_metrics
@@ -87,23 +87,6 @@ class RunSpec:
 def run_seed(base_seed: int, run_index: int) -> int:
     """Seed of run ``run_index``: the same for every system, so systems are compared on equal draws."""
     return base_seed * 10_007 + run_index
-
-
-def injection_plan(cfg: ExperimentConfig, spec: RunSpec) -> InjectionPlan | None:
-    """Whether (and where) the scripted model injects a wrong step into this run.
-
-    ``inject.rate`` picks runs with a generator seeded by the run identity; a
-    configured agent/step with rate 0 injects into every run.
-    """
-    inj = cfg.inject
-    exact = inj.agent is not None or inj.step is not None
-    if inj.rate <= 0 and not exact:
-        return None
-    rng = random.Random(f"inject|{cfg.seed}|{spec.benchmark}|{spec.system}|{spec.task.task_id}|{spec.run_index}")
-    if inj.rate > 0 and rng.random() >= inj.rate:
-        return None
-    step = inj.step if inj.step is not None else rng.randrange(0, 4)
-    return InjectionPlan(agent=inj.agent, step=step)
 
 
 def finished_result(spec: RunSpec) -> RunResult | None:
@@ -232,7 +215,10 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     clear_partial(spec)
     paths = spec.paths
     paths.task_dir.mkdir(parents=True, exist_ok=True)
-    plan = injection_plan(cfg, spec)
+    plan = injection_plan(cfg, spec.key)
+    if plan is not None and plan.position is not None:
+        plan.probe_steps = await honest_steps(spec, cfg, bench)
+        plan.step = place(plan.fraction or 0.0, plan.probe_steps)
     rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan)
     meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
     root = uuid.uuid4()
@@ -256,6 +242,25 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
                                    infrastructure=error is not None and not own_failure, wall_s=wall_s,
                                    rt=rt, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
                                    events=collected.events)
+
+
+async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -> int:
+    """Trajectory steps ``spec``'s run takes without an injected error (to place one by relative position).
+
+    Runs the task once with no injection, no trace and checkpoints in memory;
+    with the (deterministic) scripted model its steps are the real run's steps
+    up to the error. A failure of this run is an error of the sweep, not of
+    the task.
+    """
+    fast = cfg.model_copy(update={"models": {n: r.model_copy(update={"scripted_latency_ms": 0.0})
+                                             for n, r in cfg.models.items()}})
+    rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None)
+    tracer = Tracer(spec.run_id, [], enabled=False)
+    config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
+    _, error = await run_graph(spec.system, rt, None, tracer, config=config)
+    if error is not None:
+        raise RuntimeError(f"{spec.run_id}: counting the run's steps to place the injected error failed: {error}")
+    return tracer.next_step
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
