@@ -15,7 +15,8 @@ import threading
 from collections.abc import Iterator
 from typing import NoReturn
 
-# Modules that define ``register(subparsers)``; each adds its own commands.
+# Modules that define ``register(subparsers)``; each adds its own commands. Order matters once:
+# attribution.cli_sweep extends mas.cli's ``run`` with --rollback (mas must not import attribution).
 COMMAND_MODULES = (
     "benchmark.cli",
     "mas.cli",
@@ -26,6 +27,7 @@ COMMAND_MODULES = (
     "attribution.cli",
     "attribution.cli_conformal",
     "attribution.cli_rollback",
+    "attribution.cli_sweep",
 )
 
 

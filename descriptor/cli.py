@@ -47,15 +47,21 @@ def print_summary(summary: ExperimentSummary) -> None:
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
     errors = f", {summary.n_errors} errored" if summary.n_errors else ""
     table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs{errors})")
+    rolled = any(r.get("success_after_rollback") is not None for r in summary.rollups)
+    extra = ("rolled back", "success after rollback", "+tokens/run", "+cost/run (USD)") if rolled else ()
     for col in ("benchmark", "system"):
         longest = max([len(col), *(len(str(r[col])) for r in summary.rollups)])
         table.add_column(col, justify="left", no_wrap=True, min_width=longest)
-    for col in ("tasks", "runs", "errors", "success", "completion", "tokens/run", "cost/run (USD)"):
+    for col in ("tasks", "runs", "errors", "success", "completion", "tokens/run", "cost/run (USD)", *extra):
         table.add_column(col, justify="right")
     for r in summary.rollups:
-        table.add_row(r["benchmark"], r["system"], str(r["n_tasks"]), str(r["n_runs"]),
-                      f"{r['n_errors']} ({_fmt(r['error_rate'], '.3f')})", _fmt(r["success_rate"], ".3f"),
-                      _fmt(r["completion_rate"], ".3f"), _fmt(r["tokens_total"], ".1f"), _fmt(r["cost_total"], ".6f"))
+        cells = [r["benchmark"], r["system"], str(r["n_tasks"]), str(r["n_runs"]),
+                 f"{r['n_errors']} ({_fmt(r['error_rate'], '.3f')})", _fmt(r["success_rate"], ".3f"),
+                 _fmt(r["completion_rate"], ".3f"), _fmt(r["tokens_total"], ".1f"), _fmt(r["cost_total"], ".6f")]
+        if rolled:  # the automatic rollback of `run --rollback`: success before and after, and its extra spend
+            cells += [_fmt(r.get("rolled_back"), "d"), _fmt(r.get("success_after_rollback"), ".3f"),
+                      _fmt(r.get("rollback_tokens"), ".1f"), _fmt(r.get("rollback_cost_usd"), ".6f")]
+        table.add_row(*cells)
     terminal = sys.stdout.isatty()
     Console(highlight=False, width=None if terminal else 10_000, soft_wrap=not terminal).print(table)
     for line in error_rate_warnings(summary.rollups):

@@ -34,6 +34,8 @@ SUFFIXES: dict[str, str] = {
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 ROLLBACK_RECORD = ".json"
 """A rollback's own record: ``run_<r>.rollback_<k>.json``."""
+ROLLBACK_SWEEP_NAME = "rollback_sweep.json"
+"""The experiment-level record of ``run --rollback`` (how the sweep's failed runs were rolled back)."""
 INDEX_NAME = "runs.jsonl"
 """The experiment-level index of finished runs (one line per result, appended as runs finish)."""
 MANIFEST_NAME = "manifest.json"
@@ -144,6 +146,16 @@ class RunPaths:
         if m is None:
             raise UserError(f"{path}: expected a run path like <task_dir>/run_<r> (or one of its files)")
         return cls(p.parent, int(m.group(1)), None if m.group(2) is None else int(m.group(2)))
+
+
+def is_rollback_record(name: str) -> bool:
+    """True for a rollback's own record, ``run_<r>.rollback_<k>.json`` (not its trace or eval).
+
+    >>> is_rollback_record("run_0.rollback_1.json"), is_rollback_record("run_0.rollback_1.eval.json")
+    (True, False)
+    """
+    m = _RUN_FILE.match(name)
+    return bool(m and m.group(2) is not None and m.group(3) == ROLLBACK_RECORD and m.group(4) is None)
 
 
 def run_indices(task_dir: Path) -> list[int]:

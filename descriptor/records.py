@@ -185,3 +185,36 @@ class RollbackRecord(_Record):
     origin: Literal["manual", "sweep"] = "manual"
     """``sweep``: made by ``run --rollback`` (summaries count only these, one per run); ``manual``: by ``rollback``
     or ``rollback-experiment``."""
+
+
+class RollbackSweepRecord(_Record):
+    """``<root>/rollback_sweep.json``: how ``run --rollback`` rolled back a sweep's failed runs (written by
+    attribution, rewritten by each invocation; the per-run outcomes are the ``origin: sweep`` rollback records)."""
+
+    version: int = 1
+    strategy: str
+    """conformal, top1, restart or oracle."""
+    calibration: str | None = None
+    """The ``--calibration`` file; None: calibrated on the sweep's own failed runs, cross-fitted (see ``folds``)."""
+    scorer: str | None = None
+    """Step scorer of conformal and top1."""
+    method: str | None = None
+    """Conformal method asked for (``auto`` chooses per fold)."""
+    alpha: float | None = None
+    folds: list[dict[str, Any]] = Field(default_factory=list)
+    """Self-calibration only: per fold, the runs it rolled back and what its calibration, fitted on the other folds'
+    runs, resolved to (method, q_hat, n)."""
+    n_failed: int
+    """Failed runs of the sweep (finished, not successful)."""
+    n_rolled_back: int
+    """Runs this invocation rolled back."""
+    n_already: int = 0
+    """Failed runs that already had their sweep rollback (an earlier invocation): never rolled back twice."""
+    n_errors: int = 0
+    """Rollbacks that could not run (e.g. no checkpoint): the run stays failed."""
+    n_without_choice: int = 0
+    """Failed runs the strategy had no restart step for (oracle: no known decisive step): left as they are."""
+    errors: list[str] = Field(default_factory=list)
+    """The first rollbacks that could not run, with why."""
+    wall_time_s: float = 0.0
+    """Wall time of scoring, calibrating and rolling back (s)."""

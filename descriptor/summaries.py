@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
 from descriptor.errors import UserError
 from descriptor.io import json_bytes, write_csv_atomic, write_derived_json
-from descriptor.layout import SUFFIXES, SUMMARY_CACHE_NAME, find_task_dirs
+from descriptor.layout import SUFFIXES, SUMMARY_CACHE_NAME, find_task_dirs, is_rollback_record
 from descriptor.run_files import RunIssue, load_task_runs
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
@@ -33,6 +33,12 @@ from descriptor.task_descriptor import (
     csv_columns,
     mean,
 )
+from descriptor.rollback_summary import (
+    ROLLBACK_FIELDS,
+    rolled_back_experiment,
+    rollup_rollback_fields,
+    task_rollback_fields,
+)
 from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
 
@@ -41,6 +47,7 @@ ROLLUP_FIELDS: tuple[str, ...] = (
     "eval_avg_score",
     "tokens_total", "cost_total", "latency_p95", "tool_calls_total", "communication_count", "handoff_count",
     *(f"pass_at_{k}" for k in PASS_AT_K), "stability", "tokens_cv", "cost_per_success",
+    *ROLLBACK_FIELDS,
 )
 # Roll-up field -> descriptor field it averages over tasks.
 _AVERAGED = {
@@ -59,7 +66,7 @@ _AVERAGED = {
 }
 
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
 PLOTS_KEY = "plots"
 _FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace"))
@@ -98,26 +105,30 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
         row[out_key] = None if not values or any(v is None for v in values) else mean(values)
     ok = row["success_rate"] is not None and row["success_rate"] > 0
     row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
+    row.update(rollup_rollback_fields(descriptors))  # blank unless the sweep was rolled back
     return row
 
 
-def task_fingerprint(task_dir: Path) -> str:
-    """What a task's descriptor depends on: its run files' names, sizes and modification times.
+def task_fingerprint(task_dir: Path, rolled_back: bool = False) -> str:
+    """What a task's descriptor depends on: its run files' names, sizes and modification times, its rollback
+    records' (the rollback fields), and whether the experiment was rolled back (``rolled_back``).
 
     Finished run files never change (``result.json`` is written last), so
     a task whose fingerprint is unchanged has an unchanged descriptor; a run
-    redone (an error retried) or a file damaged by hand changes it.
+    redone (an error retried), a new rollback or a file damaged by hand changes it.
     """
     entries = []
     for p in task_dir.iterdir():
-        if p.name.startswith("run_") and ".rollback_" not in p.name and p.name.endswith(_FINGERPRINTED):
+        rollback = ".rollback_" in p.name
+        if p.name.startswith("run_") and (is_rollback_record(p.name) if rollback else p.name.endswith(_FINGERPRINTED)):
             st = p.stat()
             entries.append((p.name, st.st_size, st.st_mtime_ns))
     derived = tuple((task_dir / name).exists() for name in TASK_FILES)
-    return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived, rolled_back)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
+def _describe_task(root: Path, task_dir: Path,
+                   rolled_back: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
     """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task."""
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
     records, found = load_task_runs(task_dir, identity)
@@ -129,6 +140,7 @@ def _describe_task(root: Path, task_dir: Path) -> tuple[dict[str, Any] | None, l
     if not runs:
         return None, found, 0, len(errored)
     d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
+    d.update(task_rollback_fields(runs, enabled=rolled_back))
     check_consistency(d, str(task_dir))
     write_task_files(task_dir, runs, d, found, errored_runs=errored)
     return d, found, len(runs), len(errored)
@@ -147,18 +159,20 @@ def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, A
     n_runs = 0
     errors: dict[tuple[str, str], int] = {}
     seen = set()
+    rolled_back = rolled_back_experiment(root)
     for task_dir in find_task_dirs(root):
         rel = str(task_dir.relative_to(root))
         seen.add(rel)
-        fp, hit = task_fingerprint(task_dir), cache.get(rel)
+        fp, hit = task_fingerprint(task_dir, rolled_back), cache.get(rel)
         d = None
         if hit is not None and hit["fingerprint"] == fp:
             found, n, n_err = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"], hit["n_errors"]
             if n:
                 d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
         else:
-            d, found, n, n_err = _describe_task(root, task_dir)
-            cache[rel] = {"fingerprint": task_fingerprint(task_dir), "issues": [i.model_dump() for i in found],
+            d, found, n, n_err = _describe_task(root, task_dir, rolled_back)
+            cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back),
+                          "issues": [i.model_dump() for i in found],
                           "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written
         group = (task_dir.parent.parent.name, task_dir.parent.name)
         errors[group] = errors.get(group, 0) + n_err

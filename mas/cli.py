@@ -6,10 +6,15 @@ import argparse
 import asyncio
 import gc
 import sys
+from typing import TYPE_CHECKING
 
 from descriptor.cliargs import nonnegative_int, positive_int
 from mas.config import ExperimentConfig, apply_overrides, load_config, parse_set_options
 from mas.sweep import DEFAULT_RETRY_ERRORS
+
+if TYPE_CHECKING:
+    from descriptor.records import RunResult
+    from mas.sweep.experiment import ExperimentRequest
 
 
 def _csv(value: str) -> list[str]:
@@ -63,11 +68,10 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from mas.logging import configure_logging
-    from mas.sweep.experiment import ExperimentRequest, SweepInterrupted, run_experiment
+def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
+    """The sweep ``run`` asks for: the effective config and the request built from its flags."""
+    from mas.sweep.experiment import ExperimentRequest
 
-    configure_logging()
     cfg = load_effective_config(args)
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
@@ -75,12 +79,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                             progress=args.progress, retry_errors=args.retry_errors)
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
+    return req
+
+
+def execute_sweep(req: ExperimentRequest) -> list[RunResult] | int:
+    """Run (or resume) the sweep; its results, or the exit status when it was interrupted."""
+    from mas.sweep.experiment import SweepInterrupted, run_experiment
+
     freeze_startup_heap()
     try:
-        results = asyncio.run(run_experiment(req))
+        return asyncio.run(run_experiment(req))
     except SweepInterrupted as err:
         print(f"interrupted: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
+    """Summarise the finished sweep (files and the console table); the command's exit status."""
     print(f"wrote {len(results)} runs under {req.experiment_root}")
     from descriptor.cli import print_summary
     from descriptor.report import write_report
@@ -99,6 +114,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                      "more retries)"), file=sys.stderr)
         return EXIT_RUN_ERRORS
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``run``: the sweep, then its summary. (``attribution.cli_sweep`` wraps it for ``--rollback``.)"""
+    from mas.logging import configure_logging
+
+    configure_logging()
+    req = sweep_request(args)
+    results = execute_sweep(req)
+    if isinstance(results, int):
+        return results
+    return report_sweep(req, results)
 
 
 EXIT_RUN_ERRORS = 1
