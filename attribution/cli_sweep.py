@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
         folds=args.rollback_folds, seed=req.cfg.seed)
-    calibration = check_options(req.cfg, opts)  # bad input stops here, before any run
+    calibration = check_options(req.cfg, opts, req.experiment_root)  # bad input stops here, before any run
     results = execute_sweep(req)
     if isinstance(results, int):
         return results
@@ -59,6 +59,11 @@ def cmd_run(args: argparse.Namespace) -> int:
           + (f", {rec.n_errors} could not be (see {req.experiment_root}/rollback_sweep.json)" if rec.n_errors else "")
           + (f", {rec.n_without_choice} without a known decisive step left as they are" if rec.n_without_choice
              else ""))
+    infinite = [f for f in rec.folds if f.get("q_hat") == "inf"]
+    if infinite:
+        print(f"note: {len(infinite)} of {len(rec.folds)} calibration fold(s) had too few labelled runs for a finite "
+              f"threshold at alpha {rec.alpha} (q_hat = inf): their runs restarted from step 0. Run more tasks for "
+              "sets that can leave steps out")
     return report_sweep(req, results)
 
 

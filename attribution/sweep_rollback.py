@@ -57,6 +57,7 @@ from descriptor.io import write_json_atomic
 from descriptor.layout import ROLLBACK_SWEEP_NAME
 from descriptor.records import RollbackRecord, RollbackSweepRecord
 from descriptor.rollback_summary import sweep_rollback
+from descriptor.run_files import RunFileError, read_record
 from mas.config import ExperimentConfig
 
 log = structlog.get_logger(__name__)
@@ -89,10 +90,27 @@ def _injects(cfg: ExperimentConfig) -> bool:
     return scripted and (inj.rate > 0 or inj.step is not None or inj.agent is not None or inj.position is not None)
 
 
-def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions) -> Calibration | None:
-    """Refuse a bad ``--rollback`` setup before any run starts; returns the loaded calibration (if any)."""
+def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions,
+                  experiment_root: Path | None = None) -> Calibration | None:
+    """Refuse a bad ``--rollback`` setup before any run starts; returns the loaded calibration (if any).
+
+    A sweep already rolled back (an earlier invocation of the same experiment) keeps its strategy and
+    calibration: its runs are never rolled back twice, so a different one would mix two strategies.
+    """
     if opts.strategy not in STRATEGIES:
         raise UserError(f"--rollback: unknown strategy {opts.strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    earlier = Path(experiment_root) / ROLLBACK_SWEEP_NAME if experiment_root is not None else None
+    if earlier is not None and earlier.is_file():
+        try:
+            prev = read_record(earlier, RollbackSweepRecord)
+        except RunFileError as err:
+            raise UserError(str(err)) from None
+        same_cal = (prev.calibration is None) == (opts.calibration is None) and (
+            opts.calibration is None or Path(prev.calibration).resolve() == Path(opts.calibration).resolve())
+        if prev.strategy != opts.strategy or not same_cal:
+            raise UserError(f"{earlier}: this experiment was rolled back with --rollback {prev.strategy}"
+                            f"{' --calibration ' + prev.calibration if prev.calibration else ''}; each failed run is "
+                            "rolled back once, so resume it with the same options or use another --experiment-id")
     if cfg.storage.checkpoints == "none":
         raise UserError("--rollback resumes failed runs from their checkpoints, and storage.checkpoints is 'none'; "
                         "set it to 'failed' (the default) or 'all'")
@@ -233,7 +251,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
 
     done = [r for r in await asyncio.gather(*(one(t) for t in todo if t.id in choices)) if r is not None]
     record = RollbackSweepRecord(
-        strategy=opts.strategy, calibration=None if opts.calibration is None else str(opts.calibration),
+        strategy=opts.strategy, calibration=None if opts.calibration is None else str(Path(opts.calibration).resolve()),
         scorer=scorer, method=calibration.method if calibration is not None else (
             opts.method if opts.strategy == "conformal" else None),
         alpha=calibration.alpha if calibration is not None else (opts.alpha if opts.strategy == "conformal" else None),
