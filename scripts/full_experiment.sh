@@ -16,6 +16,10 @@
 #   EXECUTOR        local | dask                              (default local)
 #   SCHEDULER_ADDRESS  dask scheduler, e.g. tcp://host:8786   (default: an in-process LocalCluster)
 #   WORKERS         dask without a scheduler: worker processes on this machine (default 1, in-process)
+#   ROLLBACK        conformal | top1 | restart | oracle: after the sweep, roll back every failed run once
+#                   (`run --rollback`; the summary shows success before and after)   (default: no rollback)
+#   CALIBRATION     calibration.json for ROLLBACK=conformal/top1 (default: calibrated on the sweep's own
+#                   failed runs, cross-fitted, which needs MODEL=scripted and injected errors)
 #   PYTHON          interpreter                               (default python3)
 #
 # Flags: --list-benchmarks, --benchmark X (repeatable), --benchmarks a,b (flags override BENCHMARKS), -h/--help.
@@ -93,6 +97,11 @@ done
 [[ -n "${CONCURRENCY:-}" ]] && args+=(--concurrency "$CONCURRENCY")
 [[ -n "${SCHEDULER_ADDRESS:-}" ]] && args+=(--scheduler-address "$SCHEDULER_ADDRESS")
 [[ -n "${WORKERS:-}" ]] && args+=(--workers "$WORKERS")
+[[ -n "${ROLLBACK:-}" ]] && args+=(--rollback "$ROLLBACK")
+if [[ -n "${CALIBRATION:-}" ]]; then
+  [[ -n "${ROLLBACK:-}" ]] || die "CALIBRATION is used with ROLLBACK=conformal or top1"
+  args+=(--calibration "$CALIBRATION")
+fi
 
 root="$OUTPUT_ROOT/$EXPERIMENT_ID"
 echo "full_experiment: ${benchmarks[*]} x ${SYSTEMS} x ${TASK_LIMIT} tasks x ${RUNS_PER_TASK} runs -> $root" >&2

@@ -37,7 +37,8 @@ SCRIPT = ROOT / "scripts" / "full_experiment.sh"
 ISSUE_ENV = {"TASK_LIMIT": "2", "RUNS_PER_TASK": "2", "BENCHMARKS": "arith,gsm8k", "SYSTEMS": "sas,debate",
              "MODEL": "scripted"}
 SCRIPT_VARS = ("TASK_LIMIT", "RUNS_PER_TASK", "BENCHMARKS", "SYSTEMS", "MODEL", "EXPERIMENT_ID", "OUTPUT_ROOT",
-               "CONFIG", "CONCURRENCY", "EXECUTOR", "SCHEDULER_ADDRESS", "WORKERS", "PYTHON")
+               "CONFIG", "CONCURRENCY", "EXECUTOR", "SCHEDULER_ADDRESS", "WORKERS", "PYTHON", "ROLLBACK",
+               "CALIBRATION")
 
 
 def script_env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -69,6 +70,20 @@ def test_issue_command_completes_and_writes_the_summary(tmp_path):
     assert len(list(root.rglob("run_*.result.json"))) == 16
     assert json.loads((root / MANIFEST_NAME).read_text())["status"] == "finished"
     assert f"summary at {root}/experiment_summary.csv" in proc.stderr
+
+
+def test_rollback_rolls_back_the_failed_runs_and_the_summary_shows_after(tmp_path):
+    cfg = tmp_path / "inject.toml"
+    cfg.write_text('[models.default]\nprovider = "scripted"\nmodel = "scripted"\n[inject]\nrate = 1.0\n')
+    proc = run_script(tmp_path, EXPERIMENT_ID="rb", TASK_LIMIT="2", RUNS_PER_TASK="1", BENCHMARKS="arith",
+                      SYSTEMS="sas", CONFIG=str(cfg), ROLLBACK="restart")
+    assert proc.returncode == 0, proc.stderr
+    row, = summary_rows(tmp_path / "out" / "rb" / "experiment_summary.csv")
+    assert float(row["success_rate"]) == 0.0 and float(row["success_after_rollback"]) == 1.0
+    assert row["rolled_back"] == "2"
+    bad = run_script(tmp_path, EXPERIMENT_ID="rb2", TASK_LIMIT="1", BENCHMARKS="arith", SYSTEMS="sas",
+                     MODEL="scripted", CALIBRATION="cal.json")
+    assert bad.returncode == 2 and "CALIBRATION is used with ROLLBACK" in bad.stderr
 
 
 def test_unknown_benchmark_fails_before_any_run(tmp_path):
