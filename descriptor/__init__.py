@@ -19,6 +19,7 @@ _EXPORTS = {
     "RunPaths": "descriptor.layout",
     "RunRecord": "descriptor.run_files",
     "RollbackRecord": "descriptor.records",
+    "RollbackSweepRecord": "descriptor.records",
     "RunResult": "descriptor.records",
     "TRACE_VERSION": "descriptor.events",
     "TraceEvent": "descriptor.events",

@@ -110,8 +110,8 @@ def targets(scenario: str, rows: dict[str, Any]) -> list[str]:
 
 def print_table(scenario: str, rows: dict[str, Any]) -> None:
     n = rows["restart"]["n"]
-    print(f"\n{scenario}-dense errors: {n} failed test runs" + (f"; paper: {PAPER[scenario]}" if scenario in PAPER
-                                                                  else ""))
+    label = "uniformly placed" if scenario == "uniform" else f"{scenario}-dense"
+    print(f"\n{label} errors: {n} failed test runs" + (f"; paper: {PAPER[scenario]}" if scenario in PAPER else ""))
     print(f"  {'strategy':18s} {'success':>20s} {'coverage':>20s} {'cost':>20s}   success per repeat")
     for name, r in rows.items():
         each = " ".join(f"{x:.2f}" for x in r["success_per_repeat"])

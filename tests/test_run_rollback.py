@@ -165,3 +165,25 @@ def test_run_help_lists_the_rollback_options(capsys):
     out = capsys.readouterr().out
     for flag in ("--rollback", "--calibration", "--rollback-alpha", "--inject-position"):
         assert flag in out
+
+
+def test_run_rollback_with_a_calibration_file_uses_its_scorer(tmp_path):
+    assert run(tmp_path, "cal", "--inject-position", "uniform", tasks=10) == 0
+    scores, cal = tmp_path / "cal.scores.jsonl", tmp_path / "cal.json"
+    assert main(["score-steps", "--runs-dir", str(tmp_path / "cal"), "--scorer", "learned", "--out", str(scores)]) == 0
+    assert main(["calibrate", "--scores", str(scores), "--method", "trim", "--alpha", "0.3", "--out", str(cal)]) == 0
+    assert run(tmp_path, "e", "--rollback", "conformal", "--calibration", str(cal), "--seed", "5", tasks=3) == 0
+    sweep = json.loads((tmp_path / "e" / "rollback_sweep.json").read_text())
+    assert sweep["calibration"] == str(cal.resolve()) and sweep["scorer"] == "learned" and sweep["folds"] == []
+    assert sweep["method"] == "trim" and sweep["alpha"] == 0.3 and sweep["n_rolled_back"] == 3
+    recs = [json.loads(p.read_text()) for p in own_records(tmp_path / "e")]
+    assert len(recs) == 3 and all(r["strategy"] == "conformal" and r["origin"] == "sweep" for r in recs)
+
+
+@pytest.mark.parametrize("strategy", ["top1", "oracle"])
+def test_run_rollback_top1_and_oracle_self_serve(tmp_path, strategy):
+    assert run(tmp_path, "e", "--rollback", strategy, "--inject-position", "mid", tasks=6) == 0
+    recs = [json.loads(p.read_text()) for p in own_records(tmp_path / "e")]
+    assert len(recs) == 6 and all(r["strategy"] == strategy for r in recs)
+    if strategy == "oracle":
+        assert all(r["restart_step"] == r["decisive_step"] and r["success"] for r in recs)

@@ -11,6 +11,7 @@ _EXPORTS = {
     "SweepInterrupted": "mas.sweep.loop",
     "execute_run": "mas.sweep.runner",
     "finished_result": "mas.sweep.runner",
+    "injection_plan": "mas.sweep.injection",
     "plan_runs": "mas.sweep.experiment",
     "resume_run": "mas.sweep.runner",
     "run_experiment": "mas.sweep.experiment",
