@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from attribution.rollback import STRATEGIES
 
@@ -64,7 +65,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {len(infinite)} of {len(rec.folds)} calibration fold(s) had too few labelled runs for a finite "
               f"threshold at alpha {rec.alpha} (q_hat = inf): their runs restarted from step 0. Run more tasks for "
               "sets that can leave steps out")
-    return report_sweep(req, results)
+    status = report_sweep(req, results)
+    if rec.n_errors:
+        from descriptor.redact import redact
+
+        print(redact(f"error: {rec.n_errors} rollback(s) could not run and their runs stay failed (first: "
+                     f"{rec.errors[0][:300]}); run the same command again to retry them"), file=sys.stderr)
+        return max(status, EXIT_ROLLBACK_ERRORS)
+    return status
+
+
+EXIT_ROLLBACK_ERRORS = 1
+"""Exit status when some rollbacks could not run (as ``rollback-experiment``; 2 is bad input)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -59,6 +59,7 @@ from descriptor.records import RollbackRecord, RollbackSweepRecord
 from descriptor.rollback_summary import sweep_rollback
 from descriptor.run_files import RunFileError, read_record
 from mas.config import ExperimentConfig
+from mas.sweep.lock import sweep_lock
 
 log = structlog.get_logger(__name__)
 
@@ -232,24 +233,25 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
     """Roll back every failed run under ``experiment_root`` once; write ``rollback_sweep.json`` and return it."""
     t0 = time.perf_counter()
     root = Path(experiment_root)
-    failed = load_runs_dir(root).trajectories
-    todo = [t for t in failed if sweep_rollback(run_of(t)) is None]
-    choices, folds, scorer = await _choices(failed, todo, opts, calibration) if todo else ({}, [], None)
     gate = asyncio.Semaphore(max(1, concurrency))
-    errors: list[str] = []
 
-    async def one(t: Trajectory) -> RollbackRecord | None:
+    async def one(t: Trajectory) -> RollbackRecord:
         choice, nfe = choices[t.id]
         async with gate:
-            try:
-                return await rollback_one(t, strategy=opts.strategy, scores=None, calibration=calibration,
-                                          scoring_nfe=nfe, choice=choice, origin="sweep")
-            except UserError as err:  # e.g. a run that kept no checkpoint: it stays failed, the others go on
-                log.warning("rollback failed", run=t.id, error=str(err))
-                errors.append(f"{t.id}: {err}")
-                return None
+            # keep_going: a rollback that cannot start (no checkpoint) is an error entry, and the others go on
+            return await rollback_one(t, strategy=opts.strategy, scores=None, calibration=calibration,
+                                      scoring_nfe=nfe, choice=choice, origin="sweep", keep_going=True)
 
-    done = [r for r in await asyncio.gather(*(one(t) for t in todo if t.id in choices)) if r is not None]
+    with sweep_lock(root, root.name):  # no other sweep (or rollback) of this experiment meanwhile
+        failed = load_runs_dir(root).trajectories
+        # once per run: a run whose sweep rollback ran to its end is done; one that ended in an error is retried
+        todo = [t for t in failed if (prev := sweep_rollback(run_of(t))) is None or prev.status == "error"]
+        choices, folds, scorer = await _choices(failed, todo, opts, calibration) if todo else ({}, [], None)
+        recs = await asyncio.gather(*(one(t) for t in todo if t.id in choices))
+    errors = [f"{r.run}: {r.error}" for r in recs if r.status == "error"]
+    for e in errors:
+        log.warning("rollback failed", error=e)
+    done = [r for r in recs if r.status != "error"]
     record = RollbackSweepRecord(
         strategy=opts.strategy, calibration=None if opts.calibration is None else str(Path(opts.calibration).resolve()),
         scorer=scorer, method=calibration.method if calibration is not None else (

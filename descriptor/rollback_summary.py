@@ -34,22 +34,26 @@ def rolled_back_experiment(root: Path) -> bool:
 
 
 def sweep_rollback(paths: RunPaths) -> RollbackRecord | None:
-    """Run ``paths``'s automatic rollback (``origin: sweep``), the first when there are several; None when none.
+    """Run ``paths``'s automatic rollback (``origin: sweep``): the one that ran to its end, else the last that ended
+    in an error (a later invocation retries those); None when there is none.
 
     Unreadable rollback records are skipped (a rollback interrupted before its record was written has none).
     """
+    errored = None
     for k in paths.rollbacks():
         try:
             rec = read_record(paths.for_rollback(k).rollback_record, RollbackRecord)
         except RunFileError:
             continue
         if rec.origin == "sweep":
-            return rec
-    return None
+            if rec.status != "error":
+                return rec
+            errored = rec
+    return errored
 
 
 def _finished(rec: RollbackRecord) -> bool:
-    return getattr(rec, "status", "finished") != "error"
+    return rec.status != "error"
 
 
 def task_rollback_fields(runs: Sequence[RunRecord], *, enabled: bool) -> dict[str, Any]:

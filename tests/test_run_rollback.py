@@ -160,8 +160,10 @@ def test_the_rollback_strategy_of_a_sweep_is_kept(tmp_path, capsys):
 
 
 def test_run_help_lists_the_rollback_options(capsys):
-    with pytest.raises(SystemExit):
-        main(["run", "--help"])
+    try:
+        assert main(["run", "--help"]) == 0
+    except SystemExit as err:  # argparse's own exit, when main does not turn it into a status
+        assert err.code == 0
     out = capsys.readouterr().out
     for flag in ("--rollback", "--calibration", "--rollback-alpha", "--inject-position"):
         assert flag in out
@@ -187,3 +189,20 @@ def test_run_rollback_top1_and_oracle_self_serve(tmp_path, strategy):
     assert len(recs) == 6 and all(r["strategy"] == strategy for r in recs)
     if strategy == "oracle":
         assert all(r["restart_step"] == r["decisive_step"] and r["success"] for r in recs)
+
+
+def test_a_rollback_that_cannot_run_is_an_error_and_is_retried(tmp_path, capsys):
+    assert run(tmp_path, "e", tasks=3) == 0
+    lost = sorted((tmp_path / "e").rglob("run_0.checkpoints.sqlite"))[0]
+    lost.unlink()  # this run can no longer be resumed
+    capsys.readouterr()
+    assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 1
+    err = capsys.readouterr().err
+    assert "1 rollback(s) could not run" in err and lost.parent.name in err
+    sweep = json.loads((tmp_path / "e" / "rollback_sweep.json").read_text())
+    assert (sweep["n_rolled_back"], sweep["n_errors"]) == (2, 1)
+    row = json.loads((tmp_path / "e" / "experiment_summary.json").read_text())["rollups"][0]
+    assert row["rolled_back"] == 2 and row["success_after_rollback"] == pytest.approx(2 / 3)
+    assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 1  # retried, not skipped
+    sweep = json.loads((tmp_path / "e" / "rollback_sweep.json").read_text())
+    assert (sweep["n_rolled_back"], sweep["n_already"], sweep["n_errors"]) == (0, 2, 1)
