@@ -10,9 +10,9 @@ import pytest
 from attribution.rollback import choose_restart
 from attribution.rollback_experiment import aggregate
 from benchmark.registry import get_benchmark
+from descriptor.errors import UserError
 from descriptor.layout import RunKey
 from descriptor.records import RollbackRecord
-from descriptor.errors import UserError
 from main import main
 from mas.config import ExperimentConfig, apply_overrides
 from mas.sweep.injection import POSITIONS, injection_plan, place
