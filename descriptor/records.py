@@ -50,12 +50,17 @@ class InjectionRecord(_Record):
 
     agent: str | None = None
     step: int | None = None
+
+
+class InjectionPlanRecord(InjectionRecord):
+    """Where the scripted model plans its wrong step, and for a rollback scenario how the step was placed."""
+
     position: str | None = None
-    """Plan only: the rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step``."""
+    """The rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step``; None: the old rule."""
     fraction: float | None = None
-    """Plan only, with ``position``: the drawn relative position in [0, 1)."""
+    """With ``position``: the drawn relative position in [0, 1)."""
     probe_steps: int | None = None
-    """Plan only, with ``position``: steps the run takes without the error (``step`` = floor(fraction × it))."""
+    """With ``position``: steps the run takes without the error (``step`` = floor(fraction × it))."""
 
 
 class RunMetadata(RunIdentity):
@@ -76,7 +81,7 @@ class RunMetadata(RunIdentity):
     """The effective experiment config (routes name env variables, never keys)."""
     models: dict[str, str] = Field(default_factory=dict)
     """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
-    injection_plan: InjectionRecord | None = None
+    injection_plan: InjectionPlanRecord | None = None
     personas: dict[str, str] | None = None
     """Agent -> persona generated for this run (``mas.persona_mode = "generated"``); None otherwise."""
     injected_error: InjectionRecord | None = None

@@ -341,6 +341,46 @@ def rollup(ds, n_errors=0):
     return row
 
 
+ROLLBACK_KEYS = ("rolled_back", "success_after_rollback", "rollback_tokens", "rollback_cost_usd")
+ROLLBACK_RECORD = re.compile(r"^run_(\d+)\.rollback_(\d+)\.json$")
+
+
+def sweep_rollbacks(task_dir):
+    """run index -> its automatic rollback record (origin sweep): the first that finished, else the last errored."""
+    found = {}
+    for p in sorted(task_dir.iterdir(), key=lambda q: [int(x) for x in re.findall(r"\d+", q.name)]):
+        m = ROLLBACK_RECORD.match(p.name)
+        rec = load_json(p) if m else None
+        if not isinstance(rec, dict) or rec.get("origin") != "sweep":
+            continue
+        r = int(m.group(1))
+        prev = found.get(r)
+        if prev is None or prev.get("status") == "error":
+            found[r] = rec
+    return found
+
+
+def rollback_fields(task_dir, runs, enabled):
+    """The descriptor's rollback fields (descriptor/README.md), from the rollback records alone."""
+    recs = sweep_rollbacks(task_dir)
+    mine = [recs.get(x["r"]) for x in runs]
+    if not runs or (not enabled and not any(mine)):
+        return dict.fromkeys(ROLLBACK_KEYS)
+    done = [rec is not None and rec.get("status") != "error" for rec in mine]
+    after = [bool(rec["success"]) if ok else x["success"] for x, rec, ok in zip(runs, mine, done)]
+    n = len(runs)
+    return {"rolled_back": sum(done), "success_after_rollback": sum(after) / n,
+            "rollback_tokens": sum(rec["tokens"] for rec in mine if rec) / n,
+            "rollback_cost_usd": sum(rec.get("cost_usd", 0.0) for rec in mine if rec) / n}
+
+
+def rollback_rollup(rbs):
+    if not rbs or any(v is None for rb in rbs for v in rb.values()):
+        return dict.fromkeys(ROLLBACK_KEYS)
+    return {"rolled_back": sum(rb["rolled_back"] for rb in rbs),
+            **{k: fmean([rb[k] for rb in rbs]) for k in ROLLBACK_KEYS[1:]}}
+
+
 def economics(ds, lam, unit, baseline):
     cost = "C2_tokens_total" if unit == "tokens" else "C3_cost_total"
     by = {(d["benchmark"], d["system"], d["task_id"]): d for d in ds}
@@ -377,6 +417,8 @@ def verify(root, tol, lam, unit, baseline):
     rep = Report(tol)
     descs = []
     errors = {}
+    rolled = (root / "rollback_sweep.json").is_file()
+    rbs = {}
     for task_dir in sorted(p for p in root.glob("*/*/*") if p.is_dir() and any(RUN_FILE.match(q.name) for q in p.iterdir())):
         identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
         runs, errored = load_task(task_dir, identity)
@@ -386,6 +428,9 @@ def verify(root, tol, lam, unit, baseline):
         d, runs = task_descriptor(runs, identity)
         descs.append(d)
         rel = task_dir.relative_to(root)
+        rb = rollback_fields(task_dir, runs, rolled)
+        rbs.setdefault(identity[:2], []).append(rb)
+        rep.compare(f"{rel}/descriptor.json", rb, load_json(task_dir / "descriptor.json"))
         for name in TASK_FILES:
             if not (task_dir / name).is_file():
                 rep.errors.append(f"{rel}/{name}: missing")
@@ -423,6 +468,10 @@ def verify(root, tol, lam, unit, baseline):
             rep.errors.append(f"{bench}/{system}/summary.json: {len(by_task)} task rows, expected {len(ds)}")
         r = rollup(ds, errors.get((bench, system), 0))
         rep.compare(f"experiment_summary.json {bench}/{system}", r, exp_rows.get((bench, system)))
+        rb = rollback_rollup(rbs.get((bench, system), []))
+        rep.compare(f"experiment_summary.json {bench}/{system}", rb, exp_rows.get((bench, system)))
+        if rb["rolled_back"] is not None:  # blank columns are left out of the CSV
+            rep.compare(f"experiment_summary.csv {bench}/{system}", rb, exp_csv.get((bench, system)), csv=True)
         rep.compare(f"experiment_summary.csv {bench}/{system}", r, exp_csv.get((bench, system)), csv=True)
     if len(exp_rows) != len(groups):
         rep.errors.append(f"experiment_summary.json: {len(exp_rows)} roll-up rows, expected {len(groups)}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmark.base import Task
 from descriptor.layout import RunKey, RunPaths
-from descriptor.records import InjectionRecord, RunMetadata, TaskRecord
+from descriptor.records import InjectionPlanRecord, RunMetadata, TaskRecord
 from mas.config import ExperimentConfig
 from mas.scripted.model import InjectionPlan
 from mas.tracing import utc_now_iso
@@ -52,7 +52,7 @@ def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPa
         task=TaskRecord(question=task.question, reference=task.reference, metadata=task.metadata),
         thread_id=key.run_id, checkpoint_db=paths.checkpoints.name, config=cfg.redacted(),
         models={name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()},
-        injection_plan=None if injection is None else InjectionRecord(
+        injection_plan=None if injection is None else InjectionPlanRecord(
             agent=injection.agent, step=injection.step, position=injection.position, fraction=injection.fraction,
             probe_steps=injection.probe_steps),
         versions=versions(), git_commit=git_commit(), host=platform.node(),
