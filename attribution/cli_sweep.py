@@ -49,7 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
         folds=args.rollback_folds, seed=req.cfg.seed)
-    calibration = check_options(req.cfg, opts, req.experiment_root)  # bad input stops here, before any run
+    calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here, before any run
     results = execute_sweep(req)
     if isinstance(results, int):
         return results

@@ -85,14 +85,16 @@ class SweepRollbackOptions:
     seed: int = 0
 
 
-def _injects(cfg: ExperimentConfig) -> bool:
+def _injects(cfg: ExperimentConfig, systems: list[str] | None) -> bool:
+    from mas.systems import agent_roles
+
     inj = cfg.inject
-    scripted = any(r.provider == "scripted" for r in cfg.used_routes().values())
+    scripted = any(r.provider == "scripted" for r in cfg.used_routes(agent_roles(systems, cfg)).values())
     return scripted and (inj.rate > 0 or inj.step is not None or inj.agent is not None or inj.position is not None)
 
 
-def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions,
-                  experiment_root: Path | None = None) -> Calibration | None:
+def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_root: Path | None = None,
+                  systems: list[str] | None = None) -> Calibration | None:
     """Refuse a bad ``--rollback`` setup before any run starts; returns the loaded calibration (if any).
 
     A sweep already rolled back (an earlier invocation of the same experiment) keeps its strategy and
@@ -119,7 +121,7 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions,
         raise UserError(f"--calibration is used by --rollback conformal or top1, not by {opts.strategy}")
     if opts.calibration is not None:
         return load_calibration(opts.calibration)
-    if (opts.strategy in SELF_CALIBRATED or opts.strategy == "oracle") and not _injects(cfg):
+    if (opts.strategy in SELF_CALIBRATED or opts.strategy == "oracle") and not _injects(cfg, systems):
         raise UserError(f"--rollback {opts.strategy} without --calibration needs the failed runs' decisive steps, "
                         "which only the scripted model's injected errors give (--model scripted --inject-errors "
                         "RATE); pass --calibration FILE (from `calibrate`) for other runs")

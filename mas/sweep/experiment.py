@@ -87,7 +87,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
-    _check_injection(req.cfg)
+    _check_injection(req.cfg, agent_roles(req.systems, req.cfg))
     for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
@@ -117,12 +117,12 @@ def check_output_root(root: Path) -> None:
         raise UserError(f"--output-root {root}: {writable} is not writable")
 
 
-def _check_injection(cfg: ExperimentConfig) -> None:
+def _check_injection(cfg: ExperimentConfig, roles: tuple[str, ...]) -> None:
     """Error injection is the scripted model's: asked of real models only, it would be recorded but never happen."""
     inj = cfg.inject
     if inj.rate <= 0 and inj.step is None and inj.agent is None and inj.position is None:
         return
-    routes = cfg.used_routes()
+    routes = cfg.used_routes(roles)
     if not any(r.provider == "scripted" for r in routes.values()):
         used = ", ".join(f"{n} ({r.provider})" for n, r in routes.items())
         raise UserError(f"--inject-errors/--inject-position (inject.*): only the scripted model injects errors, and "

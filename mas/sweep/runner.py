@@ -257,7 +257,7 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
     rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None)
     tracer = Tracer(spec.run_id, [], enabled=False)
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
-    _, error = await run_graph(spec.system, rt, None, tracer, config=config)
+    _, error, _ = await run_graph(spec.system, rt, None, tracer, config=config)
     if error is not None:
         raise RuntimeError(f"{spec.run_id}: counting the run's steps to place the injected error failed: {error}")
     return tracer.next_step
