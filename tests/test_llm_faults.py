@@ -79,6 +79,27 @@ async def test_retry_after_is_honoured(endpoint):
     assert server.times[1] - server.times[0] >= 0.35
 
 
+async def test_a_structured_reply_cut_at_max_tokens_is_a_reply_with_its_usage(endpoint):
+    """openai's parser raises LengthFinishReasonError on a schema-bound reply that hit max_tokens; the call
+    returns the partial text (the caller parses tolerantly) and counts the tokens the provider billed."""
+    import json
+
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "length",
+                         "message": {"role": "assistant", "content": '{"agent": "coder", "step": 3, "reas'}}],
+            "usage": {"prompt_tokens": 400, "completion_tokens": 256, "total_tokens": 656}}
+    server = endpoint(lambda n, req: (200, {"content-type": "application/json"}, json.dumps(body).encode()))
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="openai", model="fake", base_url=server.base_url)})
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        res = await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="attribution.x.y", actor="a",
+                             json_schema={"type": "object", "properties": {"step": {"type": "integer"}}})
+    assert res.text.startswith('{"agent": "coder"') and res.parsed is None
+    assert (res.token_in, res.token_out, res.usage_source) == (400, 256, "provider")
+    assert len(server.requests) == 1 and "response_format" in server.requests[0]
+    assert not [e for e in sink.events if e.event_type == "error"]
+
+
 def test_retry_after_forms_and_cap():
     import httpx
     import openai

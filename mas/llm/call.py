@@ -76,6 +76,21 @@ class LLMResult:
     attempts: int = 1
 
 
+def _length_cut_reply(err: BaseException) -> AIMessage | None:
+    """The partial reply inside openai's ``LengthFinishReasonError`` (structured output cut at
+    ``max_tokens``), with the usage the provider reported; None for any other error."""
+    completion = getattr(err, "completion", None)
+    if type(err).__name__ != "LengthFinishReasonError" or completion is None or not completion.choices:
+        return None
+    usage = completion.usage
+    content = completion.choices[0].message.content or ""
+    msg = AIMessage(content=content, response_metadata={"finish_reason": "length"})
+    if usage is not None:
+        msg.usage_metadata = {"input_tokens": usage.prompt_tokens or 0, "output_tokens": usage.completion_tokens or 0,
+                              "total_tokens": usage.total_tokens or 0}
+    return msg
+
+
 class UsageCallback(AsyncCallbackHandler):
     """Captures start time, end time and ``usage_metadata`` of one LLM call."""
 
@@ -284,6 +299,12 @@ async def call_llm(
             msg = await runnable.ainvoke(messages, config=call_config(cb, meta))
             break
         except Exception as err:
+            cut = _length_cut_reply(err)
+            if cut is not None:
+                # A schema-constrained reply that hit max_tokens: the tokens were
+                # spent, so it is a reply (cut short), parsed tolerantly by the caller.
+                msg = cut
+                break
             retry = _retryable(err) and attempts <= max_retries
             down = await _server_down(bound, err, final=not retry)
             cause = f"{type(err).__name__}: {err}"
