@@ -17,7 +17,8 @@ import argparse
 import asyncio
 import sys
 
-from attribution.rollback import STRATEGIES
+# descriptor.records, not attribution.rollback: every CLI start-up builds this parser, and the runtime is heavy.
+from descriptor.records import ROLLBACK_STRATEGIES as STRATEGIES
 
 
 def cmd_run(args: argparse.Namespace) -> int:

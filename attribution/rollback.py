@@ -31,13 +31,13 @@ from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import RunPaths
-from descriptor.records import RollbackRecord
+from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
 from mas.sweep.runner import resume_run
 
 log = structlog.get_logger(__name__)
 
 Strategy = Literal["conformal", "top1", "restart", "oracle"]
-STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")
+STRATEGIES = ROLLBACK_STRATEGIES
 """``oracle`` restarts exactly at the known decisive step (scripted runs with an injected error only): the least
 any strategy that restores the run can redo."""
 UNSCORED: frozenset[str] = frozenset({"restart", "oracle"})

@@ -108,9 +108,10 @@ def write_json_atomic(path: str | Path, data: Any, *, durable: bool = True, sort
     return write_bytes_atomic(path, json_bytes(data, sort_keys=sort_keys, indent=indent), durable=durable)
 
 
-def write_derived_json(path: str | Path, data: Any) -> Path:
-    """A derived file (summary, descriptor, report data): key-sorted so reruns are byte-identical, no fsync."""
-    return write_json_atomic(path, data, durable=False, sort_keys=True)
+def write_derived_json(path: str | Path, data: Any, *, indent: int | None = 2) -> Path:
+    """A derived file (summary, descriptor, report data): key-sorted so reruns are byte-identical, no fsync;
+    ``indent=None`` for the per-task files, which there is one of per task and which tools read."""
+    return write_json_atomic(path, data, durable=False, sort_keys=True, indent=indent)
 
 
 CSV_SIGNIFICANT = 6

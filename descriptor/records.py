@@ -143,6 +143,11 @@ class RunResult(RunIdentity):
     error: str | None = None
 
 
+ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")
+"""How a rollback picks its restart step: the conformal set's first step, the most likely step, step 0, or the
+known decisive step (scripted runs with an injected error)."""
+
+
 class RollbackRecord(_Record):
     """``run_<r>.rollback_<k>.json``: what one rollback of a failed run did and what it cost (written by attribution)."""
 

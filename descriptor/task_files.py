@@ -124,7 +124,7 @@ TASK_FILES = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summar
 def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue],
                      *, errored_runs: Sequence[int] = ()) -> None:
     """Write the four per-task files atomically into ``task_dir`` (``runs``: the finished runs only)."""
-    write_derived_json(task_dir / "descriptor.json", descriptor)
+    write_derived_json(task_dir / "descriptor.json", descriptor, indent=None)
     write_csv_atomic(task_dir / "descriptor.csv", [descriptor], csv_columns([descriptor], DESCRIPTOR_FIELDS))
-    write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues))
-    write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues, errored_runs))
+    write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues), indent=None)
+    write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues, errored_runs), indent=None)
