@@ -31,13 +31,16 @@ def answer(artifact: str, n: int = 0) -> Reply:
 
 
 class FakeEndpoint:
-    def __init__(self, reply: Callable[[int, dict[str, Any]], Reply]) -> None:
+    def __init__(self, reply: Callable[[int, dict[str, Any]], Reply], *, keep_alive: bool = False) -> None:
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
         lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 keeps connections open between requests, as llama-server and hosted endpoints do.
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args: object) -> None:
                 pass
 

@@ -74,7 +74,7 @@ class SlotTransport(httpx.AsyncBaseTransport):
     loop: a pooled connection belongs to the loop that opened it.
     """
 
-    def __init__(self, endpoint: str, limit: int) -> None:
+    def __init__(self, endpoint: str, limit: int | None) -> None:
         self.endpoint, self.limit = endpoint, limit
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = (
             weakref.WeakKeyDictionary())
@@ -99,7 +99,9 @@ class SlotTransport(httpx.AsyncBaseTransport):
 
 
 @lru_cache
-def slot_limited_client(endpoint: str, limit: int, timeout: float | None) -> httpx.AsyncClient:
-    """The async HTTP client of an endpoint with ``max_concurrent = limit`` (one per process, like
-    ``langchain_openai``'s own default clients, so connections are pooled across runs)."""
+def slot_limited_client(endpoint: str, limit: int | None, timeout: float | None) -> httpx.AsyncClient:
+    """The async HTTP client of an endpoint with ``max_concurrent = limit`` (None: no limit). One per process,
+    like ``langchain_openai``'s own default clients, so connections are pooled across runs; unlike those, its
+    connections are pooled per event loop, so a second ``asyncio.run`` in the process (``run --rollback`` runs
+    the sweep, then the rollbacks) never reuses a connection of a closed loop ("Event loop is closed")."""
     return httpx.AsyncClient(transport=SlotTransport(endpoint, limit), timeout=timeout)

@@ -129,8 +129,7 @@ def make_chat_model(
         rate_limiter=shared_rate_limiter(route, base_url, model_name),
         stream_usage=True,
         extra_body=extra_body or None,
-        http_async_client=None if limit is None else slot_limited_client(
-            f"{base_url}|{model_name}", limit, route.request_timeout_s()),
+        http_async_client=slot_limited_client(f"{base_url}|{model_name}", limit, route.request_timeout_s()),
     )
     return BoundModel(name=route_name, route=route, model=model, model_label=model_name, base_url=base_url,
                       server=handle)
