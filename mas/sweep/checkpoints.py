@@ -23,12 +23,14 @@ the WAL's slack); with 1 KB pages and a VACUUM when it is kept, ~30 KB.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import structlog
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -36,6 +38,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from descriptor.errors import UserError
 from descriptor.layout import SQLITE_SIDE_FILES
 from descriptor.redact import mask_secret_bytes
+
+log = structlog.get_logger(__name__)
 
 
 class RedactingSerializer:
@@ -73,6 +77,10 @@ async def open_checkpointer(path: Path | None) -> AsyncIterator[Any]:
         yield AsyncSqliteSaver(conn, serde=RedactingSerializer())
 
 
+BUSY_TIMEOUT_S = 30.0
+"""How long compaction waits for another connection to let go of a database (seconds)."""
+
+
 def keep_or_drop(path: Path, *, keep: bool) -> bool:
     """After the run: compact the database when kept, delete it (and its WAL files) when not; True when kept."""
     if not path.exists():
@@ -81,10 +89,22 @@ def keep_or_drop(path: Path, *, keep: bool) -> bool:
         for p in (path, *(Path(f"{path}{s}") for s in SQLITE_SIDE_FILES)):
             p.unlink(missing_ok=True)
         return False
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("VACUUM")
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+    except sqlite3.OperationalError as err:
+        # Compaction only saves disk; the database is complete without it, so a busy file is kept as it is.
+        log.warning("checkpoints kept uncompacted", path=str(path), error=str(err))
     return True
+
+
+def copy_database(source: Path, dest: Path) -> None:
+    """Copy the SQLite file ``source`` to ``dest``, first removing ``dest``'s side files (a stale WAL beside a
+    fresh copy would be replayed into it)."""
+    for p in (dest, *(Path(f"{dest}{s}") for s in SQLITE_SIDE_FILES)):
+        p.unlink(missing_ok=True)
+    shutil.copyfile(source, dest)
 
 
 def checkpoint_path(policy: str, path: Path) -> Path | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.checkpoints import (
     check_checkpoint,
     checkpoint_path,
+    copy_database,
     keep_or_drop,
     open_checkpointer,
 )
@@ -342,7 +342,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     task = Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
                 metadata=meta.task.metadata)
     out = run.for_rollback(rollback_index)
-    shutil.copyfile(source_db, out.checkpoints)
+    copy_database(source_db, out.checkpoints)
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
