@@ -219,6 +219,33 @@ def test_second_caller_reuses_a_healthy_recorded_server(settings, fake_llama, he
     assert llama_server.ensure_server(settings, progress=None) is handle
 
 
+def test_a_busy_recorded_server_is_waited_for_not_called_unhealthy(settings, fake_llama, monkeypatch):
+    """A server decoding for another process left /health unanswered for 10 s on 2 saturated cores (CI's
+    embedded tests failed beside a running sweep): a live server that answers within the start-up timeout is
+    reused."""
+    asked = []
+
+    class Busy(_Health):
+        def do_GET(self):  # noqa: N802 (http.server API)
+            asked.append(self.path)
+            if len(asked) <= 3:  # busy: the first answers are 503s, as while every slot decodes
+                self.send_response(503)
+                self.end_headers()
+                return
+            super().do_GET()
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        _record(fake_llama.pid, srv.server_address[1], embedded.cache_paths(settings))
+        monkeypatch.setattr(llama_server, "_start", _must_not_start)
+        handle = llama_server.ensure_server(settings, progress=None)
+        assert handle.pid == fake_llama.pid and len(asked) > 3
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_last_user_release_stops_a_run_started_server(settings, fake_llama, health_server):
     paths = embedded.cache_paths(settings)
     _record(fake_llama.pid, health_server, paths)

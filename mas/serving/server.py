@@ -214,7 +214,14 @@ def _reuse(rec: ServerRecord, settings: EmbeddedSettings) -> None:
             f"a llama-server for model {rec.model!r} is running (pid {rec.pid}, {rec.base_url}) but "
             f"embedded.model is {settings.model!r}; stop it with `python main.py model stop` first"
         )
-    if not is_healthy(rec.base_url, timeout_s=5.0):
+    # A live server busy decoding for another process can leave /health unanswered for seconds on a small
+    # machine (measured: 10 s with two cores saturated); busy is not broken, so it gets the start-up timeout.
+    deadline = time.monotonic() + settings.startup_timeout_s
+    while not (healthy := is_healthy(rec.base_url, timeout_s=10.0)) and time.monotonic() < deadline:
+        if not pid_alive(rec.pid):
+            break
+        time.sleep(1.0)
+    if not healthy:
         raise EmbeddedServerError(
             f"the recorded llama-server (pid {rec.pid}, {rec.base_url}) is running but not healthy; "
             f"see {rec.log_path} or stop it with `python main.py model stop`"
