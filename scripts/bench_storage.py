@@ -9,7 +9,8 @@ fail (failed runs keep their checkpoints, so they cost more disk). Figures:
 
 - disk per run: the apparent size (as ``du --apparent-size`` counts it) of the whole experiment directory,
   summaries included, divided by its runs; and of the run files alone;
-- ``summarize-experiment`` (the CLI, a fresh process, plots included) on a cold experiment (no summary
+- ``summarize-experiment`` (the CLI, a fresh process, plots and the HTML report included; also without plots,
+  and without the report, ``--no-report``) on a cold experiment (no summary
   written yet): its start-up is the intercept and its cost per run the slope of the wall time over the two
   sizes; then the same command again after adding runs (incremental: only changed tasks are re-read).
 
@@ -58,12 +59,15 @@ def clear_summaries(root: Path) -> None:
             if f in DERIVED or (Path(dirpath) == root and not f.startswith(("manifest", "runs.jsonl"))):
                 os.unlink(os.path.join(dirpath, f))
     shutil.rmtree(root / "plots", ignore_errors=True)
+    shutil.rmtree(root / "report", ignore_errors=True)
 
 
-def summarize(root: Path, *, plots: bool = True) -> float:
+def summarize(root: Path, *, plots: bool = True, report: bool = True) -> float:
     cmd = [sys.executable, "main.py", "summarize-experiment", "--experiment-root", str(root)]
     if not plots:
         cmd.append("--no-plots")
+    if not report:
+        cmd.append("--no-report")
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
     return time.perf_counter() - t0
@@ -96,16 +100,24 @@ def main() -> int:
             for _ in range(args.repeats):
                 clear_summaries(root)
                 cold_np.append(summarize(root, plots=False))
+            cold_nr = []
+            for _ in range(args.repeats):
+                clear_summaries(root)
+                cold_nr.append(summarize(root, report=False))
+            summarize(root)
             warm = summarize(root)
-            rows[n] = (sorted(cold)[len(cold) // 2], sorted(cold_np)[len(cold_np) // 2], warm)
-            print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all "
+            rows[n] = (sorted(cold)[len(cold) // 2], sorted(cold_np)[len(cold_np) // 2],
+                       sorted(cold_nr)[len(cold_nr) // 2])
+            print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all, "
+                  f"{(apparent(root) - apparent(root / 'report')) / n / 1024:.1f} without the report "
                   f"({apparent(root, runs_only=True) / n / 1024:.1f} KB/run of run files); "
-                  f"summarize-experiment cold {rows[n][0]:.2f} s ({rows[n][1]:.2f} s without plots), "
-                  f"again unchanged {warm:.2f} s")
-        (n1, (c1, p1, _)), (n2, (c2, p2, _)) = sorted(rows.items())
-        slope, slope_np = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1)
+                  f"summarize-experiment cold {rows[n][0]:.2f} s ({rows[n][1]:.2f} s without plots, "
+                  f"{rows[n][2]:.2f} s without the report), again unchanged {warm:.2f} s")
+        (n1, (c1, p1, r1)), (n2, (c2, p2, r2)) = sorted(rows.items())
+        slope, slope_np, slope_nr = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1), (r2 - r1) / (n2 - n1)
         print(f"summarize-experiment cold: start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms per run "
-              f"(without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run)")
+              f"(without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run; without the "
+              f"report: {r1 - slope_nr * n1:.2f} s, {slope_nr * 1000:.2f} ms per run)")
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
         summarize(root)
