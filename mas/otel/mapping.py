@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from descriptor.events import Decision, ErrorInfo, Event, FinalAnswer, FinalVote, ToolCall, ToolResult, is_system_actor
-from descriptor.records import RunMetadata
+from descriptor.records import RunIdentity, RunMetadata
 
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -97,13 +97,9 @@ class RunInfo:
     """What the root span says about the run."""
 
     trace_id: str
-    run_id: str
+    identity: RunIdentity
+    """The run's name (the metadata or result record it came from)."""
     experiment_id: str
-    benchmark: str
-    system: str
-    task_id: str
-    run_index: int
-    seed: int
     thread_id: str
     start: str | None = None
     end: str | None = None
@@ -125,8 +121,7 @@ class RunInfo:
         if end is None and meta.wall_time_s is not None:
             end = (datetime.fromisoformat(meta.started_at) + timedelta(seconds=meta.wall_time_s)).isoformat()
         providers, default = _providers(meta)
-        return cls(judge_model=_judge_model(meta), trace_id=trace_id, run_id=meta.run_id, experiment_id=meta.experiment_id, benchmark=meta.benchmark,
-                   system=meta.system, task_id=meta.task_id, run_index=meta.run_index, seed=meta.seed,
+        return cls(judge_model=_judge_model(meta), trace_id=trace_id, identity=meta, experiment_id=meta.experiment_id,
                    thread_id=meta.thread_id, start=meta.started_at, end=end, error=meta.error, providers=providers,
                    default_provider=default)
 
@@ -369,17 +364,17 @@ class _Builder:
                                         attributes=attrs)
 
     def root_span(self, events: list[Event]) -> SpanData:
-        run = self.run
+        run, who = self.run, self.run.identity
         starts = [s.start_ns for s in self.spans.values()] + [to_ns(e.timestamp_start) for e in events]
         ends = [s.end_ns for s in self.spans.values()] + [to_ns(e.timestamp_end) for e in events]
         start = min([t for t in [self.bounds[0], *starts] if t is not None], default=0)
         end = max([t for t in [self.bounds[1], *ends] if t is not None], default=start)
-        attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": run.system,
+        attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": who.system,
                  "gen_ai.conversation.id": run.thread_id, "openinference.span.kind": "CHAIN",
-                 "mas.run_id": run.run_id, "mas.experiment_id": run.experiment_id, "mas.benchmark": run.benchmark,
-                 "mas.system": run.system, "mas.task_id": run.task_id, "mas.run_index": run.run_index,
-                 "mas.seed": run.seed}
-        return SpanData(span_id=self.root, parent_span_id=None, name=f"invoke_workflow {run.system}", start_ns=start,
+                 "mas.run_id": who.run_id, "mas.experiment_id": run.experiment_id, "mas.benchmark": who.benchmark,
+                 "mas.system": who.system, "mas.task_id": who.task_id, "mas.run_index": who.run_index,
+                 "mas.seed": who.seed}
+        return SpanData(span_id=self.root, parent_span_id=None, name=f"invoke_workflow {who.system}", start_ns=start,
                         end_ns=end, attributes=attrs, error="run_failed" if run.error else None)
 
 

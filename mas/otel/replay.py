@@ -48,9 +48,8 @@ def run_info(paths: RunPaths, events: list[Event]) -> RunInfo:
             raise meta_err from None
     experiment = res.run_id.split("/", 1)[0]
     end = max((e.timestamp_end for e in events), default=None)
-    return RunInfo(trace_id=hashlib.sha256(res.run_id.encode()).hexdigest()[:32], run_id=res.run_id,
-                   experiment_id=experiment, benchmark=res.benchmark, system=res.system, task_id=res.task_id,
-                   run_index=res.run_index, seed=res.seed, thread_id=res.run_id, error=res.error,
+    return RunInfo(trace_id=hashlib.sha256(res.run_id.encode()).hexdigest()[:32], identity=res,
+                   experiment_id=experiment, thread_id=res.run_id, error=res.error,
                    start=min((e.timestamp_start for e in events), default=None), end=end)
 
 
@@ -76,7 +75,7 @@ def replay_experiment(root: str | Path, *, record_inputs: bool = False) -> Repla
             except RunFileError as err:
                 out.skipped.append(f"{err} (and no readable result.json)")
                 continue
-            out.runs.append(ReplayedRun(run_id=run.run_id, trace_id=run.trace_id,
+            out.runs.append(ReplayedRun(run_id=run.identity.run_id, trace_id=run.trace_id,
                                         spans=run_spans(events, run, record_inputs=record_inputs)))
     if not out.runs and not out.skipped:
         raise UserError(f"--experiment-root {root}: no runs found (expected <benchmark>/<system>/<task_id>/run_<r>.*)")
@@ -96,7 +95,7 @@ def send(replay: Replay, url: str, *, timeout_s: float = 30.0) -> int:
         for run in replay.runs:
             batch = [readable(s, run.trace_id) for s in run.spans]
             if not export_now(batch, exp):
-                raise UserError(f"--endpoint {url}: the OTLP endpoint did not accept the spans of {run.run_id} "
+                raise UserError(f"--endpoint {url}: the OTLP endpoint did not accept the spans of {run.identity.run_id} "
                                 "(is a collector or backend listening there?)")
             sent += len(batch)
     finally:
