@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fake_endpoint import FakeEndpoint
 
 SESSION_ENV = "MAS_TEST_SESSION"
 """Environment variable whose value tags processes started by this test session."""
@@ -82,3 +84,18 @@ def no_llama_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Ite
             os.environ.pop(SESSION_ENV, None)
         else:
             os.environ[SESSION_ENV] = previous
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Callable[..., FakeEndpoint]]:
+    """``endpoint(reply, keep_alive=False)`` starts a :class:`tests.fake_endpoint.FakeEndpoint` on 127.0.0.1;
+    every one started is closed after the test."""
+    servers: list[FakeEndpoint] = []
+
+    def make(reply, **kwargs) -> FakeEndpoint:
+        servers.append(FakeEndpoint(reply, **kwargs))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()

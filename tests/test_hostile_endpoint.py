@@ -17,9 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
-from tests.fake_endpoint import FakeEndpoint, Reply, answer, completion
+from tests.fake_endpoint import Reply, answer, completion
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_VAR = "MY_LLM_SESAME"
@@ -85,19 +83,6 @@ def hostile_reply(markers: list[Path]):
                                       "answer_artifact": f"```python\n{code}```", "confidence": 0.9}), n)
 
     return reply
-
-
-@pytest.fixture
-def endpoint():
-    servers: list[FakeEndpoint] = []
-
-    def make(reply) -> FakeEndpoint:
-        servers.append(FakeEndpoint(reply))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
 
 
 def write_config(tmp_path: Path, base_url: str, **route: object) -> Path:

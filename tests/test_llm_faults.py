@@ -23,19 +23,6 @@ MALFORMED: dict[str, Reply] = {
 
 
 @pytest.fixture
-def endpoint():
-    servers: list[FakeEndpoint] = []
-
-    def make(reply) -> FakeEndpoint:
-        servers.append(FakeEndpoint(reply))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
-
-
-@pytest.fixture
 def no_backoff(monkeypatch):
     monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
 
@@ -100,25 +87,22 @@ async def test_a_structured_reply_cut_at_max_tokens_is_a_reply_with_its_usage(en
     assert not [e for e in sink.events if e.event_type == "error"]
 
 
-def test_a_route_serves_a_second_event_loop_in_the_same_process():
+def test_a_route_serves_a_second_event_loop_in_the_same_process(endpoint):
     """``run --rollback`` runs the sweep and then the rollbacks under two ``asyncio.run``s: the second must not
     reuse a kept-alive connection of the first, closed loop (it failed every rollback call on the embedded model
     with "Event loop is closed")."""
     import asyncio
 
-    server = FakeEndpoint(lambda n, req: answer(str(n), n), keep_alive=True)
-    try:
-        cfg = ExperimentConfig(models={"default": ModelRoute(provider="openai", model="fake",
-                                                             base_url=server.base_url, max_retries=0)})
+    server = endpoint(lambda n, req: answer(str(n), n), keep_alive=True)
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="openai", model="fake",
+                                                         base_url=server.base_url, max_retries=0)})
 
-        async def one() -> str:
-            with use_tracer(Tracer("t", [ListCollector()])):
-                res = await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="agent.turn", actor="a")
-            return res.parsed["answer_artifact"]
+    async def one() -> str:
+        with use_tracer(Tracer("t", [ListCollector()])):
+            res = await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="agent.turn", actor="a")
+        return res.parsed["answer_artifact"]
 
-        assert [asyncio.run(one()) for _ in range(3)] == ["1", "2", "3"]
-    finally:
-        server.close()
+    assert [asyncio.run(one()) for _ in range(3)] == ["1", "2", "3"]
 
 
 def test_retry_after_forms_and_cap():
