@@ -10,12 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,7 +21,14 @@ import pytest
 from attribution.loaders import load_run
 from attribution.span_loader import load_spans
 from descriptor.events import read_trace
-from tests.otel_helpers import check_tree, chat_token_sums, jsonl_tokens, runs_of, scripted_sweep
+from tests.otel_helpers import (
+    chat_token_sums,
+    check_tree,
+    jsonl_tokens,
+    runs_of,
+    scripted_sweep,
+)
+from tests.processes import stop_group
 
 pytestmark = pytest.mark.slow
 
@@ -57,13 +62,7 @@ def phoenix(tmp_path_factory):
             time.sleep(1)
         yield base
     finally:
-        with contextlib.suppress(ProcessLookupError):  # its own process group: Phoenix's workers too
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc, timeout_s=30)
         log.close()
 
 

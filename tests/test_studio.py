@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from benchmark.registry import get_benchmark
 from mas.config import ConfigError
 from mas.studio import build_studio_graph
 from mas.systems import SYSTEMS
+from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,11 +119,5 @@ def test_langgraph_dev_serves_debate_and_its_checkpoint_history(tmp_path):
             assert ("controller",) in steps and steps[-2:] == [("vote",), ()]
             assert inner[0]["values"]["answer"]["answer_artifact"] == answer["answer_artifact"]
     finally:
-        with contextlib.suppress(ProcessLookupError):  # its own process group (start_new_session): the server's workers too
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc, timeout_s=20)
         log.close()
