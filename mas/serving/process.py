@@ -207,20 +207,31 @@ def is_healthy(base_url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def wait_ready(rec: ServerRecord, proc: subprocess.Popen | None, timeout_s: float, log_start: int) -> None:
-    """Poll until healthy; raise early if the process dies, and on timeout."""
+def poll_healthy(rec: ServerRecord, proc: subprocess.Popen | None, timeout_s: float, *,
+                 health_timeout_s: float = 2.0) -> str:
+    """Poll the server of ``rec`` for up to ``timeout_s``: ``ready`` once healthy, ``exited`` as soon as its
+    process is gone, ``timeout`` otherwise (each check waits ``health_timeout_s`` for an answer)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        exited = proc.poll() is not None if proc is not None else not pid_alive(rec.pid)
-        if exited:
-            code = proc.returncode if proc is not None else "unknown"
-            raise EmbeddedServerError(
-                f"llama-server (pid {rec.pid}) exited with code {code} while starting; last log lines from "
-                f"{rec.log_path}:\n{log_tail(Path(rec.log_path), log_start)}"
-            )
-        if is_healthy(rec.base_url, timeout_s=2.0):
-            return
+        if proc.poll() is not None if proc is not None else not pid_alive(rec.pid):
+            return "exited"
+        if is_healthy(rec.base_url, timeout_s=health_timeout_s):
+            return "ready"
         time.sleep(POLL_S)
+    return "timeout"
+
+
+def wait_ready(rec: ServerRecord, proc: subprocess.Popen | None, timeout_s: float, log_start: int) -> None:
+    """Poll until healthy; raise early if the process dies, and on timeout."""
+    state = poll_healthy(rec, proc, timeout_s)
+    if state == "ready":
+        return
+    if state == "exited":
+        code = proc.returncode if proc is not None else "unknown"
+        raise EmbeddedServerError(
+            f"llama-server (pid {rec.pid}) exited with code {code} while starting; last log lines from "
+            f"{rec.log_path}:\n{log_tail(Path(rec.log_path), log_start)}"
+        )
     raise EmbeddedServerError(
         f"llama-server (pid {rec.pid}) at {rec.base_url} was not ready after {timeout_s:.0f} s "
         f"(embedded.startup_timeout_s); last log lines from {rec.log_path}:\n"

@@ -31,7 +31,14 @@ from pydantic import BaseModel
 
 from mas.config import EmbeddedSettings
 from mas.serving.build import build_server
-from mas.serving.catalogue import CachePaths, Progress, cache_paths, ensure_model, model_spec, print_progress
+from mas.serving.catalogue import (
+    CachePaths,
+    Progress,
+    cache_paths,
+    ensure_model,
+    model_spec,
+    print_progress,
+)
 from mas.serving.process import (
     EmbeddedServerError,
     ServerRecord,
@@ -42,6 +49,7 @@ from mas.serving.process import (
     locked,
     log_tail,
     pid_alive,
+    poll_healthy,
     read_record,
     register_user,
     terminate,
@@ -216,12 +224,7 @@ def _reuse(rec: ServerRecord, settings: EmbeddedSettings) -> None:
         )
     # A live server busy decoding for another process can leave /health unanswered for seconds on a small
     # machine (measured: 10 s with two cores saturated); busy is not broken, so it gets the start-up timeout.
-    deadline = time.monotonic() + settings.startup_timeout_s
-    while not (healthy := is_healthy(rec.base_url, timeout_s=10.0)) and time.monotonic() < deadline:
-        if not pid_alive(rec.pid):
-            break
-        time.sleep(1.0)
-    if not healthy:
+    if poll_healthy(rec, None, settings.startup_timeout_s, health_timeout_s=10.0) != "ready":
         raise EmbeddedServerError(
             f"the recorded llama-server (pid {rec.pid}, {rec.base_url}) is running but not healthy; "
             f"see {rec.log_path} or stop it with `python main.py model stop`"
