@@ -43,6 +43,12 @@ SUMMARY_CACHE_NAME = ".summary_cache.json"
 """Task descriptors by their run files' fingerprint, so a summary re-reads only the tasks that changed."""
 LOCK_NAME = ".sweep.lock"
 
+
+def database_files(db: Path) -> list[Path]:
+    """A SQLite database file and the side files SQLite may keep beside it (WAL, shared memory, journal)."""
+    return [db, *(Path(f"{db}{s}") for s in SQLITE_SIDE_FILES)]
+
+
 _RUN_FILE = re.compile(r"^run_(\d+)(?:\.rollback_(\d+))?(\.[a-z_]+(?:\.[a-z]+)?)(-wal|-shm|-journal)?$")
 
 
@@ -123,8 +129,7 @@ class RunPaths:
     def all_files(self) -> list[Path]:
         """Every file this run may have written (for clearing an unfinished run)."""
         files = [self.file(k) for k in SUFFIXES]
-        files += [Path(f"{self.checkpoints}{s}") for s in SQLITE_SIDE_FILES]
-        return files
+        return files + database_files(self.checkpoints)[1:]
 
     def for_rollback(self, k: int) -> RunPaths:
         return RunPaths(self.task_dir, self.run_index, k)

@@ -36,7 +36,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from descriptor.errors import UserError
-from descriptor.layout import SQLITE_SIDE_FILES
+from descriptor.layout import database_files
 from descriptor.redact import mask_secret_bytes
 
 log = structlog.get_logger(__name__)
@@ -86,8 +86,7 @@ def keep_or_drop(path: Path, *, keep: bool) -> bool:
     if not path.exists():
         return False
     if not keep:
-        for p in (path, *(Path(f"{path}{s}") for s in SQLITE_SIDE_FILES)):
-            p.unlink(missing_ok=True)
+        remove_database(path)
         return False
     try:
         with contextlib.closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)) as conn:
@@ -102,9 +101,14 @@ def keep_or_drop(path: Path, *, keep: bool) -> bool:
 def copy_database(source: Path, dest: Path) -> None:
     """Copy the SQLite file ``source`` to ``dest``, first removing ``dest``'s side files (a stale WAL beside a
     fresh copy would be replayed into it)."""
-    for p in (dest, *(Path(f"{dest}{s}") for s in SQLITE_SIDE_FILES)):
-        p.unlink(missing_ok=True)
+    remove_database(dest)
     shutil.copyfile(source, dest)
+
+
+def remove_database(path: Path) -> None:
+    """Delete the SQLite database ``path`` and its side files, whichever exist."""
+    for p in database_files(path):
+        p.unlink(missing_ok=True)
 
 
 def checkpoint_path(policy: str, path: Path) -> Path | None:
