@@ -18,7 +18,7 @@ import asyncio
 import sys
 
 # descriptor.records, not attribution.rollback: every CLI start-up builds this parser, and the runtime is heavy.
-from descriptor.records import ROLLBACK_STRATEGIES as STRATEGIES
+from descriptor.records import ROLLBACK_STRATEGIES
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     if run is None:
         raise RuntimeError("attribution.cli_sweep must be registered after mas.cli (COMMAND_MODULES in main.py)")
     g = run.add_argument_group("automatic rollback (after the sweep, each failed run once)")
-    g.add_argument("--rollback", choices=STRATEGIES, metavar="STRATEGY",
+    g.add_argument("--rollback", choices=ROLLBACK_STRATEGIES, metavar="STRATEGY",
                    help="roll back every failed run at the end of the sweep: conformal (the calibrated set's first "
                         "step), top1 (the most likely step), restart (step 0) or oracle (the injected step, scripted "
                         "runs only); writes run_<r>.rollback_<k>.* and <root>/rollback_sweep.json, and the summary "

@@ -37,9 +37,6 @@ from mas.sweep.runner import resume_run
 log = structlog.get_logger(__name__)
 
 Strategy = Literal["conformal", "top1", "restart", "oracle"]
-STRATEGIES = ROLLBACK_STRATEGIES
-"""``oracle`` restarts exactly at the known decisive step (scripted runs with an injected error only): the least
-any strategy that restores the run can redo."""
 UNSCORED: frozenset[str] = frozenset({"restart", "oracle"})
 """Strategies that need no step scores."""
 FAILED_TAIL_CHARS = 1500
@@ -77,7 +74,7 @@ def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calib
         if calibration is None:
             raise UserError("strategy 'conformal' needs --calibration")
         return set_choice(predict(calibration.fitted(), scores).steps, scores.n_steps)
-    raise UserError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    raise UserError(f"unknown strategy {strategy!r}; expected one of {', '.join(ROLLBACK_STRATEGIES)}")
 
 
 def set_choice(steps: Iterable[int], n_steps: int) -> Choice:

@@ -14,13 +14,13 @@ import structlog
 
 from attribution.conformal import Calibration
 from attribution.loaders import load_runs_dir
-from attribution.rollback import STRATEGIES, UNSCORED, Choice, rollback_one, set_choice
+from attribution.rollback import UNSCORED, Choice, rollback_one, set_choice
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
-from descriptor.records import RollbackRecord
+from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
 
 log = structlog.get_logger(__name__)
 
@@ -240,9 +240,9 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     """
     if concurrency < 1:
         raise UserError(f"--concurrency must be at least 1 (got {concurrency})")
-    bad = [s for s in strategies if s not in STRATEGIES]
+    bad = [s for s in strategies if s not in ROLLBACK_STRATEGIES]
     if bad:
-        raise UserError(f"unknown strategy {', '.join(bad)}; expected some of {', '.join(STRATEGIES)}")
+        raise UserError(f"unknown strategy {', '.join(bad)}; expected some of {', '.join(ROLLBACK_STRATEGIES)}")
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")

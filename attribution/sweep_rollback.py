@@ -47,7 +47,7 @@ import structlog
 
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.loaders import load_runs_dir
-from attribution.rollback import STRATEGIES, Choice, choose_restart, rollback_one, run_of, set_choice
+from attribution.rollback import Choice, choose_restart, rollback_one, run_of, set_choice
 from attribution.rollback_experiment import early_stopped_choices, resolve_scoring, score_runs
 from attribution.scorefile import TRAINED_SCORERS, ScoreRecord
 from attribution.scorers.crossfit import group_key
@@ -55,7 +55,7 @@ from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import ROLLBACK_SWEEP_NAME
-from descriptor.records import RollbackRecord, RollbackSweepRecord
+from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord, RollbackSweepRecord
 from descriptor.rollback_summary import sweep_rollback
 from descriptor.run_files import RunFileError, read_record
 from mas.config import ExperimentConfig
@@ -100,8 +100,8 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
     A sweep already rolled back (an earlier invocation of the same experiment) keeps its strategy and
     calibration: its runs are never rolled back twice, so a different one would mix two strategies.
     """
-    if opts.strategy not in STRATEGIES:
-        raise UserError(f"--rollback: unknown strategy {opts.strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    if opts.strategy not in ROLLBACK_STRATEGIES:
+        raise UserError(f"--rollback: unknown strategy {opts.strategy!r}; expected one of {', '.join(ROLLBACK_STRATEGIES)}")
     earlier = Path(experiment_root) / ROLLBACK_SWEEP_NAME if experiment_root is not None else None
     if earlier is not None and earlier.is_file():
         try:

@@ -145,7 +145,8 @@ class RunResult(RunIdentity):
 
 ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")
 """How a rollback picks its restart step: the conformal set's first step, the most likely step, step 0, or the
-known decisive step (scripted runs with an injected error)."""
+known decisive step. ``oracle`` (scripted runs with an injected error only) is the least any strategy that
+restores the run can redo."""
 
 
 class RollbackRecord(_Record):
