@@ -79,9 +79,11 @@ class LLMResult:
 def _length_cut_reply(err: BaseException) -> AIMessage | None:
     """The partial reply inside openai's ``LengthFinishReasonError`` (structured output cut at
     ``max_tokens``), with the usage the provider reported; None for any other error."""
-    completion = getattr(err, "completion", None)
-    if type(err).__name__ != "LengthFinishReasonError" or completion is None or not completion.choices:
+    import openai
+
+    if not isinstance(err, openai.LengthFinishReasonError) or not err.completion.choices:
         return None
+    completion = err.completion
     usage = completion.usage
     content = completion.choices[0].message.content or ""
     msg = AIMessage(content=content, response_metadata={"finish_reason": "length"})
