@@ -47,6 +47,11 @@ def register_secret_env(names: Iterable[str | None]) -> None:
         _cached = (None, [], [])  # recompute the table with the new names
 
 
+def registered_secret_env() -> frozenset[str]:
+    """The names passed to :func:`register_secret_env` so far (a child process is started without them)."""
+    return frozenset(_registered)
+
+
 def looks_like_key(value: str) -> bool:
     """Whether an environment value is shaped like an API key: 20+ characters of ``[A-Za-z0-9_-.+=]`` with
     letters and digits, not a git object id.

@@ -177,7 +177,7 @@ def measure_overhead(system: str, *, tasks: int, repeats: int, export_url: str |
     else:
         block = min(EXPORT_BLOCK, tasks)
         from mas.config import TracingSettings
-        from mas.otel.export import flush_all
+        from mas.otel.sidecar import flush_all
 
         a = (cfg.model_copy(update={"tracing": TracingSettings(otlp_endpoint=export_url)}), True, flush_all)
         b = (cfg.model_copy(update={"tracing": TracingSettings(export=False)}), True, None)

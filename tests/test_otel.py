@@ -117,7 +117,7 @@ def test_record_inputs_keeps_messages_and_leaks_no_secret(tmp_path, monkeypatch)
         spec = RunSpec(experiment_id="x", output_root=tmp_path, benchmark="arith", system="sas",
                        task=Task(task_id="t", question=question, reference="5"), run_index=0, seed=0)
         asyncio.run(execute_run(spec, cfg, bench))
-        from mas.otel.export import flush_all
+        from mas.otel.sidecar import flush_all
 
         assert flush_all()
         spans = _dicts(rx)
@@ -140,7 +140,7 @@ def test_record_inputs_keeps_messages_and_leaks_no_secret(tmp_path, monkeypatch)
 def test_export_is_off_without_an_endpoint_and_loads_no_exporter(tmp_path):
     code = ("import sys; from pathlib import Path; from tests.otel_helpers import scripted_sweep; "
             f"scripted_sweep(Path({str(tmp_path)!r}), systems=['sas']); "
-            "print(sorted(m for m in ('mas.otel.export', 'opentelemetry.exporter.otlp.proto.http') if m in sys.modules))")
+            "print(sorted(m for m in ('mas.otel.export', 'mas.otel.sidecar', 'opentelemetry.exporter.otlp.proto.http') if m in sys.modules))")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -223,3 +223,44 @@ def test_tracing_config_names_a_bad_endpoint(bad):
 
     with pytest.raises(ConfigError, match="tracing.otlp_endpoint"):
         parse_config({"tracing": {"otlp_endpoint": bad}})
+
+
+def test_the_sweep_process_sends_no_spans_itself(tmp_path):
+    """The spans are built and encoded by the exporter process: the sweep loads no exporter."""
+    code = ("import sys; from pathlib import Path; from mas.otel.receiver import OtlpReceiver; "
+            "from tests.otel_helpers import scripted_sweep; from mas.otel.sidecar import flush_all\n"
+            "with OtlpReceiver() as rx:\n"
+            "    import os; os.environ['OTEL_EXPORTER_OTLP_ENDPOINT'] = rx.base_url\n"
+            f"    scripted_sweep(Path({str(tmp_path)!r}), systems=['sas'], tasks=2)\n"
+            "    n = len(rx.spans)\n"
+            "print(n, sorted(m for m in sys.modules if m.startswith(('opentelemetry.exporter', 'mas.otel.export'))))")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, modules = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(n) > 0  # the sweep flushed the exporter process before returning
+    # (langsmith imports the OpenTelemetry SDK itself; the exporter and our span building stay out)
+    assert modules == "[]", modules
+
+
+def test_exporter_process_lacks_the_model_keys_and_never_blocks_a_run(tmp_path, monkeypatch):
+    from descriptor.redact import register_secret_env
+    from mas.otel.sidecar import QUEUE_RUNS, Sidecar
+
+    monkeypatch.setenv("MY_ROUTE_SESAME", "open-sesame-1234567")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=blue")
+    register_secret_env(["MY_ROUTE_SESAME"])
+    car = Sidecar("http://127.0.0.1:9/v1/traces")
+    try:
+        environ = Path(f"/proc/{car.proc.pid}/environ").read_bytes().split(b"\0")
+        assert b"OTEL_EXPORTER_OTLP_HEADERS=x-team=blue" in environ
+        assert not any(e.startswith(b"MY_ROUTE_SESAME=") for e in environ)
+        car.proc.kill()
+        car.proc.wait()
+        # a dead exporter: runs go on, their spans are dropped and counted, a flush says it failed
+        for _ in range(QUEUE_RUNS + 5):
+            car.send(b'{"meta": {}}\n')
+        assert not car.flush(2.0)
+        assert car.dropped >= 5
+    finally:
+        car.close(timeout_s=5)

@@ -7,7 +7,8 @@ variable is, and off otherwise (also with ``tracing.export = false``,
 the OpenTelemetry SDK is not even imported. The spans are built from the
 run's (redacted) trace events by :mod:`mas.otel.mapping`, the same way a
 finished run is replayed by ``main.py export-otel``
-(:mod:`mas.otel.replay`); :mod:`mas.otel.export` sends them.
+(:mod:`mas.otel.replay`); :mod:`mas.otel.export` sends them, during a sweep
+from an exporter process beside it (:mod:`mas.otel.sidecar`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,6 @@ def export_processors(cfg: ExperimentConfig, meta: RunMetadata) -> list[TracePro
     url = export_endpoint(cfg)
     if url is None:
         return []
-    from mas.otel.export import OtelRunExporter
+    from mas.otel.sidecar import OtelRunExporter
 
     return [OtelRunExporter(url, meta, record_inputs=cfg.tracing.record_inputs)]

@@ -1,11 +1,11 @@
-"""Sending spans with the OpenTelemetry SDK and its OTLP/HTTP exporter (imported only when export is on).
+"""Sending spans with the OpenTelemetry SDK and its OTLP/HTTP exporter (imported only where spans are sent).
 
 The spans already exist when they are sent (ids, times and attributes come
 from the trace, see :mod:`mas.otel.mapping`), so they are handed to the
 exporter as finished ``ReadableSpan`` objects: no tracer provider, no
-sampling, no id generator. During a sweep one ``BatchSpanProcessor`` per
-endpoint sends them from a background thread; a run's spans are queued when
-the run ends (the node and root spans need its last event).
+sampling, no id generator. During a sweep this runs in the exporter process
+(:mod:`mas.otel.sidecar`): one ``BatchSpanProcessor`` per endpoint sends a
+run's spans from a background thread; ``export-otel`` sends them at once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from descriptor.events import Event
 from descriptor.records import RunMetadata
 from mas.otel.mapping import RunInfo, SpanData, run_spans
-from mas.tracing import utc_now_iso
 
 SERVICE_NAME = "mas-econ"
 
@@ -82,20 +81,19 @@ def sink(url: str) -> BatchSpanProcessor:
     with _LOCK:
         if url not in _SINKS:
             if not _SINKS:
-                atexit.register(shutdown_all)
+                atexit.register(shutdown_sinks)
             # A fast sweep queues thousands of spans a second; the SDK's default queue (2048) would drop some
             # whenever the endpoint is slow for a moment. OTEL_BSP_* variables still override.
             queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", 65536))
-            _SINKS[url] = BatchSpanProcessor(exporter(url), max_queue_size=queue)
+            # Send every 100 ms rather than every 5 s: the exporter process has a core to itself, and a sweep's
+            # final flush then finds little left to send.
+            delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", 100))
+            _SINKS[url] = BatchSpanProcessor(exporter(url), max_queue_size=queue, schedule_delay_millis=delay)
         return _SINKS[url]
 
 
-def flush_all(timeout_s: float = 30.0) -> bool:
-    """Send every queued span now; False when an endpoint did not take them within ``timeout_s``."""
-    return all(s.force_flush(int(timeout_s * 1000)) for s in list(_SINKS.values()))
-
-
-def shutdown_all() -> None:
+def shutdown_sinks() -> None:
+    """Send what the batch processors hold and stop them."""
     with _LOCK:
         sinks = list(_SINKS.values())
         _SINKS.clear()
@@ -103,24 +101,12 @@ def shutdown_all() -> None:
         s.shutdown()
 
 
-class OtelRunExporter:
-    """Trace processor: queues a run's spans for export when the run ends (its tracer closes)."""
-
-    def __init__(self, url: str, meta: RunMetadata, *, record_inputs: bool = False) -> None:
-        self.url = url
-        self.meta = meta
-        self.record_inputs = record_inputs
-        self.events: list[Event] = []
-
-    def on_event(self, event: Event, line: str) -> None:
-        self.events.append(event)
-
-    def close(self) -> None:
-        run = RunInfo.from_metadata(self.meta, end=utc_now_iso())
-        out = sink(self.url)
-        for span in run_spans(self.events, run, record_inputs=self.record_inputs):
-            out.on_end(readable(span, run.trace_id))
-        self.events = []
+def queue_run(url: str, meta: RunMetadata, *, end: str, events: list[Event], record_inputs: bool = False) -> None:
+    """Queue the spans of run ``meta`` (its trace ``events``, ended at ``end``) for export to ``url``."""
+    run = RunInfo.from_metadata(meta, end=end)
+    out = sink(url)
+    for span in run_spans(events, run, record_inputs=record_inputs):
+        out.on_end(readable(span, run.trace_id))
 
 
 def export_now(spans: Sequence[ReadableSpan], exp: SpanExporter) -> bool:

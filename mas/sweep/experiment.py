@@ -203,8 +203,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         lock.close()
         if client is not None:
             await client.close()
-        if "mas.otel.export" in sys.modules:  # spans were exported: deliver the last batch before returning
-            from mas.otel.export import flush_all
+        if "mas.otel.sidecar" in sys.modules:  # spans were exported: deliver the last runs' before returning
+            from mas.otel.sidecar import flush_all
 
             await asyncio.to_thread(flush_all)
     if outcome.crashed:
