@@ -84,10 +84,10 @@ def sink(url: str) -> BatchSpanProcessor:
                 atexit.register(shutdown_sinks)
             # A fast sweep queues thousands of spans a second; the SDK's default queue (2048) would drop some
             # whenever the endpoint is slow for a moment. OTEL_BSP_* variables still override.
-            queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", 65536))
+            queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", "65536"))
             # Send every 100 ms rather than every 5 s: the exporter process has a core to itself, and a sweep's
             # final flush then finds little left to send.
-            delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", 100))
+            delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", "100"))
             _SINKS[url] = BatchSpanProcessor(exporter(url), max_queue_size=queue, schedule_delay_millis=delay)
         return _SINKS[url]
 

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             queue_run(url, RunMetadata.model_validate(msg["meta"]), end=msg["end"],
                       events=[parse_event(e) for e in msg["events"]], record_inputs=bool(msg["record_inputs"]))
-        except Exception as err:  # a bad frame loses that run's spans, not the others'
+        except Exception as err:  # noqa: BLE001 - a bad frame loses that run's spans, not the others'
             print(f"mas.otel.sidecar: a run's spans were not exported: {type(err).__name__}: {err}", file=sys.stderr)
     shutdown_sinks()
     return 0
