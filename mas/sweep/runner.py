@@ -224,7 +224,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
-    await asyncio.to_thread(write_json_atomic, paths.metadata, meta)
+    await asyncio.to_thread(write_json_atomic, paths.metadata, meta, indent=None)
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
@@ -266,7 +266,10 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
                infrastructure: bool, wall_s: float, rt: RunContext, plan: InjectionPlan | None, meta: RunMetadata,
                tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
-    """Evaluate the answer and write every artifact after the trace; ``result.json`` last."""
+    """Evaluate the answer and write every artifact after the trace; ``result.json`` last.
+
+    The run's JSON files are written compact (``jq .`` shows them indented): indentation was a third of
+    ``metadata.json`` and is repeated in every run of a sweep."""
     paths = spec.paths
     models = rt.models
     answer = final_answer(state) if error is None else None
@@ -274,10 +277,10 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure)
     write_text_atomic(paths.answer, answer or "")
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
-                                             score=evaluation.score, details=evaluation.details))
+                                             score=evaluation.score, details=evaluation.details), indent=None)
     metrics = compute_run_metrics(events)
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
-        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)))
+        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)), indent=None)
     write_trajectory(paths, events, spec.task.question, answer, reference=spec.task.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
@@ -286,7 +289,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
     meta.personas = rt.personas
-    write_json_atomic(paths.metadata, meta)
+    write_json_atomic(paths.metadata, meta, indent=None)
     result = RunResult(
         **spec.key.identity(), status="error" if infrastructure else "finished", success=evaluation.success,
         completion=completion, score=evaluation.score, answer=answer or "",
@@ -294,7 +297,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error,
     )
-    write_json_atomic(paths.result, result)
+    write_json_atomic(paths.result, result, indent=None)
     return result
 
 
