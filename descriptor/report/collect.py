@@ -198,21 +198,6 @@ def load_task(td: TaskDir, root: Path) -> TaskRuns:
     return TaskRuns(dir=td, runs=runs, issues=issues)
 
 
-def outcomes(task_dirs: list[TaskDir]) -> dict[str, bool | None]:
-    """Run key (``<benchmark>/<system>/<task>/run_<r>``) -> ``result.json`` success (None when unreadable).
-
-    Read before the pass that writes run pages: a page links to the same
-    task's runs of the other systems, coloured by outcome, and the pass reads
-    those systems' directories only later.
-    """
-    out: dict[str, bool | None] = {}
-    for td in task_dirs:
-        for r in td.finished:
-            res = _lenient(read_result, RunPaths(td.path, r))
-            out[f"{td.benchmark}/{td.system}/{td.task_id}/run_{r}"] = None if res is None else res.success
-    return out
-
-
 def find_pictures(root: Path) -> list[Picture]:
     """Topology pictures: ``<root>/<benchmark>/<system>/*``, ``<root>/graphs/**`` and ``<root>/*``
     (png, svg, mmd; the summaries' own ``plots/`` are not topology pictures)."""
