@@ -6,7 +6,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urldefrag
+from urllib.parse import quote, unquote, urldefrag
 
 import pytest
 
@@ -20,9 +20,8 @@ SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")
 
 
 def run_url(report: Path, run: str) -> str:
-    """The viewer's URL of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` (names without characters
-    to percent-encode)."""
-    return f"{(report / 'run.html').as_uri()}#{run}"
+    """The viewer's URL of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` (each part percent-encoded)."""
+    return f"{(report / 'run.html').as_uri()}#{'/'.join(quote(p, safe='') for p in run.split('/'))}"
 
 
 def task_data(report: Path, bench: str, system: str, task: str) -> dict:
@@ -263,7 +262,8 @@ def test_the_answer_and_the_overview(experiment):
         assert re.search(rf"On 4 arith tasks \(3 runs each\), (the difference in success between {s} and sas|{s} solves)", html)
     assert "sign test over tasks" in html and "95 % Wilson" in html and "Pareto frontier" in html
     assert html.count('<svg class="chart"') == 1 + 3 + 1  # quality/cost, three differences, PCA
-    assert "mas_graph.png" in html  # topology pictures of the sweep are shown
+    # topology pictures of the sweep are shown, linked where they are (the report is inside the experiment)
+    assert 'src="../arith/debate/mas_graph.png"' in html and not (experiment / "report" / "graphs").exists()
 
 
 def test_failed_run_view_shows_verdict_expected_answer_and_attribution(experiment):
@@ -304,6 +304,8 @@ def test_compare_two_roots(experiment, tmp_path):
     section = html[html.index('id="compare"'):]
     assert all(f"<th>{s}</th>" in section for s in SYSTEMS)
     assert "+0.0 pts" in section  # a root against itself differs by nothing
+    # a report outside the experiment carries copies of the pictures, so it shows them wherever it goes
+    assert 'src="graphs/arith/debate/mas_graph.png"' in html and (tmp_path / "cmp" / "graphs" / "arith").is_dir()
 
 
 def _tiny(root: Path, events_by_run: dict[tuple[str, str, int], list], *, success: bool = True) -> None:

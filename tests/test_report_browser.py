@@ -153,11 +153,16 @@ def test_hostile_model_output_stays_text(tmp_path, browser):
     events = [ev("solver", "act", tin=3, tout=2, content=hostile, step_index=0, role="solver",
                  input_messages=[{"role": "user", "content": hostile}]),
               ev("solver", "finalize", content="</script><b>42</b>", step_index=1)]
-    write_run(tmp_path / "arith" / "sas" / "t0", 0, events, success=True)
+    task = "t #1%é?"  # a task name to percent-encode: in the fragment, the data file's URL and the grid link
+    write_run(tmp_path / "arith" / "sas" / task, 0, events, success=True)
     write_report(tmp_path)
-    open_run(browser, run_url(tmp_path / "report", "arith/sas/t0/run_0"))
+    open_run(browser, run_url(tmp_path / "report", f"arith/sas/{task}/run_0"))
+    assert browser.evaluate("document.getElementById('run-title').textContent") == f"sas · {task} · run 0"
     assert browser.evaluate("window.__pwned === undefined")
     shown = browser.evaluate("[...document.querySelectorAll('li.ev pre.content')].map(p => p.textContent)")
     assert shown == [hostile, "</script><b>42</b>"]
     assert browser.evaluate("document.querySelectorAll('li.ev img, li.ev script, li.ev b').length") == 0
+    grid = browser.evaluate("document.querySelector('#crumbs a').href")
+    browser.open(grid)
+    assert browser.evaluate("document.querySelector('tr.target th').textContent") == task
     assert browser.problems() == []
