@@ -18,10 +18,11 @@ PALETTE_COLOURS = 64
 
 
 def palette_png(png: bytes, colours: int = PALETTE_COLOURS) -> bytes:
-    """``png`` (any mode) re-encoded as an optimised palette PNG of at most ``colours`` colours, no dithering."""
+    """``png`` (any mode) re-encoded as a palette PNG of at most ``colours`` colours, no dithering."""
     with Image.open(io.BytesIO(png)) as im:
         rgb = im.convert("RGB")  # the figures are opaque on white: the alpha channel holds nothing
     out = io.BytesIO()
-    rgb.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
-        out, format="PNG", optimize=True)
+    # Median cut keeps the white background exactly white (fast octree averages it to 254); no optimising pass:
+    # it saves ~3 % of the bytes for half again the time (~18 ms a plot), start-up time of `summarize-experiment`.
+    rgb.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(out, format="PNG")
     return out.getvalue()

@@ -86,8 +86,9 @@ def test_run_view_renders_its_data_with_attribution_and_toggles(experiment, brow
     open_run(browser, run_url(report, rec["id"]))
     assert browser.evaluate("document.querySelector('.verdict').textContent") == "not solved"
     # the transcript drawn from the run's data file: one item per row, each event's actor and type
-    drawn = browser.evaluate("[...document.querySelectorAll('#events > li')].map(li => li.className.startsWith('round') ?"
-                             " li.textContent : [li.querySelector('.actor').textContent, li.querySelector('.type').textContent])")
+    drawn = browser.evaluate(
+        "[...document.querySelectorAll('#events > li')].map(li => li.className.startsWith('round') ? li.textContent"
+        " : [li.querySelector('.actor').textContent, li.querySelector('.type').textContent])")
     expected = [r["header"] if "header" in r else [r["actor"], r["type"]] for r in view["rows"]]
     assert drawn == expected and len(drawn) > 5
     assert browser.evaluate("document.querySelector('#summary pre').textContent") == view["answer"]
@@ -100,11 +101,13 @@ def test_run_view_renders_its_data_with_attribution_and_toggles(experiment, brow
     assert browser.evaluate(tools) == 0
     # a step link of the attribution table marks that step
     browser.evaluate("document.querySelector('.attribution table a').click()")
-    assert until(browser, "document.querySelector('li.ev.target') && document.querySelector('li.ev.target').id") == "step-0"
+    target = "document.querySelector('li.ev.target') && document.querySelector('li.ev.target').id"
+    assert until(browser, target) == "step-0"
     # the task's other runs: a sibling link opens that run in the same viewer
     n_siblings = browser.evaluate("document.querySelectorAll('#siblings a.run').length")
     assert n_siblings == 4 * 3
-    other = browser.evaluate("[...document.querySelectorAll('#siblings a.run')].find(a => !a.classList.contains('current')).href")
+    other = browser.evaluate(
+        "[...document.querySelectorAll('#siblings a.run')].find(a => !a.classList.contains('current')).href")
     open_run(browser, other)
     assert browser.evaluate("document.querySelector('#siblings a.run.current').href") == other
     # the run files are linked where they are, beside the report
@@ -119,8 +122,9 @@ def test_rollback_link_opens_its_transcript(experiment, browser):  # noqa: F811
     original = rb_json.relative_to(experiment).as_posix().removesuffix(".rollback_0.json")
     open_run(browser, run_url(report, original))
     browser.evaluate("document.querySelector('.rollbacks a').click()")
-    assert "Rollback 0 of" in until(browser, "document.body.dataset.ready === '1' && !document.getElementById('rollback-of')"
-                                             ".hidden && document.querySelector('.rollback-of h2').textContent")
+    heading = ("document.body.dataset.ready === '1' && !document.getElementById('rollback-of').hidden"
+               " && document.querySelector('.rollback-of h2').textContent")
+    assert "Rollback 0 of" in until(browser, heading)
     assert browser.evaluate("document.querySelectorAll('#events li.ev').length") > 0
     assert browser.problems() == []
 

@@ -1,7 +1,7 @@
 """The one pass over an experiment's task directories: read each run, write its data, keep a light row.
 
-Events are dropped once a task's data file is written (:mod:`descriptor.report.run_data`), so memory stays flat at
-10,000 runs. Reading and validating the traces is most of the report's time,
+Events are dropped once a task's data file is written
+(:mod:`descriptor.report.run_data`), so memory stays flat at 10,000 runs. Reading and validating the traces is most of the report's time,
 so large experiments are split into contiguous chunks of task directories
 that forked worker processes handle (one per usable core, at most 4), joined
 in their original order: the output does not depend on the number of workers.
