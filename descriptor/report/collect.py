@@ -193,7 +193,7 @@ def load_task(td: TaskDir, root: Path) -> TaskRuns:
             result=rec.result if rec is not None else _lenient(read_result, paths),
             eval=rec.eval if rec is not None else _lenient(read_eval, paths),
             metadata=_lenient(read_metadata, paths),
-            files={k: paths.file(k).name for k in LINKED_FILES if paths.file(k).name in td.names},
+            files={k: name for k in LINKED_FILES if (name := paths.name(k)) in td.names},
             rollbacks=_rollbacks(paths, td.names) if any(n.startswith(f"run_{r}.rollback_") for n in td.names) else []))
     return TaskRuns(dir=td, runs=runs, issues=issues)
 
