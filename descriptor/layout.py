@@ -106,8 +106,12 @@ class RunPaths:
         """``<task_dir>/run_<r>`` (or ``.../run_<r>.rollback_<k>``): the run's files without their suffix."""
         return self.task_dir / self.stem
 
+    def name(self, kind: str) -> str:
+        """The file name of ``kind`` (a :data:`SUFFIXES` key), without building its path (cheaper in bulk)."""
+        return f"{self.stem}{SUFFIXES[kind]}"
+
     def file(self, kind: str) -> Path:
-        return self.task_dir / f"{self.stem}{SUFFIXES[kind]}"
+        return self.task_dir / self.name(kind)
 
     trace = property(lambda self: self.file("trace"))
     answer = property(lambda self: self.file("answer"))

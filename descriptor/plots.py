@@ -22,6 +22,7 @@ import numpy as np
 
 from descriptor.economics import EconomicsSettings
 from descriptor.io import write_bytes_atomic
+from descriptor.png import palette_png
 
 PLOT_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
 
@@ -30,7 +31,7 @@ def _save(fig: Any, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue(), durable=False)
+    write_bytes_atomic(path, palette_png(buf.getvalue()), durable=False)
 
 
 def _panels(n: int) -> tuple[Any, list[Any]]:

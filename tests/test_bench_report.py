@@ -16,6 +16,8 @@ def test_bench_report_prints_its_figures(tmp_path, capsys):
     code = bench.main(["--experiment-root", str(tmp_path / "e48"), "--runs", "48", "--loads", "1"])
     out = capsys.readouterr().out
     assert re.search(r"report of 48 runs written in [\d.]+ s \(target <= 30 s; [\d.]+ s of CPU", out), out
-    for page in ("index", "grid page", "run page"):
+    for page in ("index", "grid page"):
         assert re.search(rf"^{page}: DOMContentLoaded \d+ ms, median of 1.*; 0 console errors", out, re.M), out
+    assert re.search(r"^run page: DOMContentLoaded \d+ ms, run drawn from its data at \d+ ms, median of 1.*; "
+                     r"0 console errors", out, re.M), out
     assert code == 0 and out.rstrip().endswith("targets met")

@@ -6,11 +6,12 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urldefrag
+from urllib.parse import quote, unquote, urldefrag
 
 import pytest
 
 from descriptor.report import write_report
+from descriptor.report.run_data import read_task_js
 from descriptor.report.svg import overlapping, place_labels
 from main import main
 from tests.descriptor_fixtures import ev, write_run
@@ -18,10 +19,34 @@ from tests.descriptor_fixtures import ev, write_run
 SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")
 
 
-def run_page(report: Path, run: str) -> Path:
-    """The page of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` in the report directory."""
+def run_url(report: Path, run: str) -> str:
+    """The viewer's URL of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` (each part percent-encoded)."""
+    return f"{(report / 'run.html').as_uri()}#{'/'.join(quote(p, safe='') for p in run.split('/'))}"
+
+
+def task_data(report: Path, bench: str, system: str, task: str) -> dict:
+    """The decoded data file of a task directory (``{"dir", "runs"}``), checked to name that task."""
+    names, data = read_task_js((report / "data" / bench / system / f"{task}.js").read_text(encoding="utf-8"))
+    assert names == [bench, system, task]
+    return data
+
+
+def run_view(report: Path, run: str) -> dict:
+    """What the viewer shows of run ``<benchmark>/<system>/<task>/run_<r>[.rollback_<k>]`` (from its data file)."""
     bench, system, task, name = run.split("/")
-    return report / "runs" / bench / system / f"{task}.{name}.html"
+    return task_data(report, bench, system, task)["runs"][name]
+
+
+def shown(view: dict) -> str:
+    """Every text of a view, as one string to search."""
+    return json.dumps(view, ensure_ascii=False)
+
+
+def runs_index(report: Path) -> dict:
+    """``data/runs.js``'s tree: benchmark -> task -> {page, runs: {system: [[r, class]]}}."""
+    text = (report / "data" / "runs.js").read_text(encoding="utf-8")
+    assert text.startswith("masRuns(") and text.endswith(");\n")
+    return json.loads(text[len("masRuns("):-3])
 
 
 def _run(*argv: str) -> None:
@@ -66,19 +91,19 @@ class Links(HTMLParser):
 
 
 def parse(path: Path) -> Links:
-    """Links and ids of a page, with the step ids its script draws from the transcript data."""
+    """Links and ids of a page."""
     p = Links()
-    html = path.read_text(encoding="utf-8")
-    p.feed(html)
-    if 'id="transcript"' in html:
-        p.ids |= {f"step-{r['step']}" for r in transcript_rows(html) if "step" in r}
+    p.feed(path.read_text(encoding="utf-8"))
     return p
 
 
-def crawl(index: Path) -> dict[Path, Links]:
-    """Every report page reachable from ``index`` by links (pages outside the report are not followed)."""
+def crawl(index: Path) -> tuple[dict[Path, Links], set[str]]:
+    """Every report page reachable from ``index`` by links (pages outside the report are not followed), and
+    every run the pages link to in the viewer (``run.html#<key>``), with the runs those runs' views link to
+    (rollbacks, the task's other runs): the keys, percent-decoded."""
     report = index.parent.resolve()
     seen: dict[Path, Links] = {}
+    runs: set[str] = set()
     todo = [index.resolve()]
     while todo:
         page = todo.pop()
@@ -86,11 +111,26 @@ def crawl(index: Path) -> dict[Path, Links]:
             continue
         seen[page] = links = parse(page)
         for _, url in links.links:
-            target = (page.parent / unquote(urldefrag(url)[0])).resolve()
+            path, frag = urldefrag(url)
+            target = (page.parent / unquote(path)).resolve()
             if target.suffix == ".html" and target.is_relative_to(report):
                 assert target.is_file(), f"{page.name} links to a missing page {url}"
                 todo.append(target)
-    return seen
+                if target.name == "run.html":
+                    runs.add("/".join(unquote(p) for p in frag.split("/")))
+    index_tree = runs_index(report)
+    todo_runs = list(runs)
+    while todo_runs:  # what a view links to, as run.js builds its links
+        bench, system, task, name = todo_runs.pop().split("/")[:4]
+        view = task_data(report, bench, system, task)["runs"][name]
+        more = [f"{bench}/{system}/{task}/{name}.rollback_{rb['index']}" for rb in view["rollbacks"] if rb["viewable"]]
+        if ".rollback_" not in name:
+            more += [f"{bench}/{s}/{task}/run_{r}" for s, rs in index_tree[bench][task]["runs"].items() for r, _ in rs]
+        for key in more:
+            if key not in runs:
+                runs.add(key)
+                todo_runs.append(key)
+    return seen, runs
 
 
 def test_every_system_task_and_run_is_present_and_reachable(experiment):
@@ -100,21 +140,63 @@ def test_every_system_task_and_run_is_present_and_reachable(experiment):
         assert f">{s}<" in html
     tasks = sorted({p.parent.name for p in experiment.rglob("run_*.result.json")})
     assert len(tasks) == 4 and all(f">{t}<" in html for t in tasks)
-    pages = crawl(index)
+    assert_every_run_reachable(experiment, experiment / "report")
+
+
+def assert_every_run_reachable(experiment: Path, report: Path) -> None:
+    """Every finished run and rollback is linked from the index (directly or through the views), listed in the
+    runs index with its outcome, and has its view (with a transcript) in its data file; every link resolves."""
+    pages, linked = crawl(report / "index.html")
     runs = sorted(experiment.glob("arith/*/*/run_*.result.json"))
     assert len(runs) == 4 * 4 * 3
+    tree = runs_index(report)
     for result in runs:
-        rel = result.relative_to(experiment).as_posix().removesuffix(".result.json")
-        page = run_page(experiment / "report", rel).resolve()
-        assert page in pages, f"run page {page} not reachable from the index"
-    # every link inside the report resolves: pages, assets, anchors, run files
+        key = result.relative_to(experiment).as_posix().removesuffix(".result.json")
+        assert key in linked, f"run {key} not reachable from the index"
+        bench, system, task, name = key.split("/")
+        assert [int(name.removeprefix("run_")), "ok" if json.loads(result.read_text())["success"] else "fail"] \
+            in tree[bench][task]["runs"][system], f"run {key} missing from the runs index"
+        view = run_view(report, key)
+        assert view["n_events"] > 0 and len(view["rows"]) > 0, f"run {key}: no transcript in its data"
+    rollbacks = sorted(p for p in experiment.glob("arith/*/*/run_*.rollback_*.json") if p.name.count(".") == 2)
+    assert rollbacks and all(p.relative_to(experiment).as_posix().removesuffix(".json") in linked for p in rollbacks)
+    # every link inside the report resolves: pages, assets, anchors, run files, and each view's run files
     for page, links in pages.items():
         for tag, url in links.links:
             path, frag = urldefrag(url)
             target = (page.parent / unquote(path)).resolve() if path else page
             assert target.exists(), f"{page.name}: {tag} {url} points nowhere"
-            if frag and target.suffix == ".html":
+            if frag and target.suffix == ".html" and target.name != "run.html":
                 assert unquote(frag) in parse(target).ids, f"{page.name}: anchor {url} missing"
+    for key in linked:
+        bench, system, task, name = key.split("/")
+        data = task_data(report, bench, system, task)
+        for f in data["runs"][name]["files"]:
+            assert (report / unquote(data["dir"]) / f).is_file(), f"{key}: links to a missing run file {f}"
+        grid = "index.html" if tree[bench][task]["page"] == 1 else f"grid/{bench}-{tree[bench][task]['page']}.html"
+        assert f"task-{bench}-{task}" in parse(report / grid).ids, f"{key}: its task's grid row is missing"
+
+
+def test_a_run_without_its_data_is_noticed(experiment):
+    """The reachability check fails when a run's data file or its entry in the runs index is missing."""
+    import shutil
+
+    report = experiment / "report-copy"  # beside the run files, as the report: its relative links hold
+    try:
+        shutil.copytree(experiment / "report", report)
+        assert_every_run_reachable(experiment, report)  # the copy is whole
+        (report / "data" / "arith" / "sas" / "arith_0_0000.js").unlink()
+        with pytest.raises(FileNotFoundError):
+            assert_every_run_reachable(experiment, report)
+        shutil.rmtree(report)
+        shutil.copytree(experiment / "report", report)
+        tree = runs_index(report)
+        tree["arith"]["arith_0_0001"]["runs"]["debate"].pop()
+        (report / "data" / "runs.js").write_text(f"masRuns({json.dumps(tree)});\n")
+        with pytest.raises(AssertionError, match="missing from the runs index"):
+            assert_every_run_reachable(experiment, report)
+    finally:
+        shutil.rmtree(report, ignore_errors=True)
 
 
 URL_ATTRS = {"src", "href", "action", "formaction", "poster", "data", "srcset", "xlink:href", "background", "manifest"}
@@ -156,9 +238,11 @@ def remote_references(path: Path) -> list[str]:
 
 def test_nothing_is_fetched_from_the_network(experiment):
     files = [p for p in (experiment / "report").rglob("*") if p.is_file() and p.suffix in (".html", ".css", ".js")]
-    assert len(files) > 48
+    assert len(files) == 2 + 3 + 1 + 16  # index and viewer pages, assets, runs index, a data file per task directory
     for p in files:
         assert remote_references(p) == [], p
+    for p in (experiment / "report" / "data" / "arith").rglob("*.js"):  # and what the data files hold
+        assert not re.search(r"https?://", json.dumps(read_task_js(p.read_text(encoding="utf-8")))), p
     # none of the scripted experiment's pages even mentions an absolute URL, but SVG's namespace name (never fetched)
     for p in files:
         assert set(re.findall(r"https?://[^\s\"'<>)]+", p.read_text(encoding="utf-8"))) <= {"http://www.w3.org/2000/svg"}, p
@@ -178,30 +262,33 @@ def test_the_answer_and_the_overview(experiment):
         assert re.search(rf"On 4 arith tasks \(3 runs each\), (the difference in success between {s} and sas|{s} solves)", html)
     assert "sign test over tasks" in html and "95 % Wilson" in html and "Pareto frontier" in html
     assert html.count('<svg class="chart"') == 1 + 3 + 1  # quality/cost, three differences, PCA
-    assert "mas_graph.png" in html  # topology pictures of the sweep are shown
+    # topology pictures of the sweep are shown, linked where they are (the report is inside the experiment)
+    assert 'src="../arith/debate/mas_graph.png"' in html and not (experiment / "report" / "graphs").exists()
 
 
-def test_failed_run_page_shows_verdict_expected_answer_and_attribution(experiment):
+def test_failed_run_view_shows_verdict_expected_answer_and_attribution(experiment):
     att = experiment / "attribution" / "scores.jsonl"
     rec = json.loads(att.read_text().splitlines()[0])
-    page = run_page(experiment / "report", rec["id"])
-    html = page.read_text(encoding="utf-8")
+    view = run_view(experiment / "report", rec["id"])
     meta = json.loads((experiment / f"{rec['id']}.metadata.json").read_text())
-    assert "not solved" in html and f"<pre>{meta['task']['reference']}</pre>" in html
-    assert "top-1 of learned" in html and "in conformal rf set" in html and "random blames" in html
-    assert "injected error" in html
+    assert view["verdict"] == "not solved" and view["reference"] == str(meta["task"]["reference"])
+    text = shown(view)
+    assert "top-1 of learned" in text and "in conformal rf set" in text and "random blames" in text
+    assert "injected error" in text
+    assert view["rows"] and all(k in view for k in ("facts", "files", "attribution", "question", "answer"))
 
 
 def test_rollback_is_marked_and_its_transcript_linked(experiment):
     (rb_json,) = experiment.rglob("run_*.rollback_0.json")
     rec = json.loads(rb_json.read_text())
     prefix = rb_json.relative_to(experiment).as_posix().removesuffix(".json")  # .../run_<r>.rollback_0
-    original = run_page(experiment / "report", prefix.rsplit(".", 1)[0])
-    html = original.read_text(encoding="utf-8")
-    assert "rollback 0 restarts here" in html and ("solved" if rec["success"] else "not solved") in html
-    rb_page = run_page(experiment / "report", prefix)
-    assert rb_page.name in html and rb_page.is_file()
-    assert "Rollback 0 of" in rb_page.read_text(encoding="utf-8")
+    original = run_view(experiment / "report", prefix.rsplit(".", 1)[0])
+    assert "rollback 0 restarts here" in shown(original)
+    (row,) = original["rollbacks"]
+    assert row["viewable"] and row["outcome"] == ("solved" if rec["success"] else "not solved")
+    rb_view = run_view(experiment / "report", prefix)
+    assert rb_view["rollback_of"]["index"] == 0 and rb_view["rollback_of"]["summary"].startswith("Strategy")
+    assert rb_view["rows"]
 
 
 def test_report_is_deterministic(experiment, tmp_path):
@@ -217,13 +304,8 @@ def test_compare_two_roots(experiment, tmp_path):
     section = html[html.index('id="compare"'):]
     assert all(f"<th>{s}</th>" in section for s in SYSTEMS)
     assert "+0.0 pts" in section  # a root against itself differs by nothing
-
-
-def transcript_rows(html: str) -> list[dict]:
-    """The transcript rows a run page's script draws (its JSON block)."""
-    block = re.search(r'<script type="application/json" id="transcript">(.*?)</script>', html, re.S)
-    assert block, "no transcript data block"
-    return json.loads(block.group(1))
+    # a report outside the experiment carries copies of the pictures, so it shows them wherever it goes
+    assert 'src="graphs/arith/debate/mas_graph.png"' in html and (tmp_path / "cmp" / "graphs" / "arith").is_dir()
 
 
 def _tiny(root: Path, events_by_run: dict[tuple[str, str, int], list], *, success: bool = True) -> None:
@@ -239,13 +321,13 @@ def test_prompts_are_rendered_and_model_output_is_escaped(tmp_path):
               ev("solver", "finalize", content="42", step_index=1)]
     _tiny(tmp_path, {("sas", "t0", 0): events})
     write_report(tmp_path)
-    html = run_page(tmp_path / "report", "arith/sas/t0/run_0").read_text(encoding="utf-8")
-    rows = transcript_rows(html)
+    rows = run_view(tmp_path / "report", "arith/sas/t0/run_0")["rows"]
     assert rows[0]["prompt"] == [{"role": "system", "content": "You are careful."},
                                  {"role": "user", "content": "What is 6*7? </pre><b>x</b>"}]
     assert rows[0]["content"] == hostile and (rows[0]["tin"], rows[0]["tout"]) == (10, 5)
-    assert "<script>alert" not in html and "</pre><b>" not in html and "<img src=http" not in html
-    assert remote_references(run_page(tmp_path / "report", "arith/sas/t0/run_0")) == []
+    data_file = tmp_path / "report" / "data" / "arith" / "sas" / "t0.js"
+    text = data_file.read_text(encoding="utf-8")
+    assert "<" not in text and remote_references(data_file) == []  # model output is only inside the base64
 
 
 def test_damaged_run_gets_a_page_and_is_listed(tmp_path):
@@ -257,8 +339,8 @@ def test_damaged_run_gets_a_page_and_is_listed(tmp_path):
     index = write_report(tmp_path)
     html = index.read_text(encoding="utf-8")
     assert "1 skipped" in html and "damaged_trace" in html
-    page = run_page(tmp_path / "report", "arith/sas/t0/run_1")
-    assert "skipped" in page.read_text(encoding="utf-8")
+    view = run_view(tmp_path / "report", "arith/sas/t0/run_1")
+    assert view["verdict"] == "skipped" and any("damaged" in i for i in view["issues"])
 
 
 def test_bad_input_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
@@ -313,7 +395,7 @@ def test_forked_workers_write_the_same_report(experiment, tmp_path):
     assert proc.returncode == 0, proc.stderr
     one, many = tmp_path / "one", tmp_path / "many"
     files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(many) for p in many.rglob("*") if p.is_file()) and len(files) > 48
+    assert files == sorted(p.relative_to(many) for p in many.rglob("*") if p.is_file()) and len(files) > 20
     for f in files:
         assert (one / f).read_bytes() == (many / f).read_bytes(), f
 
@@ -337,9 +419,9 @@ def test_attribution_ids_match_by_path_suffix(tmp_path):
     (src,) = index.sources
     assert (src.kind, src.label, src.n_records, src.n_matched) == ("scores", "learned", 4, 2)
     write_report(tmp_path)
-    sas = run_page(tmp_path / "report", "arith/sas/t0/run_0").read_text(encoding="utf-8")
+    sas = shown(run_view(tmp_path / "report", "arith/sas/t0/run_0"))
     assert "top-1 of learned: step 1 (score 0.90)" in sas
-    debate = run_page(tmp_path / "report", "arith/debate/t0/run_0").read_text(encoding="utf-8")
+    debate = shown(run_view(tmp_path / "report", "arith/debate/t0/run_0"))
     assert "different step count than this trace (2); not shown" in debate
 
 

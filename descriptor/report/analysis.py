@@ -32,7 +32,7 @@ FEW_TASKS = 10
 
 @dataclass(kw_only=True, slots=True)
 class RunRow:
-    """What the index needs of one run (the run page has the rest)."""
+    """What the index needs of one run (the run's data file has the rest)."""
 
     benchmark: str
     system: str
@@ -50,9 +50,14 @@ class RunRow:
     tool_fails: int = 0
     answer: str = ""
     href: str = ""
-    """Run page, relative to the report directory."""
+    """The run in the viewer, relative to the report directory."""
     flags: str = ""
     """Short marks for the grid cell (``R`` rolled back, ``A`` attributed)."""
+
+    @property
+    def cls(self) -> str:
+        """Outcome class of the run's links: ``skip`` (left out by the summaries), ``ok`` or ``fail``."""
+        return "skip" if not self.included else "ok" if self.success else "fail"
 
 
 def overview(rows: Sequence[RunRow], descriptors: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """``write_report``: the experiment report, from the run files to ``<root>/report/index.html``.
 
-One pass over the task directories (runs are read, their pages written, and
-their events dropped, so memory stays flat at 10,000 runs), then the index
-and grid pages from the per-run rows and task descriptors.
+One pass over the task directories (runs are read, their data files written,
+and their events dropped, so memory stays flat at 10,000 runs), then the
+index and grid pages, the runs index and the run viewer page from the per-run
+rows and task descriptors.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from descriptor.report.render import (
     write_file,
     write_page,
 )
+from descriptor.report.run_data import index_js
 from descriptor.report.runs_pass import Pages, PassResult, read_all, read_experiment
 from descriptor.report.stats import bootstrap_mean_ci
 from descriptor.report.svg import PALETTE
@@ -66,18 +68,15 @@ def write_report(experiment_root: str | Path, *, out: str | Path | None = None, 
     tasks_by_bench: dict[str, list[str]] = {}
     for td in task_dirs:
         tasks_by_bench.setdefault(td.benchmark, []).append(td.task_id)
-    siblings: dict[tuple[str, str], list[tuple[str, tuple[int, ...]]]] = {}
-    for td in task_dirs:
-        siblings.setdefault((td.benchmark, td.task_id), []).append((td.system, td.finished))
     with staged(out_dir) as stage:
         # Built in a staging directory beside out_dir (same parent): relative links are the same from both.
         layout = Layout(out=stage, root=root)
         layout.plan_grid(tasks_by_bench)
         write_assets(stage)
-        pages = Pages(layout=layout, attribution=attr, siblings=siblings, outcomes=collect.outcomes(task_dirs))
-        result = read_all(root, task_dirs, pages)
+        result = read_all(root, task_dirs, Pages(layout=layout, attribution=attr))
         compared = [(c, read_experiment(c, None).descriptors) for c in others]
         _write_index(layout, root, result, attr, settings, compared, out_dir)
+        _write_viewer(layout, root, result)
     return out_dir / "index.html"
 
 
@@ -127,7 +126,7 @@ def _grids(layout: Layout, rows: list[RunRow], facts: dict[str, Any], baseline: 
                 for s in systems:
                     cell = []
                     for r in sorted(by_cell.get((bench, t, s), []), key=lambda r: r.run_index):
-                        cls = "skip" if not r.included else "ok" if r.success else "fail"
+                        cls = r.cls
                         title = (f"{s} run {r.run_index}: " + ("skipped (damaged files)" if not r.included else
                                  f"{'solved' if r.success else 'not solved'}, answer {r.answer!r}, {r.tokens:,} tokens"))
                         cell.append({"run_index": r.run_index, "cls": cls, "title": title, "flags": r.flags,
@@ -198,15 +197,30 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
         systems=systems, models=sorted(facts["models"]), findings=findings, overview=ov,
         charts=_charts(layout, ov, paired, descriptors, settings, colors),
         cost_label="tokens per run" if settings.cost_unit == "tokens" else "USD per run",
-        pictures=_pictures(root, layout), grids=[g for g in grids if g["page"] == 1],
+        pictures=_pictures(root, layout, final_out), grids=[g for g in grids if g["page"] == 1],
         failures=failures[:FAILURES_SHOWN], failures_total=len(failures),
         attribution_sources=attr.sources, attribution_notes=attr.notes, compare=cmp_rows, issues=issues,
         n_boot=settings.n_boot, seed=settings.seed, few_tasks=FEW_TASKS, **common)
 
 
-def _pictures(root: Path, layout: Layout) -> list[dict[str, Any]]:
-    """Topology pictures grouped by benchmark and system; images are copied under ``report/graphs/`` (the
-    report directory stays self-contained), mermaid sources shown as text."""
+def _write_viewer(layout: Layout, root: Path, result: PassResult) -> None:
+    """The run viewer page and the runs index it navigates by (every run's grid page and outcome class)."""
+    write_page(environment(), "run.html.j2", layout.out / "run.html", "", title=f"Run · {root.resolve().name}",
+               body_class="run-view")
+    page_of = {(bench, t): n for bench, pages in layout.grid_pages.items() for n, tasks in enumerate(pages, 1)
+               for t in tasks}
+    runs = [(r.benchmark, r.system, r.task_id, r.run_index, r.cls) for r in result.rows]
+    write_file(layout.index_file(), index_js(runs, page_of))
+
+
+def _pictures(root: Path, layout: Layout, final_out: Path) -> list[dict[str, Any]]:
+    """Topology pictures grouped by benchmark and system, mermaid sources shown as text.
+
+    A report inside the experiment directory (the default ``<root>/report``) links the pictures where they
+    are, as it links the run files; one written elsewhere (``--out``) gets copies under ``graphs/``, so it
+    shows them wherever it is moved.
+    """
+    inside = final_out.resolve().is_relative_to(root.resolve())
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for pic in collect.find_pictures(root):
         key = (pic.benchmark or "", pic.system or "")
@@ -214,6 +228,9 @@ def _pictures(root: Path, layout: Layout) -> list[dict[str, Any]]:
                                     "sources": []})
         if pic.path.suffix == ".mmd":
             g["sources"].append({"name": pic.path.name, "text": collect.read_text(pic.path) or ""})
+            continue
+        if inside:
+            g["images"].append({"name": pic.path.name, "href": layout.file_rel(pic.path)})
             continue
         dest = layout.out / "graphs" / pic.path.relative_to(root)
         write_file(dest, pic.path.read_bytes())

@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report", help="write the experiment's HTML report (opens offline from disk)",
         description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.* and write <root>/report/index.html: "
         "the MAS-vs-baseline answer per benchmark (paired differences, intervals, sign test), an overview, plots, "
-        "topology pictures, a task x system grid and one page per run (transcript, verdict, attribution marks, "
-        "rollbacks). Attribution results are read from <root>/attribution/ and --attribution; rollbacks from "
+        "topology pictures, a task x system grid and a run viewer for every run (transcript, verdict, attribution "
+        "marks, rollbacks). Attribution results are read from <root>/attribution/ and --attribution; rollbacks from "
         "run_<r>.rollback_<k>.json beside each run. Prints the index's path.")
     p.add_argument("--experiment-root", type=Path, required=True, metavar="DIR", help="the experiment directory")
     p.add_argument("--compare", type=Path, nargs="+", metavar="DIR2",

@@ -193,24 +193,9 @@ def load_task(td: TaskDir, root: Path) -> TaskRuns:
             result=rec.result if rec is not None else _lenient(read_result, paths),
             eval=rec.eval if rec is not None else _lenient(read_eval, paths),
             metadata=_lenient(read_metadata, paths),
-            files={k: paths.file(k).name for k in LINKED_FILES if paths.file(k).name in td.names},
+            files={k: name for k in LINKED_FILES if (name := paths.name(k)) in td.names},
             rollbacks=_rollbacks(paths, td.names) if any(n.startswith(f"run_{r}.rollback_") for n in td.names) else []))
     return TaskRuns(dir=td, runs=runs, issues=issues)
-
-
-def outcomes(task_dirs: list[TaskDir]) -> dict[str, bool | None]:
-    """Run key (``<benchmark>/<system>/<task>/run_<r>``) -> ``result.json`` success (None when unreadable).
-
-    Read before the pass that writes run pages: a page links to the same
-    task's runs of the other systems, coloured by outcome, and the pass reads
-    those systems' directories only later.
-    """
-    out: dict[str, bool | None] = {}
-    for td in task_dirs:
-        for r in td.finished:
-            res = _lenient(read_result, RunPaths(td.path, r))
-            out[f"{td.benchmark}/{td.system}/{td.task_id}/run_{r}"] = None if res is None else res.success
-    return out
 
 
 def find_pictures(root: Path) -> list[Picture]:

@@ -4,18 +4,25 @@ Layout of the report directory (default ``<root>/report/``)::
 
     index.html                                   the answer, overview, plots, first grid page, failures
     grid/<benchmark>-<page>.html                 further grid pages (:data:`GRID_PAGE` tasks each)
-    runs/<benchmark>/<system>/<task>.run_<r>.html              one page per finished run
-    runs/<benchmark>/<system>/<task>.run_<r>.rollback_<k>.html one page per rollback
-    graphs/...                                   copies of the experiment's topology pictures
-    assets/report.css, assets/report.js          shared by every page (local files, no network)
+    run.html                                     the one run viewer: run.html#<benchmark>/<system>/<task>/run_<r>
+    data/runs.js                                 the runs index the viewer navigates by
+    data/<benchmark>/<system>/<task>.js          the views of a task directory's runs and rollbacks
+    graphs/...                                   the topology pictures, only when the report is not inside the
+                                                 experiment directory (else they are linked where they are)
+    assets/report.css, report.js, run.js         shared by every page (local files, no network)
+
+Each run's data is a small compressed file read by the shared viewer page
+(:mod:`descriptor.report.run_data`), not a page of its own: 10,000 run pages
+repeated the same head, links and script for every run.
 
 The report is built in a staging directory beside its destination and takes
 its place only when complete (:func:`staged`): a reader never sees a half
 old, half new report, and 10,000 pages cost plain writes instead of a temp
 file and a rename each (the renames alone were 8 s at 10,000 runs).
 
-Pages are static HTML (jinja2, autoescaped: model output is untrusted); the
-script only adds filters and toggles. Run pages link to the raw run files by
+Pages are static HTML (jinja2, autoescaped: model output is untrusted); on
+the index and grid pages the script only adds filters. The run viewer draws a
+run from its data with ``textContent`` only, and links to the raw run files by
 relative paths, so the report works from disk (file://) wherever the
 experiment directory is, as long as the report stays beside it.
 """
@@ -41,7 +48,7 @@ from descriptor.errors import UserError
 
 
 TEMPLATES = Path(__file__).parent / "templates"
-ASSETS = ("report.css", "report.js")
+ASSETS = ("report.css", "report.js", "run.js")
 GRID_PAGE = 100
 """Tasks per grid page: the index stays light (10,000 runs are ~830 tasks of 4 systems x 3 runs)."""
 
@@ -102,15 +109,26 @@ def environment() -> jinja2.Environment:
     return env
 
 
-RUN_UP = "../../../"
-"""From a run page (``runs/<benchmark>/<system>/``) up to the report directory. One directory per system,
-not per task: directory creation was a third of the file-system time at 10,000 runs."""
-
-
 @functools.lru_cache(maxsize=65536)
 def q(name: str) -> str:
     """A percent-encoded path component (cached: the same names recur in every link)."""
     return quote(name, safe="")
+
+
+def run_name(r: int, rollback: int | None = None) -> str:
+    """``run_<r>`` or ``run_<r>.rollback_<k>``: a run's name inside its task's data file."""
+    return f"run_{r}" if rollback is None else f"run_{r}.rollback_{rollback}"
+
+
+def task_key(bench: str, system: str, task_id: str) -> str:
+    """``<benchmark>/<system>/<task>``, each part percent-encoded: names the data file and starts a run key."""
+    return f"{q(bench)}/{q(system)}/{q(task_id)}"
+
+
+def run_key(bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> str:
+    """The viewer's fragment of a run (``run.html#<run_key>``)."""
+    return f"{task_key(bench, system, task_id)}/{run_name(r, rollback)}"
+
 
 
 @dataclass(kw_only=True, slots=True)
@@ -118,7 +136,7 @@ class Layout:
     """Where each page of the report lives, and the links between them.
 
     Links are built as strings relative to the report directory (``*_rel``);
-    a page at depth d prefixes them with d ``../`` (run pages: :data:`RUN_UP`).
+    a page at depth d prefixes them with d ``../``.
     This is string work on purpose: ``os.path.relpath`` per link cost seconds
     at 10,000 runs.
     """
@@ -154,22 +172,28 @@ class Layout:
         return f"{self.grid_rel(bench, self._page_of.get((bench, task_id), 1))}#{q(self.anchor(bench, task_id))}"
 
     @staticmethod
-    def _page_name(task_id: str, r: int, rollback: int | None) -> str:
-        # "<task>.run_<r>.html": the suffix is parsed from the end, so the name is unique for any task id.
-        return f"{task_id}.run_{r}.html" if rollback is None else f"{task_id}.run_{r}.rollback_{rollback}.html"
+    def run_rel(bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> str:
+        """The run viewer showing run ``r`` (or its rollback)."""
+        return f"run.html#{run_key(bench, system, task_id, r, rollback)}"
 
-    def run_file(self, bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> Path:
-        return self.out / "runs" / bench / system / self._page_name(task_id, r, rollback)
+    def data_file(self, bench: str, system: str, task_id: str) -> Path:
+        """The data file of a task directory's runs (one directory per system: directory creation was a third
+        of the file-system time of 10,000 run pages, one directory per task)."""
+        return self.out / "data" / bench / system / f"{task_id}.js"
 
-    def run_rel(self, bench: str, system: str, task_id: str, r: int, rollback: int | None = None) -> str:
-        return f"runs/{q(bench)}/{q(system)}/{q(self._page_name(task_id, r, rollback))}"
+    def index_file(self) -> Path:
+        """The runs index the viewer navigates by."""
+        return self.out / "data" / "runs.js"
+
+    def dir_rel(self, d: Path) -> str:
+        """A directory outside the report (a task directory), relative to the report directory."""
+        if d not in self._dir_rel:
+            self._dir_rel[d] = href(d, self.out)
+        return self._dir_rel[d]
 
     def file_rel(self, path: Path) -> str:
         """A file outside the report (a run file, a compared root's report), relative to the report directory."""
-        d = path.parent
-        if d not in self._dir_rel:
-            self._dir_rel[d] = href(d, self.out)
-        return f"{self._dir_rel[d]}/{q(path.name)}"
+        return f"{self.dir_rel(path.parent)}/{q(path.name)}"
 
 
 _made: set[Path] = set()

@@ -1,4 +1,10 @@
-"""Template context of a run page and of its rollbacks' pages (from :class:`collect.RunData`)."""
+"""What the run viewer shows of a run and of its rollbacks (from :class:`collect.RunData`), as plain data.
+
+These dicts are the per-run data of the shared viewer page ``run.html`` (see
+:mod:`descriptor.report.run_data`): texts are cut and formatted here, the
+viewer only places them (as text, never as markup). Run file links are file
+names: the viewer joins them to the task directory's path.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from descriptor.events import Event
 from descriptor.records import RollbackRecord
 from descriptor.report.attribution_inputs import RunAttribution
 from descriptor.report.collect import RollbackData, RunData
-from descriptor.report.render import RUN_UP, Layout, json_text, script_json
+from descriptor.report.render import json_text
 from descriptor.report.run_view import cut, step_marks, step_positions, transcript
 
 
@@ -57,11 +63,7 @@ def _facts(run: RunData, n_steps: int) -> list[tuple[str, str]]:
     return out
 
 
-def _files(run: RunData, names: Sequence[str], layout: Layout) -> list[tuple[str, str]]:
-    return [(name, RUN_UP + layout.file_rel(run.task_dir / name)) for name in names]
-
-
-def _rollback_row(rb: RollbackData, layout: Layout, run: RunData) -> dict[str, Any]:
+def _rollback_row(rb: RollbackData) -> dict[str, Any]:
     rec = rb.record or _UNKNOWN
     cls, outcome = _outcome(rec.success if rb.record is not None else None)
     return {
@@ -69,8 +71,7 @@ def _rollback_row(rb: RollbackData, layout: Layout, run: RunData) -> dict[str, A
         "set": ", ".join(map(str, rec.set)) + (" (empty: fell back to the last step)" if rec.fallback else ""),
         "restart_step": rec.restart_step, "cls": cls, "outcome": outcome, "answer": cut(rec.answer, 200),
         "cost": f"{rec.cost:.2f}", "tokens": rec.tokens,
-        "href": (RUN_UP + layout.run_rel(run.benchmark, run.system, run.task_id, run.run_index, rb.index)
-                 if rb.events is not None else None), "problem": rb.problem,
+        "viewable": rb.events is not None, "problem": rb.problem,
     }
 
 
@@ -114,56 +115,43 @@ def _attribution_panel(events: Sequence[Event], positions: dict[int, int], attr:
     return {"rows": rows, "score_labels": labels, "summary": summary, "notes": notes}
 
 
-def run_context(run: RunData, layout: Layout, attr: RunAttribution | None,
-                siblings: list[dict[str, Any]]) -> dict[str, Any]:
-    """Everything ``run.html.j2`` needs for ``run``'s own page."""
+def run_view(run: RunData, attr: RunAttribution | None) -> dict[str, Any]:
+    """Everything the viewer shows of ``run`` (its own view; the task's other runs come from the runs index)."""
     events = list(run.record.events) if run.record is not None else []
     positions = step_positions(events)
     marks, notes = step_marks(events, positions, attr, run.rollbacks, run.injected)
     cls, badge, text = verdict(run)
     details = run.eval.details if run.eval is not None else None
-    trace = run.files.get("trace")
     return {
-        "title": f"{run.system} · {run.task_id} · run {run.run_index}",
-        "run": {"benchmark": run.benchmark, "system": run.system, "task_id": run.task_id,
-                "run_index": run.run_index, "verdict_cls": cls, "verdict": badge, "verdict_text": text,
-                "answer": cut(run.answer, 4000), "reference": reference(run),
-                "error": cut(run.result.error, 4000) if run.result is not None and run.result.error else None,
-                "eval_details": json_text(details) if details else None, "question": cut(run.question, 8000),
-                "facts": _facts(run, len(positions)), "issues": [i.warning().removeprefix("warning: ") for i in run.issues],
-                "files": _files(run, list(run.files.values()), layout)},
-        "grid_href": RUN_UP + layout.task_rel(run.benchmark, run.task_id),
-        "siblings": siblings, "rollback_of": None,
+        "verdict_cls": cls, "verdict": badge, "verdict_text": text, "answer": cut(run.answer, 4000),
+        "reference": reference(run),
+        "error": cut(run.result.error, 4000) if run.result is not None and run.result.error else None,
+        "eval_details": json_text(details) if details else None, "question": cut(run.question, 8000),
+        "facts": _facts(run, len(positions)), "issues": [i.warning().removeprefix("warning: ") for i in run.issues],
+        "files": list(run.files.values()), "trace": run.files.get("trace"), "rollback_of": None,
         "attribution": _attribution_panel(events, positions, attr, marks, notes, run),
-        "rollbacks": [_rollback_row(rb, layout, run) for rb in run.rollbacks],
-        "rows_json": script_json(transcript(events, marks, positions)), "n_events": len(events),
-        "n_steps": len(positions), "trace_href": RUN_UP + layout.file_rel(run.task_dir / trace) if trace else None,
+        "rollbacks": [_rollback_row(rb) for rb in run.rollbacks],
+        "rows": transcript(events, marks, positions), "n_events": len(events), "n_steps": len(positions),
     }
 
 
-def rollback_context(run: RunData, rb: RollbackData, layout: Layout) -> dict[str, Any]:
-    """``run.html.j2`` context of rollback ``rb``'s page (its resumed trace)."""
+def rollback_view(run: RunData, rb: RollbackData) -> dict[str, Any]:
+    """The viewer's data of rollback ``rb`` of ``run`` (its resumed trace)."""
     rec = rb.record or _UNKNOWN
     events = rb.events or []
     positions = step_positions(events)
     cls, badge = _outcome(rec.success if rb.record is not None else None)
-    files = _files(run, list(rb.files.values()), layout)
     decisive = (f"; decisive step {rec.decisive_step} {'covered' if rec.covered else 'not covered'} by the set"
                 if rec.decisive_step is not None else "")
     summary = (f"Strategy {rec.strategy}: flagged steps {rec.set}, restarted at step {rec.restart_step} of "
                f"{rec.n_steps} (share redone {rec.cost:.2f}), {rec.tokens} tokens; outcome: {badge}{decisive}.")
-    trace = rb.files.get("trace")
     return {
-        "title": f"{run.system} · {run.task_id} · run {run.run_index} · rollback {rb.index}",
-        "run": {"benchmark": run.benchmark, "system": run.system, "task_id": run.task_id, "run_index": run.run_index,
-                "verdict_cls": cls, "verdict": badge,
-                "verdict_text": json_text(rb.eval.model_dump()) if rb.eval is not None else "no eval file",
-                "answer": cut(rec.answer, 4000), "reference": reference(run), "error": None, "eval_details": None,
-                "question": "", "facts": [], "issues": [rb.problem] if rb.problem else [], "files": files},
-        "grid_href": RUN_UP + layout.task_rel(run.benchmark, run.task_id), "siblings": [],
-        "rollback_of": {"index": rb.index, "summary": summary, "restart_step": rec.restart_step,
-                        "href": RUN_UP + layout.run_rel(run.benchmark, run.system, run.task_id, run.run_index)},
-        "attribution": None, "rollbacks": [], "rows_json": script_json(transcript(events, {}, positions)),
+        "verdict_cls": cls, "verdict": badge,
+        "verdict_text": json_text(rb.eval.model_dump()) if rb.eval is not None else "no eval file",
+        "answer": cut(rec.answer, 4000), "reference": reference(run), "error": None, "eval_details": None,
+        "question": "", "facts": [], "issues": [rb.problem] if rb.problem else [], "files": list(rb.files.values()),
+        "trace": rb.files.get("trace"),
+        "rollback_of": {"index": rb.index, "summary": summary, "restart_step": rec.restart_step},
+        "attribution": None, "rollbacks": [], "rows": transcript(events, {}, positions),
         "n_events": len(events), "n_steps": len(positions),
-        "trace_href": RUN_UP + layout.file_rel(run.task_dir / trace) if trace else None,
     }

@@ -132,6 +132,11 @@ _DECISION_USED = SHOWN | set(DECISION_KEYS)
 _VOTE_USED = SHOWN | set(VOTE_KEYS)
 
 
+def _ms(v: float | None) -> float | None:
+    """A latency (ms) to the 0.1 ms the viewer shows: the digits below are noise that compresses badly."""
+    return None if v is None else round(v, 1)
+
+
 def _tool(p: dict[str, Any], res: Event | None) -> dict[str, Any]:
     out: dict[str, Any] = {"name": p.get("tool") or ""}
     if "arguments" in p:
@@ -139,7 +144,7 @@ def _tool(p: dict[str, Any], res: Event | None) -> dict[str, Any]:
     if res is not None:
         rp = res.payload
         out["result"] = {"ok": getattr(rp, "ok", True) is not False, "output": cut(getattr(rp, "output", "")),
-                         "ms": res.latency_ms}
+                         "ms": _ms(res.latency_ms)}
     return out
 
 
@@ -147,7 +152,7 @@ def event_row(ev: Event, pos: int | None, marks: list[tuple[str, str]], result: 
     """One event for the page's script; empty fields are left out (the script reads a missing field as empty)."""
     p = payload_dict(ev)
     system = is_system_actor(ev.actor)
-    row: dict[str, Any] = {"seq": ev.seq, "actor": ev.actor, "type": ev.event_type, "ms": ev.latency_ms}
+    row: dict[str, Any] = {"seq": ev.seq, "actor": ev.actor, "type": ev.event_type, "ms": _ms(ev.latency_ms)}
     if pos is not None:
         row["step"] = pos
     if system:

@@ -1,7 +1,7 @@
-"""The one pass over an experiment's task directories: read each run, write its pages, keep a light row.
+"""The one pass over an experiment's task directories: read each run, write its data, keep a light row.
 
-Events are dropped once a task's pages are written, so memory stays flat at
-10,000 runs. Reading and validating the traces is most of the report's time,
+Events are dropped once a task's data file is written
+(:mod:`descriptor.report.run_data`), so memory stays flat at 10,000 runs. Reading and validating the traces is most of the report's time,
 so large experiments are split into contiguous chunks of task directories
 that forked worker processes handle (one per usable core, at most 4), joined
 in their original order: the output does not depend on the number of workers.
@@ -26,8 +26,9 @@ from typing import Any
 from descriptor.report import collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
-from descriptor.report.render import RUN_UP, Layout, environment, write_page
-from descriptor.report.run_page import reference, rollback_context, run_context
+from descriptor.report.render import Layout, run_name, write_file
+from descriptor.report.run_data import task_js
+from descriptor.report.run_page import reference, rollback_view, run_view
 from descriptor.task_descriptor import check_consistency, compute_task_descriptor
 
 PARALLEL_MIN_RUNS = 400
@@ -56,14 +57,10 @@ class PassResult:
 
 @dataclass(kw_only=True, slots=True)
 class Pages:
-    """What writing run pages needs."""
+    """What writing the runs' data needs."""
 
     layout: Layout
     attribution: AttributionIndex
-    siblings: dict[tuple[str, str], list[tuple[str, tuple[int, ...]]]]
-    """(benchmark, task) -> [(system, finished run indices)] for the links between a task's runs."""
-    outcomes: dict[str, bool | None]
-    """Run key -> result.json success (:func:`collect.outcomes`), for those links' colours."""
 
 
 def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
@@ -81,34 +78,22 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
                   answer=run.answer[:200], href=page, flags=flags)
 
 
-def _sibling_links(run: collect.RunData, pages: Pages) -> list[dict[str, Any]]:
-    out = []
-    for system, indices in pages.siblings.get((run.benchmark, run.task_id), []):
-        runs = []
-        for r in indices:
-            ok = pages.outcomes.get(f"{run.benchmark}/{system}/{run.task_id}/run_{r}")
-            runs.append({"run_index": r, "href": RUN_UP + pages.layout.run_rel(run.benchmark, system, run.task_id, r),
-                         "cls": "ok" if ok else "fail" if ok is False else "skip",
-                         "current": system == run.system and r == run.run_index})
-        out.append({"system": system, "runs": runs})
-    return out
-
-
-def _write_run_pages(run: collect.RunData, pages: Pages, env: Any) -> None:
-    layout = pages.layout
-    page = layout.run_file(run.benchmark, run.system, run.task_id, run.run_index)
-    ctx = run_context(run, layout, pages.attribution.by_run.get(run.key), _sibling_links(run, pages))
-    write_page(env, "run.html.j2", page, RUN_UP, **ctx)
-    for rb in run.rollbacks:
-        if rb.events is not None:
-            write_page(env, "run.html.j2", layout.run_file(run.benchmark, run.system, run.task_id, run.run_index,
-                                                           rb.index), RUN_UP, **rollback_context(run, rb, layout))
+def _write_task_data(task: collect.TaskRuns, pages: Pages) -> None:
+    """One data file with the views of the task directory's runs and of their readable rollbacks."""
+    td, layout = task.dir, pages.layout
+    views = {}
+    for run in task.runs:
+        views[run_name(run.run_index)] = run_view(run, pages.attribution.by_run.get(run.key))
+        for rb in run.rollbacks:
+            if rb.events is not None:
+                views[run_name(run.run_index, rb.index)] = rollback_view(run, rb)
+    write_file(layout.data_file(td.benchmark, td.system, td.task_id),
+               task_js((td.benchmark, td.system, td.task_id), layout.dir_rel(td.path), views))
 
 
 def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
-    """Read ``task_dirs`` in order; with ``pages``, write every run's pages on the way."""
+    """Read ``task_dirs`` in order; with ``pages``, write every task directory's run data on the way."""
     out = PassResult()
-    env = environment() if pages else None
     for td in task_dirs:
         task = collect.load_task(td, root)
         out.issues += [i.warning().removeprefix("warning: ") for i in task.issues]
@@ -123,8 +108,8 @@ def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | 
             if run.metadata is not None:
                 out.models.update(run.metadata.models.values())
             out.tasks.setdefault((run.benchmark, run.task_id), (reference(run), run.question[:300]))
-            if pages is not None:
-                _write_run_pages(run, pages, env)
+        if pages is not None and task.runs:
+            _write_task_data(task, pages)
     return out
 
 

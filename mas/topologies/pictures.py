@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from descriptor.io import write_bytes_atomic, write_text_atomic
+from descriptor.png import palette_png
 from mas.config import ExperimentConfig
 from mas.topologies.declaration import Message
 
@@ -175,10 +176,10 @@ def layout(edges: Sequence[Message], title: str, nodes: Sequence[str] | None = N
 
 def draw_png(edges: Sequence[Message], path: Path, title: str, nodes: Sequence[str] | None = None,
              rows: dict[str, int] | None = None) -> Path:
-    """Draw the graph (see :func:`layout`) and write it as a PNG, atomically."""
+    """Draw the graph (see :func:`layout`) and write it as a palette PNG (:func:`palette_png`), atomically."""
     buf = io.BytesIO()
     layout(edges, title, nodes, rows).figure.savefig(buf, format="png", dpi=130)
-    return write_bytes_atomic(path, buf.getvalue())
+    return write_bytes_atomic(path, palette_png(buf.getvalue()))
 
 
 def agent_picture(system: str, cfg: ExperimentConfig) -> tuple[list[Message], dict[str, int]]:
