@@ -91,14 +91,19 @@ def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
-                                   baseline=args.baseline, seed=args.seed, plots=not args.no_plots)
-    print_summary(summary)
-    if not args.no_report:
+    written: list[Path] = []
+
+    def report() -> None:  # written while the plots are drawn
         from descriptor.report import write_report
 
-        index = write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam, cost_unit=args.cost_unit,
-                             seed=args.seed)
+        written.append(write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
+                                    cost_unit=args.cost_unit, seed=args.seed))
+
+    summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
+                                   baseline=args.baseline, seed=args.seed, plots=not args.no_plots,
+                                   alongside=None if args.no_report else report)
+    print_summary(summary)
+    for index in written:
         print(f"report: {index}")
     sys.stdout.flush()
     return 0

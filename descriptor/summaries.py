@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,19 @@ from pydantic import BaseModel
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
 from descriptor.errors import UserError
 from descriptor.io import json_bytes, write_csv_atomic, write_derived_json
-from descriptor.layout import SUFFIXES, SUMMARY_CACHE_NAME, find_task_dirs, is_rollback_record
+from descriptor.layout import (
+    SUFFIXES,
+    SUMMARY_CACHE_NAME,
+    find_task_dirs,
+    is_rollback_record,
+)
+from descriptor.plot_job import PlotJob
+from descriptor.rollback_summary import (
+    ROLLBACK_FIELDS,
+    rolled_back_experiment,
+    rollup_rollback_fields,
+    task_rollback_fields,
+)
 from descriptor.run_files import RunIssue, load_task_runs
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
@@ -32,12 +44,6 @@ from descriptor.task_descriptor import (
     compute_task_descriptor,
     csv_columns,
     mean,
-)
-from descriptor.rollback_summary import (
-    ROLLBACK_FIELDS,
-    rolled_back_experiment,
-    rollup_rollback_fields,
-    task_rollback_fields,
 )
 from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
@@ -238,6 +244,7 @@ def summarize_experiment(
     baseline: str | None = None,
     seed: int = 0,
     plots: bool = True,
+    alongside: Callable[[], object] | None = None,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
@@ -246,9 +253,21 @@ def summarize_experiment(
     Raises :class:`UserError` when the root is not a directory, holds no
     run result, or has no system named ``baseline``, and
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
-    files disagree.
+    files disagree. ``alongside`` is called once the summary files are written,
+    while the plots are drawn in another process (:mod:`descriptor.plot_job`):
+    the CLI writes the report there.
     """
     root = Path(experiment_root)
+    plotter = PlotJob() if plots else None  # forked now: matplotlib loads while the runs are read
+    try:
+        return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed)
+    finally:
+        if plotter is not None:
+            plotter.cancel()
+
+
+def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], object] | None, *, lam: float | None,
+               cost_unit: str, baseline: str | None, seed: int) -> ExperimentSummary:
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
@@ -280,12 +299,15 @@ def summarize_experiment(
     # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()
-    if plots and descriptors and (cache.get(PLOTS_KEY) != plots_fp or not (root / "plots").is_dir()):
-        from descriptor.plots import (
-            write_plots,  # matplotlib is imported only when plotting
-        )
-
-        write_plots(root / "plots", descriptors, rollups, topology, settings)
+    draw = plotter is not None and bool(descriptors) and (cache.get(PLOTS_KEY) != plots_fp
+                                                           or not (root / "plots").is_dir())
+    if draw:
+        plotter.draw(root / "plots", descriptors, rollups, topology, settings)
+    if alongside is not None:
+        alongside()
+    if plotter is not None:
+        plotter.wait()
+    if draw:
         cache[PLOTS_KEY] = plots_fp
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)

@@ -11,8 +11,8 @@ fail (failed runs keep their checkpoints, so they cost more disk). Figures:
   summaries included, divided by its runs; and of the run files alone;
 - ``summarize-experiment`` (the CLI, a fresh process, plots and the HTML report included; also without plots,
   and without the report, ``--no-report``) on a cold experiment (no summary
-  written yet): its start-up is the intercept and its cost per run the slope of the wall time over the two
-  sizes; then the same command again after adding runs (incremental: only changed tasks are re-read).
+  written yet; the sizes and variants interleaved, the median of ``--repeats``): its start-up is the intercept
+  and its cost per run the slope of the wall time over the two sizes; then the same command again after adding runs (incremental: only changed tasks are re-read).
 
 Targets (issue 24): <= 40 KB per run, start-up <= 1.5 s, <= 1.0 ms per additional run.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,33 +82,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--big", type=int, default=0, help="also a sweep of about this many runs (multiple of 100)")
     ap.add_argument("--inject-rate", type=float, default=0.0, help="share of runs with an injected error")
-    ap.add_argument("--repeats", type=int, default=3, help="summaries timed per size (median)")
+    ap.add_argument("--repeats", type=int, default=7, help="summaries timed per size and variant (median)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        rows = {}
+        roots = {}
         for tasks, runs in ((25, 1), (25, 4)):
             exp = f"s{tasks * runs * 4}"
             sweep(out, exp, tasks, runs, args.inject_rate)
-            root = out / exp
-            n = n_runs(root)
-            cold = []
-            for _ in range(args.repeats):
-                clear_summaries(root)
-                cold.append(summarize(root))
-            cold_np = []
-            for _ in range(args.repeats):
-                clear_summaries(root)
-                cold_np.append(summarize(root, plots=False))
-            cold_nr = []
-            for _ in range(args.repeats):
-                clear_summaries(root)
-                cold_nr.append(summarize(root, report=False))
+            roots[n_runs(out / exp)] = out / exp
+        # The sizes and variants interleaved, repeat by repeat: the machine's drift then moves all of them
+        # alike instead of tilting the slope between the two sizes.
+        times: dict[tuple[int, str], list[float]] = {}
+        variants = {"all": {}, "no plots": {"plots": False}, "no report": {"report": False}}
+        for _ in range(args.repeats):
+            for n, root in roots.items():
+                for name, opts in variants.items():
+                    clear_summaries(root)
+                    times.setdefault((n, name), []).append(summarize(root, **opts))
+        rows = {}
+        for n, root in roots.items():
             summarize(root)
             warm = summarize(root)
-            rows[n] = (sorted(cold)[len(cold) // 2], sorted(cold_np)[len(cold_np) // 2],
-                       sorted(cold_nr)[len(cold_nr) // 2])
+            rows[n] = tuple(statistics.median(times[n, name]) for name in variants)
             print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all, "
                   f"{(apparent(root) - apparent(root / 'report')) / n / 1024:.1f} without the report "
                   f"({apparent(root, runs_only=True) / n / 1024:.1f} KB/run of run files); "
