@@ -4,21 +4,20 @@ Importing matplotlib (~0.5 s) and drawing the three figures (~0.4 s) were
 over half of a cold ``summarize-experiment`` of 100 runs. A child forked when
 the summary starts imports matplotlib while this process reads the runs, then
 draws while it writes the report: on two cores most of that time is hidden.
-Forking is safe only in a process with a single thread (forking one that
-holds threads, such as a sweep's, can deadlock on a lock another thread
-held); there the plots are drawn in this process, as before.
+Where forking is not safe (:func:`descriptor.parallel.fork_safe`) the plots
+are drawn in this process, as before.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from descriptor.economics import EconomicsSettings
+from descriptor.parallel import fork_safe
 
 
 def _child(conn: Connection, parents: Connection) -> None:
@@ -39,7 +38,7 @@ class PlotJob:
     def __init__(self) -> None:
         self._proc: Any = None
         self._conn: Connection | None = None
-        if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        if fork_safe():
             ctx = multiprocessing.get_context("fork")
             self._conn, theirs = ctx.Pipe()
             self._proc = ctx.Process(target=_child, args=(theirs, self._conn), name="mas-plots", daemon=True)

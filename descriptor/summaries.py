@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from descriptor.layout import (
     find_task_dirs,
     is_rollback_record,
 )
+from descriptor.parallel import fork_map, usable_workers
 from descriptor.plot_job import PlotJob
 from descriptor.rollback_summary import (
     ROLLBACK_FIELDS,
@@ -133,7 +135,11 @@ def task_fingerprint(task_dir: Path, rolled_back: bool = False) -> str:
     return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived, rolled_back)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path,
+PARALLEL_MIN_TASKS = 64
+"""Task directories to re-read from which forked workers (:mod:`descriptor.parallel`) read them."""
+
+
+def _describe_task(root: Path, task_dir: Path, *,
                    rolled_back: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
     """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task."""
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
@@ -166,17 +172,27 @@ def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, A
     errors: dict[tuple[str, str], int] = {}
     seen = set()
     rolled_back = rolled_back_experiment(root)
-    for task_dir in find_task_dirs(root):
+    task_dirs = find_task_dirs(root)
+    hits = {}
+    for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
         seen.add(rel)
-        fp, hit = task_fingerprint(task_dir, rolled_back), cache.get(rel)
+        hit = cache.get(rel)
+        if hit is not None and hit["fingerprint"] == task_fingerprint(task_dir, rolled_back):
+            hits[task_dir] = hit
+    misses = [t for t in task_dirs if t not in hits]
+    workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
+    described = dict(zip(misses, fork_map(partial(_describe_task, root, rolled_back=rolled_back), misses,
+                                          workers=workers), strict=True))
+    for task_dir in task_dirs:
+        rel = str(task_dir.relative_to(root))
         d = None
-        if hit is not None and hit["fingerprint"] == fp:
+        if (hit := hits.get(task_dir)) is not None:
             found, n, n_err = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"], hit["n_errors"]
             if n:
                 d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
         else:
-            d, found, n, n_err = _describe_task(root, task_dir, rolled_back)
+            d, found, n, n_err = described[task_dir]
             cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back),
                           "issues": [i.model_dump() for i in found],
                           "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written

@@ -46,7 +46,7 @@ from chromium_cdp import Chromium, find_chromium  # noqa: E402  (scripts/ is thi
 
 from descriptor.report import write_report  # noqa: E402
 from descriptor.report.run_data import read_task_js  # noqa: E402
-from descriptor.report.runs_pass import usable_workers  # noqa: E402
+from descriptor.parallel import usable_workers  # noqa: E402
 from main import main as cli  # noqa: E402
 
 SYSTEMS = ("sas", "supervisor", "debate", "orchestrator")

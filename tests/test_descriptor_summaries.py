@@ -242,3 +242,26 @@ def test_a_second_summary_reads_only_the_tasks_whose_runs_changed(tmp_path, monk
     (root / "arith" / "debate" / "t0" / "analysis.json").unlink()
     summarize_experiment(root, plots=False)
     assert read == ["t1", "t0"] and (root / "arith" / "debate" / "t0" / "analysis.json").is_file()
+
+
+def test_forked_workers_write_the_same_summaries(tmp_path):
+    """In a fresh single-threaded interpreter, task directories read by forked workers give byte-identical files."""
+    root = build_experiment(tmp_path / "exp", tasks=3, runs=2, seed=5)
+    code = ("import sys, shutil; from pathlib import Path; from descriptor import summaries\n"
+            "from descriptor.parallel import usable_workers\n"
+            "assert usable_workers() > 1, 'would not fork'\n"
+            "root = Path(sys.argv[1])\n"
+            "for name, n in (('one', 10**9), ('many', 0)):\n"
+            "    copy = root.parent / name\n"
+            "    shutil.copytree(root, copy)\n"
+            "    summaries.PARALLEL_MIN_TASKS = n\n"
+            "    summaries.summarize_experiment(copy, plots=False)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    if "would not fork" in proc.stderr:
+        pytest.skip("one usable core: nothing forks")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    one, many = tmp_path / "one", tmp_path / "many"
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    assert any(p.name == "descriptor.json" for p in files)
+    for rel in files:
+        assert (one / rel).read_bytes() == (many / rel).read_bytes(), rel

@@ -1,28 +1,20 @@
 """The one pass over an experiment's task directories: read each run, write its data, keep a light row.
 
 Events are dropped once a task's data file is written
-(:mod:`descriptor.report.run_data`), so memory stays flat at 10,000 runs. Reading and validating the traces is most of the report's time,
-so large experiments are split into contiguous chunks of task directories
-that forked worker processes handle (one per usable core, at most 4), joined
-in their original order: the output does not depend on the number of workers.
-Only a process with a single thread forks (forking one that holds threads,
-such as a sweep's, can deadlock on a lock another thread held); otherwise,
-and for small experiments, one process does it all. Fork rather than the
-forkserver: that one re-imports the caller's main module, which breaks
-scripts without a ``__main__`` guard.
+(:mod:`descriptor.report.run_data`), so memory stays flat at 10,000 runs.
+Large experiments are read by forked workers (:mod:`descriptor.parallel`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from descriptor.parallel import PARALLEL_MIN_RUNS, chunks, usable_workers
 from descriptor.report import collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
@@ -30,9 +22,6 @@ from descriptor.report.render import Layout, run_name, write_file
 from descriptor.report.run_data import task_js
 from descriptor.report.run_page import reference, rollback_view, run_view
 from descriptor.task_descriptor import check_consistency, compute_task_descriptor
-
-PARALLEL_MIN_RUNS = 400
-"""Below this many runs one process is quicker than starting workers."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -122,27 +111,17 @@ def _chunk(task_dirs: list[collect.TaskDir]) -> PassResult:
     return read_tasks(_JOB[0], task_dirs, _JOB[1])
 
 
-def usable_workers() -> int:
-    """Processes a pass may use: the usable cores (at most 4), or 1 when forking is not safe here."""
-    if threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(4, cores))
-
-
 def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
     """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments."""
     global _JOB
     workers = usable_workers()
     if workers == 1 or sum(len(td.finished) for td in task_dirs) < PARALLEL_MIN_RUNS:
         return read_tasks(root, task_dirs, pages)
-    size = -(-len(task_dirs) // (workers * 4))  # small chunks even out slow and fast task directories
-    chunks = [list(task_dirs[i:i + size]) for i in range(0, len(task_dirs), size)]
     out = PassResult()
     _JOB = (root, pages)
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for part in pool.map(_chunk, chunks):
+            for part in pool.map(_chunk, chunks(task_dirs, workers)):
                 out.extend(part)
     finally:
         _JOB = None

@@ -1,0 +1,60 @@
+"""Forked worker processes for the passes over an experiment's task directories (summaries, the report).
+
+Reading and validating run files is most of a summary's and a report's time,
+and task directories are independent, so large experiments are split into
+contiguous chunks that forked workers (one per usable core, at most 4)
+handle; the results are joined in their original order, so the output does
+not depend on the number of workers. Only a process with a single thread
+forks: forking one that holds threads (a sweep's) can deadlock on a lock
+another thread held; there, and for small experiments, one process does it
+all. Fork rather than the forkserver: that one re-imports the caller's main
+module, which breaks scripts without a ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
+
+PARALLEL_MIN_RUNS = 400
+"""Below this many runs one process is quicker than starting workers."""
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def fork_safe() -> bool:
+    """Whether this process may fork workers (it has a single thread and the platform forks)."""
+    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def usable_workers() -> int:
+    """Processes a pass may use: the usable cores (at most 4), or 1 when forking is not safe here."""
+    if not fork_safe():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def chunks(items: Sequence[T], workers: int) -> list[list[T]]:
+    """``items`` in contiguous chunks, four per worker: small chunks even out slow and fast task directories."""
+    size = max(1, -(-len(items) // (workers * 4)))
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def _apply(job: tuple[Callable[[T], R], list[T]]) -> list[R]:
+    fn, part = job
+    return [fn(x) for x in part]
+
+
+def fork_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
+    """``[fn(x) for x in items]``, in ``workers`` forked processes when more than one (``fn`` and the results
+    are pickled: a module-level function or a ``functools.partial`` of one)."""
+    if workers <= 1 or len(items) < 2:
+        return [fn(x) for x in items]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return [r for part in pool.map(_apply, [(fn, c) for c in chunks(items, workers)]) for r in part]
