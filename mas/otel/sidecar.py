@@ -41,8 +41,9 @@ from typing import IO
 import structlog
 
 from descriptor.events import Event
+from descriptor.io import json_bytes
 from descriptor.records import RunMetadata
-from descriptor.redact import may_hold_secret, redact, registered_secret_env
+from descriptor.redact import registered_secret_env
 from mas.tracing import utc_now_iso
 
 log = structlog.get_logger(__name__)
@@ -181,13 +182,13 @@ class OtelRunExporter:
         self.lines.append(line)
 
     def close(self) -> None:
-        meta = self.meta.model_dump_json()
-        if may_hold_secret(meta):  # a task or an error may quote one; the lines are redacted already
-            meta = json.dumps(redact(json.loads(meta)))
-        frame = (f'{{"meta":{meta},"end":"{utc_now_iso()}","record_inputs":{json.dumps(self.record_inputs)},'
-                 f'"events":[{",".join(self.lines)}]}}\n')
+        # The metadata as metadata.json holds it (a task or an error may quote a secret: redacted by the one
+        # writer's serializer); the lines are redacted already.
+        meta = json_bytes(self.meta, indent=None).rstrip(b"\n")
+        tail = f',"end":"{utc_now_iso()}","record_inputs":{json.dumps(self.record_inputs)},"events":['
+        frame = b'{"meta":' + meta + tail.encode() + ",".join(self.lines).encode() + b"]}\n"
         self.lines = []
-        sidecar(self.url).send(frame.encode())
+        sidecar(self.url).send(frame)
 
 
 def main(argv: list[str] | None = None) -> int:
