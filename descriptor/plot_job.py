@@ -38,6 +38,7 @@ class PlotJob:
     def __init__(self) -> None:
         self._proc: Any = None
         self._conn: Connection | None = None
+        self._sent = False
         if fork_safe():
             ctx = multiprocessing.get_context("fork")
             self._conn, theirs = ctx.Pipe()
@@ -55,10 +56,14 @@ class PlotJob:
             write_plots(*args)
         else:
             self._conn.send(args)
+            self._sent = True
 
     def wait(self) -> None:
         """Until the plots are written (the child exits); raises RuntimeError when drawing failed."""
         if self._proc is None:
+            return
+        if not self._sent:  # nothing to draw: no need to wait for the child's matplotlib import to finish
+            self.cancel()
             return
         assert self._conn is not None
         self._conn.close()  # the child sees the end of input once it has read what was sent
@@ -68,7 +73,7 @@ class PlotJob:
             raise RuntimeError(f"drawing the plots failed in their process (exit code {code}; traceback above)")
 
     def cancel(self) -> None:
-        """Stop the child without waiting for its plots (after an error)."""
+        """Stop the child without waiting for its plots (nothing to draw, or after an error)."""
         if self._proc is not None:
             assert self._conn is not None
             self._conn.close()

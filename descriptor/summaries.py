@@ -274,6 +274,8 @@ def summarize_experiment(
     the CLI writes the report there.
     """
     root = Path(experiment_root)
+    if not root.is_dir():
+        raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     plotter = PlotJob() if plots else None  # forked now: matplotlib loads while the runs are read
     try:
         return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed)
@@ -284,8 +286,6 @@ def summarize_experiment(
 
 def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], object] | None, *, lam: float | None,
                cost_unit: str, baseline: str | None, seed: int) -> ExperimentSummary:
-    if not root.is_dir():
-        raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
