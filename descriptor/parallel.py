@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 PARALLEL_MIN_RUNS = 400
 """Below this many runs one process is quicker than starting workers."""
@@ -46,15 +46,30 @@ def chunks(items: Sequence[T], workers: int) -> list[list[T]]:
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
-def _apply(job: tuple[Callable[[T], R], list[T]]) -> list[R]:
-    fn, part = job
-    return [fn(x) for x in part]
+_FN: Callable[[Any], Any] | None = None
+"""The chunk function of the pass in progress: the forked workers inherit it, so it is never pickled (it may
+close over a large context, such as the report's layout)."""
+
+
+def _run_chunk(part: list[Any]) -> Any:
+    assert _FN is not None
+    return _FN(part)
+
+
+def fork_chunks(fn: Callable[[list[T]], R], items: Sequence[T], *, workers: int) -> list[R]:
+    """``fn`` over :func:`chunks` of ``items``, one result per chunk in order, in ``workers`` forked processes
+    when more than one (else one call over all the items). The chunks and results are pickled, ``fn`` is not."""
+    global _FN
+    if workers <= 1 or len(items) < 2:
+        return [fn(list(items))]
+    _FN = fn  # set before the pool forks its workers (on the first task submitted)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_chunk, chunks(items, workers)))
+    finally:
+        _FN = None
 
 
 def fork_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
-    """``[fn(x) for x in items]``, in ``workers`` forked processes when more than one (``fn`` and the results
-    are pickled: a module-level function or a ``functools.partial`` of one)."""
-    if workers <= 1 or len(items) < 2:
-        return [fn(x) for x in items]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return [r for part in pool.map(_apply, [(fn, c) for c in chunks(items, workers)]) for r in part]
+    """``[fn(x) for x in items]``, over :func:`fork_chunks`."""
+    return [r for part in fork_chunks(lambda part: [fn(x) for x in part], items, workers=workers) for r in part]

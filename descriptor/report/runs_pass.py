@@ -7,14 +7,12 @@ Large experiments are read by forked workers (:mod:`descriptor.parallel`).
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from descriptor.parallel import PARALLEL_MIN_RUNS, chunks, usable_workers
+from descriptor.parallel import PARALLEL_MIN_RUNS, fork_chunks, usable_workers
 from descriptor.report import collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
@@ -102,29 +100,13 @@ def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | 
     return out
 
 
-_JOB: tuple[Path, Pages | None] | None = None
-"""(root, pages) of the pass in progress: forked workers inherit it instead of unpickling it per chunk."""
-
-
-def _chunk(task_dirs: list[collect.TaskDir]) -> PassResult:
-    assert _JOB is not None
-    return read_tasks(_JOB[0], task_dirs, _JOB[1])
-
-
 def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
     """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments."""
-    global _JOB
-    workers = usable_workers()
-    if workers == 1 or sum(len(td.finished) for td in task_dirs) < PARALLEL_MIN_RUNS:
-        return read_tasks(root, task_dirs, pages)
+    many = sum(len(td.finished) for td in task_dirs) >= PARALLEL_MIN_RUNS
     out = PassResult()
-    _JOB = (root, pages)
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for part in pool.map(_chunk, chunks(task_dirs, workers)):
-                out.extend(part)
-    finally:
-        _JOB = None
+    for part in fork_chunks(lambda part: read_tasks(root, part, pages), task_dirs,
+                            workers=usable_workers() if many else 1):
+        out.extend(part)
     return out
 
 
