@@ -21,7 +21,9 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 PARALLEL_MIN_RUNS = 400
-"""Below this many runs one process is quicker than starting workers."""
+"""Below this many runs one process is quicker than starting workers (the report, which knows the runs)."""
+PARALLEL_MIN_TASKS = 64
+"""The same rule in task directories to re-read (the summaries, which count runs only by reading them)."""
 
 T = TypeVar("T")
 R = TypeVar("R")

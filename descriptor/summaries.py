@@ -30,7 +30,7 @@ from descriptor.layout import (
     find_task_dirs,
     is_rollback_record,
 )
-from descriptor.parallel import fork_map, usable_workers
+from descriptor.parallel import PARALLEL_MIN_TASKS, fork_map, usable_workers
 from descriptor.plot_job import PlotJob
 from descriptor.rollback_summary import (
     ROLLBACK_FIELDS,
@@ -133,10 +133,6 @@ def task_fingerprint(task_dir: Path, rolled_back: bool = False) -> str:
             entries.append((p.name, st.st_size, st.st_mtime_ns))
     derived = tuple((task_dir / name).exists() for name in TASK_FILES)
     return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived, rolled_back)).encode()).hexdigest()[:32]
-
-
-PARALLEL_MIN_TASKS = 64
-"""Task directories to re-read from which forked workers (:mod:`descriptor.parallel`) read them."""
 
 
 def _describe_task(root: Path, task_dir: Path, *,
