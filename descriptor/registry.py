@@ -1,0 +1,158 @@
+"""One registry type for everything users extend: benchmarks, systems, providers, methods, scorers.
+
+A registry maps a name to an entry (a class, a factory, a declaration). Entries come from three places:
+
+- the project's own modules, with the decorator: ``@BENCHMARKS.register("arith")``;
+- installed packages, through the entry-point group named by the registry (``mas_econ.benchmarks``, ...),
+  loaded the first time the registry is read. An entry point names either an object, registered under the
+  entry point's name, or a module, whose import registers its entries with the decorator;
+- modules that are not installed, imported by :func:`load_plugins` (``--plugin MODULE``, config ``plugins``).
+
+Registering a second, different entry under a taken name is an error naming both origins.
+
+>>> COLOURS: Registry[str] = Registry("colour", "mas_econ.colours")
+>>> _ = COLOURS.register("red", "#f00")
+>>> COLOURS.get("red"), COLOURS.names()
+('#f00', ['red'])
+>>> COLOURS.get("blue")
+Traceback (most recent call last):
+...
+descriptor.errors.UserError: unknown colour 'blue'; known: red
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata
+from typing import Any, Generic, TypeVar, overload
+
+from descriptor.errors import UserError
+
+T = TypeVar("T")
+
+
+class RegistryError(UserError):
+    """A name registered twice with different entries, or a plugin that does not load."""
+
+
+def _origin(entry: object) -> str:
+    """Where an entry was defined, as ``module:qualname`` (or its type's, for plain values)."""
+    target = entry if hasattr(entry, "__qualname__") else type(entry)
+    module = getattr(entry, "__module__", None) or getattr(target, "__module__", "?")
+    return f"{module}:{getattr(target, '__qualname__', repr(entry))}"
+
+
+class Registry(Generic[T]):
+    """Name -> entry for one kind of extension, filled by decorator, entry points and plugins."""
+
+    def __init__(self, kind: str, group: str) -> None:
+        self.kind = kind
+        """What an entry is, for messages: ``benchmark``, ``system``, ``provider``, ..."""
+        self.group = group
+        """The entry-point group installed packages register under, e.g. ``mas_econ.benchmarks``."""
+        self._entries: dict[str, T] = {}
+        self._origins: dict[str, str] = {}
+        self._entry_points_loaded = False
+
+    @overload
+    def register(self, name: str) -> Callable[[T], T]: ...
+    @overload
+    def register(self, name: str, entry: T, *, origin: str | None = None) -> T: ...
+
+    def register(self, name: str, entry: Any = None, *, origin: str | None = None) -> Any:
+        """Add ``entry`` under ``name``; without ``entry``, a decorator that adds what it decorates.
+
+        Registering the same entry (same origin) again is a no-op, so re-imports are harmless.
+        """
+        if entry is None:
+            return lambda obj: self.register(name, obj, origin=origin)
+        if not isinstance(name, str) or not name.strip():
+            raise RegistryError(f"a {self.kind} needs a non-empty name; {_origin(entry)} gave {name!r}")
+        where = origin or _origin(entry)
+        if name in self._entries and self._origins[name] != where:
+            raise RegistryError(f"{self.kind} {name!r} is registered twice: by {self._origins[name]} and by {where}")
+        self._entries[name] = entry
+        self._origins[name] = where
+        return entry
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (tests registering a temporary entry clean up with this)."""
+        self._entries.pop(name, None)
+        self._origins.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """The entry registered as ``name``; :class:`UserError` listing the known names otherwise."""
+        self._load_entry_points()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UserError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}") from None
+
+    def origin(self, name: str) -> str:
+        """Where ``name``'s entry came from (``module:qualname``, or ``distribution:entry point``)."""
+        self.get(name)
+        return self._origins[name]
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        self._load_entry_points()
+        return sorted(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        """(name, entry) pairs, sorted by name."""
+        return [(n, self._entries[n]) for n in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __getitem__(self, name: str) -> T:
+        return self.get(name)
+
+    def _load_entry_points(self) -> None:
+        """Import the installed packages' entries of this group, once per process."""
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True  # first, so an entry point that reads the registry does not recurse
+        for ep in metadata.entry_points(group=self.group):
+            dist = ep.dist.name if ep.dist is not None else "?"
+            where = f"{dist}:{ep.value} (entry point {ep.group}/{ep.name})"
+            try:
+                loaded = ep.load()
+            except Exception as err:  # a broken plugin must say which one it is, not fail anonymously
+                raise RegistryError(f"{self.kind} plugin {where} did not load: {type(err).__name__}: {err}") from err
+            if not isinstance(loaded, types.ModuleType):  # a module registers its entries itself
+                self.register(ep.name, loaded, origin=where)
+
+
+_PLUGINS: list[str] = []
+
+
+def load_plugins(modules: Iterable[str]) -> list[str]:
+    """Import each plugin module (``--plugin``, config ``plugins``); they register with the decorators.
+
+    Returns every plugin module imported so far in this process, in order, so a sweep can hand the same list to
+    its worker processes. A module that does not import is a :class:`UserError` naming it.
+    """
+    for name in modules:
+        if name in _PLUGINS:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise RegistryError(f"plugin {name!r} could not be imported: {err}") from err
+        _PLUGINS.append(name)
+    return list(_PLUGINS)
+
+
+def loaded_plugins() -> list[str]:
+    """The plugin modules :func:`load_plugins` imported in this process, in order."""
+    return list(_PLUGINS)
