@@ -15,6 +15,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 
 from mas.config import ExperimentConfig, ModelRoute, register_route_secrets, require_api_key
 from mas.llm.limits import shared_rate_limiter, slot_limited_client
+from mas.llm.sanitize import MAX_DEPTH, json_depth
 from mas.scripted.model import InjectionPlan, ScriptedChatModel
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def _checked_chat_openai() -> type:
 
     class CheckedChatOpenAI(ChatOpenAI):
         def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
+            _flatten_deep_tool_arguments(response)
             try:
                 result = super()._create_chat_result(response, generation_info)
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
@@ -46,6 +48,27 @@ def _checked_chat_openai() -> type:
             return result
 
     return CheckedChatOpenAI
+
+
+def _flatten_deep_tool_arguments(response: Any) -> None:
+    """Replace, in place, tool-call arguments nested past :data:`mas.llm.sanitize.MAX_DEPTH` by ``{}``.
+
+    LangChain parses them with ``json.loads``, whose ``RecursionError`` would
+    fail the call like an infrastructure error; a call with no arguments
+    instead fails as a tool call, which the model is told about.
+    """
+    choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else getattr(choice, "message", None)
+        calls = message.get("tool_calls") if isinstance(message, dict) else getattr(message, "tool_calls", None)
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+            args = function.get("arguments") if isinstance(function, dict) else getattr(function, "arguments", None)
+            if isinstance(args, str) and json_depth(args) > MAX_DEPTH:
+                if isinstance(function, dict):
+                    function["arguments"] = "{}"
+                else:
+                    function.arguments = "{}"
 
 
 @dataclass(kw_only=True, slots=True)
