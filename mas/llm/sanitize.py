@@ -46,30 +46,20 @@ def clean_data(value: Any, *, max_depth: int = MAX_DEPTH, _depth: int = 0) -> An
     return value
 
 
-def json_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON text (outside strings), read without parsing it (levels).
+def deeper_than(value: Any, levels: int) -> bool:
+    """Whether lists and objects in ``value`` nest more than ``levels`` deep (iterative: any depth is fine).
 
-    >>> json_depth('{"a": [1, {"b": "[[["}]}')
-    3
+    >>> deeper_than({"a": [1]}, 2), deeper_than({"a": [[1]]}, 2)
+    (False, True)
     """
-    deepest = depth = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-    return deepest
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= levels:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def clean_message(msg: Any) -> Any:
