@@ -8,7 +8,6 @@ only ever used when a route names it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,6 @@ from langchain_core.language_models.chat_models import BaseChatModel
 
 from mas.config import ExperimentConfig, ModelRoute, register_route_secrets, require_api_key
 from mas.llm.limits import shared_rate_limiter, slot_limited_client
-from mas.llm.sanitize import MAX_DEPTH, deeper_than
 from mas.scripted.model import InjectionPlan, ScriptedChatModel
 
 if TYPE_CHECKING:
@@ -39,7 +37,6 @@ def _checked_chat_openai() -> type:
 
     class CheckedChatOpenAI(ChatOpenAI):
         def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
-            _flatten_deep_tool_arguments(response)
             try:
                 result = super()._create_chat_result(response, generation_info)
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
@@ -49,39 +46,6 @@ def _checked_chat_openai() -> type:
             return result
 
     return CheckedChatOpenAI
-
-
-def _too_deep(arguments: str) -> bool:
-    """Whether JSON text nests deeper than :data:`mas.llm.sanitize.MAX_DEPTH` (or past the stack)."""
-    if arguments.count("[") + arguments.count("{") <= MAX_DEPTH:  # the usual case, decided without parsing
-        return False
-    try:
-        return deeper_than(json.loads(arguments), MAX_DEPTH)
-    except RecursionError:
-        return True
-    except ValueError:
-        return False
-
-
-def _flatten_deep_tool_arguments(response: Any) -> None:
-    """Replace, in place, tool-call arguments nested deeper than :data:`mas.llm.sanitize.MAX_DEPTH` by ``{}``.
-
-    LangChain parses them with ``json.loads``, whose ``RecursionError`` would
-    fail the call like an infrastructure error; a call with no arguments
-    instead fails as a tool call, which the model is told about.
-    """
-    choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
-    for choice in choices if isinstance(choices, list) else []:
-        message = choice.get("message") if isinstance(choice, dict) else getattr(choice, "message", None)
-        calls = message.get("tool_calls") if isinstance(message, dict) else getattr(message, "tool_calls", None)
-        for call in calls if isinstance(calls, list) else []:
-            function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
-            args = function.get("arguments") if isinstance(function, dict) else getattr(function, "arguments", None)
-            if isinstance(args, str) and _too_deep(args):
-                if isinstance(function, dict):
-                    function["arguments"] = "{}"
-                else:
-                    function.arguments = "{}"
 
 
 @dataclass(kw_only=True, slots=True)

@@ -46,22 +46,6 @@ def clean_data(value: Any, *, max_depth: int = MAX_DEPTH, _depth: int = 0) -> An
     return value
 
 
-def deeper_than(value: Any, levels: int) -> bool:
-    """Whether lists and objects in ``value`` nest more than ``levels`` deep (iterative: any depth is fine).
-
-    >>> deeper_than({"a": [1]}, 2), deeper_than({"a": [[1]]}, 2)
-    (False, True)
-    """
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= levels:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
 def clean_message(msg: Any) -> Any:
     """A LangChain ``AIMessage`` cleaned in place (content, tool calls, raw fields), returned for chaining."""
     msg.content = clean_data(msg.content)
