@@ -4,8 +4,11 @@ optionally a per-run environment (see :mod:`benchmark.environment`)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from descriptor.errors import UserError
 
 if TYPE_CHECKING:
     from benchmark.environment import Action, Environment
@@ -16,7 +19,7 @@ class Task:
     """One benchmark item."""
 
     task_id: str
-    """Stable id, safe as a directory name."""
+    """Stable id, safe as a directory name (:func:`check_task_ids`)."""
     question: str
     """The prompt shown to the agents."""
     reference: Any
@@ -96,3 +99,56 @@ class Benchmark(ABC):
             "success_definition": self.success_definition,
             "doc": (type(self).__doc__ or "").strip(),
         }
+
+
+MAX_TASK_ID_CHARS = 100
+"""The longest task id (characters); a task id names a directory, and file names end at 255 bytes."""
+MAX_TASK_ID_BYTES = 200
+"""The longest task id in UTF-8 (bytes): 100 characters outside ASCII can pass 255 bytes."""
+
+
+def task_id_problem(task_id: object) -> str | None:
+    """Why ``task_id`` cannot name a task directory, or None when it can.
+
+    >>> task_id_problem("HumanEval_0"), task_id_problem(".."), task_id_problem("a\\x00b")
+    (None, "starts with '.' (., .. and hidden names are no task directory)", 'holds a control character')
+    """
+    if not isinstance(task_id, str) or not task_id:
+        return "is empty" if task_id == "" else f"is not a string ({type(task_id).__name__})"
+    if task_id.startswith("."):
+        return "starts with '.' (., .. and hidden names are no task directory)"
+    if "/" in task_id:
+        return "holds '/' (a task id is one directory name)"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in task_id):
+        return "holds a control character"
+    if len(task_id) > MAX_TASK_ID_CHARS:
+        return f"is {len(task_id)} characters long (at most {MAX_TASK_ID_CHARS})"
+    try:
+        size = len(task_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    if size > MAX_TASK_ID_BYTES:
+        return f"is {size} bytes long in UTF-8 (at most {MAX_TASK_ID_BYTES})"
+    return None
+
+
+def check_task_ids(ids: Iterable[tuple[str, str]]) -> None:
+    """Refuse task ids that cannot each name their own directory: :func:`task_id_problem`, or the same id twice.
+
+    ``ids``: (task id as it names the directory, where it comes from, e.g. ``data.jsonl: line 3``). Two tasks
+    with one id would run into one directory and be counted as one. Raises :class:`UserError` naming every
+    offending id (the first 10) and where each comes from.
+    """
+    problems: list[str] = []
+    first: dict[str, str] = {}
+    for task_id, where in ids:
+        if (why := task_id_problem(task_id)) is not None:
+            problems.append(f"{where}: task id {task_id!r:.120} {why}")
+        elif task_id in first:
+            problems.append(f"{where}: task id {task_id!r} is also the id of {first[task_id]} "
+                            "(each task needs its own id: it names the task's directory)")
+        else:
+            first[task_id] = where
+    if problems:
+        more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise UserError("unusable task ids:\n" + "\n".join(problems[:10]) + more)

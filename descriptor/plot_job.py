@@ -11,16 +11,18 @@ are drawn in this process, as before.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from descriptor.economics import EconomicsSettings
-from descriptor.parallel import fork_safe
+from descriptor.parallel import die_with_parent, fork_safe
 
 
-def _child(conn: Connection, parents: Connection) -> None:
+def _child(conn: Connection, parents: Connection, parent_pid: int) -> None:
+    die_with_parent(parent_pid)  # pool workers forked later hold the parent's end too: its close is no signal
     parents.close()  # the fork copied the parent's end: held open here, it would hide the end of input
     # matplotlib loads here while the parent reads the runs
     from descriptor import plots
@@ -42,7 +44,8 @@ class PlotJob:
         if fork_safe():
             ctx = multiprocessing.get_context("fork")
             self._conn, theirs = ctx.Pipe()
-            self._proc = ctx.Process(target=_child, args=(theirs, self._conn), name="mas-plots", daemon=True)
+            self._proc = ctx.Process(target=_child, args=(theirs, self._conn, os.getpid()), name="mas-plots",
+                                     daemon=True)
             self._proc.start()
             theirs.close()
 

@@ -9,7 +9,9 @@ A secret is the value (8+ characters) of an environment variable that is
 - shaped like a key (:func:`looks_like_key`: 20+ characters of a key's alphabet,
   letters and digits mixed);
 
-plus any text shaped like ``sk-...`` or ``Bearer ...``. Text and JSON become
+plus any text shaped like ``sk-...`` or ``Bearer ...``, and the credentials of a URL: its userinfo
+(``http://user:pw@host``) and query parameters named like a credential (``?api-key=``, ``&token=``,
+``&sig=``, ...), whatever their value (:func:`redact_url_credentials`). Text and JSON become
 ``[REDACTED]``; binary data (checkpoints) is overwritten in place by ``*`` of
 the same length (:func:`mask_secret_bytes`), which keeps its framing valid.
 """
@@ -27,6 +29,12 @@ _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|sk-or-v1-[A-Za-z0-9]{16,}|B
 _KEY_SHAPES_BYTES = re.compile(_KEY_SHAPES.pattern.encode())
 _KEY_ALPHABET = re.compile(r"[A-Za-z0-9_\-.+=]{20,}")
 _GIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"'<>]+@")
+_URL_QUERY_CREDENTIAL = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_\-]*(?:key|token|secret|passw(?:or)?d|pwd|auth|credential|signature)[a-z0-9_\-]*"
+    r"|sig|code|session|sessionid)=)[^&#\s\"'<>]+")
+_URL_USERINFO_BYTES = re.compile(_URL_USERINFO.pattern.encode())
+_URL_QUERY_CREDENTIAL_BYTES = re.compile(_URL_QUERY_CREDENTIAL.pattern.encode())
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 8
 """Shorter values are never treated as secrets (replacing them would mangle ordinary text)."""
@@ -100,7 +108,21 @@ def may_hold_secret(text: str) -> bool:
     _values, needles = _secret_table()
     if needles is None:  # a secret with quotes, backslashes or control characters: always redact
         return True
-    return "sk-" in text or "Bearer" in text or any(n in text for n in needles)
+    return "sk-" in text or "Bearer" in text or "://" in text or any(n in text for n in needles)
+
+
+def redact_url_credentials(text: str) -> str:
+    """``text`` with every URL's userinfo and credential-named query parameters replaced by ``[REDACTED]``.
+
+    >>> redact_url_credentials("http://bob:pw@host:8/v1?api-key=abc&model=m")
+    'http://[REDACTED]@host:8/v1?api-key=[REDACTED]&model=m'
+    """
+    if "://" not in text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    if "=" in text:
+        text = _URL_QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
 
 
 def redact(value: Any, _secrets: list[str] | None = None) -> Any:
@@ -117,7 +139,7 @@ def redact(value: Any, _secrets: list[str] | None = None) -> Any:
         # Every key shape starts with "sk-" or "Bearer": a substring test spares the regex on almost every string.
         if "sk-" in value or "Bearer" in value:
             value = _KEY_SHAPES.sub(REDACTED, value)
-        return value
+        return redact_url_credentials(value)
     if isinstance(value, dict):
         return {k: redact(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -140,6 +162,11 @@ def mask_secret_bytes(data: bytes) -> bytes:
                 data = data.replace(b, b"*" * len(b))
     if b"sk-" in data or b"Bearer" in data:
         data = _KEY_SHAPES_BYTES.sub(lambda m: b"*" * len(m.group()), data)
+    if b"://" in data:
+        data = _URL_USERINFO_BYTES.sub(lambda m: m.group(1) + b"*" * (len(m.group()) - len(m.group(1)) - 1) + b"@",
+                                       data)
+        data = _URL_QUERY_CREDENTIAL_BYTES.sub(lambda m: m.group(1) + b"*" * (len(m.group()) - len(m.group(1))),
+                                               data)
     return data
 
 

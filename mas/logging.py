@@ -30,6 +30,34 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler writing to ``sys.stderr`` as it is when a record is emitted.
+
+    ``logging.StreamHandler()`` keeps the stream it was made with: made while
+    pytest captured a test's stderr (or while :func:`redacted_std_streams`
+    wrapped it), it wrote to that stream after it was closed, and every later
+    record printed a "Logging error" traceback (``ValueError: I/O operation on
+    closed file``) from whichever thread logged.
+    """
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass  # always the current sys.stderr
+
+
+class _StderrLogger:
+    """structlog's ``PrintLogger`` to ``sys.stderr`` as it is at each call (a bound logger outlives a swap)."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = fatal = failure = err = error = critical = exception = msg
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Configure structlog and the standard library's logging once for the CLI; library code only calls
     ``structlog.get_logger``."""
@@ -46,11 +74,10 @@ def configure_logging(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        # Resolve sys.stderr per logger: it may be swapped (pytest capture, redirection).
-        logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
+        logger_factory=lambda *_: _StderrLogger(),
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler()  # sys.stderr at emit time
+    handler = _StderrHandler()
     handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_mas_redacting", False)]:

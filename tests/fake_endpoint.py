@@ -1,7 +1,9 @@
 """A scriptable OpenAI-compatible endpoint on 127.0.0.1 for tests: each request is answered by a function.
 
 ``FakeEndpoint(reply)`` calls ``reply(n, request)`` for the n-th request (1-based; ``request`` is the decoded
-JSON body, its HTTP headers under ``_headers``, lower-cased) and sends back the ``(status, headers, body)`` it returns; :func:`completion` builds a 200 chat
+JSON body, its HTTP headers under ``_headers``, lower-cased) and sends back the ``(status, headers, body)`` it returns
+(``body``: bytes, or an iterable of byte chunks each sent when it comes, with a content-length header given by
+the reply); :func:`completion` builds a 200 chat
 completion. The server runs in a thread of the test process (a CLI started by the test reaches it too) and is
 stopped by :meth:`FakeEndpoint.close`.
 """
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = tuple[int, dict[str, str], bytes]
+Reply = tuple[int, dict[str, str], Any]
 
 
 def completion(content: str, n: int = 0) -> Reply:
@@ -59,10 +61,16 @@ class FakeEndpoint:
                     n = len(fake.requests)
                 code, headers, body = reply(n, request)
                 self.send_response(code)
-                for k, v in {"content-length": str(len(body)), **headers}.items():
+                length = {"content-length": str(len(body))} if isinstance(body, bytes) else {}
+                for k, v in {**length, **headers}.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    for chunk in [body] if isinstance(body, bytes) else body:  # chunks: sent as they come
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except OSError:  # the client gave up
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},

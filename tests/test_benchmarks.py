@@ -225,7 +225,7 @@ def test_mbpp_tasks_reference_passes_wrong_fails() -> None:
 def test_mbpp_data_path_without_tests_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "mbpp.jsonl"
     path.write_text(json.dumps({"task_id": 1, "text": "Add.", "code": "", "test_list": "[]"}) + "\n")
-    with pytest.raises(UserError, match=r"mbpp.jsonl: row 1 field test_list: expected at least one assert"):
+    with pytest.raises(UserError, match=r"mbpp.jsonl: line 1 field test_list: expected at least one assert"):
         get_benchmark("mbpp", {"data_path": str(path)}).load_tasks()
     path.write_text(json.dumps({"task_id": 1, "text": "Add.", "test_list": ["assert add(1, 2) == 3"]}) + "\n")
     bench = get_benchmark("mbpp", {"data_path": str(path)})

@@ -88,3 +88,45 @@ def test_namespaces_unavailable_refuses_to_run_code_unless_opted_out(monkeypatch
                              benchmarks={"humaneval": {"isolation": "namespaces"}})
     with pytest.raises(UserError, match=r'benchmarks.humaneval.isolation = "namespaces"'):
         check_isolation(mixed, {"humaneval": run_benchmark(mixed, "humaneval")})
+
+
+def test_credentials_in_a_routes_url_reach_no_artifact_and_no_output(tmp_path, endpoint):
+    """A password in ``base_url``'s userinfo and an ``?api-key=`` query landed verbatim in every run's metadata
+    and in the manifest; the one writer now redacts a URL's credentials wherever they appear."""
+    from tests.fake_endpoint import answer
+    from tests.test_hostile_endpoint import assert_nowhere, planted_key, run_cli, write_config
+
+    password, query_key = f"pw{uuid.uuid4().hex[:12]}", f"qk{uuid.uuid4().hex[:12]}"
+    server = endpoint(lambda n, req: answer("7", n))
+    url = server.base_url.replace("http://", f"http://sesame:{password}@") + f"?api-key={query_key}"
+    proc = run_cli(tmp_path, write_config(tmp_path, url), planted_key(), benchmark="arith", systems="sas")
+    root = tmp_path / "out" / "e"
+    assert (root / "manifest.json").is_file() and list(root.rglob("run_0.metadata.json")), proc.stderr[-3000:]
+    for secret in (password, query_key):
+        assert_nowhere(f"x~{secret}", tmp_path / "out", proc.stdout, proc.stderr)
+    meta = next(root.rglob("run_0.metadata.json")).read_text()
+    assert f"sesame:{REDACTED}" not in meta and f"http://{REDACTED}@127.0.0.1" in meta
+
+
+def test_url_credentials_are_redacted_in_text_and_bytes():
+    text = "POST http://bob:hunter2hunter2@h:8/v1?model=m&api-key=abc123xyz&token=t0k3n#f failed"
+    assert redact(text) == f"POST http://{REDACTED}@h:8/v1?model=m&api-key={REDACTED}&token={REDACTED}#f failed"
+    data = text.encode()
+    masked = mask_secret_bytes(data)
+    assert len(masked) == len(data) and b"hunter2" not in masked and b"abc123xyz" not in masked
+    assert redact("see https://example.com/a?b=1 and mailto:x@y.z") == "see https://example.com/a?b=1 and mailto:x@y.z"
+
+
+def test_the_exporter_process_gets_its_url_outside_argv():
+    """``ps`` shows every local user a process's argv: the exporter's URL (maybe ``http://user:pw@host``) is
+    handed over in its environment."""
+    from pathlib import Path
+
+    from mas.otel.sidecar import Sidecar
+
+    car = Sidecar("http://otel:pw-in-argv@127.0.0.1:9/v1/traces")
+    try:
+        cmdline = Path(f"/proc/{car.proc.pid}/cmdline").read_bytes()
+    finally:
+        car.close(timeout_s=20)
+    assert b"pw-in-argv" not in cmdline and b"mas.otel.sidecar" in cmdline

@@ -30,6 +30,7 @@ experiment directory is, as long as the report stays beside it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import math
@@ -256,7 +257,9 @@ def staged(out: Path) -> Iterator[Path]:
                         "give a new or empty directory")
     out.parent.mkdir(parents=True, exist_ok=True)
     _made.clear()
+    remove_stale_stages(out)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    held = _hold(stage)  # while this process lives: another report sees the stage is in use
     try:
         yield stage
         (stage / MARKER).write_text("written by `python main.py report`; this whole directory is replaced on rewrite\n")
@@ -271,3 +274,33 @@ def staged(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
+
+
+def _hold(directory: Path) -> int:
+    """An exclusive ``flock`` on ``directory``, held until the returned descriptor is closed (or the process
+    dies, killed or not: the kernel lets go then)."""
+    fd = os.open(directory, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def remove_stale_stages(out: Path) -> list[Path]:
+    """Remove the staging directories (``.<name>.*.tmp``, ``.<name>.*.old``) that reports killed while writing
+    ``out`` left beside it; a stage a live report holds (:func:`_hold`) is left alone. The removed ones."""
+    removed = []
+    for stale in (*out.parent.glob(f".{out.name}.*.tmp"), *out.parent.glob(f".{out.name}.*.old")):
+        try:
+            fd = os.open(stale, os.O_RDONLY)
+        except OSError:  # gone meanwhile, or no directory
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+        except OSError:  # a live report's
+            continue
+        finally:
+            os.close(fd)
+    return removed

@@ -26,6 +26,7 @@ from langchain_core.outputs import LLMResult as LCResult
 from descriptor.events import ErrorInfo
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.models import BoundModel, MalformedReplyError
+from mas.llm.sanitize import clean_message
 from mas.llm.tokens import count_tokens
 from mas.tracing import call_config, current_tracer, utc_now_iso
 
@@ -217,6 +218,33 @@ def retry_after_s(err: BaseException) -> float | None:
     return min(RETRY_AFTER_CAP_S, max(0.0, wait))
 
 
+MAX_CALL_TOKENS = 10_000_000
+"""The most tokens one call is counted for, in or out (tokens): ten times the largest context windows. An
+endpoint reporting more (or a negative, fractional-infinite or non-numeric count) is not believed."""
+
+
+def sane_usage(*counts: Any) -> tuple[tuple[int, ...], str | None]:
+    """The provider's token counts as ints capped to [0, :data:`MAX_CALL_TOKENS`], and what was absurd (None
+    when nothing was).
+
+    >>> sane_usage(12, 1e300)
+    ((12, 10000000), 'output_tokens=1e+300')
+    """
+    out, bad = [], []
+    for name, value in zip(("input_tokens", "output_tokens"), counts, strict=False):
+        try:
+            n = float(value or 0)
+        except OverflowError:  # an int past any float
+            n = float("inf")
+        except (TypeError, ValueError):
+            n = float("nan")
+        if n != n or n < 0 or n > MAX_CALL_TOKENS:
+            bad.append(f"{name}={n:g}" if n == n else f"{name}={str(value)[:40]!r}")
+            n = 0.0 if n != n or n < 0 else float(MAX_CALL_TOKENS)
+        out.append(int(n))
+    return tuple(out), ", ".join(bad) or None
+
+
 def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
     """Tool calls written as text: a fenced or bare ``{"name": ..., "arguments": {...}}`` object.
 
@@ -330,10 +358,17 @@ async def call_llm(
                 raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
             await asyncio.sleep(wait or 0.0)
     end = utc_now_iso()
+    msg = clean_message(msg)  # model output enters here: nothing it holds may fail the run when stored
     text = msg.content if isinstance(msg.content, str) else str(msg.content)
     usage = cb.usage or getattr(msg, "usage_metadata", None)
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
-        token_in, token_out, source = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), "provider"
+        (token_in, token_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        source = "provider"
+        if absurd:
+            tracer.emit(actor, "error", ErrorInfo(
+                kind="absurd_usage", contract=contract, attempt=attempts, will_retry=False,
+                error=f"the endpoint reported usage {absurd}; counted as at most {MAX_CALL_TOKENS} tokens"[:500],
+            ), start=start)
     else:
         prompt = "\n".join(str(m.content) for m in messages)
         token_in, source = await count_tokens(bound, prompt)

@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from mas.llm.sanitize import clean_data
+
 _FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -38,7 +40,7 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
     """The first JSON object found in ``text``, or None.
 
     Tries, in order: the whole text, fenced blocks, balanced ``{...}`` spans;
-    trailing commas are forgiven.
+    trailing commas are forgiven. Strings are cleaned and absurd nesting cut (:func:`mas.llm.sanitize.clean_data`).
 
     >>> parse_json_object('Sure! ```json\\n{"answer": 4,}\\n``` hope it helps')
     {'answer': 4}
@@ -52,8 +54,8 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
         for variant in (cand, re.sub(r",\s*([}\]])", r"\1", cand)):
             try:
                 obj = json.loads(variant)
-            except (json.JSONDecodeError, ValueError):
+            except (json.JSONDecodeError, ValueError, RecursionError):  # nested past the stack: no usable object
                 continue
             if isinstance(obj, dict):
-                return obj
+                return clean_data(obj)
     return None

@@ -74,8 +74,8 @@ class SlotTransport(httpx.AsyncBaseTransport):
     loop: a pooled connection belongs to the loop that opened it.
     """
 
-    def __init__(self, endpoint: str, limit: int | None) -> None:
-        self.endpoint, self.limit = endpoint, limit
+    def __init__(self, endpoint: str, limit: int | None, deadline_s: float | None = None) -> None:
+        self.endpoint, self.limit, self.deadline_s = endpoint, limit, deadline_s
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = (
             weakref.WeakKeyDictionary())
 
@@ -83,11 +83,19 @@ class SlotTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         pool = self._pools.get(loop) or self._pools.setdefault(loop, httpx.AsyncHTTPTransport())
         async with endpoint_slot(self.endpoint, self.limit):
-            response = await pool.handle_async_request(request)
             try:
-                raw = b"".join([chunk async for chunk in response.stream])  # type: ignore[union-attr]
-            finally:
-                await response.aclose()
+                # httpx's timeouts are per phase (a read may take that long, and then the next): an endpoint
+                # sending a byte a second kept a call with timeout_s = 5 alive for minutes. The deadline holds
+                # the whole exchange, connect to last byte; past it the call fails like any timeout (retried).
+                async with asyncio.timeout(self.deadline_s):
+                    response = await pool.handle_async_request(request)
+                    try:
+                        raw = b"".join([chunk async for chunk in response.stream])  # type: ignore[union-attr]
+                    finally:
+                        await response.aclose()
+            except TimeoutError:
+                raise httpx.ReadTimeout(f"no complete reply within the route's timeout_s ({self.deadline_s} s)",
+                                        request=request) from None
         # Raw bytes and the original headers: the client decodes (gzip, ...) as it would have.
         return httpx.Response(response.status_code, headers=response.headers, stream=httpx.ByteStream(raw),
                               extensions=response.extensions, request=request)
@@ -104,4 +112,4 @@ def slot_limited_client(endpoint: str, limit: int | None, timeout: float | None)
     like ``langchain_openai``'s own default clients, so connections are pooled across runs; unlike those, its
     connections are pooled per event loop, so a second ``asyncio.run`` in the process (``run --rollback`` runs
     the sweep, then the rollbacks) never reuses a connection of a closed loop ("Event loop is closed")."""
-    return httpx.AsyncClient(transport=SlotTransport(endpoint, limit), timeout=timeout)
+    return httpx.AsyncClient(transport=SlotTransport(endpoint, limit, timeout), timeout=timeout)

@@ -3,8 +3,8 @@
 Building a run's spans (:mod:`mas.otel.mapping`), turning them into SDK spans
 and encoding them as OTLP protobuf cost about 2.3 ms of CPU per scripted
 debate run (38 spans). Done in the sweep's process it competed with the runs
-for the GIL, +6.6 % wall time. The child (``python -m mas.otel.sidecar URL``,
-one per process and endpoint, started on first use) does all of that on
+for the GIL, +6.6 % wall time. The child (``python -m mas.otel.sidecar``, its URL in
+the environment, one per process and endpoint, started on first use) does all of that on
 another core with the OpenTelemetry SDK's batch processor and OTLP/HTTP
 exporter (:mod:`mas.otel.export`), at a lower priority (nice 10) so that it
 yields when it shares a core with the sweep; the sweep only joins the run's
@@ -51,6 +51,8 @@ log = structlog.get_logger(__name__)
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 QUEUE_RUNS = 1000
 """Runs queued for the child at most (~20 KB each); beyond that a run's spans are dropped, not waited for."""
+URL_ENV = "MAS_OTEL_SIDECAR_URL"
+"""The environment variable handing the child its endpoint URL."""
 STOP_TIMEOUT_S = 30.0
 """How long a closing sweep waits for the child to send what it holds before killing it."""
 
@@ -64,7 +66,10 @@ class Sidecar:
         env = {k: v for k, v in os.environ.items() if k not in secrets}
         # The child imports this package as the sweep did, wherever the sweep was started from.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "mas.otel.sidecar", url], stdin=subprocess.PIPE,
+        # In the environment, not argv: every local user can read a process's argv (``ps``), and the URL may
+        # hold a password (``http://user:pw@host``).
+        env[URL_ENV] = url
+        self.proc = subprocess.Popen([sys.executable, "-m", "mas.otel.sidecar"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)
         self.dropped = 0
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_RUNS)
@@ -196,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     from descriptor.events import parse_event
     from mas.otel.export import queue_run, shutdown_sinks, sink
 
-    (url,) = sys.argv[1:] if argv is None else argv
+    (url,) = [os.environ[URL_ENV]] if argv is None else argv
+    from mas.logging import configure_logging
+
+    configure_logging("WARNING")  # the exporter's own log lines may quote the endpoint: redacted like ours
     os.nice(10)  # background work: where it shares a core with the sweep, the sweep goes first
     for raw in sys.stdin.buffer:
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmark.base import Benchmark
+from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
 from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
@@ -152,7 +152,10 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
     """Every run of the experiment, in a stable order (tasks outermost, then run index, then system)."""
     specs = []
     for bname, bench in benches.items():
-        for task in bench.load_tasks(req.task_limit, seed=req.cfg.seed):
+        tasks = bench.load_tasks(req.task_limit, seed=req.cfg.seed)
+        # Every adapter's ids, generated or read: each names the directory its runs are written to.
+        check_task_ids((t.task_id, f"benchmark {bname}: task {i + 1}") for i, t in enumerate(tasks))
+        for task in tasks:
             for r in range(req.runs_per_task):
                 for system in dict.fromkeys(req.systems):
                     specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,

@@ -1,0 +1,58 @@
+"""What a model wrote, made safe to store: the one cleaning of replies as they enter the runtime.
+
+Small models split an emoji into a lone surrogate escape (``"\\ud83d"``), emit
+NUL bytes, or nest JSON thousands of levels deep. None of that is an
+infrastructure failure, and all of it is deterministic, so a retry cannot help;
+left as is it failed the run when the trace, the checkpoint or the answer was
+serialized (``PydanticSerializationError``, ``RecursionError``). Cleaned here,
+such a reply is an ordinary reply: its answer is judged like any other (wrong
+or missing when the model wrote garbage).
+
+>>> clean_text("ok \\ud83d\\x00!")
+'ok \\ufffd\\ufffd!'
+>>> clean_data({"a": [[[1]]]}, max_depth=2)
+{'a': ['[nested deeper than 2 levels]']}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_DEPTH = 64
+"""The deepest nesting of lists and objects kept from a reply (levels); deeper parts are replaced by a note."""
+
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+"""NUL and lone surrogates (a valid pair is one character once decoded, so any surrogate left is lone)."""
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates and NUL replaced by U+FFFD (what a lenient UTF-8 decoder would show)."""
+    return _UNSAFE.sub("\ufffd", text) if _UNSAFE.search(text) else text
+
+
+def clean_data(value: Any, *, max_depth: int = MAX_DEPTH, _depth: int = 0) -> Any:
+    """``value`` (JSON-like data) with every string cleaned (:func:`clean_text`, keys too) and every list or
+    object deeper than ``max_depth`` levels replaced by a short note."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict | list | tuple):
+        if _depth >= max_depth:
+            return f"[nested deeper than {max_depth} levels]"
+        if isinstance(value, dict):
+            return {clean_text(k) if isinstance(k, str) else k: clean_data(v, max_depth=max_depth, _depth=_depth + 1)
+                    for k, v in value.items()}
+        return [clean_data(v, max_depth=max_depth, _depth=_depth + 1) for v in value]
+    return value
+
+
+def clean_message(msg: Any) -> Any:
+    """A LangChain ``AIMessage`` cleaned in place (content, tool calls, raw fields), returned for chaining."""
+    msg.content = clean_data(msg.content)
+    if getattr(msg, "tool_calls", None):
+        msg.tool_calls = [{**c, "name": clean_text(c.get("name") or ""), "args": clean_data(c.get("args") or {})}
+                          for c in msg.tool_calls]
+    for name in ("invalid_tool_calls", "additional_kwargs", "response_metadata"):
+        if getattr(msg, name, None):
+            setattr(msg, name, clean_data(getattr(msg, name)))
+    return msg
