@@ -20,6 +20,7 @@ from typing import NoReturn
 COMMAND_MODULES = (
     "benchmark.cli",
     "mas.cli",
+    "mas.llm.cache_cli",
     "mas.serving.cli",
     "mas.otel.cli",
     "descriptor.cli",

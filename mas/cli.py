@@ -34,6 +34,8 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
         overrides["inject.rate"] = args.inject_errors
     if getattr(args, "inject_position", None) is not None:
         overrides["inject.position"] = args.inject_position
+    if getattr(args, "cache", None) is not None:
+        overrides["cache.mode"] = args.cache
     overrides.update(parse_set_options(getattr(args, "set", None)))
     return apply_overrides(cfg, **overrides)
 
@@ -147,6 +149,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="override any config key with a TOML value, e.g. --set mas.max_rounds=2 "
                         "--set models.default.temperature=0.0 (repeatable)")
     p.add_argument("--concurrency", type=positive_int, help="runs at once")
+    p.add_argument("--cache", choices=("off", "read", "write", "readwrite"),
+                   help="response cache (config cache.mode; default off): reuse and/or store model replies in SQLite")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",

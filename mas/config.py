@@ -155,6 +155,22 @@ class StorageSettings(_Strict):
     rollback can repair), ``all`` for every run, ``none`` never writes them (in-memory checkpoints only)."""
 
 
+class CacheSettings(_Strict):
+    """The response cache (:mod:`mas.llm.cache`): model replies kept in SQLite and reused by identical calls."""
+
+    mode: Literal["off", "read", "write", "readwrite"] = "off"
+    """``read`` reuses stored replies, ``write`` stores new ones, ``readwrite`` both (``--cache``)."""
+    path: str | None = None
+    """The SQLite file; default ``<cache dir>/responses.sqlite`` (``$MAS_CACHE_DIR`` or ``~/.cache/mas-econ``)."""
+    expire_days: float | None = Field(default=None, gt=0)
+    """Entries older than this many days are not reused (and are replaced when written again)."""
+    nondeterministic: bool = False
+    """Also cache calls with temperature > 0 and no seed sent (their replies would differ if asked again)."""
+    share_runs: bool = False
+    """Let repeated runs of one task reuse each other's replies (by default each run's seed is in the key, so the
+    run-to-run variance the descriptor measures is kept)."""
+
+
 class SandboxSettings(_Strict):
     """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
 
@@ -230,6 +246,7 @@ class ExperimentConfig(_Strict):
     mas: MasSettings = Field(default_factory=MasSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     inject: InjectSettings = Field(default_factory=InjectSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -34,6 +34,7 @@ from descriptor.records import (
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
+from mas.llm.cache import use_cache
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 from mas.otel import export_processors
@@ -184,7 +185,7 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     state: dict[str, Any] = {}
     error: str | None = None
     own_failure = False
-    with use_tracer(tracer):
+    with use_tracer(tracer), use_cache(rt.cfg.cache, run_seed=rt.models.seed):
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
