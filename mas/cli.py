@@ -86,7 +86,7 @@ def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
 
 def execute_sweep(req: ExperimentRequest) -> list[RunResult] | int:
     """Run (or resume) the sweep; its results, or the exit status when it was interrupted."""
-    from mas.sweep.experiment import SweepInterrupted, run_experiment
+    from mas.sweep.experiment import SweepInterrupted, SweepOverBudget, run_experiment
 
     freeze_startup_heap()
     try:
@@ -94,6 +94,10 @@ def execute_sweep(req: ExperimentRequest) -> list[RunResult] | int:
     except SweepInterrupted as err:
         print(f"interrupted: {err}", file=sys.stderr)
         return err.exit_code
+    except SweepOverBudget as err:  # what ran is summarised; the status says the sweep is not done
+        report_sweep(req, err.results)
+        print(f"stopped: {err}", file=sys.stderr)
+        return EXIT_OVER_BUDGET
 
 
 def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
@@ -132,6 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 EXIT_RUN_ERRORS = 1
 """Exit status of ``run`` when some runs ended in an infrastructure error (2 is bad input)."""
+EXIT_OVER_BUDGET = 3
+"""Exit status of ``run`` when the sweep stopped at ``limits.sweep_cost_usd`` with runs not started."""
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

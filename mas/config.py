@@ -171,6 +171,43 @@ class CacheSettings(_Strict):
     run-to-run variance the descriptor measures is kept)."""
 
 
+class LimitSettings(_Strict):
+    """Budgets: per run (a run that reaches one stops at its next model call and is recorded as finished with
+    ``limit``) and per sweep (no new run is scheduled once the sweep has spent ``sweep_cost_usd``)."""
+
+    tokens: int | None = Field(default=None, gt=0)
+    """Tokens (in + out) one run may use; it may pass this by one call's tokens (tokens)."""
+    cost_usd: float | None = Field(default=None, gt=0)
+    """What one run may spend (USD)."""
+    wall_s: float | None = Field(default=None, gt=0)
+    """Wall time one run may take before its next model call is refused (s)."""
+    model_calls: int | None = Field(default=None, gt=0)
+    """Model calls one run may make."""
+    sweep_cost_usd: float | None = Field(default=None, gt=0)
+    """What the whole sweep may spend (USD): past it, runs in flight finish and no new run starts; the command
+    exits with status 3 and a later invocation with a higher limit resumes."""
+
+    def per_run(self) -> bool:
+        """Whether any per-run limit is set."""
+        return any(v is not None for v in (self.tokens, self.cost_usd, self.wall_s, self.model_calls))
+
+
+class SasMatchedSettings(_Strict):
+    """``sas_matched``: k SAS samples and the final vote (:mod:`mas.topologies.sas_matched`)."""
+
+    k: int = Field(default=5, ge=1, le=64)
+    """Samples per run, when not matched."""
+    match: str | None = None
+    """A system of the same sweep (e.g. ``"debate"``): k is chosen per benchmark so that the mean tokens per run
+    come near that system's, from its finished runs and the ``sas`` runs (which must be in the sweep)."""
+
+
+class SystemsSettings(_Strict):
+    """Options of the systems that take any (``[systems.<name>]``)."""
+
+    sas_matched: SasMatchedSettings = Field(default_factory=SasMatchedSettings)
+
+
 class SandboxSettings(_Strict):
     """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
 
@@ -247,6 +284,8 @@ class ExperimentConfig(_Strict):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    systems: SystemsSettings = Field(default_factory=SystemsSettings)
     inject: InjectSettings = Field(default_factory=InjectSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -20,7 +20,7 @@ from typing import Any
 
 from descriptor.errors import UserError
 from mas.config import ExperimentConfig
-from mas.topologies import debate, orchestrator, representative_exchange, sas, supervisor
+from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor
 from mas.topologies.declaration import Topology
 from mas.topologies.personas import ROLE as PERSONA_ROLE
 
@@ -30,6 +30,7 @@ SYSTEMS: dict[str, Topology] = {
     "debate": debate.TOPOLOGY,
     "orchestrator": orchestrator.TOPOLOGY,
     "representative_exchange": representative_exchange.TOPOLOGY,
+    "sas_matched": sas_matched.TOPOLOGY,
 }
 
 

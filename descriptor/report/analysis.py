@@ -158,6 +158,33 @@ def finding_sentence(row: dict[str, Any]) -> str:
     return text
 
 
+MATCHED_SAS = "sas_matched"
+"""The compute-matched SAS (k samples and a vote; :mod:`mas.topologies.sas_matched`)."""
+
+
+def matching_sentence(plain: dict[str, Any], matched: dict[str, Any]) -> str:
+    """Whether a MAS's difference from the plain SAS survives against the SAS given the same budget.
+
+    >>> matching_sentence({"system": "debate", "G_ci_low": 0.02, "G_ci_high": 0.1},
+    ...                   {"system": "debate", "baseline": "sas_matched", "G": 0.0, "G_ci_low": -0.05,
+    ...                    "G_ci_high": 0.05, "token_ratio": 1.1})
+    'Against the compute-matched SAS (sas_matched, 1.1× the tokens), debate differs by +0.0 points (95 % CI -5.0 to +5.0): the gain over sas does not survive matching; spending alone buys it.'
+    """
+    lo, hi, g = matched["G_ci_low"], matched["G_ci_high"], matched["G"]
+    ci = "" if lo is None else f" (95 % CI {_pts(lo)} to {_pts(hi)})"
+    head = (f"Against the compute-matched SAS ({matched['baseline']}, {_times(matched.get('token_ratio'))} the "
+            f"tokens), {matched['system']} differs by {_pts(g)} points{ci}")
+    gained = plain.get("G_ci_low") is not None and plain["G_ci_low"] > 0
+    if lo is not None and lo > 0:
+        verdict = "the gain over sas survives matching" if gained else "it beats the SAS given the same budget"
+    elif hi is not None and hi < 0:
+        verdict = "the SAS given the same budget does better"
+    else:
+        verdict = ("the gain over sas does not survive matching; spending alone buys it" if gained
+                   else "no difference is distinguishable at the same budget")
+    return f"{head}: {verdict}."
+
+
 def utility_sentence(row: dict[str, Any]) -> str:
     """What won per task, quality and utility said apart (cost losing is never quality losing)."""
     n = row["n_shared_tasks"]

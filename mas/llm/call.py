@@ -26,6 +26,7 @@ from langchain_core.outputs import LLMResult as LCResult
 from descriptor.events import ErrorInfo
 from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
 from mas.llm.jsonparse import parse_json_object
+from mas.llm.limits_run import current_budget
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.tokens import count_tokens
 from mas.tracing import call_config, current_tracer, utc_now_iso
@@ -289,6 +290,9 @@ async def call_llm(
     tracer = current_tracer()
     rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{step}")
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
+    budget = current_budget()
+    if budget is not None:
+        budget.check(tracer)
     cache = current_cache()
     key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta)
     if key is not None and cache is not None and cache.reads:

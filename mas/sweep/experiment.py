@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -26,6 +27,7 @@ from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.lock import sweep_lock
+from mas.sweep.matching import check_matching, matched_ks
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.runner import RunSpec, run_seed
@@ -79,6 +81,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+    check_matching(req.systems, req.cfg.systems.sas_matched.match)
     check_experiment_id(req.experiment_id)
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
@@ -196,9 +199,24 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                        bench_options={name: benchmark_options(req.cfg, name) for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                    "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
-        outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
+        target = req.cfg.systems.sas_matched.match if "sas_matched" in req.systems else None
+        first = [s for s in specs if target is None or s.system != "sas_matched"]
+        outcome = await run_sweep(first, job, root=req.experiment_root, experiment_id=req.experiment_id,
                                   executor=req.executor, request=request, progress=req.progress,
                                   retry_errors=req.retry_errors)
+        if target is not None and not (outcome.crashed or outcome.over_budget):
+            # Compute matching: k from the finished runs above, then the matched runs (see mas.sweep.matching).
+            ks = matched_ks(req.experiment_root, outcome.results, target=target, benchmarks=list(benches),
+                            fallback_k=req.cfg.systems.sas_matched.k)
+            second = [dataclasses.replace(s, options={"k": ks[s.benchmark]}) for s in specs
+                      if s.system == "sas_matched"]
+            more = await run_sweep(second, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                                   executor=req.executor, request=request, progress=req.progress,
+                                   retry_errors=req.retry_errors)
+            order = {s.run_id: i for i, s in enumerate(specs)}
+            outcome = dataclasses.replace(
+                more, results=sorted([*outcome.results, *more.results], key=lambda r: order[r.run_id]),
+                skipped=outcome.skipped + more.skipped, ran=outcome.ran + more.ran)
     finally:
         lock.close()
         if client is not None:
@@ -211,7 +229,20 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
                         f"({shown}); run the same command again to redo them")
+    if outcome.over_budget:
+        raise SweepOverBudget(outcome.results, total=len(specs), limit=req.cfg.limits.sweep_cost_usd or 0.0)
     return outcome.results
+
+
+class SweepOverBudget(Exception):
+    """The sweep stopped scheduling at ``limits.sweep_cost_usd``; ``results`` are the runs that finished."""
+
+    def __init__(self, results: list[RunResult], *, total: int, limit: float) -> None:
+        spent = sum(r.cost_total_usd for r in results)
+        super().__init__(f"the sweep reached its spending limit (limits.sweep_cost_usd = {limit:g} USD, spent "
+                         f"{spent:.6f} USD): {len(results)} of {total} runs finished, the rest were not started. "
+                         "Run the same command with a higher --set limits.sweep_cost_usd=... to finish it")
+        self.results = results
 
 
 def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.cache import use_cache
+from mas.llm.limits_run import RunLimitReached, use_budget
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 from mas.otel import export_processors
@@ -70,6 +71,8 @@ class RunSpec:
     task: Task
     run_index: int
     seed: int
+    options: dict[str, Any] = field(default_factory=dict)
+    """Options the sweep chose for this run's system (``sas_matched``'s ``k``); not part of its identity."""
 
     @property
     def key(self) -> RunKey:
@@ -117,7 +120,7 @@ def clear_partial(spec: RunSpec) -> None:
 
 
 def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: int,
-                injection: InjectionPlan | None) -> RunContext:
+                injection: InjectionPlan | None, options: dict[str, Any] | None = None) -> RunContext:
     """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
 
     On a benchmark solved by acting, the scripted double also gets the task's
@@ -130,7 +133,7 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
         oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
     models = ModelSet(cfg, seed=seed, injection=injection, oracle_actions=oracle)
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
-                      new_environment=new_environment)
+                      new_environment=new_environment, system_options=dict(options or {}))
 
 
 NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
@@ -185,7 +188,7 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     state: dict[str, Any] = {}
     error: str | None = None
     own_failure = False
-    with use_tracer(tracer), use_cache(rt.cfg.cache, run_seed=rt.models.seed):
+    with use_tracer(tracer), use_cache(rt.cfg.cache, run_seed=rt.models.seed), use_budget(rt.cfg.limits):
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
@@ -200,9 +203,11 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
                                                        "run_id": tracer.root})
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
-            own_failure = prompt_too_long(err)
-            tracer.emit("system:runtime", "error", ErrorInfo(kind="prompt_too_long" if own_failure else "run_failed",
-                                                             error=error[:2000]))
+            # A budget reached and a prompt over the context are the system's own outcome, not the infrastructure's.
+            rt.limit_reached = err.kind if isinstance(err, RunLimitReached) else None
+            own_failure = prompt_too_long(err) or rt.limit_reached is not None
+            kind = "limit" if rt.limit_reached else "prompt_too_long" if own_failure else "run_failed"
+            tracer.emit("system:runtime", "error", ErrorInfo(kind=kind, error=error[:2000]))
             log.warning("run failed", run=tracer.run_id, error=error)
         finally:
             tracer.close()
@@ -220,8 +225,9 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     if plan is not None and plan.position is not None:
         plan.probe_steps = await honest_steps(spec, cfg, bench)
         plan.step = place(plan.fraction or 0.0, plan.probe_steps)
-    rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan)
+    rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan, options=spec.options)
     meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
+    meta.system_options = dict(spec.options) or None
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
@@ -255,7 +261,7 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
     """
     fast = cfg.model_copy(update={"models": {n: r.model_copy(update={"scripted_latency_ms": 0.0})
                                              for n, r in cfg.models.items()}})
-    rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None)
+    rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None, options=spec.options)
     tracer = Tracer(spec.run_id, [], enabled=False)
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
     _, error, _ = await run_graph(spec.system, rt, None, tracer, config=config)
@@ -296,7 +302,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         completion=completion, score=evaluation.score, answer=answer or "",
         tokens_total=metrics.tokens_total if tracing else totals["token_in"] + totals["token_out"],
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
-        wall_time_s=wall_s, error=error,
+        wall_time_s=wall_s, error=error, limit=rt.limit_reached,
     )
     write_json_atomic(paths.result, result, indent=None)
     return result
