@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "mas.serving.cli",
     "mas.otel.cli",
     "descriptor.cli",
+    "descriptor.plan_cli",
     "descriptor.report.cli",
     "attribution.cli",
     "attribution.cli_conformal",

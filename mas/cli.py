@@ -73,12 +73,15 @@ def freeze_startup_heap() -> None:
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
     from mas.sweep.experiment import ExperimentRequest
+    from mas.sweep.selection import TaskSelection, parse_task_ids
 
     cfg = load_effective_config(args)
+    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids else None, shuffle=args.shuffle,
+                              stratify=args.stratify)
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
-                            progress=args.progress, retry_errors=args.retry_errors)
+                            progress=args.progress, retry_errors=args.retry_errors, selection=selection)
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     return req
@@ -146,6 +149,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", action="append", help="benchmark name; repeat for several")
     p.add_argument("--task-limit", type=int, default=3, help="tasks per benchmark (default 3)")
     p.add_argument("--runs-per-task", type=int, default=1, help="repeated runs per task and system (default 1)")
+    p.add_argument("--task-ids", metavar="IDS|FILE",
+                   help="exactly these tasks (id,id,... or a file with one id a line); --task-limit does not apply")
+    p.add_argument("--shuffle", action="store_true",
+                   help="pick tasks from a permutation seeded by the experiment seed (stable when resumed)")
+    p.add_argument("--stratify", metavar="FIELD",
+                   help="allocate --task-limit tasks to the values of the tasks' metadata FIELD in proportion "
+                        "(e.g. workbench: source)")
     p.add_argument("--systems", default="sas", help="comma-separated systems (default: sas)")
     p.add_argument("--model", help="route for every role: scripted, embedded, or a [models.NAME] route")
     p.add_argument("--output-root", help="artifact root directory (default from config: artifacts)")

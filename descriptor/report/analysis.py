@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import pstdev
 from typing import Any
 
 from descriptor.economics import EconomicsSettings, compare_pair
+from descriptor.power import detectable_effect
 from descriptor.report.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
 
 FEW_TASKS = 10
@@ -113,6 +115,9 @@ def paired_rows(economics: Sequence[dict[str, Any]], descriptors: Sequence[dict[
         row = {**e, "tasks": tasks, "sign": test, "tokens_mas": tok_m, "tokens_base": tok_b,
                "token_ratio": _ratio(tok_m, tok_b),
                "runs_per_task": sorted({n for t in tasks for n in t["n_runs"]})}
+        sd = pstdev([t["dq"] for t in tasks]) if len(tasks) > 1 else None
+        # every task tied: the spread is unknown, not zero, so no detectable effect is claimed
+        row["detectable_effect"] = detectable_effect(sd, len(tasks)) if sd else None
         row["sentence"] = finding_sentence(row)
         row["utility_sentence"] = utility_sentence(row)
         out.append(row)
@@ -155,6 +160,9 @@ def finding_sentence(row: dict[str, Any]) -> str:
                 f"{_pts(hi)}) at {times} the tokens; {sign}.")
     if n < FEW_TASKS:
         text += f" With fewer than {FEW_TASKS} tasks the bootstrap interval is too narrow; trust the sign test."
+    if (mde := row.get("detectable_effect")) is not None:
+        text += (f" The smallest difference these {n} tasks could detect with 80 % power is {100 * mde:.1f} points"
+                 " (paired normal approximation; `plan` sizes the next experiment).")
     return text
 
 

@@ -288,11 +288,27 @@ async def call_llm(
         runnable = runnable.bind(**_max_tokens_kwargs(bound, max_tokens))
 
     tracer = current_tracer()
-    rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{step}")
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
     budget = current_budget()
     if budget is not None:
-        budget.check(tracer)
+        budget.start(tracer)  # refused here when the run has used up a budget (limits.*)
+    result: LLMResult | None = None
+    try:
+        result = await _call(bound, runnable, messages, tracer, meta, contract=contract, actor=actor, tools=tools,
+                             tool_names=tool_names, temperature=temperature, max_tokens=max_tokens,
+                             response_format=response_format)
+        return result
+    finally:
+        if budget is not None:
+            budget.finish(0 if result is None else result.token_in + result.token_out,
+                          0.0 if result is None else result.cost_usd)
+
+
+async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], tracer: Any, meta: dict[str, Any], *,
+                contract: str, actor: str, tools: list[Any] | None, tool_names: set[str], temperature: float | None,
+                max_tokens: int | None, response_format: dict[str, Any] | None) -> LLMResult:
+    """One call, from the cache or the endpoint (with retries)."""
+    rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{meta['mas_step']}")
     cache = current_cache()
     key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta)
     if key is not None and cache is not None and cache.reads:

@@ -30,19 +30,30 @@ class RunLimitReached(RuntimeError):
 
 @dataclass(kw_only=True, slots=True)
 class RunBudget:
-    """One run's limits and what it has used of those the tracer does not count."""
+    """One run's limits and what it has used of those the tracer does not count.
+
+    Agents of one run call the model concurrently (a debate round), so a check that looked only at finished
+    calls would let every agent of a round start its call just under the limit. Each call in flight reserves
+    the size of the run's largest call so far; a call whose reservation would reach the limit is refused. So a
+    run ends at most one call past its token or cost limit.
+    """
 
     limits: LimitSettings
     started: float = field(default_factory=time.perf_counter)
     calls: int = 0
     """Model calls started so far (cache hits included: a replayed run must stop where the original did)."""
+    in_flight: int = 0
+    largest_tokens: int = 0
+    """Tokens of the run's largest finished call (tokens)."""
+    largest_cost: float = 0.0
+    """Price of the run's largest finished call (USD)."""
 
-    def check(self, tracer: Tracer) -> None:
-        """Raise :class:`RunLimitReached` when the run has used up a budget; else count one more call."""
+    def start(self, tracer: Tracer) -> None:
+        """Before a call: raise :class:`RunLimitReached` when the run has used up a budget, else count the call."""
         lim, totals = self.limits, tracer.totals
         used = {
-            "tokens": totals["token_in"] + totals["token_out"],
-            "cost_usd": totals["cost_usd"],
+            "tokens": totals["token_in"] + totals["token_out"] + self.in_flight * self.largest_tokens,
+            "cost_usd": totals["cost_usd"] + self.in_flight * self.largest_cost,
             "wall_s": time.perf_counter() - self.started,
             "model_calls": self.calls,
         }
@@ -51,6 +62,13 @@ class RunBudget:
             if limit is not None and value >= limit:
                 raise RunLimitReached(kind, value, limit)
         self.calls += 1
+        self.in_flight += 1
+
+    def finish(self, tokens: int, cost_usd: float) -> None:
+        """After a call (answered, failed or cancelled: ``tokens`` 0 when it produced nothing)."""
+        self.in_flight -= 1
+        self.largest_tokens = max(self.largest_tokens, tokens)
+        self.largest_cost = max(self.largest_cost, cost_usd)
 
 
 _current: contextvars.ContextVar[RunBudget | None] = contextvars.ContextVar("mas_run_budget", default=None)

@@ -30,6 +30,7 @@ from mas.sweep.lock import sweep_lock
 from mas.sweep.matching import check_matching, matched_ks
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
+from mas.sweep.selection import TaskSelection, select_tasks
 from mas.sweep.runner import RunSpec, run_seed
 from mas.systems import SYSTEMS, agent_roles
 
@@ -58,6 +59,8 @@ class ExperimentRequest:
     """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
     retry_errors: int = DEFAULT_RETRY_ERRORS
     """Times a run that ended in an infrastructure error is redone by later invocations (0: never)."""
+    selection: TaskSelection = field(default_factory=TaskSelection)
+    """Which tasks: the first ``task_limit`` (default), named ids, shuffled, stratified."""
 
     @property
     def output_root(self) -> Path:
@@ -155,7 +158,7 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
     """Every run of the experiment, in a stable order (tasks outermost, then run index, then system)."""
     specs = []
     for bname, bench in benches.items():
-        for task in bench.load_tasks(req.task_limit, seed=req.cfg.seed):
+        for task in select_tasks(bench, bname, req.task_limit, seed=req.cfg.seed, selection=req.selection):
             for r in range(req.runs_per_task):
                 for system in dict.fromkeys(req.systems):
                     specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
@@ -198,7 +201,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                        scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
                        bench_options={name: benchmark_options(req.cfg, name) for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
-                   "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
+                   "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing,
+                   **({"selection": req.selection.record()} if not req.selection.default else {})}
         target = req.cfg.systems.sas_matched.match if "sas_matched" in req.systems else None
         first = [s for s in specs if target is None or s.system != "sas_matched"]
         outcome = await run_sweep(first, job, root=req.experiment_root, experiment_id=req.experiment_id,
