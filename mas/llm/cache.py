@@ -165,13 +165,25 @@ def endpoint_label(base_url: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+_SCHEMAS: dict[int, tuple[Any, Any]] = {}
+"""id(tool) -> (tool, its OpenAI schema): converting a tool costs more than the rest of a key, and the same tool
+objects come back call after call. The tool is held so its id is not reused; the table is bounded."""
+
+
 def _tool_schema(tool: Any) -> Any:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
+    known = _SCHEMAS.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
     try:
-        return convert_to_openai_tool(tool)
+        schema = convert_to_openai_tool(tool)
     except Exception:  # any tool LangChain cannot describe is keyed by its name: still a distinct request
-        return getattr(tool, "name", str(tool))
+        schema = getattr(tool, "name", str(tool))
+    if len(_SCHEMAS) > 4096:
+        _SCHEMAS.clear()
+    _SCHEMAS[id(tool)] = (tool, schema)
+    return schema
 
 
 def _wire_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
