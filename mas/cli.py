@@ -81,7 +81,8 @@ def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
-                            progress=args.progress, retry_errors=args.retry_errors, selection=selection)
+                            progress=args.progress, retry_errors=args.retry_errors, selection=selection,
+                            models=_csv(args.models) if args.models else list(cfg.sweep_models))
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     return req
@@ -158,6 +159,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "(e.g. workbench: source)")
     p.add_argument("--systems", default="sas", help="comma-separated systems (default: sas)")
     p.add_argument("--model", help="route for every role: scripted, embedded, or a [models.NAME] route")
+    p.add_argument("--models", metavar="ROUTE,ROUTE",
+                   help="a model matrix: every system on each of these routes, compared as (system, model) units "
+                        "(config sweep_models); roles that name another route keep it")
     p.add_argument("--output-root", help="artifact root directory (default from config: artifacts)")
     p.add_argument("--experiment-id", help="experiment directory name (default: a UTC timestamp)")
     p.add_argument("--seed", type=int, help="base seed")

@@ -286,6 +286,9 @@ class ExperimentConfig(_Strict):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     systems: SystemsSettings = Field(default_factory=SystemsSettings)
+    sweep_models: list[str] = Field(default_factory=list)
+    """A model matrix (``--models``): every system runs on each of these routes; ``models`` is the routes' table,
+    so the list has its own key."""
     inject: InjectSettings = Field(default_factory=InjectSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -18,6 +18,7 @@ import structlog
 
 from descriptor.errors import UserError
 from descriptor.io import write_derived_json
+from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 
 log = structlog.get_logger(__name__)
@@ -47,29 +48,33 @@ def _recorded(root: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def matched_ks(root: Path, results: Sequence[RunResult], *, target: str, benchmarks: Sequence[str],
-               fallback_k: int) -> dict[str, int]:
-    """k per benchmark (see the module docstring); recorded choices are kept, new ones recorded."""
+def matched_ks(root: Path, results: Sequence[RunResult], *, target: str, units: Sequence[tuple[str, str]],
+               fallback_k: int) -> dict[tuple[str, str], int]:
+    """k per (benchmark, ``sas_matched`` unit) (see the module docstring); recorded choices are kept, new ones
+    recorded. In a model-matrix sweep the unit ``sas_matched@m`` is matched on ``<target>@m`` and ``sas@m``."""
     recorded = _recorded(root)
-    out: dict[str, int] = {}
-    for bench in benchmarks:
-        entry = recorded.get(bench)
+    out: dict[tuple[str, str], int] = {}
+    for bench, unit in units:
+        _, model = split_unit(unit)
+        name = bench if model is None else f"{bench}/{model}"
+        entry = recorded.get(name)
         if isinstance(entry, dict) and entry.get("target") == target and isinstance(entry.get("k"), int) \
                 and 1 <= entry["k"] <= K_MAX:
-            out[bench] = entry["k"]
+            out[(bench, unit)] = entry["k"]
             continue
+        along = (lambda s: s) if model is None else (lambda s: f"{s}{UNIT_SEP}{model}")
         done = [r for r in results if r.benchmark == bench and r.status != "error"]
-        target_tokens = [r.tokens_total for r in done if r.system == target]
-        sas_tokens = [r.tokens_total for r in done if r.system == "sas"]
+        target_tokens = [r.tokens_total for r in done if r.system == along(target)]
+        sas_tokens = [r.tokens_total for r in done if r.system == along("sas")]
         if not target_tokens or not sas_tokens or mean(sas_tokens) <= 0:
             log.warning("sas_matched: nothing to match on; using systems.sas_matched.k", benchmark=bench,
-                        target=target, k=fallback_k)
-            out[bench] = fallback_k
+                        unit=unit, target=target, k=fallback_k)
+            out[(bench, unit)] = fallback_k
             continue
         ratio = mean(target_tokens) / mean(sas_tokens)
-        out[bench] = max(1, min(K_MAX, round(ratio)))
-        recorded[bench] = {"target": target, "k": out[bench], "target_tokens_per_run": mean(target_tokens),
-                           "sas_tokens_per_run": mean(sas_tokens), "ratio": ratio,
-                           "target_runs": len(target_tokens), "sas_runs": len(sas_tokens)}
+        out[(bench, unit)] = max(1, min(K_MAX, round(ratio)))
+        recorded[name] = {"target": along(target), "k": out[(bench, unit)],
+                          "target_tokens_per_run": mean(target_tokens), "sas_tokens_per_run": mean(sas_tokens),
+                          "ratio": ratio, "target_runs": len(target_tokens), "sas_runs": len(sas_tokens)}
     write_derived_json(root / MATCH_FILE, recorded)
     return out

@@ -23,7 +23,7 @@ from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
 from descriptor.events import ErrorInfo, Event
 from descriptor.io import write_json_atomic, write_text_atomic
-from descriptor.layout import RunKey, RunPaths
+from descriptor.layout import RunKey, RunPaths, split_unit
 from descriptor.records import (
     EvalRecord,
     InjectionRecord,
@@ -51,7 +51,7 @@ from mas.sweep.checkpoints import (
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
-from mas.systems import SYSTEMS, final_answer, stage_metrics
+from mas.systems import SYSTEMS, final_answer, get_system, stage_metrics, unit_config
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
@@ -192,8 +192,8 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
-                    rt.personas = await generate_personas(rt, SYSTEMS[system])
-                graph = SYSTEMS[system].build(rt).compile(checkpointer=saver)
+                    rt.personas = await generate_personas(rt, get_system(system))
+                graph = get_system(system).build(rt).compile(checkpointer=saver)
                 # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
                     state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
@@ -218,6 +218,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     """Run one task on one system and write all its artifacts; a finished run is returned as is."""
     if (done := finished_result(spec)) is not None:
         return done
+    cfg = unit_config(cfg, spec.system)  # a model-matrix unit runs on its model's route
     clear_partial(spec)
     paths = spec.paths
     paths.task_dir.mkdir(parents=True, exist_ok=True)
@@ -259,6 +260,7 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
     up to the error. A failure of this run is an error of the sweep, not of
     the task.
     """
+    cfg = unit_config(cfg, spec.system)
     fast = cfg.model_copy(update={"models": {n: r.model_copy(update={"scripted_latency_ms": 0.0})
                                              for n, r in cfg.models.items()}})
     rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None, options=spec.options)
@@ -341,7 +343,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     except RunFileError as err:
         raise UserError(str(err)) from None
     cfg = ExperimentConfig.model_validate(meta.config)
-    if meta.system not in SYSTEMS:
+    if split_unit(meta.system)[0] not in SYSTEMS:
         raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
@@ -356,7 +358,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
-    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection)
+    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection, options=meta.system_options)
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
