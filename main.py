@@ -20,9 +20,11 @@ from typing import NoReturn
 COMMAND_MODULES = (
     "benchmark.cli",
     "mas.cli",
+    "mas.llm.cache_cli",
     "mas.serving.cli",
     "mas.otel.cli",
     "descriptor.cli",
+    "descriptor.plan_cli",
     "descriptor.report.cli",
     "attribution.cli",
     "attribution.cli_conformal",

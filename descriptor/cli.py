@@ -66,6 +66,10 @@ def print_summary(summary: ExperimentSummary) -> None:
     Console(highlight=False, width=None if terminal else 10_000, soft_wrap=not terminal).print(table)
     for line in error_rate_warnings(summary.rollups):
         print(line, file=sys.stderr)
+    for r in summary.rollups:  # budgets reached: finished runs, counted in every rate, named here
+        if hits := r.get("limits_hit"):
+            said = ", ".join(f"{n} at limits.{kind}" for kind, n in hits.items())
+            print(f"{r['benchmark']}/{r['system']}: runs stopped by a budget: {said}")
     for e in summary.economics:
         print(economics_line(e))
 

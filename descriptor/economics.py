@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from descriptor.errors import UserError
 from descriptor.io import write_csv_atomic, write_derived_json
+from descriptor.layout import baseline_unit
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 """Quality points given up per cost unit: 1e-5 per token (0.01 per 1k tokens), 1.0 per USD."""
@@ -125,13 +126,15 @@ def compute_economics(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
     by_key = {(d["benchmark"], d["system"], d["task_id"]): d for d in descriptors}
     rows = []
     for bench, system in sorted({(d["benchmark"], d["system"]) for d in descriptors}):
-        if system == s.baseline:
+        base = baseline_unit(system, s.baseline)  # a model-matrix unit is compared with its own model's baseline
+        if system == base:
             continue
-        tasks = sorted(t for (b, sy, t) in by_key if b == bench and sy == system and (bench, s.baseline, t) in by_key)
+        tasks = sorted(t for (b, sy, t) in by_key if b == bench and sy == system and (bench, base, t) in by_key)
         if not tasks:
             continue
+        pair_settings = s if base == s.baseline else s.model_copy(update={"baseline": base})
         rows.append(compare_pair([by_key[(bench, system, t)] for t in tasks],
-                                 [by_key[(bench, s.baseline, t)] for t in tasks], s))
+                                 [by_key[(bench, base, t)] for t in tasks], pair_settings))
     return rows
 
 

@@ -313,6 +313,11 @@ class Event(BaseModel):
     """Label of the model behind an LLM-backed event (OpenTelemetry ``gen_ai.request.model``)."""
     usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
     """Where token counts came from: the endpoint's usage, the server's tokenizer, or characters/4."""
+    cache_hit: bool | None = None
+    """True when the reply came from the response cache (:mod:`mas.llm.cache`): no request was sent, the token
+    counts are the original call's, ``cost_usd`` is 0 and the original price is ``cost_usd_saved``."""
+    cost_usd_saved: float | None = Field(default=None, ge=0)
+    """Price of the original call a cache hit did not pay again (USD)."""
     span_id: str | None = None
     """This event's span (16 hex digits, OpenTelemetry's format)."""
     parent_span_id: str | None = None

@@ -83,6 +83,31 @@ class RunKey:
         return [k for k, v in self.identity().items() if getattr(other, k, None) != v]
 
 
+UNIT_SEP = "@"
+"""Joins a system and a model route into the unit of a model-matrix sweep (``debate@gpt``): its runs live in
+``<benchmark>/debate@gpt/``, and every summary, the report and ``--compare`` treat the pair as one system."""
+
+
+def split_unit(name: str) -> tuple[str, str | None]:
+    """``(system, model route or None)`` of a system directory name.
+
+    >>> split_unit("debate@gpt"), split_unit("sas")
+    (('debate', 'gpt'), ('sas', None))
+    """
+    system, sep, model = name.partition(UNIT_SEP)
+    return (system, model) if sep else (name, None)
+
+
+def baseline_unit(system: str, baseline: str) -> str:
+    """The baseline ``system`` is compared with: the same model's baseline in a model-matrix sweep.
+
+    >>> baseline_unit("debate@gpt", "sas"), baseline_unit("debate", "sas")
+    ('sas@gpt', 'sas')
+    """
+    _, model = split_unit(system)
+    return baseline if model is None or UNIT_SEP in baseline else f"{baseline}{UNIT_SEP}{model}"
+
+
 def task_dir(experiment_root: Path, benchmark: str, system: str, task_id: str) -> Path:
     """``<root>/<benchmark>/<system>/<task_id>``."""
     return Path(experiment_root) / benchmark / system / task_id

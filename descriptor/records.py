@@ -84,6 +84,8 @@ class RunMetadata(RunIdentity):
     injection_plan: InjectionPlanRecord | None = None
     personas: dict[str, str] | None = None
     """Agent -> persona generated for this run (``mas.persona_mode = "generated"``); None otherwise."""
+    system_options: dict[str, Any] | None = None
+    """Options the sweep chose for this run's system (``sas_matched``'s matched ``k``)."""
     injected_error: InjectionRecord | None = None
     """The scripted model's injected wrong step (ground truth for attribution tests)."""
     versions: dict[str, str | None] = Field(default_factory=dict)
@@ -141,6 +143,9 @@ class RunResult(RunIdentity):
     wall_time_s: float
     """Wall time of the graph run (s)."""
     error: str | None = None
+    limit: str | None = None
+    """The budget that stopped the run (``tokens``, ``cost_usd``, ``wall_s``, ``model_calls``; config ``limits``):
+    the run is ``finished``, its answer evaluated as any other, completion false when it left none."""
 
 
 ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")

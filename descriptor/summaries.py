@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -108,6 +109,11 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
     row: dict[str, Any] = {"benchmark": benchmark, "system": system, "n_tasks": len(descriptors), "n_runs": n_runs,
                            "n_errors": n_errors,
                            "error_rate": n_errors / (n_runs + n_errors) if n_runs + n_errors else None}
+    limited: Counter[str] = Counter()
+    for d in descriptors:
+        limited.update(d.get("limits_hit") or {})
+    if limited:  # runs a budget (config ``limits``) stopped, by limit; absent when none did
+        row["limits_hit"] = dict(sorted(limited.items()))
     for out_key, key in _AVERAGED.items():
         values = [d[key] for d in descriptors]
         row[out_key] = None if not values or any(v is None for v in values) else mean(values)
@@ -149,6 +155,8 @@ def _describe_task(root: Path, task_dir: Path, *,
         return None, found, 0, len(errored)
     d = compute_task_descriptor(runs, benchmark=identity[0], system=identity[1], task_id=identity[2])
     d.update(task_rollback_fields(runs, enabled=rolled_back))
+    if limited := Counter(r.result.limit for r in runs if r.result.limit):  # only where a budget stopped a run
+        d["limits_hit"] = dict(sorted(limited.items()))
     check_consistency(d, str(task_dir))
     write_task_files(task_dir, runs, d, found, errored_runs=errored)
     return d, found, len(runs), len(errored)

@@ -34,6 +34,8 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
         overrides["inject.rate"] = args.inject_errors
     if getattr(args, "inject_position", None) is not None:
         overrides["inject.position"] = args.inject_position
+    if getattr(args, "cache", None) is not None:
+        overrides["cache.mode"] = args.cache
     overrides.update(parse_set_options(getattr(args, "set", None)))
     return apply_overrides(cfg, **overrides)
 
@@ -71,12 +73,16 @@ def freeze_startup_heap() -> None:
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
     from mas.sweep.experiment import ExperimentRequest
+    from mas.sweep.selection import TaskSelection, parse_task_ids
 
     cfg = load_effective_config(args)
+    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids else None, shuffle=args.shuffle,
+                              stratify=args.stratify)
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
-                            progress=args.progress, retry_errors=args.retry_errors)
+                            progress=args.progress, retry_errors=args.retry_errors, selection=selection,
+                            models=_csv(args.models) if args.models else list(cfg.sweep_models))
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     return req
@@ -84,7 +90,7 @@ def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
 
 def execute_sweep(req: ExperimentRequest) -> list[RunResult] | int:
     """Run (or resume) the sweep; its results, or the exit status when it was interrupted."""
-    from mas.sweep.experiment import SweepInterrupted, run_experiment
+    from mas.sweep.experiment import SweepInterrupted, SweepOverBudget, run_experiment
 
     freeze_startup_heap()
     try:
@@ -92,6 +98,10 @@ def execute_sweep(req: ExperimentRequest) -> list[RunResult] | int:
     except SweepInterrupted as err:
         print(f"interrupted: {err}", file=sys.stderr)
         return err.exit_code
+    except SweepOverBudget as err:  # what ran is summarised; the status says the sweep is not done
+        report_sweep(req, err.results)
+        print(f"stopped: {err}", file=sys.stderr)
+        return EXIT_OVER_BUDGET
 
 
 def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
@@ -130,6 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 EXIT_RUN_ERRORS = 1
 """Exit status of ``run`` when some runs ended in an infrastructure error (2 is bad input)."""
+EXIT_OVER_BUDGET = 3
+"""Exit status of ``run`` when the sweep stopped at ``limits.sweep_cost_usd`` with runs not started."""
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -138,8 +150,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", action="append", help="benchmark name; repeat for several")
     p.add_argument("--task-limit", type=int, default=3, help="tasks per benchmark (default 3)")
     p.add_argument("--runs-per-task", type=int, default=1, help="repeated runs per task and system (default 1)")
+    p.add_argument("--task-ids", metavar="IDS|FILE",
+                   help="exactly these tasks (id,id,... or a file with one id a line); --task-limit does not apply")
+    p.add_argument("--shuffle", action="store_true",
+                   help="pick tasks from a permutation seeded by the experiment seed (stable when resumed)")
+    p.add_argument("--stratify", metavar="FIELD",
+                   help="allocate --task-limit tasks to the values of the tasks' metadata FIELD in proportion "
+                        "(e.g. workbench: source)")
     p.add_argument("--systems", default="sas", help="comma-separated systems (default: sas)")
     p.add_argument("--model", help="route for every role: scripted, embedded, or a [models.NAME] route")
+    p.add_argument("--models", metavar="ROUTE,ROUTE",
+                   help="a model matrix: every system on each of these routes, compared as (system, model) units "
+                        "(config sweep_models); roles that name another route keep it")
     p.add_argument("--output-root", help="artifact root directory (default from config: artifacts)")
     p.add_argument("--experiment-id", help="experiment directory name (default: a UTC timestamp)")
     p.add_argument("--seed", type=int, help="base seed")
@@ -147,6 +169,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="override any config key with a TOML value, e.g. --set mas.max_rounds=2 "
                         "--set models.default.temperature=0.0 (repeatable)")
     p.add_argument("--concurrency", type=positive_int, help="runs at once")
+    p.add_argument("--cache", choices=("off", "read", "write", "readwrite"),
+                   help="response cache (config cache.mode; default off): reuse and/or store model replies in SQLite")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",

@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from descriptor.errors import UserError
+from descriptor.layout import split_unit
 from mas.config import ExperimentConfig
-from mas.topologies import debate, orchestrator, representative_exchange, sas, supervisor
+from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor
 from mas.topologies.declaration import Topology
 from mas.topologies.personas import ROLE as PERSONA_ROLE
 
@@ -30,14 +31,26 @@ SYSTEMS: dict[str, Topology] = {
     "debate": debate.TOPOLOGY,
     "orchestrator": orchestrator.TOPOLOGY,
     "representative_exchange": representative_exchange.TOPOLOGY,
+    "sas_matched": sas_matched.TOPOLOGY,
 }
 
 
 def get_system(name: str) -> Topology:
-    """The declaration of system ``name``; ``UserError`` naming the known ones otherwise."""
+    """The declaration of system ``name`` (or of a model-matrix unit's system, ``debate@gpt``); ``UserError`` naming
+    the known ones otherwise."""
+    name = split_unit(name)[0]
     if name not in SYSTEMS:
         raise UserError(f"unknown system {name!r}; known: {', '.join(sorted(SYSTEMS))}")
     return SYSTEMS[name]
+
+
+def unit_config(cfg: ExperimentConfig, unit: str) -> ExperimentConfig:
+    """The config a run of ``unit`` uses: for ``system@model``, ``model``'s route as the default (roles that name
+    another route keep it); for a plain system name, ``cfg`` itself."""
+    _, model = split_unit(unit)
+    if model is None:
+        return cfg
+    return cfg.model_copy(update={"models": {**cfg.models, "default": cfg.route(model)}})
 
 
 def agent_roles(systems: Iterable[str] | None = None, cfg: ExperimentConfig | None = None) -> tuple[str, ...]:

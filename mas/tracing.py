@@ -159,6 +159,8 @@ class Tracer:
         state_id: str | None = None,
         model: str | None = None,
         usage_source: str | None = None,
+        cache_hit: bool | None = None,
+        cost_usd_saved: float | None = None,
         step: bool = False,
     ) -> Event | None:
         """Record one event; ``step=True`` makes it a trajectory step with the next ``step_index``.
@@ -184,7 +186,8 @@ class Tracer:
         fields = {"run_id": self.run_id, "seq": self.seq, "timestamp_start": start or now,
                   "timestamp_end": end or now, "actor": actor, "token_in": token_in, "token_out": token_out,
                   "latency_ms": round(latency_ms, LATENCY_DECIMALS), "cost_usd": cost_usd, "state_id": state_id, "model": model,
-                  "usage_source": usage_source, "span_id": span_id, "parent_span_id": parent_span_id}
+                  "usage_source": usage_source, "cache_hit": cache_hit, "cost_usd_saved": cost_usd_saved,
+                  "span_id": span_id, "parent_span_id": parent_span_id}
         cls = EVENT_CLASSES[event_type]
         event = cls(**fields, payload=payload)
         line = event_line(event)

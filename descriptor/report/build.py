@@ -14,8 +14,17 @@ from typing import Any
 
 from descriptor.economics import EconomicsSettings, compute_economics
 from descriptor.errors import UserError
+from descriptor.layout import split_unit
 from descriptor.report import collect
-from descriptor.report.analysis import FEW_TASKS, RunRow, compare_roots, overview, paired_rows
+from descriptor.report.analysis import (
+    FEW_TASKS,
+    MATCHED_SAS,
+    RunRow,
+    compare_roots,
+    matching_sentence,
+    overview,
+    paired_rows,
+)
 from descriptor.report.attribution_inputs import AttributionIndex, load_attribution
 from descriptor.report.charts import difference_chart, pca_chart, quality_cost_chart
 from descriptor.report.render import (
@@ -176,8 +185,17 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
         p["verdict"] = "better" if lo is not None and lo > 0 else "worse" if hi is not None and hi < 0 else "undecided"
     benches = sorted({o["benchmark"] for o in ov})
     systems = sorted({o["system"] for o in ov})
+    kinds = {split_unit(s)[0] for s in systems}  # a model matrix's units (debate@gpt) by their system
+    if MATCHED_SAS in kinds and settings.baseline != MATCHED_SAS:  # each MAS against the SAS given its budget too
+        vs_matched = settings.model_copy(update={"baseline": MATCHED_SAS})
+        others = [d for d in descriptors if split_unit(d["system"])[0] != settings.baseline]
+        matched = {(e["benchmark"], e["system"]): e
+                   for e in paired_rows(compute_economics(others, vs_matched), others, vs_matched)}
+        for p in paired:
+            if (m := matched.get((p["benchmark"], p["system"]))) is not None:
+                p["sentence"] += " " + matching_sentence(p, m)
     colors = _colors(systems, settings.baseline)
-    findings = [(b, [p for p in paired if p["benchmark"] == b]) for b in benches] if settings.baseline in systems else []
+    findings = [(b, [p for p in paired if p["benchmark"] == b]) for b in benches] if settings.baseline in kinds else []
     grids = _grids(layout, rows, facts, settings.baseline)
     failures = _failures(rows, attr, facts)
     cmp_rows = compare_roots(descriptors, [(str(c), d) for c, d in compared], settings)

@@ -24,7 +24,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult as LCResult
 
 from descriptor.events import ErrorInfo
+from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
 from mas.llm.jsonparse import parse_json_object
+from mas.llm.limits_run import current_budget
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.sanitize import clean_message
 from mas.llm.tokens import count_tokens
@@ -75,6 +77,10 @@ class LLMResult:
     end: str = ""
     model_label: str = ""
     attempts: int = 1
+    cache_hit: bool = False
+    """The reply came from the response cache: no request was sent."""
+    cost_usd_saved: float = 0.0
+    """On a cache hit, the original call's price, not paid again (USD)."""
 
 
 def _length_cut_reply(err: BaseException) -> AIMessage | None:
@@ -301,23 +307,43 @@ async def call_llm(
     if tools and bound.provider != "embedded":
         # Small local models never return native tool_calls; they get the text protocol only.
         runnable = runnable.bind_tools(tools)
-    if json_schema is not None and not tools:
-        mode = bound.structured_output_mode()
-        if mode == "json_schema":
-            runnable = runnable.bind(response_format={
-                "type": "json_schema",
-                "json_schema": {"name": contract.replace(".", "_"), "schema": json_schema},
-            })
-        elif mode == "json_object":
-            runnable = runnable.bind(response_format={"type": "json_object"})
+    response_format = _response_format(bound, contract, json_schema) if json_schema is not None and not tools else None
+    if response_format is not None:
+        runnable = runnable.bind(response_format=response_format)
     if temperature is not None and bound.provider != "scripted":
         runnable = runnable.bind(temperature=temperature)
     if max_tokens is not None and bound.provider != "scripted":
         runnable = runnable.bind(**_max_tokens_kwargs(bound, max_tokens))
 
     tracer = current_tracer()
-    rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{step}")
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
+    budget = current_budget()
+    if budget is not None:
+        budget.start(tracer)  # refused here when the run has used up a budget (limits.*)
+    result: LLMResult | None = None
+    try:
+        result = await _call(bound, runnable, messages, tracer, meta, contract=contract, actor=actor, tools=tools,
+                             tool_names=tool_names, temperature=temperature, max_tokens=max_tokens,
+                             response_format=response_format)
+        return result
+    finally:
+        if budget is not None:
+            budget.finish(0 if result is None else result.token_in + result.token_out,
+                          0.0 if result is None else result.cost_usd)
+
+
+async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], tracer: Any, meta: dict[str, Any], *,
+                contract: str, actor: str, tools: list[Any] | None, tool_names: set[str], temperature: float | None,
+                max_tokens: int | None, response_format: dict[str, Any] | None) -> LLMResult:
+    """One call, from the cache or the endpoint (with retries)."""
+    rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{meta['mas_step']}")
+    cache = current_cache()
+    key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta)
+    if key is not None and cache is not None and cache.reads:
+        t0, start = time.perf_counter(), utc_now_iso()
+        hit = cache.cache.get(key, max_age_days=cache.settings.expire_days)
+        if hit is not None:
+            return _from_cache(bound, hit, tools, tool_names, start=start, t0=t0)
     attempts, max_retries = 0, bound.route.max_retries
     while True:
         attempts += 1
@@ -373,22 +399,76 @@ async def call_llm(
         prompt = "\n".join(str(m.content) for m in messages)
         token_in, source = await count_tokens(bound, prompt)
         token_out, _ = await count_tokens(bound, text)
-    # Unknown names are kept: each native call needs a tool result in the
-    # history, and the model learns from the failure which tools exist.
-    calls = [
-        ToolCallRequest(name=c["name"], arguments=dict(c.get("args") or {}), id=c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
-                        protocol="native")
-        for c in (msg.tool_calls or []) if c.get("name")
-    ] if tools else []
-    if tools and not calls:
-        calls = _text_tool_calls(text, tool_names)
-    return LLMResult(
+    _, calls = _reply_parts(msg, tools, tool_names)
+    result = LLMResult(
         message=msg, text=text, tool_calls=calls,
         parsed=None if calls else parse_json_object(text),
         token_in=token_in, token_out=token_out,
         latency_ms=cb.latency_ms or (time.perf_counter() - t0) * 1000,
         cost_usd=bound.route.cost_usd(token_in, token_out),
         usage_source=source, start=start, end=end, model_label=bound.model_label, attempts=attempts,
+    )
+    if key is not None and cache is not None and cache.writes:
+        cache.cache.put(key, provider=bound.provider, model=bound.model_label, reply=CachedReply(
+            message=msg, token_in=token_in, token_out=token_out, usage_source=source, cost_usd=result.cost_usd,
+            latency_ms=result.latency_ms))
+    return result
+
+
+def _reply_parts(msg: AIMessage, tools: list[Any] | None, tool_names: set[str]) -> tuple[str, list[ToolCallRequest]]:
+    """A reply's text and the tool calls it asks for (native, else written as text; none without tools)."""
+    text = msg.content if isinstance(msg.content, str) else str(msg.content)
+    # Unknown names are kept: each native call needs a tool result in the
+    # history, and the model learns from the failure which tools exist.
+    calls = [
+        ToolCallRequest(name=c["name"], arguments=dict(c.get("args") or {}),
+                        id=c.get("id") or f"call_{uuid.uuid4().hex[:12]}", protocol="native")
+        for c in (msg.tool_calls or []) if c.get("name")
+    ] if tools else []
+    if tools and not calls:
+        calls = _text_tool_calls(text, tool_names)
+    return text, calls
+
+
+def _response_format(bound: BoundModel, contract: str, json_schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response_format`` asking ``bound`` for JSON of ``json_schema`` (None where it is asked in the prompt)."""
+    mode = bound.structured_output_mode()
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": contract.replace(".", "_"), "schema": json_schema}}
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+def _cache_key(cache: CacheUse | None, bound: BoundModel, messages: list[BaseMessage], tools: list[Any],
+               temperature: float | None, max_tokens: int | None, response_format: dict[str, Any] | None,
+               meta: dict[str, Any]) -> str | None:
+    """The response-cache key of this call, or None when no cache is in use or the call may not be cached."""
+    if cache is None:
+        return None
+    temperature = bound.route.temperature if temperature is None else temperature
+    sent_seed = getattr(bound.model, "seed", None)
+    if not cache.cacheable(temperature, sent_seed):
+        return None
+    return request_key(
+        provider=bound.provider, model=bound.model_label, endpoint=endpoint_label(bound.base_url), messages=messages,
+        tools=tools, temperature=temperature, max_tokens=bound.route.max_tokens if max_tokens is None else max_tokens,
+        seed=sent_seed if cache.scope() is not None else None, response_format=response_format,
+        # Not the step index: concurrent agents (a debate round) take steps in scheduling order, which hits
+        # (answered without waiting) change; the actor and the messages already place the call.
+        place={**{k: v for k, v in meta.items() if k != "mas_step"}, "run_seed": cache.scope()})
+
+
+def _from_cache(bound: BoundModel, hit: CachedReply, tools: list[Any] | None, tool_names: set[str], *,
+                start: str, t0: float) -> LLMResult:
+    """The result of a call answered from the cache: the stored reply, its original usage, nothing paid."""
+    msg = hit.message
+    text, calls = _reply_parts(msg, tools, tool_names)
+    return LLMResult(
+        message=msg, text=text, tool_calls=calls, parsed=None if calls else parse_json_object(text),
+        token_in=hit.token_in, token_out=hit.token_out, latency_ms=(time.perf_counter() - t0) * 1000,
+        cost_usd=0.0, usage_source=hit.usage_source, start=start, end=utc_now_iso(), model_label=bound.model_label,
+        cache_hit=True, cost_usd_saved=hit.cost_usd,
     )
 
 
@@ -428,4 +508,5 @@ def llm_event_fields(result: LLMResult) -> dict[str, Any]:
         "cost_usd": result.cost_usd,
         "usage_source": result.usage_source,
         "model": result.model_label,
+        **({"cache_hit": True, "cost_usd_saved": result.cost_usd_saved} if result.cache_hit else {}),
     }

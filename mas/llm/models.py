@@ -148,6 +148,10 @@ class ModelSet:
         """The task's reference actions, for the scripted double only (it replays them)."""
         self._cache: dict[str, BoundModel] = {}
 
+    def reseeded(self, offset: int) -> ModelSet:
+        """The same routes with seed ``seed + offset`` (independent samples of one run)."""
+        return ModelSet(self.cfg, seed=self.seed + offset, injection=self.injection, oracle_actions=self.oracle_actions)
+
     def for_role(self, role: str) -> BoundModel:
         """The model an agent in ``role`` uses (``judge`` falls back to ``default``)."""
         # Keyed by route name, not route object: a built-in route named in

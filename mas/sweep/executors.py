@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -76,7 +76,7 @@ class SweepJob:
     N > 1 = a LocalCluster of N worker processes, each with 1/N of every route limit."""
 
 
-async def run_local(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None:
+async def run_local(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> None:
     """Run ``specs`` on this event loop with ``job.concurrency`` workers pulling from one queue."""
     pending = iter(specs)
 
@@ -89,7 +89,8 @@ async def run_local(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> Non
             else:
                 on_done(spec, result, None)
 
-    tasks = [asyncio.create_task(worker()) for _ in range(min(job.concurrency, len(specs)))]
+    n = min(job.concurrency, len(specs)) if isinstance(specs, Sized) else job.concurrency
+    tasks = [asyncio.create_task(worker()) for _ in range(n)]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -219,7 +220,7 @@ async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
     return client, cluster
 
 
-async def run_dask(specs: list[RunSpec], job: SweepJob, on_done: OnDone) -> None:
+async def run_dask(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> None:
     """Submit ``specs`` to Dask, at most ``job.concurrency`` in flight, and collect results as they finish."""
     from distributed import as_completed
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -20,16 +21,19 @@ from pathlib import Path
 
 from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
+from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.lock import sweep_lock
+from mas.sweep.matching import check_matching, matched_ks
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
+from mas.sweep.selection import TaskSelection, select_tasks
 from mas.sweep.runner import RunSpec, run_seed
-from mas.systems import SYSTEMS, agent_roles
+from mas.systems import SYSTEMS, agent_roles, unit_config
 
 __all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
            "validate_request"]
@@ -56,6 +60,17 @@ class ExperimentRequest:
     """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
     retry_errors: int = DEFAULT_RETRY_ERRORS
     """Times a run that ended in an infrastructure error is redone by later invocations (0: never)."""
+    selection: TaskSelection = field(default_factory=TaskSelection)
+    """Which tasks: the first ``task_limit`` (default), named ids, shuffled, stratified."""
+    models: list[str] = field(default_factory=list)
+    """A model matrix: every system runs on each of these routes (units ``system@route``); empty: the config's
+    default route only."""
+
+    @property
+    def units(self) -> list[str]:
+        """What the sweep compares: the systems, or every (system, model) pair of a model matrix."""
+        systems = list(dict.fromkeys(self.systems))
+        return [f"{s}{UNIT_SEP}{m}" for s in systems for m in self.models] if self.models else systems
 
     @property
     def output_root(self) -> Path:
@@ -79,6 +94,8 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+    check_matching(req.systems, req.cfg.systems.sas_matched.match)
+    _check_models(req)
     check_experiment_id(req.experiment_id)
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
@@ -88,10 +105,22 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
     _check_injection(req.cfg, agent_roles(req.systems, req.cfg))
-    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
-        require_api_key(route, name)
+    for unit in req.units:
+        cfg = unit_config(req.cfg, unit)
+        for name, route in cfg.used_routes(agent_roles([split_unit(unit)[0]], cfg)).items():
+            require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches
+
+
+def _check_models(req: ExperimentRequest) -> None:
+    """A model matrix names known routes, each once, none holding the unit separator."""
+    if len(set(req.models)) != len(req.models):
+        raise UserError(f"--models: a route is named twice ({', '.join(req.models)})")
+    for m in req.models:
+        if UNIT_SEP in m or "/" in m or not m:
+            raise UserError(f"--models: route name {m!r} may not be empty or hold {UNIT_SEP!r} or '/'")
+        req.cfg.route(m)  # ConfigError naming the known routes
 
 
 EXPERIMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
@@ -152,12 +181,12 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
     """Every run of the experiment, in a stable order (tasks outermost, then run index, then system)."""
     specs = []
     for bname, bench in benches.items():
-        tasks = bench.load_tasks(req.task_limit, seed=req.cfg.seed)
+        tasks = select_tasks(bench, bname, req.task_limit, seed=req.cfg.seed, selection=req.selection)
         # Every adapter's ids, generated or read: each names the directory its runs are written to.
         check_task_ids((t.task_id, f"benchmark {bname}: task {i + 1}") for i, t in enumerate(tasks))
         for task in tasks:
             for r in range(req.runs_per_task):
-                for system in dict.fromkeys(req.systems):
+                for system in req.units:
                     specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
                                          benchmark=bname, system=system, task=task, run_index=r,
                                          seed=run_seed(req.cfg.seed, r)))
@@ -182,7 +211,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
     """
     benches = validate_request(req)
     specs = plan_runs(req, benches)
-    prepare_models(req.cfg, req.systems)
+    for unit in req.units:  # ensure_server starts the embedded server once, whichever unit asks first
+        prepare_models(unit_config(req.cfg, unit), [split_unit(unit)[0]])
     client = None
     if req.scheduler_address:  # an unreachable cluster is bad input: say so before the manifest exists
         from mas.sweep.executors import connect_scheduler
@@ -198,10 +228,28 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                        scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
                        bench_options={name: benchmark_options(req.cfg, name) for name in benches})
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
-                   "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing}
-        outcome = await run_sweep(specs, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                   **({"models": req.models} if req.models else {}),
+                   "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing,
+                   **({"selection": req.selection.record()} if not req.selection.default else {})}
+        target = req.cfg.systems.sas_matched.match if "sas_matched" in req.systems else None
+        first = [s for s in specs if target is None or split_unit(s.system)[0] != "sas_matched"]
+        outcome = await run_sweep(first, job, root=req.experiment_root, experiment_id=req.experiment_id,
                                   executor=req.executor, request=request, progress=req.progress,
                                   retry_errors=req.retry_errors)
+        if target is not None and not (outcome.crashed or outcome.over_budget):
+            # Compute matching: k from the finished runs above, then the matched runs (see mas.sweep.matching).
+            later = [s for s in specs if split_unit(s.system)[0] == "sas_matched"]
+            ks = matched_ks(req.experiment_root, outcome.results, target=target,
+                            units=list(dict.fromkeys((s.benchmark, s.system) for s in later)),
+                            fallback_k=req.cfg.systems.sas_matched.k)
+            second = [dataclasses.replace(s, options={"k": ks[(s.benchmark, s.system)]}) for s in later]
+            more = await run_sweep(second, job, root=req.experiment_root, experiment_id=req.experiment_id,
+                                   executor=req.executor, request=request, progress=req.progress,
+                                   retry_errors=req.retry_errors)
+            order = {s.run_id: i for i, s in enumerate(specs)}
+            outcome = dataclasses.replace(
+                more, results=sorted([*outcome.results, *more.results], key=lambda r: order[r.run_id]),
+                skipped=outcome.skipped + more.skipped, ran=outcome.ran + more.ran)
     finally:
         lock.close()
         if client is not None:
@@ -214,7 +262,20 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
         raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
                         f"({shown}); run the same command again to redo them")
+    if outcome.over_budget:
+        raise SweepOverBudget(outcome.results, total=len(specs), limit=req.cfg.limits.sweep_cost_usd or 0.0)
     return outcome.results
+
+
+class SweepOverBudget(Exception):
+    """The sweep stopped scheduling at ``limits.sweep_cost_usd``; ``results`` are the runs that finished."""
+
+    def __init__(self, results: list[RunResult], *, total: int, limit: float) -> None:
+        spent = sum(r.cost_total_usd for r in results)
+        super().__init__(f"the sweep reached its spending limit (limits.sweep_cost_usd = {limit:g} USD, spent "
+                         f"{spent:.6f} USD): {len(results)} of {total} runs finished, the rest were not started. "
+                         "Run the same command with a higher --set limits.sweep_cost_usd=... to finish it")
+        self.results = results
 
 
 def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:
@@ -222,8 +283,8 @@ def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark])
     from mas.topologies.pictures import write_graph_pictures
 
     for bname in benches:
-        for system in dict.fromkeys(req.systems):
-            write_graph_pictures(req.experiment_root / bname / system, system, req.cfg)
+        for unit in req.units:
+            write_graph_pictures(req.experiment_root / bname / unit, split_unit(unit)[0], unit_config(req.cfg, unit))
 
 
 def summary_rows(results: list[RunResult]) -> list[dict[str, object]]:

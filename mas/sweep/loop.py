@@ -65,6 +65,29 @@ class SweepOutcome:
     ran: int
     crashed: dict[str, str] = field(default_factory=dict)
     """run_id -> error, for runs whose ``execute_run`` raised (nothing recorded; redone next time)."""
+    over_budget: bool = False
+    """The sweep stopped scheduling at ``limits.sweep_cost_usd``: some runs were not started (a later invocation
+    with a higher limit runs them)."""
+
+
+class SpendGate:
+    """The runs still to start, handed out until the sweep has spent ``limit`` (USD): the runs in flight then
+    finish, no new one starts. ``spent`` counts every finished run of the sweep, earlier invocations' included,
+    so a resume with the same limit starts nothing and one with a higher limit goes on."""
+
+    def __init__(self, specs: list[RunSpec], limit: float | None, spent: float) -> None:
+        self.specs, self.limit, self.spent = specs, limit, spent
+        self.stopped = False
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def __iter__(self) -> Iterator[RunSpec]:
+        for spec in self.specs:
+            if self.limit is not None and self.spent >= self.limit:
+                self.stopped = True
+                return
+            yield spec
 
 
 class _ThrottledSave:
@@ -165,6 +188,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     store.manifest.invocations[-1].skipped = stats.skipped
     store.save()
     saver = _ThrottledSave(store, manifest_interval_s)
+    gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd, spent=sum(r.cost_total_usd for r in results.values()))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
 
@@ -174,6 +198,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
         else:
             results[spec.run_id] = result
+            gate.spent += result.cost_total_usd
             append_entries(root, [entry(result, spec.paths.result)])
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result)
@@ -183,7 +208,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     received: list[int] = []
     view.start(stats)
     ticker = asyncio.create_task(view.tick(stats))
-    work = asyncio.create_task(EXECUTORS[executor](todo, job, on_done))
+    work = asyncio.create_task(EXECUTORS[executor](gate, job, on_done))
     status = "crashed"
     try:
         with _stop_on_signals(work, received):
@@ -192,13 +217,15 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             except asyncio.CancelledError:
                 if not received:
                     raise  # cancelled from outside: not ours to swallow
-        status = "interrupted" if received else ("crashed" if crashed else "finished")
+        status = ("interrupted" if received else "crashed" if crashed else "over_budget" if gate.stopped
+                  else "finished")
     finally:
         ticker.cancel()
         view.close(stats)
-        store.end(status, signal.Signals(received[0]).name if received else None)
+        store.end(status, signal.Signals(received[0]).name if received else
+                  "limits.sweep_cost_usd" if status == "over_budget" else None)
         saver.now()
     if received:
         raise SweepInterrupted(received[0], done=stats.done, total=stats.total, root=root)
     return SweepOutcome(results=[results[s.run_id] for s in specs if s.run_id in results],
-                        skipped=stats.skipped, ran=stats.done - stats.skipped, crashed=crashed)
+                        skipped=stats.skipped, ran=stats.done - stats.skipped, crashed=crashed, over_budget=gate.stopped)

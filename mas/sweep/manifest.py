@@ -32,7 +32,7 @@ MANIFEST_VERSION = 1
 RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root"})
 
 RunStatus = Literal["pending", "finished", "error"]
-SweepStatus = Literal["running", "finished", "interrupted", "crashed"]
+SweepStatus = Literal["running", "finished", "interrupted", "crashed", "over_budget"]
 
 
 class ManifestRun(RunIdentity):
@@ -60,7 +60,8 @@ class Invocation(BaseModel):
     ended_at: str | None = None
     status: SweepStatus = "running"
     stopped_by: str | None = None
-    """Signal name (``SIGTERM``, ``SIGINT``) when the invocation was interrupted."""
+    """Signal name (``SIGTERM``, ``SIGINT``) when the invocation was interrupted; ``limits.sweep_cost_usd`` when
+    it stopped scheduling at its spending limit (status ``over_budget``)."""
     executor: str
     concurrency: int
     host: str

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
 from descriptor.events import ErrorInfo, Event
 from descriptor.io import write_json_atomic, write_text_atomic
-from descriptor.layout import RunKey, RunPaths
+from descriptor.layout import RunKey, RunPaths, split_unit
 from descriptor.records import (
     EvalRecord,
     InjectionRecord,
@@ -34,6 +34,8 @@ from descriptor.records import (
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
+from mas.llm.cache import use_cache
+from mas.llm.limits_run import RunLimitReached, use_budget
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 from mas.otel import export_processors
@@ -49,7 +51,7 @@ from mas.sweep.checkpoints import (
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
-from mas.systems import SYSTEMS, final_answer, stage_metrics
+from mas.systems import SYSTEMS, final_answer, get_system, stage_metrics, unit_config
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
@@ -69,6 +71,8 @@ class RunSpec:
     task: Task
     run_index: int
     seed: int
+    options: dict[str, Any] = field(default_factory=dict)
+    """Options the sweep chose for this run's system (``sas_matched``'s ``k``); not part of its identity."""
 
     @property
     def key(self) -> RunKey:
@@ -116,7 +120,7 @@ def clear_partial(spec: RunSpec) -> None:
 
 
 def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: int,
-                injection: InjectionPlan | None) -> RunContext:
+                injection: InjectionPlan | None, options: dict[str, Any] | None = None) -> RunContext:
     """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
 
     On a benchmark solved by acting, the scripted double also gets the task's
@@ -129,7 +133,7 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
         oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
     models = ModelSet(cfg, seed=seed, injection=injection, oracle_actions=oracle)
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
-                      new_environment=new_environment)
+                      new_environment=new_environment, system_options=dict(options or {}))
 
 
 NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
@@ -184,12 +188,12 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     state: dict[str, Any] = {}
     error: str | None = None
     own_failure = False
-    with use_tracer(tracer):
+    with use_tracer(tracer), use_cache(rt.cfg.cache, run_seed=rt.models.seed), use_budget(rt.cfg.limits):
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
-                    rt.personas = await generate_personas(rt, SYSTEMS[system])
-                graph = SYSTEMS[system].build(rt).compile(checkpointer=saver)
+                    rt.personas = await generate_personas(rt, get_system(system))
+                graph = get_system(system).build(rt).compile(checkpointer=saver)
                 # The graph's LangChain run is the trace's root span (see mas.spans).
                 if fork is None:
                     state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
@@ -199,9 +203,11 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
                                                        "run_id": tracer.root})
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
-            own_failure = prompt_too_long(err)
-            tracer.emit("system:runtime", "error", ErrorInfo(kind="prompt_too_long" if own_failure else "run_failed",
-                                                             error=error[:2000]))
+            # A budget reached and a prompt over the context are the system's own outcome, not the infrastructure's.
+            rt.limit_reached = err.kind if isinstance(err, RunLimitReached) else None
+            own_failure = prompt_too_long(err) or rt.limit_reached is not None
+            kind = "limit" if rt.limit_reached else "prompt_too_long" if own_failure else "run_failed"
+            tracer.emit("system:runtime", "error", ErrorInfo(kind=kind, error=error[:2000]))
             log.warning("run failed", run=tracer.run_id, error=error)
         finally:
             tracer.close()
@@ -212,6 +218,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     """Run one task on one system and write all its artifacts; a finished run is returned as is."""
     if (done := finished_result(spec)) is not None:
         return done
+    cfg = unit_config(cfg, spec.system)  # a model-matrix unit runs on its model's route
     clear_partial(spec)
     paths = spec.paths
     paths.task_dir.mkdir(parents=True, exist_ok=True)
@@ -219,8 +226,9 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     if plan is not None and plan.position is not None:
         plan.probe_steps = await honest_steps(spec, cfg, bench)
         plan.step = place(plan.fraction or 0.0, plan.probe_steps)
-    rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan)
+    rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan, options=spec.options)
     meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
+    meta.system_options = dict(spec.options) or None
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
     # fsync takes milliseconds: off the event loop, where it would stall every other run's calls.
@@ -252,9 +260,10 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
     up to the error. A failure of this run is an error of the sweep, not of
     the task.
     """
+    cfg = unit_config(cfg, spec.system)
     fast = cfg.model_copy(update={"models": {n: r.model_copy(update={"scripted_latency_ms": 0.0})
                                              for n, r in cfg.models.items()}})
-    rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None)
+    rt = run_context(fast, bench, spec.task, seed=spec.seed, injection=None, options=spec.options)
     tracer = Tracer(spec.run_id, [], enabled=False)
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
     _, error, _ = await run_graph(spec.system, rt, None, tracer, config=config)
@@ -295,7 +304,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         completion=completion, score=evaluation.score, answer=answer or "",
         tokens_total=metrics.tokens_total if tracing else totals["token_in"] + totals["token_out"],
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
-        wall_time_s=wall_s, error=error,
+        wall_time_s=wall_s, error=error, limit=rt.limit_reached,
     )
     write_json_atomic(paths.result, result, indent=None)
     return result
@@ -334,7 +343,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     except RunFileError as err:
         raise UserError(str(err)) from None
     cfg = ExperimentConfig.model_validate(meta.config)
-    if meta.system not in SYSTEMS:
+    if split_unit(meta.system)[0] not in SYSTEMS:
         raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
@@ -349,7 +358,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
-    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection)
+    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection, options=meta.system_options)
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()

@@ -84,6 +84,10 @@ class RunContext:
     """A fresh environment of the run's task (benchmarks solved by acting); None: the built-in tools."""
     personas: dict[str, str] | None = None
     """Generated personas by agent (``mas.persona_mode = "generated"``); None: static ones."""
+    limit_reached: str | None = None
+    """The budget (``limits.<kind>``) that stopped the run, if one did."""
+    system_options: dict[str, Any] = field(default_factory=dict)
+    """Options the sweep chose for this run's system (``sas_matched``'s matched ``k``), recorded in its metadata."""
 
     def specialise(self, agent: AgentSpec) -> AgentSpec:
         """``agent`` with its generated persona, if the run has one for it."""

@@ -1,0 +1,102 @@
+"""``sas_matched``: the compute-matched single agent, k independent SAS samples and a final vote (self-consistency).
+
+The honest form of "does collaboration pay for itself?" compares a MAS with a SAS given the same budget: a MAS
+gain that a SAS spending as much would also get is a spending gain, not a collaboration gain. Each sample is the
+SAS's solver with its own tool loop, and its own seed (sample 0 has the run's seed, so k = 1 is the plain SAS);
+the final vote is the MAS's (``mas.final_vote_mode``). ``k`` is ``systems.sas_matched.k``, or with
+``systems.sas_matched.match = "<system>"`` chosen per benchmark by the sweep so that the mean tokens per run come
+near the named system's (see :func:`mas.sweep.matching.matched_k`), and handed to the run as a system option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from descriptor.events import FinalAnswer
+from mas.config import MasSettings
+from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
+from mas.topologies.declaration import AgentGraph, Message, Participant, Topology, tool_edges
+from mas.topologies.environment import log_update
+from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
+from mas.topologies.roles import artifact_of, latest, sync_step_counter, vote_among
+from mas.topologies.sas import SOLVER_ROLE
+from mas.topologies.state import LoopState
+from mas.tracing import current_tracer
+
+SEED_STRIDE = 7919
+"""Sample i runs with seed ``run seed + i * SEED_STRIDE`` (a prime, so samples of nearby runs do not collide)."""
+
+
+def sample_names(k: int) -> list[str]:
+    return [f"solver_{i}" for i in range(k)]
+
+
+def samples(rt: RunContext) -> int:
+    """k: the sweep's matched value for this run, else ``systems.sas_matched.k``."""
+    return int(rt.system_options.get("k") or rt.cfg.systems.sas_matched.k)
+
+
+def build_sas_matched(rt: RunContext) -> StateGraph:
+    """The graph of one run: k samples in parallel (LangGraph ``Send``), then the final vote."""
+    names = sample_names(samples(rt))
+
+    async def fan_out(state: LoopState) -> list[Send]:
+        return [Send("sample", {"index": i, "notes": state.get("notes") or [], "envs": state.get("envs") or {},
+                                "steps_done": state.get("steps_done", 0)}) for i in range(len(names))]
+
+    async def sample(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        sync_step_counter(task["steps_done"])
+        i = task["index"]
+        agent = rt.specialise(SOLVER_ROLE.agent(names[i]))
+        own = dataclasses.replace(rt, models=rt.models.reseeded(i * SEED_STRIDE)) if i else rt
+        env = rt.environment(task.get("envs"), agent.name)  # each sample acts on its own branch
+        tools = rt.toolbox(env)
+        res = await agent_turn(own, agent, opening_messages(own, agent, "\n".join(task["notes"]), tools),
+                               answer_event="act", state_id=state_id_of(config), toolbox=tools,
+                               sends=[{"from": agent.name, "to": JUDGE_ACTOR}])
+        return {"history": {agent.name: [artifact_of(agent, 0, res, env)]}, "steps_done": res.steps,
+                **log_update(agent.name, env)}
+
+    async def vote(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        history = state.get("history") or {}
+        arts = [a for a in (latest(history, n) for n in names) if a is not None]
+        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
+        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
+                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
+        outcome = win["agent"] if rt.new_environment else None
+        current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
+            **answer, content=win["answer_artifact"], outcome_environment=outcome,
+            sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
+        return {"answer": answer, **({"outcome": outcome} if outcome else {})}
+
+    g = StateGraph(LoopState)
+    g.add_node("sample", sample)
+    g.add_node("vote", vote)
+    g.add_conditional_edges(START, fan_out, ["sample"])
+    g.add_edge("sample", "vote")
+    g.add_edge("vote", END)
+    return g
+
+
+def agent_graph(mas: MasSettings) -> AgentGraph:
+    """The samples answer alone; the judge votes among them. Drawn with the configured k (the sweep may match
+    another)."""
+    from mas.config import SasMatchedSettings
+
+    names = sample_names(SasMatchedSettings().k)
+    return AgentGraph(
+        participants=(*(Participant(name=n, role=SOLVER_ROLE.name, row=0) for n in names),
+                      Participant(name="tools", row=1), Participant(name=JUDGE_ACTOR, row=2),
+                      Participant(name=ANSWER_RECIPIENT, row=3)),
+        messages=(*(Message(source=n, target=JUDGE_ACTOR, label="answer") for n in names),
+                  Message(source=JUDGE_ACTOR, target=ANSWER_RECIPIENT, label="final answer", dashed=True),
+                  *tool_edges(names)))
+
+
+TOPOLOGY = Topology(name="sas_matched", build=build_sas_matched, roles=(SOLVER_ROLE,), agents=agent_graph,
+                    uses_judge=True)

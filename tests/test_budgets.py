@@ -1,0 +1,71 @@
+"""Budgets (issue 28) through the CLI on the scripted model: a run stopped by ``limits.tokens`` is a finished run
+named as capped and counted; a sweep stopped by ``limits.sweep_cost_usd`` exits 3 and a resume with a higher limit
+finishes it without redoing a run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(tmp_path: Path, *args: str, cfg: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, str(ROOT / "main.py"), "run", "--benchmark", "arith", "--output-root", str(tmp_path / "out"),
+           "--progress", "none", *args]
+    cmd += ["--config", str(cfg)] if cfg else ["--model", "scripted"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+
+
+def results(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(root.rglob("run_*.result.json"))]
+
+
+def test_a_token_budget_stops_debate_runs_within_one_call_and_the_summary_counts_them(tmp_path):
+    unlimited = run(tmp_path, "--systems", "debate", "--task-limit", "3", "--experiment-id", "free")
+    assert unlimited.returncode == 0, unlimited.stderr[-2000:]
+    free = results(tmp_path / "out" / "free")
+    limit = 1500
+    assert max(r["tokens_total"] for r in free) > limit, "the budget must bind for the test to mean anything"
+
+    proc = run(tmp_path, "--systems", "debate", "--task-limit", "3", "--experiment-id", "capped",
+               "--set", f"limits.tokens={limit}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    capped = results(tmp_path / "out" / "capped")
+    root = tmp_path / "out" / "capped"
+    per_call = max(e["token_in"] + e["token_out"] for p in root.rglob("run_*.trace.jsonl")
+                   for e in map(json.loads, p.read_text().splitlines()))
+    stopped = [r for r in capped if r["limit"] == "tokens"]
+    assert stopped, "no run was stopped by the budget"
+    for r in capped:
+        assert r["status"] == "finished", r  # a budget is the system's outcome, never an infrastructure error
+        assert r["tokens_total"] <= limit + per_call, r
+    assert all(not r["completion"] and not r["success"] for r in stopped)
+    (row,) = json.loads((root / "experiment_summary.json").read_text())["rollups"]
+    assert row["limits_hit"] == {"tokens": len(stopped)} and row["n_errors"] == 0
+    assert f"{len(stopped)} at limits.tokens" in proc.stdout
+
+
+def test_a_sweep_stops_at_its_spending_limit_and_a_resume_with_a_higher_limit_finishes_it(tmp_path):
+    cfg = tmp_path / "priced.toml"
+    cfg.write_text('concurrency = 1\n[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+                   "price_input_per_1m = 100.0\nprice_output_per_1m = 100.0\n")
+    args = ("--systems", "sas", "--task-limit", "6", "--experiment-id", "paid")
+    first = run(tmp_path, *args, "--set", "limits.sweep_cost_usd=0.01", cfg=cfg)
+    assert first.returncode == 3, first.stderr[-2000:]
+    assert "limits.sweep_cost_usd" in first.stderr
+    root = tmp_path / "out" / "paid"
+    done = results(root)
+    assert 0 < len(done) < 6
+    per_run = max(r["cost_total_usd"] for r in done)
+    assert sum(r["cost_total_usd"] for r in done) < 0.01 + per_run  # in flight at the limit: one run (concurrency 1)
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["status"] == "over_budget"
+    mtimes = {p: p.stat().st_mtime_ns for p in root.rglob("run_*.result.json")}
+
+    again = run(tmp_path, *args, "--set", "limits.sweep_cost_usd=10", cfg=cfg)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(results(root)) == 6
+    assert all(p.stat().st_mtime_ns == t for p, t in mtimes.items()), "a finished run was redone"
