@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from descriptor.registry import Registry
+
 if TYPE_CHECKING:
     from benchmark.environment import Action, Environment
 
@@ -96,3 +98,9 @@ class Benchmark(ABC):
             "success_definition": self.success_definition,
             "doc": (type(self).__doc__ or "").strip(),
         }
+
+
+BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "mas_econ.benchmarks")
+"""Benchmark name -> adapter class: each adapter module registers its class (``@BENCHMARKS.register("arith")``),
+installed packages through the ``mas_econ.benchmarks`` entry-point group, other code as a plugin
+(``--plugin MODULE``). Read it through :mod:`benchmark.registry`, which imports the built-in adapters."""

