@@ -23,6 +23,8 @@ descriptor.errors.UserError: unknown colour 'blue'; known: red
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import types
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
@@ -140,11 +142,14 @@ def load_plugins(modules: Iterable[str]) -> list[str]:
     """Import each plugin module (``--plugin``, config ``plugins``); they register with the decorators.
 
     Returns every plugin module imported so far in this process, in order, so a sweep can hand the same list to
-    its worker processes. A module that does not import is a :class:`UserError` naming it.
+    its worker processes. A module that does not import is a :class:`UserError` naming it. Like ``python -m``,
+    the current directory is searched too (after ``sys.path``): a plugin is often a file next to the config.
     """
     for name in modules:
         if name in _PLUGINS:
             continue
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         try:
             importlib.import_module(name)
         except ImportError as err:

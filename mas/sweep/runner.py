@@ -36,7 +36,7 @@ from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
-from mas.otel import export_processors
+import mas.otel  # noqa: F401  (the package's own trace processor, the OpenTelemetry exporter, registers)
 from mas.scripted.model import InjectionPlan
 from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.checkpoints import (
@@ -46,6 +46,7 @@ from mas.sweep.checkpoints import (
     keep_or_drop,
     open_checkpointer,
 )
+from mas.sweep.hooks import registered_processors
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
@@ -53,7 +54,7 @@ from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
-from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
+from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, registered_processors, use_tracer
 
 log = structlog.get_logger(__name__)
 
@@ -230,7 +231,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     collected = ListCollector()
     processors: list[TraceProcessor] = [JsonlWriter(paths.trace), collected]
     if tracing:
-        processors += export_processors(cfg, meta)
+        processors += registered_processors(cfg, meta)
     tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}
