@@ -54,7 +54,7 @@ from mas.systems import SYSTEMS, final_answer, stage_metrics
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
-from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, registered_processors, use_tracer
+from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = structlog.get_logger(__name__)
 
