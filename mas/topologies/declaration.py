@@ -17,6 +17,7 @@ from mas.config import MasSettings
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -116,9 +117,11 @@ installed packages through the ``mas_econ.systems`` entry-point group, other cod
 def register_system(topology: Topology) -> Topology:
     """Add ``topology`` to :data:`SYSTEMS` under its name; returns it (``TOPOLOGY = register_system(Topology(...))``).
 
-    Its origin is the module of its graph builder, so two topologies claiming one name are told apart.
+    Its origin is the module that registers it (``mas.topologies.sas:sas``), so two modules claiming one name
+    are told apart even when they share a graph builder.
     """
-    return SYSTEMS.register(topology.name, topology, origin=f"{topology.build.__module__}:{topology.build.__qualname__}")
+    module = sys._getframe(1).f_globals.get("__name__", "?")
+    return SYSTEMS.register(topology.name, topology, origin=f"{module}:{topology.name}")
 
 
 def tool_edges(agents: list[str]) -> list[Message]:
