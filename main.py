@@ -123,7 +123,8 @@ def _dispatch(argv: list[str] | None) -> int:
     configure_logging()  # every command's logs go to stderr with secrets redacted
     try:
         try:
-            args = build_parser().parse_args(load_plugin_options(sys.argv[1:] if argv is None else argv))
+            rest = load_plugin_options(sys.argv[1:] if argv is None else argv)  # before the parser: they extend it
+            args = build_parser().parse_args(rest)
         except SystemExit as done:  # --help, or a bad flag (already reported in one line)
             return done.code if isinstance(done.code, int) else 2
         with redacted_std_streams():
