@@ -143,7 +143,7 @@ def load_plugins(modules: Iterable[str]) -> list[str]:
 
     Returns every plugin module imported so far in this process, in order, so a sweep can hand the same list to
     its worker processes. A module that does not import is a :class:`UserError` naming it. Like ``python -m``,
-    the current directory is searched too (after ``sys.path``): a plugin is often a file next to the config.
+    the current directory is searched too (after ``sys.path``): a plugin is often a file where the sweep starts.
     """
     for name in modules:
         if name in _PLUGINS:
