@@ -49,7 +49,8 @@ def test_the_installed_plugins_benchmark_and_topology_are_listed_swept_and_repor
     root = sweep(installed, tmp_path, "local")
     assert len(list((root / "digit_sum" / "round_robin").glob("*/run_0.result.json"))) == 2
     html = (root / "report" / "index.html").read_text(encoding="utf-8")
-    assert ">round_robin<" in html and ">digit_sum<" in html and (root / "report" / "graphs").is_dir()
+    assert ">round_robin<" in html and ">digit_sum<" in html
+    assert 'src="../digit_sum/round_robin/mas_graph.png"' in html  # its agent picture, from its declaration
 
 
 def test_a_dask_sweep_with_two_worker_processes_runs_the_installed_plugins_entries(installed, tmp_path):
