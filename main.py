@@ -15,8 +15,9 @@ import threading
 from collections.abc import Iterator
 from typing import NoReturn
 
-# Modules that define ``register(subparsers)``; each adds its own commands. Order matters once:
-# attribution.cli_sweep extends mas.cli's ``run`` with --rollback (mas must not import attribution).
+# Modules that define ``register(subparsers)``, each adding its own commands, or register hooks into another
+# command when imported (attribution.cli_sweep: ``run --rollback``, as mas.sweep.hooks.SWEEP_HOOKS; mas must not
+# import attribution). All are imported before any parser is built, so their order does not matter.
 COMMAND_MODULES = (
     "benchmark.cli",
     "mas.cli",
@@ -45,10 +46,31 @@ def build_parser() -> argparse.ArgumentParser:
         prog="main.py",
         description="LangGraph multi-agent runtime: experiments, descriptors, failure attribution.",
     )
+    parser.add_argument("--plugin", action="append", metavar="MODULE",
+                        help="import MODULE first (repeatable; before or after the command): code that is not "
+                             "installed registering benchmarks, systems, methods or scorers; the config key "
+                             "plugins does the same")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    modules = [importlib.import_module(name) for name in COMMAND_MODULES]  # hooks register on import
+    for module in modules:
+        if hasattr(module, "register"):
+            module.register(sub)
     return parser
+
+
+def load_plugin_options(argv: list[str]) -> list[str]:
+    """Import the ``--plugin MODULE`` modules named anywhere in ``argv``; the other arguments.
+
+    Plugins load before the parser is built, so what they register (a benchmark, a system, a method, a hook)
+    is known to every command, its choices and its help. The parser keeps ``--plugin`` for ``--help`` only.
+    """
+    from descriptor.registry import load_plugins
+
+    pre = OneLineErrors(prog="main.py", add_help=False, allow_abbrev=False)
+    pre.add_argument("--plugin", action="append", default=[])
+    known, rest = pre.parse_known_args(argv)
+    load_plugins(known.plugin)
+    return rest
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
@@ -97,18 +119,19 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     from mas.logging import configure_logging, redacted_std_streams
 
-    configure_logging()  # every command's logs go to stderr with secrets redacted
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as done:  # --help, or a bad flag (already reported in one line)
-        return done.code if isinstance(done.code, int) else 2
     from descriptor.errors import UserError
     from descriptor.redact import redact
 
+    configure_logging()  # every command's logs go to stderr with secrets redacted
     try:
+        try:
+            rest = load_plugin_options(sys.argv[1:] if argv is None else argv)  # before the parser: they extend it
+            args = build_parser().parse_args(rest)
+        except SystemExit as done:  # --help, or a bad flag (already reported in one line)
+            return done.code if isinstance(done.code, int) else 2
         with redacted_std_streams():
             return int(args.func(args) or 0)
-    except UserError as err:
+    except UserError as err:  # also a plugin that does not import, or an installed one that does not load
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
 

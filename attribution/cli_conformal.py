@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, METHODS, Aggregator
+from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, Aggregator, method_names
 from descriptor.cliargs import positive_int
 
 METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "DIR/coverage_curve.json and PNG plots. Records with a null "
                                    "mistake_step are skipped.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=METHODS, help=METHOD_HELP)
+    p.add_argument("--method", required=True, choices=method_names(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
     p.add_argument("--splits", type=positive_int, default=1000, help="random even calibration/test splits (default 1000)")
     p.add_argument("--out", required=True, help="output directory")
@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "file's scorer (and its training data) is recorded, so rollback scores "
                                    "new runs the same way.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=METHODS, help=METHOD_HELP)
+    p.add_argument("--method", required=True, choices=method_names(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
     p.add_argument("--out", required=True, help="calibration.json to write")
     p.set_defaults(func=_calibrate)

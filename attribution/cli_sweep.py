@@ -1,14 +1,11 @@
 """``run --rollback``: the sweep, then the automatic rollback of its failed runs, then the summary.
 
 Layering: ``mas`` (the runtime, with the ``run`` command) must not import
-``attribution``. So the composition lives here, one level up: :func:`register`
-finds the ``run`` subparser that ``mas.cli`` registered (``main.py`` lists
-this module after it in ``COMMAND_MODULES``), adds the rollback options to it
-and replaces its handler with :func:`cmd_run`, which calls the three parts
-``mas.cli`` exposes (:func:`~mas.cli.sweep_request`,
-:func:`~mas.cli.execute_sweep`, :func:`~mas.cli.report_sweep`) with the
-rollback between the last two. Without ``--rollback`` it is ``mas.cli.cmd_run``
-unchanged. The rollback options are checked before any run starts.
+``attribution``. So this module registers a sweep hook
+(:data:`mas.sweep.hooks.SWEEP_HOOKS`, ``rollback``) when it is imported:
+``run`` adds its options (:func:`add_arguments`), lets it check them before
+any run starts (:func:`prepare`) and calls the rollback it returns between
+the sweep and the summary. Without ``--rollback`` it does nothing.
 """
 
 from __future__ import annotations
@@ -16,15 +13,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING, Any
 
 # descriptor.records, not attribution.rollback: every CLI start-up builds this parser, and the runtime is heavy.
 from descriptor.records import ROLLBACK_STRATEGIES
+from mas.sweep.hooks import SWEEP_HOOKS, AfterSweep, SweepHook
+
+if TYPE_CHECKING:
+    from attribution.sweep_rollback import SweepRollbackOptions
+    from mas.sweep.experiment import ExperimentRequest
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | None:
+    """Check the rollback options before any run starts; the rollback to run after the sweep, if asked for."""
     from descriptor.errors import UserError
-    from mas.cli import cmd_run as run_only
-    from mas.cli import execute_sweep, report_sweep, sweep_request
 
     if args.rollback is None:
         given = [f for f, v in (("--calibration", args.calibration), ("--rollback-scorer", args.rollback_scorer),
@@ -32,10 +34,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                  if v is not None]
         if given:
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
-        return run_only(args)
+        return None
 
-    from attribution.sweep_rollback import SweepRollbackOptions, check_options, rollback_sweep
-    from mas.logging import configure_logging
+    from attribution.sweep_rollback import SweepRollbackOptions, check_options
 
     if args.calibration is not None:
         clash = [f for f, v in (("--rollback-scorer", args.rollback_scorer),
@@ -44,16 +45,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         if clash:
             raise UserError(f"{', '.join(clash)}: the calibration file fixes the scorer, method and alpha; drop "
                             f"{'it' if len(clash) == 1 else 'them'} or drop --calibration")
-    configure_logging()
-    req = sweep_request(args)
     opts = SweepRollbackOptions(
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
         folds=args.rollback_folds, seed=req.cfg.seed)
-    calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here, before any run
-    results = execute_sweep(req)
-    if isinstance(results, int):
-        return results
+    calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
+    return lambda results: roll_back(req, opts, calibration)
+
+
+def roll_back(req: ExperimentRequest, opts: SweepRollbackOptions, calibration: Any) -> int:
+    """Roll back the finished sweep's failed runs once each and say what happened; the exit status."""
+    from attribution.sweep_rollback import rollback_sweep
+
     rec = asyncio.run(rollback_sweep(req.experiment_root, opts, calibration=calibration,
                                      concurrency=req.cfg.concurrency))
     print(f"rollback ({opts.strategy}): {rec.n_rolled_back} of {rec.n_failed} failed run(s) rolled back now"
@@ -66,25 +69,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {len(infinite)} of {len(rec.folds)} calibration fold(s) had too few labelled runs for a finite "
               f"threshold at alpha {rec.alpha} (q_hat = inf): their runs restarted from step 0. Run more tasks for "
               "sets that can leave steps out")
-    status = report_sweep(req, results)
     if rec.n_errors:
         from descriptor.redact import redact
 
         print(redact(f"error: {rec.n_errors} rollback(s) could not run and their runs stay failed (first: "
                      f"{rec.errors[0][:300]}); run the same command again to retry them"), file=sys.stderr)
-        return max(status, EXIT_ROLLBACK_ERRORS)
-    return status
+        return EXIT_ROLLBACK_ERRORS
+    return 0
 
 
 EXIT_ROLLBACK_ERRORS = 1
 """Exit status when some rollbacks could not run (as ``rollback-experiment``; 2 is bad input)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the rollback options to ``run`` (registered by ``mas.cli``) and wrap its handler."""
-    run = sub.choices.get("run")
-    if run is None:
-        raise RuntimeError("attribution.cli_sweep must be registered after mas.cli (COMMAND_MODULES in main.py)")
+def add_arguments(run: argparse.ArgumentParser) -> None:
+    """The rollback options of ``run``."""
     g = run.add_argument_group("automatic rollback (after the sweep, each failed run once)")
     g.add_argument("--rollback", choices=ROLLBACK_STRATEGIES, metavar="STRATEGY",
                    help="roll back every failed run at the end of the sweep: conformal (the calibrated set's first "
@@ -104,4 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="self-calibration: miscoverage level, target coverage 1 - ALPHA (default 0.1)")
     g.add_argument("--rollback-folds", type=int, default=5, metavar="K",
                    help="self-calibration: cross-fitting folds (default 5)")
-    run.set_defaults(func=cmd_run)
+
+
+ROLLBACK_HOOK = SWEEP_HOOKS.register("rollback", SweepHook(add_arguments=add_arguments, prepare=prepare),
+                                     origin=f"{__name__}:ROLLBACK_HOOK")

@@ -22,13 +22,14 @@ import numpy as np
 
 from attribution.conformal import (
     AUTO_CANDIDATES,
-    BASE_METHODS,
     METHODS,
     Aggregator,
     auto_halves,
+    base_methods,
     coverage_guard,
     crsvp_levels,
     inner_splits,
+    method_names,
     prefix_scores,
     rank_for,
     step_thresholds,
@@ -280,8 +281,8 @@ class Evaluator:
             return eval_crsvp(self._crsvp, self.perms, alpha, self.u)
         if method == "auto":
             return eval_auto({m: self._prep(m) for m in AUTO_CANDIDATES}, self.perms, alpha, self.seed)
-        if method not in BASE_METHODS:
-            raise UserError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+        if method not in base_methods():
+            raise UserError(f"method: expected one of {', '.join(method_names())}, got {method!r}")
         return eval_threshold(self._prep(method), self.perms, alpha)
 
 

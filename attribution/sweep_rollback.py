@@ -132,10 +132,10 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
         raise UserError(f"--rollback-alpha must lie strictly between 0 and 1 (got {opts.alpha})")
     if opts.folds < 2:
         raise UserError(f"--rollback-folds must be at least 2 (got {opts.folds})")
-    from attribution.conformal import METHODS
+    from attribution.conformal import method_names
 
-    if opts.method not in METHODS:
-        raise UserError(f"--rollback-method: expected one of {', '.join(METHODS)}, got {opts.method!r}")
+    if opts.method not in method_names():
+        raise UserError(f"--rollback-method: expected one of {', '.join(method_names())}, got {opts.method!r}")
     return None
 
 

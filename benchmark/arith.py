@@ -10,7 +10,7 @@ import random
 import re
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
 from descriptor.errors import UserError
@@ -82,6 +82,7 @@ def parse(question: str) -> tuple[int, list[tuple[str, int]]] | None:
     return (int(m.group(1)), ops) if ops else None
 
 
+@BENCHMARKS.register("arith")
 class ArithBenchmark(Benchmark):
     """Synthetic multi-step arithmetic (3-5 operations on an integer by default).
 

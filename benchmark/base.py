@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from descriptor.errors import UserError
+from descriptor.registry import Registry
 
 if TYPE_CHECKING:
     from benchmark.environment import Action, Environment
@@ -152,3 +153,7 @@ def check_task_ids(ids: Iterable[tuple[str, str]]) -> None:
     if problems:
         more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise UserError("unusable task ids:\n" + "\n".join(problems[:10]) + more)
+BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "mas_econ.benchmarks")
+"""Benchmark name -> adapter class: each adapter module registers its class (``@BENCHMARKS.register("arith")``),
+installed packages through the ``mas_econ.benchmarks`` entry-point group, other code as a plugin
+(``--plugin MODULE``). Read it through :mod:`benchmark.registry`, which imports the built-in adapters."""

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
 from descriptor.errors import UserError
@@ -103,6 +103,7 @@ def _load_problems(data_path: str | None) -> tuple[tuple[str, str, str], ...]:
     return tuple(problems)
 
 
+@BENCHMARKS.register("gsm8k")
 class GSM8KBenchmark(Benchmark):
     """GSM8K test split: 1,319 grade-school math word problems with integer answers.
 

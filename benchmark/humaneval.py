@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task, check_task_ids
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
 from benchmark.gsm8k import read_jsonl_numbered
 from descriptor.errors import UserError
@@ -133,6 +133,7 @@ def _task_id(native_id: str) -> str:
     return native_id.replace("/", "_")
 
 
+@BENCHMARKS.register("humaneval")
 class HumanEvalBenchmark(Benchmark):
     """HumanEval: 164 hand-written Python programming problems with unit tests.
 

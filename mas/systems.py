@@ -1,12 +1,16 @@
 """The systems a run can use, by name: the SAS and the multi-agent topologies.
 
+:data:`SYSTEMS` is one registry (:class:`descriptor.registry.Registry`) for the built-in topologies, installed
+packages' (entry-point group ``mas_econ.systems``) and plugins' (``--plugin MODULE``, config ``plugins``).
 Each entry is a topology's declaration (:class:`mas.topologies.declaration.Topology`):
 its ``build`` makes an uncompiled LangGraph ``StateGraph`` for one run; every
 graph leaves its final answer in ``state["answer"]`` and its per-stage metrics
 (rounds used, stop reasons) in ``state["stages"]``. Adding a topology is one
 module under :mod:`mas.topologies` (its builder and its ``TOPOLOGY``
-declaration) plus one line here; its roles, routes and pictures follow
-(and, to serve it in LangGraph Studio, one line in ``langgraph.json``).
+declaration, registered with :func:`~mas.topologies.declaration.register_system`) plus its import here; its
+roles, routes, pictures and LangGraph Studio graph follow (``python main.py studio-config`` rewrites
+``langgraph.json``). A topology outside the project is the same module in its own package, registered
+through an entry point (see ``examples/plugin/``).
 
 Routing functions (conditional edges) are ``async def`` like the nodes:
 LangGraph runs a plain ``def`` one in a thread pool on every step, and
@@ -21,18 +25,12 @@ from typing import Any
 from descriptor.errors import UserError
 from descriptor.layout import split_unit
 from mas.config import ExperimentConfig
-from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor
-from mas.topologies.declaration import Topology
+# The built-in topologies register themselves in SYSTEMS when their modules are imported.
+from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor  # noqa: F401
+from mas.topologies.declaration import SYSTEMS, Topology, register_system
 from mas.topologies.personas import ROLE as PERSONA_ROLE
 
-SYSTEMS: dict[str, Topology] = {
-    "sas": sas.TOPOLOGY,
-    "supervisor": supervisor.TOPOLOGY,
-    "debate": debate.TOPOLOGY,
-    "orchestrator": orchestrator.TOPOLOGY,
-    "representative_exchange": representative_exchange.TOPOLOGY,
-    "sas_matched": sas_matched.TOPOLOGY,
-}
+__all__ = ["SYSTEMS", "agent_roles", "final_answer", "get_system", "register_system", "stage_metrics"]
 
 
 def get_system(name: str) -> Topology:
@@ -40,8 +38,8 @@ def get_system(name: str) -> Topology:
     the known ones otherwise."""
     name = split_unit(name)[0]
     if name not in SYSTEMS:
-        raise UserError(f"unknown system {name!r}; known: {', '.join(sorted(SYSTEMS))}")
-    return SYSTEMS[name]
+        raise UserError(f"unknown system {name!r}; known: {', '.join(SYSTEMS.names())}")
+    return SYSTEMS.get(name)
 
 
 def unit_config(cfg: ExperimentConfig, unit: str) -> ExperimentConfig:
@@ -60,7 +58,7 @@ def agent_roles(systems: Iterable[str] | None = None, cfg: ExperimentConfig | No
     >>> agent_roles(["sas"])
     ('solver',)
     """
-    names = SYSTEMS if systems is None else systems
+    names = SYSTEMS.names() if systems is None else systems
     roles = [r for n in names for r in get_system(n).role_names()]
     if cfg is not None and cfg.mas.persona_mode == "generated":
         roles.append(PERSONA_ROLE)

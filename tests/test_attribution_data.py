@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -263,7 +264,14 @@ def _counting_method(monkeypatch: pytest.MonkeyPatch, calls: list[str], fail: se
             return await inner(t, ctx)
         return run
 
-    monkeypatch.setitem(METHODS, "counting", factory)
+    METHODS.unregister("counting")  # a test may swap it for one failing other cases
+    METHODS.register("counting", factory)
+
+
+@pytest.fixture(autouse=True)
+def _no_counting_method_left() -> Iterator[None]:
+    yield
+    METHODS.unregister("counting")
 
 
 def test_attribute_resumes_without_redoing_finished_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

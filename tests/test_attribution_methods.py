@@ -48,7 +48,7 @@ from mas.llm.call import PromptTooLongError
 from mas.llm.models import BoundModel
 from mas.scripted.model import ScriptedChatModel
 
-LLM_METHODS = ["all_at_once", "step_by_step", "binary_search", "echo", "chief"]
+LLM_METHODS = [m for m in METHODS if m != "random"]  # every registered method that asks a model
 
 
 def make_traj(agents: list[str], error_at: int, *, tid: str = "t", filler: str = "", gt: str | None = "42") -> Trajectory:

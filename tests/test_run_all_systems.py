@@ -1,4 +1,4 @@
-"""Issue 4, "what must show": one scripted `main.py run` of all four systems on arith.
+"""Issue 4, "what must show": one scripted `main.py run` of every registered system on arith.
 
 Every MAS trace must have messages (``payload.sends``), handoffs (an actor
 switch between non-system actors) and a controller decision that stops for
@@ -9,12 +9,13 @@ from pathlib import Path
 
 from descriptor.events import is_system_actor, read_trace
 from main import main
+from mas.systems import SYSTEMS
 from mas.topologies import pictures as graph_pictures
 from mas.topologies.termination import STOP_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")
-MAS_SYSTEMS = ("supervisor", "debate", "orchestrator")
+MAS_SYSTEMS = tuple(s for s in SYSTEMS if s != "sas")
 
 
 def has_handoff(events) -> bool:
@@ -26,7 +27,7 @@ def has_handoff(events) -> bool:
 def test_all_systems_run_and_every_mas_trace_shows_sends_handoffs_and_a_stop_reason(tmp_path, monkeypatch):
     # matplotlib would take longer than the 24 runs; the pictures have their own test in test_topologies
     monkeypatch.setattr(graph_pictures, "draw_png", lambda edges, path, *args, **kwargs: path)
-    code = main(["run", "--config", CONFIG, "--benchmark", "arith", "--systems", "sas,supervisor,debate,orchestrator",
+    code = main(["run", "--config", CONFIG, "--benchmark", "arith", "--systems", ",".join(SYSTEMS),
                  "--model", "scripted", "--task-limit", "3", "--runs-per-task", "2", "--output-root", str(tmp_path),
                  "--experiment-id", "all"])
     assert code == 0

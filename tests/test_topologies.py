@@ -19,7 +19,7 @@ from mas.scripted.model import RESPONDERS
 from mas.systems import SYSTEMS
 from mas.topologies.termination import STOP_REASONS
 
-MAS_SYSTEMS = ("supervisor", "debate", "orchestrator", "representative_exchange")
+MAS_SYSTEMS = tuple(s for s in SYSTEMS if s != "sas")  # every registered multi-agent system, plugins' too
 
 
 def config(model: str = "scripted", **sections):
@@ -40,8 +40,19 @@ def decisions(events):
             if e.actor == "system:controller" and e.event_type == "verify"]
 
 
-def test_all_topologies_are_registered():
-    assert {"sas", *MAS_SYSTEMS} <= set(SYSTEMS)
+def test_every_topology_module_that_declares_a_topology_has_it_registered_under_its_name():
+    import importlib
+    import pkgutil
+
+    import mas.topologies
+
+    declared = {}
+    for info in pkgutil.iter_modules(mas.topologies.__path__):
+        topology = getattr(importlib.import_module(f"mas.topologies.{info.name}"), "TOPOLOGY", None)
+        if topology is not None:
+            declared[topology.name] = topology
+    assert {"sas", "supervisor", "debate", "orchestrator", "representative_exchange"} <= set(declared)
+    assert all(SYSTEMS[name] is topology for name, topology in declared.items())
 
 
 @pytest.mark.parametrize("system", MAS_SYSTEMS)
@@ -194,7 +205,7 @@ async def test_rollback_into_a_fan_out_round_keeps_step_numbers(tmp_path):
     assert redone[0] == round_start and redone == list(range(round_start, round_start + len(redone)))
 
 
-@pytest.mark.parametrize("system", ["sas", *MAS_SYSTEMS])
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
 def test_graph_pictures_are_written_offline(tmp_path, system):
     paths = write_graph_pictures(tmp_path / system, system, config())
     assert [p.name for p in paths] == list(PICTURE_FILES)
@@ -241,7 +252,7 @@ PICTURE_RUNS = {  # one run per system that takes every message edge (the orches
 
 @pytest.mark.parametrize("system", MAS_SYSTEMS)
 async def test_agent_picture_edges_are_the_traced_sends(tmp_path, system):
-    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
+    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS.get(system, {})))
     traced = {(s.from_, s.to) for e in events for s in getattr(e.payload, "sends", None) or []}
     tool_users = {e.actor for e in events if e.event_type == "tool_call" and e.payload.tool != "delegate"}
     edges, _rows = agent_picture(system, config())
@@ -251,7 +262,7 @@ async def test_agent_picture_edges_are_the_traced_sends(tmp_path, system):
 
 @pytest.mark.parametrize("system", MAS_SYSTEMS)
 async def test_controller_decisions_and_published_answers_carry_sends(tmp_path, system):
-    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS[system]))
+    _, events, _ = await run(tmp_path, system, config(**PICTURE_RUNS.get(system, {})))
     for d in decisions(events):
         # only the orchestrator's stop passes nothing on: the controller publishes the answer itself
         assert d.get("sends") or (system == "orchestrator" and d["stop"])
@@ -349,10 +360,13 @@ async def test_a_new_topology_is_one_declaration_and_one_registry_line(tmp_path,
     toy = Topology(name="toy", build=build, roles=(echo,), agents=lambda mas: AgentGraph(
         participants=(Participant(name="echo_0", role="echoer", row=0), Participant(name="user", row=1)),
         messages=(Message(source="echo_0", target="user", label="answer"),)))
-    monkeypatch.setitem(SYSTEMS, "toy", toy)
-    assert "echoer" in agent_roles()
-    assert write_graph_pictures(tmp_path / "pics", "toy", config())[1].stat().st_size > 0
-    result, events, _ = await run(tmp_path, "toy", config())
+    SYSTEMS.register("toy", toy, origin="tests.test_topologies:toy")
+    try:
+        assert "echoer" in agent_roles()
+        assert write_graph_pictures(tmp_path / "pics", "toy", config())[1].stat().st_size > 0
+        result, events, _ = await run(tmp_path, "toy", config())
+    finally:
+        SYSTEMS.unregister("toy")
     assert result.status == "finished" and events[-1].actor == "echo_0" and events[-1].payload.role == "echoer"
 
 

@@ -20,6 +20,8 @@ quasi-convex along the trajectory (falls, then rises).
 - ``auto`` (:mod:`._calibrate`): chooses among the contiguous methods by
   inner cross-validation on half of the calibration records and fits q_hat
   on the other half (exact coverage).
+- The name -> threshold rule table (:mod:`._methods`): :data:`CONFORMAL_METHODS`, one registry for the
+  built-in methods, installed packages' (``mas_econ.conformal``) and plugins'.
 - Files (:mod:`._files`): ``calibration.json`` and ``predict-set`` rows.
 
 Threshold: q_hat = the ``ceil((n+1)(1-alpha))``-th smallest calibration
@@ -67,6 +69,7 @@ from attribution.conformal._contiguous import (
     trim_densities,
     trim_thresholds,
 )
+from attribution.conformal._methods import CONFORMAL_METHODS, ThresholdRule, base_methods, method_names
 from attribution.conformal._files import CALIBRATION_VERSION, Calibration, calibrate_file, load_calibration, predict_file
 from attribution.conformal._paper import (
     PAPER_METHODS,
@@ -85,6 +88,7 @@ __all__ = [
     "AUTO_INNER_SPLITS",
     "BASE_METHODS",
     "CALIBRATION_VERSION",
+    "CONFORMAL_METHODS",
     "CONTIGUOUS_METHODS",
     "DEFAULT_BETA",
     "DEFAULT_LAM",
@@ -94,9 +98,11 @@ __all__ = [
     "Aggregator",
     "Calibration",
     "Fitted",
+    "ThresholdRule",
     "PredictionSet",
     "auto_halves",
     "band_thresholds",
+    "base_methods",
     "calibrate_file",
     "choose_method",
     "conformal_quantile",
@@ -112,6 +118,7 @@ __all__ = [
     "lazy_filtration_set",
     "load_calibration",
     "lse_normalised",
+    "method_names",
     "nonconformity",
     "pick",
     "predict",

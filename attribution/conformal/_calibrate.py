@@ -51,24 +51,25 @@ from fractions import Fraction
 import numpy as np
 
 from attribution.conformal._aggregators import INF, Aggregator, prefix_scores, suffix_scores
-from attribution.conformal._contiguous import CONTIGUOUS_METHODS, contiguous_thresholds
-from attribution.conformal._paper import PAPER_METHODS, PredictionSet, filtration_nfe, first_argmax, paper_thresholds
+from attribution.conformal._contiguous import CONTIGUOUS_METHODS
+from attribution.conformal._methods import CONFORMAL_METHODS, base_methods, method_names
+from attribution.conformal._paper import PAPER_METHODS, PredictionSet, filtration_nfe, first_argmax
 from attribution.scorefile import ScoreRecord, labelled
 from descriptor.errors import UserError
 
 BASE_METHODS = (*PAPER_METHODS, *CONTIGUOUS_METHODS)
+"""The built-in methods (:func:`base_methods` adds installed and plugin ones)."""
 METHODS = (*BASE_METHODS, "auto")
+"""The built-in methods and ``auto`` (:func:`method_names` adds installed and plugin ones)."""
 AUTO_CANDIDATES = ("trim", "grow", "band", "rf", "lf", "twf")  # also the tie-break order
 AUTO_INNER_SPLITS = 20
 
 
 def step_thresholds(s: Sequence[float], method: str, agg: Aggregator, u: float = 1.0) -> np.ndarray:
     """Per-step inclusion thresholds ``h`` of ``method``: step i is in the set iff ``h[i] <= q_hat``."""
-    if method in CONTIGUOUS_METHODS:
-        return contiguous_thresholds(s, method)
-    if method in PAPER_METHODS:
-        return paper_thresholds(s, method, agg, u)
-    raise UserError(f"method: expected one of {', '.join(BASE_METHODS)}, got {method!r}")
+    if method not in CONFORMAL_METHODS:
+        raise UserError(f"method: expected one of {', '.join(base_methods())}, got {method!r}")
+    return CONFORMAL_METHODS.get(method)(s, agg, u)
 
 
 def nonconformity(s: Sequence[float], mistake_step: int, method: str, agg: Aggregator, u: float = 1.0) -> float:
@@ -225,8 +226,8 @@ def fit(
     twf_fallback: bool = False,
 ) -> Fitted:
     """Calibrate ``method`` on the labelled records (null ``mistake_step`` skipped)."""
-    if method not in METHODS:
-        raise UserError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    if method not in method_names():
+        raise UserError(f"method: expected one of {', '.join(method_names())}, got {method!r}")
     rank_for(1, alpha)  # validates alpha
     usable, skipped = labelled(list(records))
     if not usable:

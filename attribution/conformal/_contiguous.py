@@ -58,6 +58,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attribution.conformal._methods import CONFORMAL_METHODS
+
 CONTIGUOUS_METHODS = ("trim", "grow", "band")
 
 
@@ -192,12 +194,17 @@ def grow_thresholds(s: Sequence[float]) -> np.ndarray:
     return h
 
 
-def contiguous_thresholds(s: Sequence[float], method: str) -> np.ndarray:
-    """Per-step inclusion thresholds of ``trim``, ``grow`` or ``band``."""
-    if method == "trim":
-        return trim_thresholds(s)
-    if method == "grow":
-        return grow_thresholds(s)
-    if method == "band":
-        return band_thresholds(s)
-    raise ValueError(f"not a contiguous family: {method!r}")
+# The threshold rules as registered: the contiguous families use neither the aggregator nor u.
+@CONFORMAL_METHODS.register("trim")
+def _trim_rule(s: Sequence[float], agg: object, u: float = 1.0) -> np.ndarray:
+    return trim_thresholds(s)
+
+
+@CONFORMAL_METHODS.register("grow")
+def _grow_rule(s: Sequence[float], agg: object, u: float = 1.0) -> np.ndarray:
+    return grow_thresholds(s)
+
+
+@CONFORMAL_METHODS.register("band")
+def _band_rule(s: Sequence[float], agg: object, u: float = 1.0) -> np.ndarray:
+    return band_thresholds(s)

@@ -10,7 +10,8 @@ from typing import Annotated
 from pydantic import BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator
 
 from attribution.conformal._aggregators import INF, Aggregator
-from attribution.conformal._calibrate import BASE_METHODS, METHODS, Fitted, fit, predict
+from attribution.conformal._calibrate import Fitted, fit, predict
+from attribution.conformal._methods import base_methods, method_names
 from attribution.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
@@ -138,8 +139,8 @@ def load_calibration(path: str | Path) -> Calibration:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "file"
         raise UserError(f"{path}: field '{loc}': {first['msg']}") from None
-    if cal.method not in METHODS or cal.resolved_method not in BASE_METHODS:
-        raise UserError(f"{path}: field 'method': expected one of {', '.join(METHODS)}, got {cal.method!r}")
+    if cal.method not in method_names() or cal.resolved_method not in base_methods():
+        raise UserError(f"{path}: field 'method': expected one of {', '.join(method_names())}, got {cal.method!r}")
     _check_version(cal, path)
     cal.fitted()  # validates the aggregator fields
     return cal

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attribution.conformal._aggregators import INF, Aggregator, prefix_scores, segment_score, suffix_scores
+from attribution.conformal._methods import CONFORMAL_METHODS
 from descriptor.errors import UserError
 
 PAPER_METHODS = ("vcp", "crsvp", "lf", "rf", "twf")
@@ -101,19 +102,31 @@ def crsvp_thresholds(s: Sequence[float], agg: Aggregator, u: float) -> np.ndarra
     return h
 
 
-def paper_thresholds(s: Sequence[float], method: str, agg: Aggregator, u: float = 1.0) -> np.ndarray:
-    """Per-step inclusion thresholds ``h`` of one of the paper's methods."""
-    if method == "vcp":
-        return 1.0 - np.asarray(s, dtype=float)
-    if method == "lf":
-        return suffix_scores(s, agg)
-    if method == "rf":
-        return prefix_scores(s, agg)
-    if method == "twf":
-        return np.maximum(suffix_scores(s, agg), prefix_scores(s, agg))
-    if method == "crsvp":
-        return crsvp_thresholds(s, agg, u)
-    raise UserError(f"method: expected one of {', '.join(PAPER_METHODS)}, got {method!r}")
+@CONFORMAL_METHODS.register("vcp")
+def vcp_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """``h[i] = 1 - s_i``."""
+    return 1.0 - np.asarray(s, dtype=float)
+
+
+@CONFORMAL_METHODS.register("lf")
+def lf_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """``h[i] = g(c_i..c_{l-1})``."""
+    return suffix_scores(s, agg)
+
+
+@CONFORMAL_METHODS.register("rf")
+def rf_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """``h[i] = g(c_0..c_i)``."""
+    return prefix_scores(s, agg)
+
+
+@CONFORMAL_METHODS.register("twf")
+def twf_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """``h[i] = max(lf, rf)``."""
+    return np.maximum(suffix_scores(s, agg), prefix_scores(s, agg))
+
+
+CONFORMAL_METHODS.register("crsvp", crsvp_thresholds)
 
 
 def filtration_nfe(method: str, n: int, suffix_in: int, prefix_in: int) -> int:

@@ -1,13 +1,11 @@
 """The method registry: ``METHODS`` maps a name to a factory of async methods.
 
-Method modules register themselves on import. Modules written separately
-(the LLM methods) are imported here when present; a missing module is
-skipped, any other import error is real and raised.
+Method modules register themselves on import (``@register_method``); this package imports its own, installed
+packages add theirs through the ``mas_econ.methods`` entry-point group, other code as a plugin
+(``--plugin MODULE``).
 """
 
 from __future__ import annotations
-
-import importlib
 
 from attribution.methods.base import (
     METHODS,
@@ -18,25 +16,8 @@ from attribution.methods.base import (
     register_method,
     require_model,
 )
-from attribution.methods import random_baseline  # noqa: F401  (registers "random")
-
-OPTIONAL_MODULES: tuple[str, ...] = (
-    "attribution.methods.baselines",
-    "attribution.methods.echo",
-    "attribution.methods.chief",
-)
-
-
-def _import_optional() -> None:
-    for name in OPTIONAL_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-
-
-_import_optional()
+# The built-in methods register themselves when their modules are imported.
+from attribution.methods import baselines, chief, echo, random_baseline  # noqa: F401
 
 
 def get_method(name: str, **options: object) -> Method:
@@ -44,8 +25,8 @@ def get_method(name: str, **options: object) -> Method:
     from descriptor.errors import UserError
 
     if name not in METHODS:
-        raise UserError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    return METHODS[name](**options)
+        raise UserError(f"unknown method {name!r}; known methods: {', '.join(METHODS.names())}")
+    return METHODS.get(name)(**options)
 
 
 __all__ = [

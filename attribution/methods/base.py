@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
+from descriptor.registry import Registry
 from mas.llm.models import BoundModel
 
 
@@ -69,18 +70,14 @@ class Prediction(BaseModel):
 Method = Callable[[Trajectory, MethodContext], Awaitable[Prediction]]
 MethodFactory = Callable[..., Method]
 
-METHODS: dict[str, MethodFactory] = {}
-"""Method name -> factory; factories take keyword options and return a :data:`Method`."""
+METHODS: Registry[MethodFactory] = Registry("method", "mas_econ.methods")
+"""Method name -> factory; factories take keyword options and return a :data:`Method`. Filled by the method
+modules (:func:`register_method`), installed packages (entry-point group ``mas_econ.methods``) and plugins."""
 
 
 def register_method(name: str) -> Callable[[MethodFactory], MethodFactory]:
-    """Decorator adding a factory to :data:`METHODS` under ``name``."""
-
-    def deco(factory: MethodFactory) -> MethodFactory:
-        METHODS[name] = factory
-        return factory
-
-    return deco
+    """Decorator adding a factory to :data:`METHODS` under ``name`` (a name taken twice is an error)."""
+    return METHODS.register(name)
 
 
 def require_model(ctx: Any, method: str) -> BoundModel:

@@ -1,13 +1,11 @@
 """The step-scorer registry: ``SCORERS`` maps a name to a factory of async scorers.
 
-``position`` and ``learned`` are built in. Modules written separately (the
-LLM scorers ``llm_naive`` and ``llm_roles``) are imported here when present;
-a missing module is skipped, any other import error is real and raised.
+Scorer modules register themselves on import (``@register_scorer``): ``position``, ``learned`` and the LLM
+scorers ``llm_naive`` and ``llm_roles`` (:mod:`attribution.scorers.llm`) are built in; installed packages add
+theirs through the ``mas_econ.scorers`` entry-point group, other code as a plugin (``--plugin MODULE``).
 """
 
 from __future__ import annotations
-
-import importlib
 
 from attribution.scorers.base import (
     SCORERS,
@@ -21,25 +19,8 @@ from attribution.scorers.base import (
     register_scorer,
 )
 from attribution.scorers.crossfit import Fold, cross_fit, plan_folds
-from attribution.scorers import learned, position  # noqa: F401  (register "learned", "position")
-
-OPTIONAL_MODULES: tuple[str, ...] = (
-    "attribution.scorers.llm",
-    "attribution.scorers.llm_naive",
-    "attribution.scorers.llm_roles",
-)
-
-
-def _import_optional() -> None:
-    for name in OPTIONAL_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-
-
-_import_optional()
+# The built-in scorers register themselves when their modules are imported.
+from attribution.scorers import learned, llm, position  # noqa: F401
 
 
 def get_scorer(name: str, **options: object) -> Scorer:
@@ -47,8 +28,8 @@ def get_scorer(name: str, **options: object) -> Scorer:
     from descriptor.errors import UserError
 
     if name not in SCORERS:
-        raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(sorted(SCORERS))}")
-    return SCORERS[name](**options)
+        raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(SCORERS.names())}")
+    return SCORERS.get(name)(**options)
 
 
 __all__ = [

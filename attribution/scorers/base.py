@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from attribution.trajectory import Trajectory
+from descriptor.registry import Registry
 
 
 class ScorerContext(BaseModel):
@@ -70,18 +71,14 @@ Scorer = Callable[[list[Trajectory], ScorerContext], Awaitable[list[StepScores]]
 ScorerFactory = Callable[..., Scorer]
 TrajectoryScorer = Callable[[Trajectory, ScorerContext], Awaitable[StepScores]]
 
-SCORERS: dict[str, ScorerFactory] = {}
-"""Scorer name -> factory; factories take keyword options and return a :data:`Scorer`."""
+SCORERS: Registry[ScorerFactory] = Registry("scorer", "mas_econ.scorers")
+"""Scorer name -> factory; factories take keyword options and return a :data:`Scorer`. Filled by the scorer
+modules (:func:`register_scorer`), installed packages (entry-point group ``mas_econ.scorers``) and plugins."""
 
 
 def register_scorer(name: str) -> Callable[[ScorerFactory], ScorerFactory]:
-    """Decorator adding a factory to :data:`SCORERS` under ``name``."""
-
-    def deco(factory: ScorerFactory) -> ScorerFactory:
-        SCORERS[name] = factory
-        return factory
-
-    return deco
+    """Decorator adding a factory to :data:`SCORERS` under ``name`` (a name taken twice is an error)."""
+    return SCORERS.register(name)
 
 
 def per_trajectory(fn: TrajectoryScorer) -> Scorer:

@@ -6,7 +6,7 @@ import hashlib
 from collections import Counter
 from typing import Any, ClassVar, Literal
 
-from benchmark.base import Benchmark, Evaluation, Task
+from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Action, Environment
 from benchmark.workbench.answers import format_action, parse_action
 from benchmark.workbench.data import QueryRow, query_rows
@@ -62,6 +62,7 @@ def _task(row: QueryRow, template_numbers: dict[tuple[str, str], int]) -> Task:
     )
 
 
+@BENCHMARKS.register("workbench")
 class WorkbenchBenchmark(Benchmark):
     """WorkBench: 690 workplace tasks acted out with tools on five sandbox databases (calendar, email,
     website analytics, customer relationship manager, project management) and a company directory.

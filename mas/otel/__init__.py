@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from mas.sweep.hooks import TRACE_PROCESSORS
+
 if TYPE_CHECKING:
     from descriptor.records import RunMetadata
     from mas.config import ExperimentConfig
@@ -58,3 +60,6 @@ def export_processors(cfg: ExperimentConfig, meta: RunMetadata) -> list[TracePro
     from mas.otel.sidecar import OtelRunExporter
 
     return [OtelRunExporter(url, meta, record_inputs=cfg.tracing.record_inputs)]
+
+
+TRACE_PROCESSORS.register("otel", export_processors)  # every traced sweep run exports through it when export is on

@@ -17,8 +17,7 @@ def benchmark_options(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
     runs it (the python tool) or the benchmark does (evaluation).
     """
     options = dict(cfg.benchmarks.get(name) or {})
-    cls = BENCHMARKS.get(name)
-    if cls is not None and "isolation" in cls.option_names:
+    if name in BENCHMARKS and "isolation" in BENCHMARKS[name].option_names:
         options.setdefault("isolation", cfg.sandbox.isolation)
     return options
 

@@ -45,6 +45,7 @@ import structlog
 from benchmark.base import Benchmark
 from descriptor.errors import UserError
 from descriptor.records import RunResult
+from descriptor.registry import load_plugins
 from mas.config import ExperimentConfig
 from mas.sweep.runner import RunSpec, execute_run
 
@@ -74,6 +75,10 @@ class SweepJob:
     workers: int = 1
     """``dask`` without ``scheduler_address`` only: 1 = one in-process worker (threads);
     N > 1 = a LocalCluster of N worker processes, each with 1/N of every route limit."""
+    plugins: list[str] = field(default_factory=list)
+    """Plugin modules this process imported (``--plugin``, config ``plugins``): a worker process imports them
+    before its first run, so their benchmarks and systems exist there too (installed packages' entry points
+    are found there on their own)."""
 
 
 async def run_local(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> None:
@@ -128,8 +133,11 @@ def _bench_on_worker(name: str, options: dict[str, Any] | None) -> Benchmark:
 
 
 def execute_on_worker(spec: RunSpec, cfg: ExperimentConfig, bench_options: dict[str, Any] | None,
-                      tracing: bool) -> dict[str, Any]:
-    """A Dask task: run one whole run on the worker's event loop; returns the RunResult as JSON data."""
+                      tracing: bool, plugins: list[str] | None = None) -> dict[str, Any]:
+    """A Dask task: run one whole run on the worker's event loop; returns the RunResult as JSON data.
+
+    ``plugins``: the client's plugin modules, imported first (once per worker process)."""
+    load_plugins(plugins or [])
     bench = _bench_on_worker(spec.benchmark, bench_options)
     fut = asyncio.run_coroutine_threadsafe(execute_run(spec, cfg, bench, tracing=tracing), _loop_for_worker())
     _inflight[spec.run_id] = fut
@@ -234,7 +242,7 @@ async def run_dask(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> 
         if spec is None:
             return None
         fut = client.submit(execute_on_worker, spec, cfg, job.bench_options.get(spec.benchmark), job.tracing,
-                            key=f"run-{spec.run_id}", pure=False)
+                            job.plugins, key=f"run-{spec.run_id}", pure=False)
         futures[fut] = spec
         return fut
 

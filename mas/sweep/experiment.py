@@ -23,6 +23,7 @@ from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
+from descriptor.registry import loaded_plugins
 from mas.config import ExperimentConfig, require_api_key
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
@@ -226,7 +227,8 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         await asyncio.to_thread(write_system_pictures, req, benches)
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
                        scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
-                       bench_options={name: benchmark_options(req.cfg, name) for name in benches})
+                       bench_options={name: benchmark_options(req.cfg, name) for name in benches},
+                       plugins=loaded_plugins())
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
                    **({"models": req.models} if req.models else {}),
                    "task_limit": req.task_limit, "runs_per_task": req.runs_per_task, "tracing": req.tracing,

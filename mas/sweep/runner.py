@@ -38,7 +38,7 @@ from mas.llm.cache import use_cache
 from mas.llm.limits_run import RunLimitReached, use_budget
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
-from mas.otel import export_processors
+import mas.otel  # noqa: F401  (the package's own trace processor, the OpenTelemetry exporter, registers)
 from mas.scripted.model import InjectionPlan
 from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.checkpoints import (
@@ -48,6 +48,7 @@ from mas.sweep.checkpoints import (
     keep_or_drop,
     open_checkpointer,
 )
+from mas.sweep.hooks import registered_processors
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
@@ -238,7 +239,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     collected = ListCollector()
     processors: list[TraceProcessor] = [JsonlWriter(paths.trace), collected]
     if tracing:
-        processors += export_processors(cfg, meta)
+        processors += registered_processors(cfg, meta)
     tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
     t0 = time.perf_counter()
     config = {"configurable": {"thread_id": spec.run_id}, "recursion_limit": RECURSION_LIMIT}

@@ -36,6 +36,7 @@ from mas.topologies.declaration import (
     Participant,
     Role,
     Topology,
+    register_system,
     tool_edges,
 )
 from mas.topologies.environment import log_update
@@ -177,4 +178,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
         messages=(*messages, *tool_edges(debaters)))
 
 
-TOPOLOGY = Topology(name="debate", build=build_debate, roles=(DEBATER_ROLE,), agents=agent_graph, uses_judge=True)
+TOPOLOGY = register_system(Topology(name="debate", build=build_debate, roles=(DEBATER_ROLE,), agents=agent_graph,
+                                    uses_judge=True))

@@ -8,7 +8,8 @@ else is derived from the declaration: the registry of systems
 agent picture (:mod:`mas.topologies.pictures`; the workflow picture comes
 from the compiled graph), and the agents generated personas specialise.
 
->>> from mas.config import MasSettings
+>>> from descriptor.registry import Registry
+from mas.config import MasSettings
 >>> from mas.topologies.debate import TOPOLOGY
 >>> [p.name for p in TOPOLOGY.agents(MasSettings(agents=2)).agents()]
 ['debater_0', 'debater_1']
@@ -16,10 +17,12 @@ from the compiled graph), and the agents generated personas specialise.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from descriptor.registry import Registry
 from mas.config import MasSettings
 
 if TYPE_CHECKING:
@@ -103,6 +106,22 @@ class Topology:
     def role_names(self) -> tuple[str, ...]:
         """Every role whose route a run of this system may call (``judge`` included when it uses one)."""
         return (*(r.name for r in self.roles), *(("judge",) if self.uses_judge else ()))
+
+
+SYSTEMS: Registry[Topology] = Registry("system", "mas_econ.systems")
+"""System name -> topology declaration: each topology module registers its own (:func:`register_system`),
+installed packages through the ``mas_econ.systems`` entry-point group, other code as a plugin
+(``--plugin MODULE``). Read it through :mod:`mas.systems`, which imports the built-in topologies."""
+
+
+def register_system(topology: Topology) -> Topology:
+    """Add ``topology`` to :data:`SYSTEMS` under its name; returns it (``TOPOLOGY = register_system(Topology(...))``).
+
+    Its origin is the module that registers it (``mas.topologies.sas:sas``), so two modules claiming one name
+    are told apart even when they share a graph builder.
+    """
+    module = sys._getframe(1).f_globals.get("__name__", "?")
+    return SYSTEMS.register(topology.name, topology, origin=f"{module}:{topology.name}")
 
 
 def tool_edges(agents: list[str]) -> list[Message]:

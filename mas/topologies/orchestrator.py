@@ -41,6 +41,7 @@ from mas.topologies.declaration import (
     Participant,
     Role,
     Topology,
+    register_system,
     tool_edges,
 )
 from mas.topologies.decomposition import (
@@ -258,6 +259,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
         messages=(*messages, *tool_edges([*workers, CRITIC.name, AGGREGATOR.name])))
 
 
-TOPOLOGY = Topology(name="orchestrator", build=build_orchestrator,
-                    roles=(PLANNER_ROLE, WORKER_ROLE, CRITIC_ROLE, AGGREGATOR_ROLE), agents=agent_graph,
-                    uses_judge=True)
+TOPOLOGY = register_system(Topology(name="orchestrator", build=build_orchestrator,
+                                    roles=(PLANNER_ROLE, WORKER_ROLE, CRITIC_ROLE, AGGREGATOR_ROLE), agents=agent_graph,
+                                    uses_judge=True))

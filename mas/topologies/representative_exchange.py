@@ -49,6 +49,7 @@ from mas.topologies.declaration import (
     Participant,
     Role,
     Topology,
+    register_system,
     tool_edges,
 )
 from mas.topologies.environment import log_update
@@ -246,5 +247,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
         messages=(*messages, *tool_edges([*everyone, *reps])))
 
 
-TOPOLOGY = Topology(name=STAGE, build=build_representative_exchange, roles=(MEMBER_ROLE, REPRESENTATIVE_ROLE),
-                    agents=agent_graph, uses_judge=True)
+TOPOLOGY = register_system(Topology(name=STAGE, build=build_representative_exchange,
+                                    roles=(MEMBER_ROLE, REPRESENTATIVE_ROLE),
+                                    agents=agent_graph, uses_judge=True))

@@ -30,6 +30,7 @@ from mas.topologies.declaration import (
     Participant,
     Role,
     Topology,
+    register_system,
 )
 from mas.topologies.environment import MAIN, log_update
 from mas.topologies.state import RunState
@@ -105,4 +106,4 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
                   Message(source=TOOLS_NODE, target=SOLVER.name, label="results", dashed=True)))
 
 
-TOPOLOGY = Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph)
+TOPOLOGY = register_system(Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph))

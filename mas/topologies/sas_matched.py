@@ -20,7 +20,7 @@ from langgraph.types import Send
 from descriptor.events import FinalAnswer
 from mas.config import MasSettings
 from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Topology, tool_edges
+from mas.topologies.declaration import AgentGraph, Message, Participant, Topology, register_system, tool_edges
 from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
 from mas.topologies.roles import artifact_of, latest, sync_step_counter, vote_among
@@ -98,5 +98,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
                   *tool_edges(names)))
 
 
-TOPOLOGY = Topology(name="sas_matched", build=build_sas_matched, roles=(SOLVER_ROLE,), agents=agent_graph,
-                    uses_judge=True)
+TOPOLOGY = register_system(Topology(name="sas_matched", build=build_sas_matched, roles=(SOLVER_ROLE,),
+                                   agents=agent_graph, uses_judge=True))

@@ -32,6 +32,7 @@ from mas.topologies.declaration import (
     Participant,
     Role,
     Topology,
+    register_system,
     tool_edges,
 )
 from mas.topologies.environment import MAIN, log_update
@@ -279,5 +280,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
         messages=(*messages, *tool_edges(workers)))
 
 
-TOPOLOGY = Topology(name="supervisor", build=build_supervisor, roles=(SUPERVISOR_ROLE, WORKER_ROLE),
-                    agents=agent_graph, uses_judge=True)
+TOPOLOGY = register_system(Topology(name="supervisor", build=build_supervisor,
+                                    roles=(SUPERVISOR_ROLE, WORKER_ROLE),
+                                    agents=agent_graph, uses_judge=True))
