@@ -83,6 +83,16 @@ class Benchmark(ABC):
         """The tool calls that solve ``task`` in a fresh environment ([] for benchmarks without one)."""
         return []
 
+    def judge_prompt(self, task: Task, answer: str) -> str | None:
+        """The prompt an LLM judge grades ``answer`` by, or None (the default: :meth:`evaluate` alone decides).
+
+        A benchmark graded by a judge returns its grading prompt; when the experiment configures a
+        ``judge`` route the runtime sends the prompt there and passes the reply to :meth:`evaluate` as
+        the keyword ``judge_reply`` (such a benchmark's ``evaluate`` accepts it, and grades without a
+        judge when it is None).
+        """
+        return None
+
     def sandbox_isolation(self) -> str | None:
         """How :meth:`evaluate` isolates the code it runs (:mod:`benchmark.sandbox`); None: it runs no code."""
         return None

@@ -1,7 +1,7 @@
 """Benchmark names to adapter classes, and construction with checked options.
 
 >>> list_benchmarks()
-['arith', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'workbench']
+['arith', 'browsecomp', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'workbench']
 >>> get_benchmark("arith").load_tasks(1)[0].task_id
 'arith_0_0000'
 """
@@ -12,6 +12,7 @@ from typing import Any
 
 from benchmark.arith import ArithBenchmark
 from benchmark.base import Benchmark
+from benchmark.browsecomp import BrowseCompBenchmark
 from benchmark.gsm8k import GSM8KBenchmark
 from benchmark.humaneval import HumanEvalBenchmark
 from benchmark.mbpp import MBPPBenchmark
@@ -21,6 +22,7 @@ from descriptor.errors import UserError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "arith": ArithBenchmark,
+    "browsecomp": BrowseCompBenchmark,
     "gsm8k": GSM8KBenchmark,
     "humaneval": HumanEvalBenchmark,
     "mbpp": MBPPBenchmark,
