@@ -19,6 +19,8 @@ from benchmark.environment import Action, Environment
 from descriptor.errors import UserError
 
 BACKENDS = ("local", "hosted", "none")
+SEALED_QUESTION = "(a BrowseComp problem: encrypted in this task's reference, decrypted in memory only)"
+"""The question run files record instead of the problem (:meth:`BrowseCompBenchmark.recorded_task`)."""
 DEFAULTS: dict[str, Any] = {"backend": "local", "hosted_tool": "tavily", "index_cache": None, "top_k": 5,
                             "page_chars": 6000}
 
@@ -33,8 +35,9 @@ class BrowseCompBenchmark(Benchmark):
     """BrowseComp (Wei et al. 2025): 1,266 hard-to-find, easy-to-check questions for browsing agents.
 
     Tasks come from the official encrypted CSV at option ``data_path`` (never vendored; decrypted in
-    memory with each row's canary, never to disk: a task's reference keeps the row's ciphertext). The
-    question is upstream's query template (Explanation / Exact Answer / Confidence).
+    memory with each row's canary, never to disk: a task's reference keeps the row's ciphertext, and run
+    files record :data:`SEALED_QUESTION` for its question). The question is upstream's query template
+    (Explanation / Exact Answer / Confidence).
     Tools (option ``backend``): ``local`` (default) gives the agents ``search`` and ``open_page`` over the
     document directory at ``corpus_path`` (BrowseComp-Plus style, SQLite FTS5 + BM25); ``hosted`` a
     LangChain web-search tool (``hosted_tool``, key from the environment; untested here); ``none`` no
@@ -97,6 +100,16 @@ class BrowseCompBenchmark(Benchmark):
                      reference={"problem": r.problem, "answer": r.answer, "canary": r.canary},
                      metadata={"topic": r.topic, "row": r.index})
                 for r in (rows if limit is None else rows[:limit])]
+
+    def recorded_task(self, task: Task) -> Task:
+        """The task with :data:`SEALED_QUESTION` for its question: run files never hold the problem in clear."""
+        return Task(task_id=task.task_id, question=SEALED_QUESTION, reference=task.reference, metadata=task.metadata)
+
+    def restored_task(self, recorded: Task) -> Task:
+        if recorded.question != SEALED_QUESTION:
+            return recorded
+        return Task(task_id=recorded.task_id, question=QUERY_TEMPLATE.format(question=self._clear(recorded, "problem")),
+                    reference=recorded.reference, metadata=recorded.metadata)
 
     @staticmethod
     def _clear(task: Task, column: str) -> str:

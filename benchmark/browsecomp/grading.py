@@ -15,6 +15,8 @@ Two differences from upstream, both deliberate:
 
 >>> parse_response("Explanation: it is.\\nExact Answer: The Eiffel Tower\\nConfidence: 85%")
 Response(exact_answer='The Eiffel Tower', confidence=0.85, stated_confidence=True)
+>>> parse_response("Explanation: it is. Exact Answer: **1908** Confidence: 70").exact_answer
+'1908'
 >>> exact_match("the  Eiffel tower.", "Eiffel Tower")
 True
 >>> judge_verdict("extracted_final_answer: Paris\\nreasoning: same\\ncorrect: yes\\nconfidence: 90")
@@ -57,8 +59,10 @@ confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [res
 DEFAULT_CONFIDENCE = 1.0
 """A response that states no confidence counts as 100 % sure: the judge's template says so."""
 
-_EXACT_RE = re.compile(r"^\W*exact\s+answer\W*:\s*(?P<a>.*?)\s*$", re.IGNORECASE | re.MULTILINE)
-_CONFIDENCE_RE = re.compile(r"^\W*confidence\W*:\s*(?P<c>\d+(?:\.\d+)?)\s*%?", re.IGNORECASE | re.MULTILINE)
+# Lenient: markdown around the labels, and all three parts on one line ("... Exact Answer: X Confidence: 80%").
+_EXACT_RE = re.compile(r"(?<!\w)exact\s+answer\W*:[\s*_]*(?P<a>.*?)\s*(?=(?<!\w)confidence\W*:|$)",
+                       re.IGNORECASE | re.MULTILINE)
+_CONFIDENCE_RE = re.compile(r"(?<!\w)confidence\W*:\s*(?P<c>\d+(?:\.\d+)?)\s*%?", re.IGNORECASE)
 _VERDICT_RE = re.compile(r"(?<!\w)correct\W*:\W*(yes|no)\b", re.IGNORECASE)
 _EXTRACTED_RE = re.compile(r"extracted_final_answer\W*:\s*(?P<a>.*?)\s*$", re.IGNORECASE | re.MULTILINE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -70,7 +74,7 @@ class Response:
     """A response in BrowseComp's format, read leniently."""
 
     exact_answer: str
-    """The ``Exact Answer:`` line (the last one), else the whole response stripped."""
+    """What follows the last ``Exact Answer:`` up to the line's end or a ``Confidence:``, else the whole response."""
     confidence: float
     """The ``Confidence:`` percentage as a fraction in [0, 1], else :data:`DEFAULT_CONFIDENCE`."""
     stated_confidence: bool
@@ -97,7 +101,7 @@ def parse_response(text: str) -> Response:
     answers = _EXACT_RE.findall(text or "")
     confidences = _CONFIDENCE_RE.findall(text or "")
     confidence = _percent(confidences[-1]) if confidences else None
-    return Response(exact_answer=answers[-1] if answers else (text or "").strip(),
+    return Response(exact_answer=answers[-1].strip(" *_") if answers else (text or "").strip(),
                     confidence=DEFAULT_CONFIDENCE if confidence is None else confidence,
                     stated_confidence=confidence is not None)
 
