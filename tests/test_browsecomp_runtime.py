@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import main
+from descriptor.errors import UserError
 from descriptor.events import read_trace
 from descriptor.summaries import summarize_experiment
 from mas.config import parse_config
@@ -117,3 +118,13 @@ def test_full_experiment_runs_browsecomp_when_the_config_sets_its_data_path(tmp_
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "out" / "fx" / "browsecomp" / "sas" / "browsecomp_0000" / "run_0.result.json").is_file()
     assert os.path.getsize(tmp_path / "out" / "fx" / "experiment_summary.csv") > 0
+
+
+def test_a_judge_route_without_its_key_stops_the_sweep_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.delenv("MAS_ECON_TEST_JUDGE_KEY", raising=False)
+    models = {"default": {"provider": "scripted", "model": "scripted"},
+              "judge": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9",
+                        "api_key_env": "MAS_ECON_TEST_JUDGE_KEY"}}
+    with pytest.raises(UserError, match="MAS_ECON_TEST_JUDGE_KEY"):
+        sweep(tmp_path, "nokey", ["sas"], models=models)
+    assert not (tmp_path / "nokey").exists()

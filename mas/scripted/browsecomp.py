@@ -27,9 +27,10 @@ import re
 import uuid
 from collections import Counter
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage
 
 from benchmark.browsecomp.grading import QUERY_TEMPLATE, exact_match, normalise, parse_response
+from mas.scripted.arith import answer_json, tool_outputs
 from mas.scripted.model import ScriptedContext, responder
 from mas.scripted.workbench import alter, calls_made, oracle
 
@@ -37,17 +38,12 @@ FORMAT_MARKER = QUERY_TEMPLATE.format(question="").strip()
 """The answer-format instructions every BrowseComp question ends with: how the double knows the benchmark."""
 _OWN_RE = re.compile(r"^Your previous answer: (?P<answer>.*)$", re.MULTILINE)
 _PACKET_RE = re.compile(r"^\[(?P<sender>[^\]]+)\] answer: (?P<answer>.*?) \(confidence", re.MULTILINE)
-_TEXT_RESULT_RE = re.compile(r"^Tool \w+ (?:result|error):\n(?P<out>.*)\nContinue: ", re.DOTALL)
 _GRADE_RE = re.compile(r"^\[response\]: (?P<response>.*?)\n\nYour judgement.*?^\[correct_answer\]: (?P<gold>.*?)\n\n",
                        re.DOTALL | re.MULTILINE)
 
 
 def is_browsecomp(ctx: ScriptedContext) -> bool:
     return FORMAT_MARKER in ctx.text()
-
-
-def _reply(reasoning: str, artifact: str, confidence: float) -> str:
-    return json.dumps({"reasoning": reasoning, "answer_artifact": artifact, "confidence": confidence})
 
 
 def _tool_call(ctx: ScriptedContext, name: str, args: dict[str, str]) -> AIMessage:
@@ -58,13 +54,7 @@ def _tool_call(ctx: ScriptedContext, name: str, args: dict[str, str]) -> AIMessa
 
 def _pages(ctx: ScriptedContext) -> list[str]:
     """The pages this conversation opened (tool outputs that start with ``docid:``), oldest first."""
-    outs = []
-    for m in ctx.messages:
-        if isinstance(m, ToolMessage):
-            outs.append(str(m.content))
-        elif isinstance(m, HumanMessage) and (hit := _TEXT_RESULT_RE.match(str(m.content))):
-            outs.append(hit["out"])
-    return [o for o in outs if o.startswith("docid: ")]
+    return [o for o in tool_outputs(ctx) if o.startswith("docid: ")]
 
 
 def _peers_answer(text: str) -> str | None:
@@ -84,9 +74,9 @@ def _from_page(ctx: ScriptedContext) -> str:
     for page in reversed(_pages(ctx)):
         if phrase and normalise(phrase) in normalise(page):
             docid = page.split("\n", 1)[0].removeprefix("docid: ")
-            return _reply("The opened page states it.", f"Explanation: the page {docid} states it. "
+            return answer_json("The opened page states it.", f"Explanation: the page {docid} states it. "
                           f"Exact Answer: {phrase} Confidence: 90%", 0.9)
-    return _reply("No page I opened states an answer.",
+    return answer_json("No page I opened states an answer.",
                   "Explanation: no page I opened states it. Exact Answer: not found Confidence: 10%", 0.1)
 
 
@@ -94,12 +84,12 @@ def browsecomp_turn(ctx: ScriptedContext, role: str, tools_allowed: bool) -> str
     """One step of an agent on a BrowseComp task (see the module docstring)."""
     text = ctx.text()
     if role == "planner":
-        return _reply("Search, read, answer.", "1. Search the collection. 2. Open the best page. 3. Answer from it.", 0.8)
+        return answer_json("Search, read, answer.", "1. Search the collection. 2. Open the best page. 3. Answer from it.", 0.8)
     if (own := _OWN_RE.search(text)) is not None:
-        return _reply("My answer stands after reading the others.", own["answer"].strip(), 0.85)
+        return answer_json("My answer stands after reading the others.", own["answer"].strip(), 0.85)
     made = calls_made(ctx)
     if not made and (agreed := _peers_answer(text)) is not None:
-        return _reply("Most agents found this answer.", agreed, 0.85)
+        return answer_json("Most agents found this answer.", agreed, 0.85)
     todo = oracle(ctx)
     if tools_allowed and len(made) < len(todo):
         action = todo[len(made)]

@@ -25,6 +25,7 @@ from mas.config import ExperimentConfig, require_api_key
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.grading import grading_routes
 from mas.sweep.lock import sweep_lock
 from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
@@ -88,7 +89,8 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
     _check_injection(req.cfg, agent_roles(req.systems, req.cfg))
-    for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
+    routes = {**req.cfg.used_routes(agent_roles(req.systems, req.cfg)), **grading_routes(req.cfg, benches.values())}
+    for name, route in routes.items():
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches

@@ -16,13 +16,14 @@ infrastructure error, retried by the next invocation like any other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
 from benchmark.base import Benchmark, Task
-from mas.config import ExperimentConfig
+from mas.config import ExperimentConfig, ModelRoute
 from mas.llm.call import LLMCallError, call_llm
 from mas.topologies.agent import RunContext
 from mas.topologies.judge import is_mock_judge
@@ -45,6 +46,13 @@ class Grading:
 def judge_configured(cfg: ExperimentConfig) -> bool:
     """True when the experiment names a judge route (``[models.judge]`` or ``roles.judge``)."""
     return "judge" in cfg.roles or "judge" in cfg.models
+
+
+def grading_routes(cfg: ExperimentConfig, benches: Iterable[Benchmark]) -> dict[str, ModelRoute]:
+    """The judge route by name when it will grade some benchmark's answers (its key is checked before any run)."""
+    if not judge_configured(cfg) or all(type(b).judge_prompt is Benchmark.judge_prompt for b in benches):
+        return {}
+    return {cfg.route_name_for_role("judge"): cfg.route_for_role("judge")}
 
 
 async def grade(bench: Benchmark, task: Task, rt: RunContext, answer: str | None, error: str | None) -> Grading:
