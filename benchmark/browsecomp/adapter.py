@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import Benchmark, Evaluation, Task
-from benchmark.browsecomp.data import decrypt, read_rows
+from benchmark.browsecomp.data import Row, decrypt, read_rows
 from benchmark.browsecomp.environment import TOOL_ARGS, BrowseCompEnvironment
 from benchmark.browsecomp.grading import (
     QUERY_TEMPLATE,
@@ -67,7 +67,7 @@ class BrowseCompBenchmark(Benchmark):
         self.page_chars = _positive_int("page_chars", self.settings["page_chars"])
         self._backend: SearchBackend | None = None
 
-    def _rows(self):  # -> tuple[Row, ...]
+    def _rows(self) -> tuple[Row, ...]:
         path = self.settings.get("data_path")
         if not path:
             raise UserError("benchmarks.browsecomp.data_path is not set: point it at the encrypted "
