@@ -128,3 +128,9 @@ def test_a_judge_route_without_its_key_stops_the_sweep_before_any_run(tmp_path, 
     with pytest.raises(UserError, match="MAS_ECON_TEST_JUDGE_KEY"):
         sweep(tmp_path, "nokey", ["sas"], models=models)
     assert not (tmp_path / "nokey").exists()
+
+
+def test_the_double_reads_whole_pages_through_the_text_tool_protocol(tmp_path):
+    results, _ = sweep(tmp_path, "text", ["sas"], models={"default": {"provider": "scripted",
+                                                                       "model": "scripted:text-tools"}})
+    assert results and all(r.success for r in results), [r.answer for r in results]
