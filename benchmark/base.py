@@ -87,6 +87,29 @@ class Benchmark(ABC):
         """The tool calls that solve ``task`` in a fresh environment ([] for benchmarks without one)."""
         return []
 
+    def recorded_task(self, task: Task) -> Task:
+        """``task`` as run files record it (metadata, trajectory): as it is, by default.
+
+        A benchmark whose questions must not be written in clear text (BrowseComp encrypts its data
+        against leaking into training sets) returns a copy with a placeholder question, and
+        :meth:`restored_task` gives the task back from that record (a resumed run needs it).
+        """
+        return task
+
+    def restored_task(self, recorded: Task) -> Task:
+        """The task a record made by :meth:`recorded_task` stands for (default: the record itself)."""
+        return recorded
+
+    def judge_prompt(self, task: Task, answer: str) -> str | None:
+        """The prompt an LLM judge grades ``answer`` by, or None (the default: :meth:`evaluate` alone decides).
+
+        A benchmark graded by a judge returns its grading prompt; when the experiment configures a
+        ``judge`` route the runtime sends the prompt there and passes the reply to :meth:`evaluate` as
+        the keyword ``judge_reply`` (such a benchmark's ``evaluate`` accepts it, and grades without a
+        judge when it is None).
+        """
+        return None
+
     def sandbox_isolation(self) -> str | None:
         """How :meth:`evaluate` isolates the code it runs (:mod:`benchmark.sandbox`); None: it runs no code."""
         return None

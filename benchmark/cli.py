@@ -57,7 +57,8 @@ def cmd_list_benchmarks(args: argparse.Namespace) -> int:
     from benchmark.registry import BENCHMARKS, list_benchmarks, unavailable_reason
 
     for name in list_benchmarks():
-        if args.available and (reason := unavailable_reason(name)) is not None:
+        options = benchmark_options(name, args.config, [i for i in args.set or [] if i.startswith(f"benchmarks.{name}.")])
+        if args.available and (reason := unavailable_reason(name, options)) is not None:
             print(f"skipped {name}: {reason}", file=sys.stderr)
             continue
         if args.long:
@@ -109,6 +110,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
     p.add_argument("--available", action="store_true",
                    help="only benchmarks whose data (or package) is installed; the others on stderr with the reason")
+    p.add_argument("--config", help="experiment TOML; with --available, its [benchmarks.<name>] tables give the "
+                                    "options (browsecomp is available once its data_path and corpus_path are set)")
+    p.add_argument("--set", action="append", metavar="benchmarks.NAME.OPTION=VALUE",
+                   help="override one benchmark option with a TOML value (repeatable)")
     p.set_defaults(func=cmd_list_benchmarks)
 
     p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")

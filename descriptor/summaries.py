@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from descriptor.calibration import rollup_calibration
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
 from descriptor.errors import UserError
 from descriptor.io import json_bytes, write_csv_atomic, write_derived_json
@@ -53,7 +54,7 @@ from descriptor.topology_analysis import analyse_topology
 
 ROLLUP_FIELDS: tuple[str, ...] = (
     "benchmark", "system", "n_tasks", "n_runs", "n_errors", "error_rate", "success_rate", "completion_rate",
-    "eval_avg_score",
+    "eval_avg_score", "calibration_error",
     "tokens_total", "cost_total", "latency_p95", "tool_calls_total", "communication_count", "handoff_count",
     *(f"pass_at_{k}" for k in PASS_AT_K), "stability", "tokens_cv", "cost_per_success",
     *ROLLBACK_FIELDS,
@@ -75,7 +76,7 @@ _AVERAGED = {
 }
 
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
 PLOTS_KEY = "plots"
 _FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace"))
@@ -103,7 +104,8 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
     A field that is blank for any task is blank in the roll-up (averaging a
     subset would compare different task sets); every field is blank when no
     run finished. ``cost_per_success`` is recomputed from the roll-up:
-    tokens_total / success_rate. ``error_rate`` = errored runs / all runs.
+    tokens_total / success_rate. ``error_rate`` = errored runs / all runs. ``calibration_error``: over every
+    run whose answer stated a confidence (:mod:`descriptor.calibration`), blank when none did.
     """
     n_runs = sum(d["n_runs"] for d in descriptors)
     row: dict[str, Any] = {"benchmark": benchmark, "system": system, "n_tasks": len(descriptors), "n_runs": n_runs,
@@ -119,6 +121,7 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
         row[out_key] = None if not values or any(v is None for v in values) else mean(values)
     ok = row["success_rate"] is not None and row["success_rate"] > 0
     row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
+    row["calibration_error"] = rollup_calibration(descriptors)  # blank unless answers state confidences
     row.update(rollup_rollback_fields(descriptors))  # blank unless the sweep was rolled back
     return row
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from descriptor.calibration import PAIRS_KEY, run_pairs
 from descriptor.errors import UserError
 from descriptor.run_files import RunRecord
 
@@ -160,7 +161,11 @@ def compute_task_descriptor(runs: Sequence[RunRecord], *, benchmark: str, system
         "eval_completion_rate": mean([float(r.eval_completion) for r in runs]),
     }
     d.update(_paper_fields(d, runs))
-    return {k: d[k] for k in DESCRIPTOR_FIELDS}
+    out = {k: d[k] for k in DESCRIPTOR_FIELDS}
+    # Only benchmarks that read a confidence out of the answer (BrowseComp) have these (descriptor.calibration).
+    if (pairs := run_pairs((r.eval.details, r.eval_success) for r in runs)) is not None:
+        out[PAIRS_KEY] = pairs
+    return out
 
 
 class PipelineError(UserError):

@@ -5,8 +5,10 @@
 #   TASK_LIMIT      tasks per benchmark                       (default 10)
 #   RUNS_PER_TASK   repeated runs per task and system         (default 3)
 #   BENCHMARKS      comma-separated benchmarks                (default: every benchmark whose data is installed,
-#                                                             from `main.py list-benchmarks --available`; the
-#                                                             others are named on stderr with the reason)
+#                                                             from `main.py list-benchmarks --available` with
+#                                                             CONFIG's options, so browsecomp is in once CONFIG
+#                                                             sets its data_path; the others are named on stderr
+#                                                             with the reason)
 #   SYSTEMS         comma-separated systems                   (default: all registered systems)
 #   MODEL           route for every role (scripted, embedded, or a [models.NAME] route; default: the config's)
 #   EXPERIMENT_ID   experiment directory name                 (default: a UTC timestamp)
@@ -71,7 +73,9 @@ elif [[ -n "${BENCHMARKS:-}" ]]; then
 else
   # Every benchmark whose data is installed; the others are skipped, each named with the reason.
   skipped="$(mktemp)"
-  mapfile -t benchmarks < <("$PY" main.py list-benchmarks --available 2>"$skipped")
+  listing=(list-benchmarks --available)
+  [[ -n "${CONFIG:-}" ]] && listing+=(--config "$CONFIG")
+  mapfile -t benchmarks < <("$PY" main.py "${listing[@]}" 2>"$skipped")
   while IFS= read -r line; do
     [[ -n "$line" ]] && echo "full_experiment: ${line/#skipped /skipping } (set BENCHMARKS to choose)" >&2
   done <"$skipped"

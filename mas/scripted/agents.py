@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, SystemMessage
 
 from benchmark import arith
 from mas.scripted.arith import answer_json, as_int, solve_arith
+from mas.scripted.browsecomp import browsecomp_turn, is_browsecomp
 from mas.scripted.model import ScriptedContext, responder
 from mas.scripted.orchestrator import orchestrated_turn
 from mas.scripted.workbench import workbench_turn
@@ -55,8 +56,8 @@ def agent_turn(ctx: ScriptedContext) -> str | AIMessage:
     last = str(ctx.messages[-1].content)
     tools_allowed = "tools" in ctx.kwargs and "You have used all your tool calls" not in last
     role = ctx.metadata.get("mas_role", "")
-    if ctx.oracle_actions is not None:  # a benchmark solved by acting: replay its reference actions
-        return workbench_turn(ctx, role, tools_allowed)
+    if ctx.oracle_actions is not None:  # a benchmark with an environment: replay its reference actions
+        return (browsecomp_turn if is_browsecomp(ctx) else workbench_turn)(ctx, role, tools_allowed)
     if "\nYour subtask: " in ctx.text() or role == "aggregator":  # an orchestrator's decomposed cycle
         if (reply := orchestrated_turn(ctx, role, tools_allowed)) is not None:
             return reply

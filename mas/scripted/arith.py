@@ -15,7 +15,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from benchmark import arith
 from mas.scripted.model import ScriptedContext
 
-_TOOL_RESULT_RE = re.compile(r"^Tool \w+ result:\n(?P<out>.*?)\n", re.DOTALL)
+# A text-protocol tool result (mas.topologies.prompts.tool_result_message): the whole output, every line of it.
+_TOOL_RESULT_RE = re.compile(r"^Tool \w+ result:\n(?P<out>.*)\nContinue: ", re.DOTALL)
 
 
 def answer_json(reasoning: str, answer: str, confidence: float) -> str:
@@ -23,6 +24,7 @@ def answer_json(reasoning: str, answer: str, confidence: float) -> str:
 
 
 def tool_outputs(ctx: ScriptedContext) -> list[str]:
+    """The outputs of the accepted tool calls this conversation made (native or text protocol), oldest first."""
     outs = []
     for m in ctx.messages:
         if isinstance(m, ToolMessage):

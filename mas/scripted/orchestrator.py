@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from benchmark import arith
+from mas.scripted import browsecomp
 from mas.scripted.arith import answer_json, as_int, solve_arith, tool_call, tool_outputs
 from mas.scripted.model import ScriptedContext, responder
 from mas.scripted.workbench import done_text, oracle, workbench_turn
@@ -110,7 +111,9 @@ def _action_subtasks(ctx: ScriptedContext, text: str, n: int) -> list[str]:
 def scripted_plan(ctx: ScriptedContext) -> str:
     text = ctx.text()
     n = int(m.group(1)) if (m := _WORKERS_RE.search(text)) else 3
-    if ctx.oracle_actions is not None:
+    if ctx.oracle_actions is not None and browsecomp.is_browsecomp(ctx):
+        subtasks = browsecomp.plan_subtasks(n)
+    elif ctx.oracle_actions is not None:
         subtasks = _action_subtasks(ctx, text, n)
     elif (chain := arith.parse(text)) is not None:
         subtasks = _arith_subtasks(*chain, n)
@@ -163,6 +166,8 @@ def scripted_critique(ctx: ScriptedContext) -> str | AIMessage:
     text = ctx.text()
     parts = _parts(text)
     tools_allowed = "tools" in ctx.kwargs and "You have used all your tool calls" not in str(ctx.messages[-1].content)
+    if ctx.oracle_actions is not None and browsecomp.is_browsecomp(ctx):
+        return browsecomp.critique(ctx)
     if ctx.oracle_actions is not None:
         rejected = [p["worker"] for p in parts if not _same_actions(
             parse_actions(p["subtask"].removeprefix("Do: ")) if p["subtask"].startswith("Do: ") else [],

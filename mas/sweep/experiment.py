@@ -28,6 +28,7 @@ from mas.config import ExperimentConfig, require_api_key
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
+from mas.sweep.grading import grading_routes
 from mas.sweep.lock import sweep_lock
 from mas.sweep.matching import check_matching, matched_ks
 from mas.sweep.loop import SweepInterrupted, run_sweep
@@ -106,10 +107,12 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     _check_workers(req)
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
     _check_injection(req.cfg, agent_roles(req.systems, req.cfg))
-    for unit in req.units:
+    routes = list(grading_routes(req.cfg, benches.values()).items())
+    for unit in req.units:  # each unit of a model matrix has its own default route
         cfg = unit_config(req.cfg, unit)
-        for name, route in cfg.used_routes(agent_roles([split_unit(unit)[0]], cfg)).items():
-            require_api_key(route, name)
+        routes += cfg.used_routes(agent_roles([split_unit(unit)[0]], cfg)).items()
+    for name, route in routes:
+        require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches
 

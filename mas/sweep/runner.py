@@ -49,6 +49,7 @@ from mas.sweep.checkpoints import (
     open_checkpointer,
 )
 from mas.sweep.hooks import registered_processors
+from mas.sweep.grading import Grading, grade
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
@@ -141,17 +142,22 @@ NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"
 
 
 def evaluate_run(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, Any], answer: str | None,
-                 error: str | None, *, infrastructure: bool = True) -> Evaluation:
+                 error: str | None, *, infrastructure: bool = True, grading: Grading | None = None) -> Evaluation:
     """The benchmark's verdict on a finished graph: its answer, and the environment it names as its outcome.
 
     A run that ended in an error is not evaluated (doing nothing would
     "solve" a WorkBench task that expects no action): an infrastructure error
     is no task result at all (summaries leave it out of every task metric);
     the system's own failure (a prompt over the context) fails the task.
+    ``grading``: the judge's reply to the benchmark's grading prompt (:mod:`mas.sweep.grading`), if any.
     """
     if error is not None:
         return Evaluation(success=False, score=0.0, details={"error": NOT_EVALUATED if infrastructure else error})
-    return bench.evaluate(task, answer or "", outcome_environment(rt.new_environment, state))
+    environment = outcome_environment(rt.new_environment, state)
+    if grading is None or grading.reply is None:
+        return bench.evaluate(task, answer or "", environment)
+    ev = bench.evaluate(task, answer or "", environment, judge_reply=grading.reply)  # type: ignore[call-arg]
+    return Evaluation(success=ev.success, score=ev.score, details={**ev.details, **grading.details})
 
 
 def is_completed(answer: str | None, error: str | None) -> bool:
@@ -228,7 +234,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
         plan.probe_steps = await honest_steps(spec, cfg, bench)
         plan.step = place(plan.fraction or 0.0, plan.probe_steps)
     rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=plan, options=spec.options)
-    meta = run_metadata(cfg, spec.key, spec.task, paths=paths, injection=plan)
+    meta = run_metadata(cfg, spec.key, bench.recorded_task(spec.task), paths=paths, injection=plan)
     meta.system_options = dict(spec.options) or None
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
@@ -246,8 +252,11 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     state, error, own_failure = await run_graph(
         spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints), tracer, config=config)
     wall_s = time.perf_counter() - t0
+    grading = await grade(bench, spec.task, rt, final_answer(state), error)
+    if grading.error is not None:  # the answer could not be graded: no task result (see mas.sweep.grading)
+        state, error, own_failure = {}, grading.error, False
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
-    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error,
+    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, grading=grading,
                                    infrastructure=error is not None and not own_failure, wall_s=wall_s,
                                    rt=rt, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
                                    events=collected.events)
@@ -274,7 +283,7 @@ async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -
 
 
 def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state: dict[str, Any], error: str | None,
-               infrastructure: bool, wall_s: float, rt: RunContext, plan: InjectionPlan | None, meta: RunMetadata,
+               grading: Grading | None = None, infrastructure: bool, wall_s: float, rt: RunContext, plan: InjectionPlan | None, meta: RunMetadata,
                tracing: bool, totals: dict[str, Any], events: list[Event]) -> RunResult:
     """Evaluate the answer and write every artifact after the trace; ``result.json`` last.
 
@@ -284,14 +293,15 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     models = rt.models
     answer = final_answer(state) if error is None else None
     completion = is_completed(answer, error)
-    evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure)
+    evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure, grading=grading)
     write_text_atomic(paths.answer, answer or "")
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
                                              score=evaluation.score, details=evaluation.details), indent=None)
     metrics = compute_run_metrics(events)
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
         success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)), indent=None)
-    write_trajectory(paths, events, spec.task.question, answer, reference=spec.task.reference, error=error,
+    recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
+    write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
     meta.checkpoint_db = paths.checkpoints.name if keep_or_drop(paths.checkpoints, keep=keep) else None
@@ -352,8 +362,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     check_checkpoint(source_db, thread_id=meta.thread_id, checkpoint_id=checkpoint_id)
     bench = run_benchmark(cfg, meta.benchmark)
     check_isolation(cfg, {meta.benchmark: bench})
-    task = Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
-                metadata=meta.task.metadata)
+    task = bench.restored_task(Task(task_id=meta.task_id, question=meta.task.question, reference=meta.task.reference,
+                                    metadata=meta.task.metadata))
     out = run.for_rollback(rollback_index)
     copy_database(source_db, out.checkpoints)
     plan = meta.injection_plan
@@ -369,8 +379,11 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
                                                 fork={"notes": [note]})
     answer = final_answer(state) if error is None else None
+    grading = await grade(bench, task, rt, answer, error)
+    if grading.error is not None:
+        answer, error, own_failure = None, grading.error, False
     ev = await asyncio.to_thread(evaluate_run, bench, task, rt, state, answer, error,
-                                 infrastructure=not own_failure)
+                                 infrastructure=not own_failure, grading=grading)
     write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=is_completed(answer, error), score=ev.score,
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again

@@ -1,0 +1,134 @@
+"""BrowseComp's answer format and grading: the judge's template and verdict, and the exact-match fallback.
+
+The prompt and the judge's template are upstream's (openai/simple-evals ``browsecomp_eval.py``, taken from
+Humanity's Last Exam; MIT): a response is ``Explanation: ...`` / ``Exact Answer: ...`` / ``Confidence: N%``,
+and the judge answers ``extracted_final_answer``, ``reasoning``, ``correct: yes|no`` and ``confidence``.
+
+Two differences from upstream, both deliberate:
+
+- Upstream reads the verdict with ``re.search(r"correct: (yes|no)", ...)`` but returns ``group(0)``
+  (``"correct: yes"``) and then compares it with ``"yes"``, so every answer counts as wrong
+  (openai/simple-evals PRs #67, #82, #93). We read the captured ``yes``/``no``, as intended; a reply
+  without a verdict is wrong, as upstream defaults to ``"no"``.
+- Without a judge we grade by exact match after normalising both sides (:func:`normalise`): a lexical
+  stand-in, stricter than the judge (``"Paris, France"`` is not ``"Paris"``).
+
+>>> parse_response("Explanation: it is.\\nExact Answer: The Eiffel Tower\\nConfidence: 85%")
+Response(exact_answer='The Eiffel Tower', confidence=0.85, stated_confidence=True)
+>>> parse_response("Explanation: it is. Exact Answer: **1908** Confidence: 70").exact_answer
+'1908'
+>>> exact_match("the  Eiffel tower.", "Eiffel Tower")
+True
+>>> judge_verdict("extracted_final_answer: Paris\\nreasoning: same\\ncorrect: yes\\nconfidence: 90")
+Verdict(correct=True, extracted_answer='Paris', confidence=0.9)
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from dataclasses import dataclass
+
+QUERY_TEMPLATE = """{question}
+
+Your response should be in the following format:
+Explanation: {{your explanation for your final answer}}
+Exact Answer: {{your succinct, final answer}}
+Confidence: {{your confidence score between 0% and 100% for your answer}}"""
+
+GRADER_TEMPLATE = """Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
+
+[question]: {question}
+
+[response]: {response}
+
+Your judgement must be in the format and criteria specified below:
+
+extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
+
+[correct_answer]: {correct_answer}
+
+reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
+
+correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect.
+
+
+confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [response]. Put 100 if there is no confidence score available."""  # noqa: E501 -- upstream's text, unchanged
+
+DEFAULT_CONFIDENCE = 1.0
+"""A response that states no confidence counts as 100 % sure: the judge's template says so."""
+
+# Lenient: markdown around the labels, and all three parts on one line ("... Exact Answer: X Confidence: 80%").
+_EXACT_RE = re.compile(r"(?<!\w)exact\s+answer\W*:[\s*_]*(?P<a>.*?)\s*(?=(?<!\w)confidence\W*:|$)",
+                       re.IGNORECASE | re.MULTILINE)
+_CONFIDENCE_RE = re.compile(r"(?<!\w)confidence\W*:\s*(?P<c>\d+(?:\.\d+)?)\s*%?", re.IGNORECASE)
+_VERDICT_RE = re.compile(r"(?<!\w)correct\W*:\W*(yes|no)\b", re.IGNORECASE)
+_EXTRACTED_RE = re.compile(r"extracted_final_answer\W*:\s*(?P<a>.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Response:
+    """A response in BrowseComp's format, read leniently."""
+
+    exact_answer: str
+    """What follows the last ``Exact Answer:`` up to the line's end or a ``Confidence:``, else the whole response."""
+    confidence: float
+    """The ``Confidence:`` percentage as a fraction in [0, 1], else :data:`DEFAULT_CONFIDENCE`."""
+    stated_confidence: bool
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Verdict:
+    """What a judge's reply says: ``correct`` None when it holds no ``correct: yes|no`` line."""
+
+    correct: bool | None
+    extracted_answer: str | None
+    confidence: float | None
+    """The judge's ``confidence:`` as a fraction in [0, 1], None when missing."""
+
+
+def _percent(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return min(1.0, max(0.0, float(text) / 100.0))
+
+
+def parse_response(text: str) -> Response:
+    """The exact answer and confidence of a response (see :class:`Response` for the defaults)."""
+    answers = _EXACT_RE.findall(text or "")
+    confidences = _CONFIDENCE_RE.findall(text or "")
+    confidence = _percent(confidences[-1]) if confidences else None
+    return Response(exact_answer=answers[-1].strip(" *_") if answers else (text or "").strip(),
+                    confidence=DEFAULT_CONFIDENCE if confidence is None else confidence,
+                    stated_confidence=confidence is not None)
+
+
+def normalise(text: str) -> str:
+    """Case, accents, punctuation, articles and runs of spaces removed (SQuAD's answer normalisation, plus NFKD)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(_ARTICLES.sub(" ", plain.translate(_PUNCTUATION)).split())
+
+
+def exact_match(answer: str, gold: str) -> bool:
+    """Equal after :func:`normalise`; an empty answer never matches."""
+    got = normalise(answer)
+    return bool(got) and got == normalise(gold)
+
+
+def grader_prompt(question: str, response: str, correct_answer: str) -> str:
+    """The judge's prompt: upstream's template filled in (``question`` is the bare problem, not the query)."""
+    return GRADER_TEMPLATE.format(question=question, response=response, correct_answer=correct_answer)
+
+
+def judge_verdict(reply: str) -> Verdict:
+    """The verdict in a judge's reply (``correct: yes|no``, the first one, as upstream's ``re.search``)."""
+    verdict = _VERDICT_RE.search(reply or "")
+    extracted = _EXTRACTED_RE.search(reply or "")
+    confidences = _CONFIDENCE_RE.findall(reply or "")
+    return Verdict(correct=None if verdict is None else verdict.group(1).lower() == "yes",
+                   extracted_answer=extracted["a"] if extracted else None,
+                   confidence=_percent(confidences[-1]) if confidences else None)
