@@ -6,25 +6,20 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import httpx
-import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from attribution.calls import CaseLedger
 from attribution.replies import contract, many, one_of, schema_of, text
 from mas.config import ModelRoute
-from mas.llm.call import LLMCallError, PromptTooLongError, TransientModelError, prompt_too_long
+from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.models import BoundModel
 from mas.llm.tokens import estimate_tokens
 from mas.scripted.model import RESPONDERS, ScriptedChatModel, responder
+from tests.model_errors import bad_request as _bad_request
+from tests.model_errors import prompt_too_long_error, server_error
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bad_request(body: dict, message: str = "bad request") -> openai.BadRequestError:
-    response = httpx.Response(400, request=httpx.Request("POST", "http://x/v1/chat/completions"))
-    return openai.BadRequestError(message, response=response, body=body)
 
 
 def test_prompt_too_long_is_recognised_by_type() -> None:
@@ -33,7 +28,7 @@ def test_prompt_too_long_is_recognised_by_type() -> None:
     assert prompt_too_long(_bad_request({}, "This model's maximum context length is 4096 tokens"))
     assert prompt_too_long(LLMCallError("x").with_traceback(None)) is False
     wrapped = LLMCallError("route: refused")
-    wrapped.__cause__ = PromptTooLongError("over the window")
+    wrapped.__cause__ = prompt_too_long_error("over the window")
     assert prompt_too_long(wrapped)
     assert not prompt_too_long(_bad_request({"error": {"type": "invalid_request_error"}}, "unknown field"))
     assert not prompt_too_long(ValueError("context length exceeded"))  # not a server refusal: no refit
@@ -47,7 +42,7 @@ def flaky_score():
     def _flaky(ctx):
         state["n"] += 1
         if state["n"] == 1:
-            raise TransientModelError("503 from upstream")
+            raise server_error("503 from upstream")
         return "0.7"
 
     yield state

@@ -8,9 +8,10 @@ import json
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.call import LLMCallError, TransientModelError, _text_tool_calls, backoff_s, call_llm, clip_confidence
+from mas.llm.call import LLMCallError, _text_tool_calls, backoff_s, call_llm, clip_confidence
 from mas.llm.models import ModelSet, make_chat_model
 from mas.scripted.model import RESPONDERS, responder
+from tests.model_errors import server_error
 from mas.tracing import ListCollector, Tracer, use_tracer
 
 
@@ -55,7 +56,7 @@ def flaky_contract():
     def _flaky(ctx):
         state["n"] += 1
         if state["n"] <= 2:
-            raise TransientModelError("503 from upstream")
+            raise server_error("503 from upstream")
         return '{"ok": true}'
 
     yield state
@@ -139,12 +140,13 @@ async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch)
 async def test_injection_fires_only_on_a_step_whose_output_it_changes():
     from benchmark.registry import get_benchmark
     from mas.topologies.agent import agent_step
-    from mas.scripted.model import InjectionPlan
+    from mas.llm.injection import InjectionPlan
 
     plan = InjectionPlan(step=0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
     question = get_benchmark("arith").load_tasks(1)[0].question
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, injection=plan), question=question)
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, provider_args={"scripted": {"injection": plan}}),
+                    question=question, injection=plan)
     planner, solver = AgentSpec(name="planner", role="planner", tools=False), AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):

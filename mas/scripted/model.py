@@ -38,26 +38,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from mas.llm.injection import INJECTED_KEY, InjectionPlan
 from mas.llm.limits import endpoint_slot
 from mas.llm.tokens import estimate_tokens
-
-
-@dataclass(kw_only=True, slots=True)
-class InjectionPlan:
-    """Where to inject the one wrong step; ``agent``/``step`` None mean any."""
-
-    agent: str | None = None
-    step: int | None = None
-    fired: bool = False
-    """True once injected (or when resuming a run whose injection already fired)."""
-    fired_at: dict[str, Any] | None = None
-    """``{"agent": ..., "step": ...}`` of the injected step."""
-    position: str | None = None
-    """Rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step`` (:mod:`mas.sweep.injection`)."""
-    fraction: float | None = None
-    """With ``position``: the drawn relative position in [0, 1) (``step`` = floor(fraction × probe_steps))."""
-    probe_steps: int | None = None
-    """With ``position``: steps the run takes without the error (counted before it runs)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -209,7 +192,7 @@ class ScriptedChatModel(BaseChatModel):
             "output_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        msg.response_metadata = {"model_name": self.variant, "scripted_injected": injected}
+        msg.response_metadata = {"model_name": self.variant, INJECTED_KEY: injected}
         self.calls += 1
         return ChatResult(generations=[ChatGeneration(message=msg)])
 

@@ -22,6 +22,7 @@ from benchmark.base import Benchmark
 from descriptor.errors import UserError
 from descriptor.records import RunResult
 from mas.config import ExperimentConfig, require_api_key
+from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
@@ -89,6 +90,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     benches = {name: run_benchmark(req.cfg, name) for name in req.benchmarks}
     _check_injection(req.cfg, agent_roles(req.systems, req.cfg))
     for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
+        check_provider(name, route)
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches

@@ -37,7 +37,7 @@ from mas.config import ExperimentConfig
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 from mas.otel import export_processors
-from mas.scripted.model import InjectionPlan
+from mas.llm.injection import InjectionPlan
 from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.checkpoints import (
     check_checkpoint,
@@ -119,17 +119,17 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
                 injection: InjectionPlan | None) -> RunContext:
     """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
 
-    On a benchmark solved by acting, the scripted double also gets the task's
-    reference actions, which it replays through the real tool loop.
+    The injection plan and, on a benchmark solved by acting, the task's reference actions are the scripted
+    provider's own arguments: it carries out the one and replays the other through the real tool loop.
     """
     new_environment: EnvironmentFactory | None = None
     oracle = None
     if bench.make_environment(task) is not None:
         new_environment = functools.partial(bench.make_environment, task)
         oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
-    models = ModelSet(cfg, seed=seed, injection=injection, oracle_actions=oracle)
+    models = ModelSet(cfg, seed=seed, provider_args={"scripted": {"injection": injection, "oracle_actions": oracle}})
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
-                      new_environment=new_environment)
+                      new_environment=new_environment, injection=injection)
 
 
 NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"

@@ -10,11 +10,12 @@ A reply that fails validation (not JSON, a missing field, an index out of
 range or in two groups, a vote winner with an empty artifact) is unusable:
 the caller falls back to lexical voting and records why.
 
-Mock mode (the judge route is the scripted double, ``--model scripted``)
-has no LLM judge, as in the seed: no judge call is made, and consensus and
-votes are the lexical fallback, logged as ``lexical_fallback`` with
-:data:`MOCK_JUDGE` as the reason. The variant ``scripted:judge`` plays an
-LLM judge instead (its grouping is lexical), to test the judge's code path.
+Mock mode (the judge route's model does not judge, ``BoundModel.judges``:
+the scripted double, ``--model scripted``) has no LLM judge, as in the seed:
+no judge call is made, and consensus and votes are the lexical fallback,
+logged as ``lexical_fallback`` with :data:`MOCK_JUDGE` as the reason. The
+variant ``scripted:judge`` plays an LLM judge instead (its grouping is
+lexical), to test the judge's code path.
 :func:`vote_artifacts` is the deterministic vote, which prefers direct,
 evidence-backed answers over blocked, planning-only or "no evidence" outputs.
 """
@@ -29,7 +30,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import call_llm
+from mas.llm.call import LLMResult, call_llm
 from mas.llm.schema import bounded_schema
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
@@ -51,10 +52,9 @@ MOCK_JUDGE = "mock mode (scripted model): no LLM judge, the lexical fallback dec
 
 
 def is_mock_judge(rt: RunContext) -> bool:
-    """True when the ``judge`` route is the scripted double in mock mode (not ``scripted:judge``, which plays the
-    judge, nor ``scripted:nojudge``, whose judge replies are unusable)."""
-    bound = rt.models.for_role("judge")
-    return bound.provider == "scripted" and bound.model_label not in ("scripted:judge", "scripted:nojudge")
+    """True when the ``judge`` route's model does not play the judge (its provider says so: the scripted
+    double in mock mode; ``scripted:judge`` and ``scripted:nojudge`` do answer)."""
+    return not rt.models.for_role("judge").judges
 
 
 class ConsensusReply(BaseModel):
@@ -187,8 +187,7 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
                                                                          candidates, previous),
                              contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
                              json_schema=CONSENSUS_SCHEMA, temperature=0.0)
-        usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-                 "cost_usd": res.cost_usd}
+        usage = judge_usage(res)
         try:
             return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
         except ValueError as err:
@@ -212,6 +211,24 @@ class VoteOutcome:
     token_out: int = 0
     latency_ms: float = 0.0
     cost_usd: float = 0.0
+    model: str | None = None
+    """The judge call's model and route (None: no call was made)."""
+    route: str | None = None
+    usage_source: str | None = None
+
+    def envelope(self) -> dict[str, Any]:
+        """The trace event fields of the judge call behind this vote (usage, model, route)."""
+        return {"token_in": self.token_in, "token_out": self.token_out, "latency_ms": self.latency_ms,
+                "cost_usd": self.cost_usd, "model": self.model, "route": self.route,
+                "usage_source": self.usage_source}
+
+
+def judge_usage(res: LLMResult) -> dict[str, Any]:
+    """What a judge call cost and which model and route answered it, as :class:`JudgeOutcome` and
+    :class:`VoteOutcome` fields."""
+    return {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
+            "cost_usd": res.cost_usd, "model": res.model_label or None, "route": res.route or None,
+            "usage_source": res.usage_source}
 
 
 def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
@@ -255,15 +272,14 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
     res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
                          temperature=0.0)
-    usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-             "cost_usd": res.cost_usd}
+    usage = judge_usage(res)
     try:
         r = parse_vote(res.parsed, candidates)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
-        out.token_in, out.token_out = res.token_in, res.token_out
-        out.latency_ms, out.cost_usd = res.latency_ms, res.cost_usd
+        for name, value in usage.items():
+            setattr(out, name, value)
         return out
     return VoteOutcome(winner_index=r.winner_index, groups=r.groups, invalid_indices=list(r.invalid_indices),
                        explanation=r.explanation[:1000], source="llm_judge", **usage)
