@@ -138,3 +138,23 @@ def endpoint() -> Iterator[Callable[..., FakeEndpoint]]:
     yield make
     for s in servers:
         s.close()
+
+
+@pytest.fixture
+def scripted_provider() -> Iterator[Callable[..., str]]:
+    """``scripted_provider({contract: answer})`` registers a scripted provider of this test's own, whose models
+    answer those contracts ahead of the registered answers, and returns its name for a route's ``provider``;
+    unregistered after the test."""
+    from mas.llm.providers import PROVIDERS
+    from mas.scripted.provider import scripted_with
+
+    names: list[str] = []
+
+    def make(responders) -> str:
+        names.append(f"scripted-test-{uuid.uuid4().hex[:8]}")
+        PROVIDERS.register(names[-1], scripted_with(responders))
+        return names[-1]
+
+    yield make
+    for name in names:
+        PROVIDERS.unregister(name)

@@ -3,12 +3,17 @@
 
 Its own per-run arguments (:class:`mas.llm.models.ModelSet`'s ``provider_args["scripted"]``):
 ``injection`` (the run's :class:`mas.llm.injection.InjectionPlan`, which it carries out) and
-``oracle_actions`` (the task's reference actions on a benchmark solved by acting, which it replays).
+``oracle_actions`` (the task's reference actions on a benchmark solved by acting, which it replays) and
+``responders`` (contract -> answer: a test's own script for this run's models, ahead of the registered ones).
 """
 
 from __future__ import annotations
 
-from mas.llm.providers import PROVIDERS, BoundModel, ProviderRequest
+import dataclasses
+from collections.abc import Mapping
+
+from mas.llm.providers import PROVIDERS, BoundModel, Provider, ProviderRequest
+from mas.llm.scripting import Answer
 from mas.scripted.model import ScriptedChatModel
 
 JUDGING_VARIANTS = ("scripted:judge", "scripted:nojudge")
@@ -24,6 +29,19 @@ def scripted_provider(req: ProviderRequest) -> BoundModel:
     variant = route.model if route.model.startswith("scripted") else "scripted"
     model = ScriptedChatModel(seed=req.seed, variant=variant, latency_ms=route.scripted_latency_ms,
                               injection=req.args.get("injection"), max_concurrent=route.rate_limit.max_concurrent,
-                              oracle_actions=req.args.get("oracle_actions"))
+                              oracle_actions=req.args.get("oracle_actions"),
+                              responders=dict(req.args.get("responders") or {}))
     return BoundModel(name=req.route_name, route=route, model=model, model_label=variant,
                       judges=variant in JUDGING_VARIANTS)
+
+
+def scripted_with(responders: Mapping[str, Answer]) -> Provider:
+    """A scripted provider whose models answer ``responders`` (contract -> answer) ahead of the registered
+    answers: a test registers it under a name of its own and names that in its route, scripting whole runs
+    without touching any global answer."""
+
+    def provider(req: ProviderRequest) -> BoundModel:
+        own = {**responders, **(req.args.get("responders") or {})}
+        return scripted_provider(dataclasses.replace(req, args={**req.args, "responders": own}))
+
+    return provider

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from mas.llm.call import LLMResult, call_llm
 from mas.llm.schema import bounded_schema
+from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
     Candidate,
@@ -107,6 +108,11 @@ Reply with ONLY this JSON:
 
 def candidates_json(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None = None) -> str:
     """The candidates as the judge sees them: a JSON array with each agent's previous answer."""
+    return json.dumps(candidate_rows(candidates, previous), ensure_ascii=False, indent=1)
+
+
+def candidate_rows(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None = None) -> list[dict[str, Any]]:
+    """The rows of :func:`candidates_json` (also the calls' ``judge_candidates`` metadata)."""
     before = {p.agent: p.artifact for p in previous or []}
     rows = []
     for i, c in enumerate(candidates):
@@ -117,7 +123,7 @@ def candidates_json(candidates: Sequence[Candidate], previous: Sequence[Candidat
         if c.agent in before:
             row["previous_answer"] = before[c.agent]
         rows.append(row)
-    return json.dumps(rows, ensure_ascii=False, indent=1)
+    return rows
 
 
 def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
@@ -186,7 +192,8 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
         res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
                                                                          candidates, previous),
                              contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
-                             json_schema=CONSENSUS_SCHEMA, temperature=0.0)
+                             json_schema=CONSENSUS_SCHEMA, temperature=0.0,
+                             metadata={"judge_candidates": candidate_rows(candidates, previous)})
         usage = judge_usage(res)
         try:
             return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
@@ -271,7 +278,7 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
-                         temperature=0.0)
+                         temperature=0.0, metadata={"judge_candidates": candidate_rows(candidates)})
     usage = judge_usage(res)
     try:
         r = parse_vote(res.parsed, candidates)
@@ -283,3 +290,36 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
         return out
     return VoteOutcome(winner_index=r.winner_index, groups=r.groups, invalid_indices=list(r.invalid_indices),
                        explanation=r.explanation[:1000], source="llm_judge", **usage)
+
+
+# ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----
+# A good judge: answers grouped by normalised equality. The candidates arrive as the calls' metadata.
+
+def _scripted_candidates(ctx: ScriptedContext) -> tuple[list[Candidate], list[dict[str, Any]]]:
+    rows = ctx.metadata["judge_candidates"]
+    return [Candidate(agent=r["agent"], artifact=r["answer"], confidence=r.get("confidence", 0.5),
+                      evidence=r.get("tool_results_received", 0)) for r in rows], rows
+
+
+@responder("judge.consensus", judge=True)
+def scripted_consensus(ctx: ScriptedContext) -> str:
+    cands, rows = _scripted_candidates(ctx)
+    view = lexical_view(cands, None)
+    changed = [normalize_artifact(r["answer"]) != normalize_artifact(r["previous_answer"])
+               for r in rows if "previous_answer" in r]
+    stalled = bool(changed) and not any(changed)
+    return json.dumps({
+        "groups": view.groups, "invalid_indices": view.invalid_indices, "is_substantive": view.is_substantive,
+        "progress_status": "unclear" if not changed else "stalled" if stalled else "improving",
+        "expected_improvement": "low" if stalled else "medium", "should_stop_for_no_progress": stalled,
+        "explanation": f"{len(view.groups)} distinct answers; " + ("no agent changed its answer" if stalled
+                                                                   else "answers are still moving"),
+    })
+
+
+@responder("judge.vote", judge=True)
+def scripted_vote(ctx: ScriptedContext) -> str:
+    cands, _ = _scripted_candidates(ctx)
+    out = vote_artifacts(cands)
+    return json.dumps({"groups": out.groups, "winner_index": out.winner_index,
+                       "invalid_indices": out.invalid_indices, "explanation": out.explanation})
