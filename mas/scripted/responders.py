@@ -1,3 +1,3 @@
 """Registers every scripted responder (imported once, when a scripted route is built)."""
 
-from mas.scripted import agents, attribution, orchestrator, supervisor  # noqa: F401  (each registers)
+from mas.scripted import agents, orchestrator, supervisor  # noqa: F401  (each registers)
