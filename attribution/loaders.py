@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from attribution._load_result import LoadResult, MalformedFile, SkippedFile
 from attribution.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.events import Payload, ToolCall, ToolResult, read_trace_checked
@@ -37,24 +38,6 @@ log = structlog.get_logger(__name__)
 SUBSETS: tuple[str, ...] = ("algorithm_generated", "hand_crafted")
 Subset = Literal["algorithm_generated", "hand_crafted", "all"]
 _ROLE_SUFFIX_RE = re.compile(r"\(([^()]*)\)\s*$")
-
-
-class MalformedFile(ValueError):
-    """A data file that cannot become a trajectory; the message names file and field."""
-
-
-class SkippedFile(BaseModel):
-    """One file a directory load skipped, and why."""
-
-    path: str
-    reason: str
-
-
-class LoadResult(BaseModel):
-    """Trajectories loaded from a directory, plus the files skipped on the way."""
-
-    trajectories: list[Trajectory]
-    skipped: list[SkippedFile] = []
 
 
 # ---------------------------------------------------------------- Who&When

@@ -40,7 +40,7 @@ from typing import Any
 
 import structlog
 
-from attribution.loaders import LoadResult, MalformedFile, SkippedFile
+from attribution._load_result import LoadResult, MalformedFile, SkippedFile
 from attribution.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 

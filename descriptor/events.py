@@ -210,6 +210,12 @@ class Decision(Payload):
     judge_token_out: int = 0
     judge_latency_ms: float = 0.0
     judge_cost_usd: float = 0.0
+    judge_model: str | None = None
+    """The judge call's model (None: no call was made)."""
+    judge_route: str | None = None
+    """The judge call's route (None: no call was made)."""
+    judge_usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
+    """Where the judge call's token counts came from (None: no call was made)."""
 
 
 class FinalVote(Payload):
@@ -311,6 +317,9 @@ class Event(BaseModel):
     """Top-level graph checkpoint this step ran from (its resumable point)."""
     model: str | None = None
     """Label of the model behind an LLM-backed event (OpenTelemetry ``gen_ai.request.model``)."""
+    route: str | None = None
+    """The model route (``default``, ``judge``, ...) of an LLM-backed event's call; None in traces written before
+    routes were recorded."""
     usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
     """Where token counts came from: the endpoint's usage, the server's tokenizer, or characters/4."""
     cache_hit: bool | None = None

@@ -45,11 +45,14 @@ class ModelRoute(_Strict):
 
     ``provider`` picks the client: ``openai`` is any OpenAI-compatible HTTP
     endpoint (OpenAI, OpenRouter, vLLM, llama.cpp); ``embedded`` is the local
-    model this project serves itself; ``scripted`` is the deterministic test
-    double and must be asked for by name.
+    model this project serves itself; ``langchain`` is any chat model
+    LangChain's ``init_chat_model`` builds (``model = "anthropic:claude-..."``);
+    ``scripted`` is the deterministic test double and must be asked for by name.
     """
 
-    provider: Literal["openai", "embedded", "scripted"] = "openai"
+    provider: str = "openai"
+    """A registered provider (:data:`mas.llm.providers.PROVIDERS`): ``openai``, ``embedded``, ``langchain``,
+    ``scripted``, or one a plugin adds; checked when the route's models are built."""
     model: str = ""
     """Model name sent to the endpoint (e.g. ``openai/gpt-4o-mini``)."""
     base_url: str | None = None
@@ -468,18 +471,17 @@ def register_route_secrets(cfg: ExperimentConfig) -> None:
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:
     """Read the route's API key from the environment; raise if it is needed and absent.
 
-    Hosted OpenAI-compatible routes need a key; a route with a ``base_url`` on
-    the loopback interface (a local llama.cpp or vLLM) may run without one.
+    A route naming ``api_key_env`` needs that variable set. Hosted OpenAI-compatible routes need a key even
+    without one (``OPENAI_API_KEY``, ``OPENROUTER_API_KEY``); a route with a ``base_url`` on the loopback
+    interface (a local llama.cpp or vLLM) may run without one.
     """
-    if route.provider != "openai":
-        return None
     env = route.api_key_env
     register_secret_env([env])
     if env is None:
         local = route.base_url is not None and any(
             h in route.base_url for h in ("127.0.0.1", "localhost", "[::1]")
         )
-        if local:
+        if local or route.provider != "openai":  # other providers need a key only when they name one
             return None
         env = "OPENROUTER_API_KEY" if route.base_url and "openrouter" in route.base_url else "OPENAI_API_KEY"
     key = os.environ.get(env)

@@ -158,6 +158,7 @@ class Tracer:
         cost_usd: float = 0.0,
         state_id: str | None = None,
         model: str | None = None,
+        route: str | None = None,
         usage_source: str | None = None,
         cache_hit: bool | None = None,
         cost_usd_saved: float | None = None,
@@ -186,7 +187,7 @@ class Tracer:
         fields = {"run_id": self.run_id, "seq": self.seq, "timestamp_start": start or now,
                   "timestamp_end": end or now, "actor": actor, "token_in": token_in, "token_out": token_out,
                   "latency_ms": round(latency_ms, LATENCY_DECIMALS), "cost_usd": cost_usd, "state_id": state_id, "model": model,
-                  "usage_source": usage_source, "cache_hit": cache_hit, "cost_usd_saved": cost_usd_saved,
+                  "route": route, "usage_source": usage_source, "cache_hit": cache_hit, "cost_usd_saved": cost_usd_saved,
                   "span_id": span_id, "parent_span_id": parent_span_id}
         cls = EVENT_CLASSES[event_type]
         event = cls(**fields, payload=payload)

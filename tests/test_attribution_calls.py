@@ -6,25 +6,20 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import httpx
-import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from attribution.calls import CaseLedger
 from attribution.replies import contract, many, one_of, schema_of, text
 from mas.config import ModelRoute
-from mas.llm.call import LLMCallError, PromptTooLongError, TransientModelError, prompt_too_long
+from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.models import BoundModel
 from mas.llm.tokens import estimate_tokens
-from mas.scripted.model import RESPONDERS, ScriptedChatModel, responder
+from mas.scripted.model import ScriptedChatModel
+from tests.model_errors import bad_request as _bad_request
+from tests.model_errors import prompt_too_long_error, server_error
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bad_request(body: dict, message: str = "bad request") -> openai.BadRequestError:
-    response = httpx.Response(400, request=httpx.Request("POST", "http://x/v1/chat/completions"))
-    return openai.BadRequestError(message, response=response, body=body)
 
 
 def test_prompt_too_long_is_recognised_by_type() -> None:
@@ -33,34 +28,28 @@ def test_prompt_too_long_is_recognised_by_type() -> None:
     assert prompt_too_long(_bad_request({}, "This model's maximum context length is 4096 tokens"))
     assert prompt_too_long(LLMCallError("x").with_traceback(None)) is False
     wrapped = LLMCallError("route: refused")
-    wrapped.__cause__ = PromptTooLongError("over the window")
+    wrapped.__cause__ = prompt_too_long_error("over the window")
     assert prompt_too_long(wrapped)
     assert not prompt_too_long(_bad_request({"error": {"type": "invalid_request_error"}}, "unknown field"))
     assert not prompt_too_long(ValueError("context length exceeded"))  # not a server refusal: no refit
 
 
-@pytest.fixture
-def flaky_score():
+async def test_a_ledger_call_is_retried_by_the_call_layer_and_every_attempt_counted(monkeypatch) -> None:
+    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     state = {"n": 0}
 
-    @responder("attribution.test.score")
-    def _flaky(ctx):
+    def flaky(ctx):
         state["n"] += 1
         if state["n"] == 1:
-            raise TransientModelError("503 from upstream")
+            raise server_error("503 from upstream")
         return "0.7"
 
-    yield state
-    RESPONDERS.pop("attribution.test.score")
-
-
-async def test_a_ledger_call_is_retried_by_the_call_layer_and_every_attempt_counted(flaky_score, monkeypatch) -> None:
-    monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     route = ModelRoute(provider="scripted", model="scripted", max_retries=2)
-    ledger = CaseLedger(bound=BoundModel(name="s", route=route, model=ScriptedChatModel(seed=0), model_label="s"),
+    model = ScriptedChatModel(seed=0, responders={"attribution.test.score": flaky})
+    ledger = CaseLedger(bound=BoundModel(name="s", route=route, model=model, model_label="s"),
                         method="test", context_window=2048)
     reply = await ledger.ask("score", lambda budget: ([SystemMessage("s"), HumanMessage("p")], None))
-    assert reply == "0.7" and ledger.calls == 2 and flaky_score["n"] == 2
+    assert reply == "0.7" and ledger.calls == 2 and state["n"] == 2
     assert ledger.tokens_in == estimate_tokens("s") + estimate_tokens("p")  # the scripted usage, the one estimator
 
 

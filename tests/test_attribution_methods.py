@@ -44,9 +44,9 @@ from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
 from attribution.trajectory import Step, Trajectory
 from mas.config import ModelRoute
-from mas.llm.call import PromptTooLongError
 from mas.llm.models import BoundModel
 from mas.scripted.model import ScriptedChatModel
+from tests.model_errors import prompt_too_long_error
 
 LLM_METHODS = [m for m in METHODS if m != "random"]  # every registered method that asks a model
 
@@ -527,7 +527,7 @@ class ShortWindowModel(ScriptedChatModel):
     def _respond(self, messages, meta, kwargs):
         size = sum(len(str(m.content)) for m in messages)
         if size > self.max_chars:
-            raise PromptTooLongError(f"This model's maximum context length is exceeded ({size} chars)")
+            raise prompt_too_long_error(f"This model's maximum context length is exceeded ({size} chars)")
         return super()._respond(messages, meta, kwargs)
 
 

@@ -70,7 +70,10 @@ def golden_files(pattern: str) -> list[Path]:
 
 @pytest.mark.parametrize("rel", golden_files("*.trace.jsonl"), ids=str)
 def test_traces_equal_the_golden_ones(experiment, rel):
-    assert trace_lines(experiment / rel) == trace_lines(GOLDEN / rel)
+    got = trace_lines(experiment / rel)
+    # Model calls record their route since issue 31, which the golden traces predate: the one route here.
+    assert {e.pop("route", "default") for e in got} == {"default"}
+    assert got == trace_lines(GOLDEN / rel)
 
 
 @pytest.mark.parametrize("rel", golden_files("run_*.result.json") + golden_files("descriptor.json")

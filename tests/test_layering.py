@@ -1,12 +1,16 @@
-"""The house: each package is one stage and imports only the stages below it; no cycles; small modules.
+"""The house: each package is one stage and imports only the stages below it; no cycles; small modules;
+the scripted test double is imported by no production module.
 
 Stages, bottom up: ``descriptor`` (the run-record contract and what is computed from run files),
 ``benchmark`` (tasks and native evaluation), ``mas`` (the runtime), ``attribution`` (on top).
+Every import counts: at module level, inside functions, under ``if TYPE_CHECKING:`` and through
+``importlib.import_module("literal")`` (an import that runs late is a dependency all the same).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -35,39 +39,27 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _names(node: ast.stmt) -> set[str]:
-    """Modules an import statement loads: ``from pkg import sub`` is ``pkg.sub`` when that is a module."""
+def _names(node: ast.AST) -> set[str]:
+    """Modules a node loads: an import statement (``from pkg import sub`` is ``pkg.sub`` when that is a module,
+    a relative import resolved later), or ``importlib.import_module("literal")``."""
     if isinstance(node, ast.Import):
         return {a.name for a in node.names}
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-        subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
+        subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
         return subs or {node.module}
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return {node.args[0].value}
     return set()
 
 
-def imports(path: Path, *, top_level_only: bool) -> set[str]:
-    """Project modules ``path`` imports (at module level, or anywhere); ``if TYPE_CHECKING:`` blocks skipped."""
+@functools.cache
+def imports(path: Path) -> set[str]:
+    """Project modules ``path`` imports anywhere: at module level, inside functions, under ``if TYPE_CHECKING:``,
+    and through ``importlib.import_module`` with a literal name. An import that runs late is still a dependency."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _type_checking(node)
-               for n in ast.walk(node)}
-    if top_level_only:  # statements run on import: the module body and its top-level if/try blocks
-        nodes = []
-        todo = list(tree.body)
-        while todo:
-            node = todo.pop()
-            nodes.append(node)
-            if isinstance(node, ast.If | ast.Try) and id(node) not in skipped:
-                todo += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
-                         *(s for h in getattr(node, "handlers", []) for s in h.body)]
-    else:
-        nodes = list(ast.walk(tree))
-    found = set().union(*(_names(n) for n in nodes if id(n) not in skipped and isinstance(n, ast.stmt)))
+    found = set().union(*(_names(n) for n in ast.walk(tree)))
     return {m for m in found if m.split(".")[0] in PACKAGES}
 
 
@@ -77,15 +69,25 @@ MODULES = modules()
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_a_package_imports_only_the_stages_below_it(name):
     stage = name.split(".")[0]
-    bad = sorted(m for m in imports(MODULES[name], top_level_only=False) if m.split(".")[0] not in ALLOWED[stage])
+    bad = sorted(m for m in imports(MODULES[name]) if m.split(".")[0] not in ALLOWED[stage])
     assert not bad, f"{name} ({stage}) imports {bad}"
+
+
+DOUBLE = "mas.scripted"
+"""The scripted test double: a provider found through its entry point, never imported by production code."""
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != DOUBLE and not n.startswith(DOUBLE + ".")))
+def test_no_production_module_imports_the_scripted_double(name):
+    bad = sorted(m for m in imports(MODULES[name]) if m == DOUBLE or m.startswith(DOUBLE + "."))
+    assert not bad, f"{name} imports the test double: {bad}"
 
 
 def test_no_import_cycles():
     graph = {}
     for name, path in MODULES.items():
         targets = set()
-        for m in imports(path, top_level_only=True):
+        for m in imports(path):
             while m and m not in MODULES:
                 m = m.rpartition(".")[0]
             if m and m != name:

@@ -8,9 +8,9 @@ import json
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.call import LLMCallError, TransientModelError, _text_tool_calls, backoff_s, call_llm, clip_confidence
+from mas.llm.call import LLMCallError, _text_tool_calls, backoff_s, call_llm, clip_confidence
 from mas.llm.models import ModelSet, make_chat_model
-from mas.scripted.model import RESPONDERS, responder
+from tests.model_errors import server_error
 from mas.tracing import ListCollector, Tracer, use_tracer
 
 
@@ -49,23 +49,22 @@ def test_backoff_is_bounded_and_grows():
 
 @pytest.fixture
 def flaky_contract():
+    """Provider args scripting ``test.flaky``: two 503s, then a reply."""
     state = {"n": 0}
 
-    @responder("test.flaky")
-    def _flaky(ctx):
+    def flaky(ctx):
         state["n"] += 1
         if state["n"] <= 2:
-            raise TransientModelError("503 from upstream")
+            raise server_error("503 from upstream")
         return '{"ok": true}'
 
-    yield state
-    RESPONDERS.pop("test.flaky")
+    return {"responders": {"test.flaky": flaky}}
 
 
 async def test_retries_are_traced_and_succeed(flaky_contract, monkeypatch):
     monkeypatch.setattr("mas.llm.call.backoff_s", lambda attempt, rng: 0.0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted", max_retries=3)})
-    bound = make_chat_model(cfg)
+    bound = make_chat_model(cfg, provider_args=flaky_contract)
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):
         res = await call_llm(bound, [HumanMessage("hi")], contract="test.flaky", actor="a")
@@ -79,7 +78,8 @@ async def test_retries_exhausted_raise(flaky_contract, monkeypatch):
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted", max_retries=1)})
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])), pytest.raises(LLMCallError, match="503"):
-        await call_llm(make_chat_model(cfg), [HumanMessage("hi")], contract="test.flaky", actor="a")
+        await call_llm(make_chat_model(cfg, provider_args=flaky_contract), [HumanMessage("hi")], contract="test.flaky",
+                       actor="a")
     assert [e.payload.will_retry for e in sink.events] == [True, False]
 
 
@@ -102,10 +102,11 @@ def _multiply_then_calculator(protocol):
     return respond
 
 
-async def _solver_turn(question: str, **cfg_fields: object) -> tuple[object, ListCollector]:
-    """One scripted solver turn; returns its answer and the events it traced."""
+async def _solver_turn(question: str, turn, **cfg_fields: object) -> tuple[object, ListCollector]:
+    """One scripted solver turn answered by ``turn`` (an ``agent.turn`` responder); its answer and events."""
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")}, **cfg_fields)
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question=question)
+    scripts = {"scripted": {"responders": {"agent.turn": turn}}}
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, provider_args=scripts), question=question)
     agent = AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):
@@ -115,8 +116,7 @@ async def _solver_turn(question: str, **cfg_fields: object) -> tuple[object, Lis
 
 @pytest.mark.parametrize("protocol", ["text", "native"])
 async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, monkeypatch):
-    monkeypatch.setitem(RESPONDERS, "agent.turn", _multiply_then_calculator(protocol))
-    answer, sink = await _solver_turn("What is 6 times 7?")
+    answer, sink = await _solver_turn("What is 6 times 7?", _multiply_then_calculator(protocol))
     assert answer.answer_artifact == "42"
     kinds = [(e.event_type, getattr(e.payload, "tool", None), getattr(e.payload, "ok", None)) for e in sink.events]
     assert kinds == [("tool_call", "multiply", None), ("tool_result", "multiply", False),
@@ -128,10 +128,9 @@ async def test_unknown_tool_is_a_failed_call_and_the_agent_continues(protocol, m
 
 
 async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch):
-    monkeypatch.setitem(RESPONDERS, "agent.turn", lambda ctx: (
+    answer, sink = await _solver_turn("q", lambda ctx: (
         json.dumps({"answer_artifact": "gave up", "confidence": 0.1}) if "tools" not in ctx.kwargs
-        else AIMessage(content='{"name": "multiply", "arguments": {"a": 1, "b": 2}}')))
-    answer, sink = await _solver_turn("q", mas={"max_tool_iterations": 2})
+        else AIMessage(content='{"name": "multiply", "arguments": {"a": 1, "b": 2}}')), mas={"max_tool_iterations": 2})
     assert answer.answer_artifact == "gave up"
     assert [e.event_type for e in sink.events] == ["tool_call", "tool_result"] * 2 + ["act"]
 
@@ -139,12 +138,13 @@ async def test_unknown_tool_calls_count_against_max_tool_iterations(monkeypatch)
 async def test_injection_fires_only_on_a_step_whose_output_it_changes():
     from benchmark.registry import get_benchmark
     from mas.topologies.agent import agent_step
-    from mas.scripted.model import InjectionPlan
+    from mas.llm.injection import InjectionPlan
 
     plan = InjectionPlan(step=0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
     question = get_benchmark("arith").load_tasks(1)[0].question
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, injection=plan), question=question)
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, provider_args={"scripted": {"injection": plan}}),
+                    question=question, injection=plan)
     planner, solver = AgentSpec(name="planner", role="planner", tools=False), AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):

@@ -20,10 +20,10 @@ from descriptor.events import read_trace
 from mas.config import ExperimentConfig, ModelRoute, RateLimit
 from descriptor.errors import UserError
 from mas.sweep.experiment import ExperimentRequest, SweepInterrupted, run_experiment
-from mas.llm.call import TransientModelError
 from mas.sweep.manifest import MANIFEST_NAME, config_differences
 from mas.sweep.progress import LogProgress, SweepStats, make_progress
 from mas.scripted.model import ScriptedChatModel
+from tests.model_errors import rate_limited, prompt_too_long_error
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +146,7 @@ def flaky_model(monkeypatch, fail_first: int):
         key = (id(self), meta.get("contract"), meta.get("mas_actor"), meta.get("mas_step"), len(messages))
         attempts[key] = attempts.get(key, 0) + 1
         if attempts[key] <= fail_first:
-            raise TransientModelError("429 Too Many Requests")
+            raise rate_limited("429 Too Many Requests")
         return await original(self, messages, stop, run_manager, **kwargs)
 
     monkeypatch.setattr(ScriptedChatModel, "_agenerate", flaky)
@@ -533,12 +533,11 @@ def test_a_prompt_over_the_context_is_the_systems_failure_not_an_infrastructure_
 
     from benchmark.registry import get_benchmark
     from mas.config import ExperimentConfig, ModelRoute
-    from mas.llm.call import PromptTooLongError
     from mas.scripted.model import ScriptedChatModel
     from mas.sweep.runner import RunSpec, execute_run
 
     def too_long(self, *a, **k):
-        raise PromptTooLongError("prompt of 9000 tokens exceeds the context of 8192")
+        raise prompt_too_long_error("prompt of 9000 tokens exceeds the context of 8192")
 
     monkeypatch.setattr(ScriptedChatModel, "_respond", too_long)
     cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
@@ -549,6 +548,6 @@ def test_a_prompt_over_the_context_is_the_systems_failure_not_an_infrastructure_
                    run_index=0, seed=0)
     result = asyncio.run(execute_run(spec, cfg, bench))
     assert (result.status, result.completion, result.success) == ("finished", False, False)
-    assert "PromptTooLongError" in result.error
+    assert "BadRequestError" in result.error
     events = read_trace(spec.paths.trace)
     assert events[-1].payload.kind == "prompt_too_long"

@@ -12,7 +12,6 @@ from mas.config import ExperimentConfig, ModelRoute, parse_config
 from mas.topologies.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
 from mas.llm.models import ModelSet
 from mas.sweep.runner import RunSpec, execute_run
-from mas.scripted.model import RESPONDERS
 from mas.topologies.termination import (
     STOP_REASONS,
     Candidate,
@@ -220,9 +219,11 @@ def test_artifact_kind(text, kind):
 # ---- the LLM judge and its fallbacks --------------------------------------------------------
 
 
-def scripted_rt(model: str = "scripted:judge", **mas) -> RunContext:
+def scripted_rt(model: str = "scripted:judge", script: dict | None = None, **mas) -> RunContext:
+    """A run context on the scripted double; ``script`` (contract -> answer) is this context's own answers."""
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model=model)}, mas=mas)
-    return RunContext(cfg=cfg, models=ModelSet(cfg, seed=0), question="What is 6 * 7?")
+    models = ModelSet(cfg, seed=0, provider_args={"scripted": {"responders": script or {}}})
+    return RunContext(cfg=cfg, models=models, question="What is 6 * 7?")
 
 
 async def judged(rt, position, current, previous=None, expected=None):
@@ -254,9 +255,8 @@ async def test_llm_judge_no_progress():
     ('{"groups": [[0, 1, 2]], "invalid_indices": [], "is_substantive": "very", "progress_status": "stalled", '
     '"expected_improvement": "low", "should_stop_for_no_progress": true, "explanation": ""}'),
 ])
-async def test_malformed_judge_json_falls_back_to_lexical(monkeypatch, reply):
-    monkeypatch.setitem(RESPONDERS, "judge.consensus", lambda ctx: reply)
-    d = await judged(scripted_rt(), pos(), cands("42", "42", "41"))
+async def test_malformed_judge_json_falls_back_to_lexical(reply):
+    d = await judged(scripted_rt(script={"judge.consensus": lambda ctx: reply}), pos(), cands("42", "42", "41"))
     assert d.consensus_source == "lexical_fallback" and "unusable judge reply" in d.judge_error
     # the lexical verdict applies: 2 of 3 is not consensus (the judge claimed all three agree)
     assert not d.stop and d.consensus_ratio == pytest.approx(2 / 3)
@@ -277,9 +277,8 @@ async def test_a_failed_judge_call_is_not_replaced_by_a_lexical_verdict(monkeypa
     def broken(ctx):
         raise RuntimeError("endpoint returned 500")
 
-    monkeypatch.setitem(RESPONDERS, "judge.consensus", broken)
     with pytest.raises(LLMCallError, match="500"):
-        await judged(scripted_rt(), pos(), cands("42", "42", "42"))
+        await judged(scripted_rt(script={"judge.consensus": broken}), pos(), cands("42", "42", "42"))
 
 
 async def test_judge_unsubstantive_verdict_blocks_consensus():
@@ -365,7 +364,7 @@ async def test_final_vote_judge_and_fallback(monkeypatch):
     c = cands("41", "42", "42")
     out = await final_vote(rt, c)
     assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.token_in > 0
-    monkeypatch.setitem(RESPONDERS, "judge.vote", lambda ctx: '{"winner_index": 9, "groups": []}')
+    rt = scripted_rt(script={"judge.vote": lambda ctx: '{"winner_index": 9, "groups": []}'})
     out = await final_vote(rt, c)
     assert out.source == "lexical_fallback" and "winner_index" in out.error and c[out.winner_index].artifact == "42"
     out = await final_vote(scripted_rt(final_vote_mode="lexical"), c)
@@ -394,9 +393,8 @@ def test_parse_vote_rejects_an_empty_winner():
 
 async def test_final_vote_falls_back_when_the_judge_picks_an_empty_artifact(monkeypatch):
     reply = '{"groups": [[0], [1, 2]], "winner_index": 0, "invalid_indices": [], "explanation": "first"}'
-    monkeypatch.setitem(RESPONDERS, "judge.vote", lambda ctx: reply)
     c = cands(" ", "42", "42")
-    out = await final_vote(scripted_rt(), c)
+    out = await final_vote(scripted_rt(script={"judge.vote": lambda ctx: reply}), c)
     assert out.source == "lexical_fallback" and "empty artifact" in out.error
     assert c[out.winner_index].artifact == "42" and out.token_in > 0  # the unusable call still costs tokens
 

@@ -18,7 +18,6 @@ from descriptor.layout import RunKey
 from descriptor.run_files import read_result
 from mas.config import parse_config
 import mas.scripted.responders  # noqa: F401  (registered before a test replaces one)
-from mas.scripted.model import RESPONDERS
 from mas.sweep.experiment import ExperimentRequest, run_experiment
 from mas.sweep.runner import RunSpec, execute_run, resume_run
 from mas.systems import SYSTEMS
@@ -143,7 +142,7 @@ async def test_rollback_replays_the_environment_up_to_the_checkpoint(tmp_path):
     assert details["tool_calls"] == 2 and details["exact_action_match"]
 
 
-async def test_domain_tools_refuse_other_domains_as_a_failed_call(tmp_path, monkeypatch):
+async def test_domain_tools_refuse_other_domains_as_a_failed_call(tmp_path, scripted_provider):
     bench = get_benchmark("workbench", {"tools": "domain"})
     task = next(t for t in bench.load_tasks(40) if t.metadata["domains"] == ["analytics"])
 
@@ -154,8 +153,9 @@ async def test_domain_tools_refuse_other_domains_as_a_failed_call(tmp_path, monk
                                                       "args": {"recipient": "a@b.co", "subject": "s", "body": "b"}}])
         return json.dumps({"reasoning": "", "answer_artifact": "gave up", "confidence": 0.1})
 
-    monkeypatch.setitem(RESPONDERS, "agent.turn", respond)
     cfg = config(tmp_path, benchmarks={"workbench": {"tools": "domain"}})
+    cfg = cfg.model_copy(update={"models": {"default": cfg.models["default"].model_copy(
+        update={"provider": scripted_provider({"agent.turn": respond})})}})
     spec = RunSpec(experiment_id="e", output_root=tmp_path, benchmark="workbench", system="sas", task=task,
                    run_index=0, seed=0)
     result = await execute_run(spec, cfg, bench)

@@ -18,9 +18,11 @@ and the fallback is recorded in ``details["fallbacks"]``.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+from attribution._scripted_log import first_marked, marked
 from attribution.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.prompting import (
@@ -38,6 +40,7 @@ from attribution.prompting import (
     steps_of,
 )
 from attribution.replies import Reply, YesNo, contract, one_of, schema_of, step_in, text
+from mas.llm.scripting import ScriptedContext, responder
 from attribution.trajectory import Trajectory
 
 SYSTEM = (
@@ -218,3 +221,25 @@ def _part(ledger: CaseLedger, reply: str) -> str:
 def binary_search() -> Method:
     """About log2(n_steps) calls; see :func:`split_range` for odd lengths."""
     return _binary_search
+
+# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+
+@responder("attribution.all_at_once.answer")
+def _scripted_all_at_once(ctx: ScriptedContext) -> str:
+    step, agent = first_marked(ctx)
+    return json.dumps({"reason": "the marked step is wrong", "agent": agent, "step": step})
+
+
+@responder("attribution.step_by_step.judge_step")
+def _scripted_judge_step(ctx: ScriptedContext) -> str:
+    i = int(ctx.metadata.get("attr_step", -1))
+    flagged = any(s == i for s, _ in marked(ctx))
+    return json.dumps({"reason": "checked the step", "error": "yes" if flagged else "no"})
+
+
+@responder("attribution.binary_search.halve")
+def _scripted_halve(ctx: ScriptedContext) -> str:
+    lo, mid, hi = ctx.metadata.get("attr_range", [0, 0, 0])
+    inside = [s for s, _ in marked(ctx) if lo <= s <= hi]
+    part = "B" if inside and inside[0] > mid else "A"
+    return f'Looking at it... {{"reason": "the marker", "part": "{part}"}}'

@@ -53,6 +53,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from attribution.methods import _chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
 from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import (
     CausalGraph,

@@ -50,11 +50,13 @@ is known for every case.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from attribution._scripted_log import agents_in, first_marked, marked
 from attribution._prompt_fit import clip
 from attribution.calls import CaseLedger, new_ledger
 from attribution.methods._echo_context import hierarchical_views, hotspots, step_types
@@ -87,6 +89,7 @@ from attribution.prompting import (
 )
 from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory
+from mas.llm.scripting import ScriptedContext, responder
 
 MAX_CANDIDATES = 3
 """Steps of the elected agent judged in the step pass (each by every analyst, one call each)."""
@@ -382,3 +385,35 @@ def echo(k: int = 3, candidates: int = MAX_CANDIDATES, vote: str = "paper", delt
     run.settings = {"k": k, "candidates": candidates, "vote": vote, "delta": delta,  # type: ignore[attr-defined]
                     "compare_votes": compare_votes}
     return run
+
+# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+
+@responder("attribution.echo.agent_panel")
+def _scripted_echo_agents(ctx: ScriptedContext) -> str:
+    step, agent = first_marked(ctx)
+    conf = round(0.6 + 0.3 * ctx.rng.random(), 2)
+    evals = [
+        {"agent": a, "error_likelihood": 0.8 if a == agent else 0.1, "evidence": "marker" if a == agent else "none"}
+        for a in agents_in(ctx)
+    ]
+    others = [a for a in agents_in(ctx) if a != agent]
+    alts = [{"agents": [others[0]], "step": step + 1, "confidence": 0.2}] if others else []
+    return json.dumps({
+        "summary": "one step carries the marker",
+        "agents": evals,
+        "conclusion": {"type": "wrong result", "agents": [agent], "step": step, "confidence": conf},
+        "alternatives": alts,
+    })
+
+
+@responder("attribution.echo.step_panel")
+def _scripted_echo_steps(ctx: ScriptedContext) -> str:
+    # One judgment per candidate step: "yes" when the candidate's own line carries the marker.
+    step = int(ctx.metadata.get("attr_step", -1))
+    hit = any(s == step for s, _ in marked(ctx))
+    return json.dumps({
+        "summary": "the marked step" if hit else "no marker here",
+        "type": "wrong result" if hit else "none",
+        "decisive_error": "yes" if hit else "no",
+        "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2),
+    })

@@ -16,6 +16,7 @@ import math
 import re
 import time
 
+from attribution._scripted_log import marked
 from attribution.methods.echo import ROLES, sample_panel
 from attribution.calls import CaseLedger, new_ledger
 from attribution.prompting import case_header, messages, render_steps, step_views
@@ -27,6 +28,7 @@ from attribution.scorers.base import (
     register_scorer,
 )
 from attribution.trajectory import Trajectory
+from mas.llm.scripting import ScriptedContext, responder
 
 SCORE_REPLY_TOKENS = 24
 """Completion budget per scoring call (tokens): the answer is one number."""
@@ -176,3 +178,21 @@ def llm_roles(k: int = ROLES_K, max_calls: int = MAX_CALLS) -> Scorer:
         return await score_trajectory(lazy_scores("llm_roles", traj, ctx, k=k, max_calls=max_calls))
 
     return per_trajectory(one)
+
+# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+
+def _scripted_score(ctx: ScriptedContext, noise: float) -> str:
+    steps = set(ctx.metadata.get("attr_steps", []))
+    hit = any(s in steps for s, _ in marked(ctx))
+    p = (0.85 if hit else 0.1) + noise * (ctx.rng.random() - 0.5)
+    return f"{min(1.0, max(0.0, p)):.2f}"
+
+
+@responder("attribution.llm_naive.score")
+def _scripted_naive_score(ctx: ScriptedContext) -> str:
+    return _scripted_score(ctx, 0.0)
+
+
+@responder("attribution.llm_roles.score")
+def _scripted_roles_score(ctx: ScriptedContext) -> str:
+    return "Probability: " + _scripted_score(ctx, 0.1)

@@ -31,7 +31,7 @@ from benchmark.workbench.toolspec import ToolSpec, json_schema
 if TYPE_CHECKING:
     from langchain_core.tools import StructuredTool
 
-    from benchmark.workbench.environment import WorkbenchEnvironment
+    from benchmark.environment import Environment
 
 DOMAINS = ("calendar", "email", "analytics", "project_management", "customer_relationship_manager")
 DIRECTORY = "company_directory"
@@ -70,11 +70,11 @@ def select_tools(selection: Selection, domains: Iterable[str]) -> tuple[str, ...
     return tuple(name for name, spec in TOOLS.items() if spec.domain in wanted)
 
 
-def langchain_tool(env: WorkbenchEnvironment, spec: ToolSpec) -> StructuredTool:
+def langchain_tool(env: Environment, spec: ToolSpec) -> StructuredTool:
     """``spec`` as a LangChain tool acting on ``env``.
 
     The argument schema is the JSON schema of the tool's pydantic model, and the
-    arguments reach :meth:`WorkbenchEnvironment.call` as sent, which validates
+    arguments reach the environment's ``call`` as sent, which validates
     them: so a call with bad arguments is logged like any other.  A failed call
     raises ``ToolException``, which LangChain turns into the tool's output (a
     ``ToolMessage`` with ``status="error"`` when invoked with a tool call).

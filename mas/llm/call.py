@@ -39,14 +39,6 @@ class LLMCallError(RuntimeError):
     """An LLM call failed for good (retries exhausted or a non-retryable error)."""
 
 
-class TransientModelError(RuntimeError):
-    """Raised by test doubles to simulate a retryable failure (429/5xx/timeout)."""
-
-
-class PromptTooLongError(RuntimeError):
-    """Raised by test doubles to simulate a server refusing a prompt longer than its context window."""
-
-
 @dataclass(kw_only=True, slots=True)
 class ToolCallRequest:
     """A tool call the model asked for."""
@@ -76,6 +68,8 @@ class LLMResult:
     start: str = ""
     end: str = ""
     model_label: str = ""
+    route: str = ""
+    """The route (``default``, ``judge``, ...) the call went to."""
     attempts: int = 1
     cache_hit: bool = False
     """The reply came from the response cache: no request was sent."""
@@ -123,7 +117,7 @@ class UsageCallback(AsyncCallbackHandler):
 def _retryable(err: BaseException) -> bool:
     import openai
 
-    if isinstance(err, TransientModelError | asyncio.TimeoutError | httpx.TimeoutException | httpx.TransportError):
+    if isinstance(err, asyncio.TimeoutError | httpx.TimeoutException | httpx.TransportError):
         return True
     # A 200 whose body is no chat completion (bad or empty JSON, HTML from a proxy): as transient as a 502.
     if isinstance(err, MalformedReplyError | json.JSONDecodeError):
@@ -146,8 +140,6 @@ def prompt_too_long(err: BaseException) -> bool:
     import openai
 
     cause = err.__cause__ if isinstance(err, LLMCallError) and err.__cause__ is not None else err
-    if isinstance(cause, PromptTooLongError):
-        return True
     if not isinstance(cause, openai.BadRequestError):
         return False
     body = cause.body if isinstance(cause.body, dict) else {}
@@ -288,8 +280,8 @@ async def call_llm(
 ) -> LLMResult:
     """Call the model once (with retries) and return text, tool calls, parsed JSON and usage.
 
-    ``contract`` names the prompt's output contract (the scripted model
-    answers by it); ``step`` is the trajectory step index this output will
+    ``contract`` names the prompt's output contract (it travels as invoke
+    metadata, with ``metadata``); ``step`` is the trajectory step index this output will
     be. Retries on 429/5xx/timeouts are traced as ``error`` events by
     ``actor``; :class:`LLMCallError` when they are exhausted. On an
     ``embedded`` route whose server process has died (or stopped answering
@@ -304,15 +296,15 @@ async def call_llm(
     """
     runnable: Any = bound.model
     tool_names = {(t.name if hasattr(t, "name") else str(t)) for t in tools or []}
-    if tools and bound.provider != "embedded":
+    if tools and bound.native_tools:
         # Small local models never return native tool_calls; they get the text protocol only.
         runnable = runnable.bind_tools(tools)
     response_format = _response_format(bound, contract, json_schema) if json_schema is not None and not tools else None
     if response_format is not None:
         runnable = runnable.bind(response_format=response_format)
-    if temperature is not None and bound.provider != "scripted":
+    if temperature is not None:
         runnable = runnable.bind(temperature=temperature)
-    if max_tokens is not None and bound.provider != "scripted":
+    if max_tokens is not None:
         runnable = runnable.bind(**_max_tokens_kwargs(bound, max_tokens))
 
     tracer = current_tracer()
@@ -406,7 +398,8 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
         token_in=token_in, token_out=token_out,
         latency_ms=cb.latency_ms or (time.perf_counter() - t0) * 1000,
         cost_usd=bound.route.cost_usd(token_in, token_out),
-        usage_source=source, start=start, end=end, model_label=bound.model_label, attempts=attempts,
+        usage_source=source, start=start, end=end, model_label=bound.model_label, route=bound.name,
+        attempts=attempts,
     )
     if key is not None and cache is not None and cache.writes:
         cache.cache.put(key, provider=bound.provider, model=bound.model_label, reply=CachedReply(
@@ -508,5 +501,6 @@ def llm_event_fields(result: LLMResult) -> dict[str, Any]:
         "cost_usd": result.cost_usd,
         "usage_source": result.usage_source,
         "model": result.model_label,
+        "route": result.route or None,
         **({"cache_hit": True, "cost_usd_saved": result.cost_usd_saved} if result.cache_hit else {}),
     }

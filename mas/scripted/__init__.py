@@ -1,16 +1,14 @@
-"""The scripted chat model: the deterministic test double, selected by name only (``--model scripted``).
+"""The scripted chat model: the deterministic test double, a provider selected by name only (``--model scripted``).
 
-Its behaviour lives here and nowhere else: the model (:mod:`mas.scripted.model`) and its answers per
-prompt contract (agents, judges, supervisor routing, attribution prompts), registered by importing
-:mod:`mas.scripted.responders`.
+No production module imports it: it registers as the provider ``scripted`` through the entry-point group
+``mas_econ.providers`` (:mod:`mas.scripted.provider`). It answers by contract from
+:data:`mas.llm.scripting.RESPONDERS`, filled by the modules that own the prompts (the judge's and the personas'
+answers live beside those prompts); the agents', supervisor's, orchestrator's and attribution's answers are
+still registered here, by :mod:`mas.scripted.responders`. A test scripts its own instance (``responders=``,
+:meth:`ScriptedChatModel.enqueue`) instead of changing a global.
 """
 
-from mas.scripted.model import (
-    InjectionPlan,
-    ScriptedChatModel,
-    ScriptedContext,
-    ScriptedModelError,
-    responder,
-)
+from mas.llm.scripting import ScriptedContext, responder
+from mas.scripted.model import InjectionPlan, ScriptedChatModel, ScriptedModelError
 
 __all__ = ["InjectionPlan", "ScriptedChatModel", "ScriptedContext", "ScriptedModelError", "responder"]

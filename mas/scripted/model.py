@@ -1,9 +1,12 @@
 """The scripted chat model: a deterministic test double, selected by name only.
 
 It answers every contract the runtime sends (agent turns, judges, attribution
-prompts) through responders registered per contract name. The contract, actor
-and step index reach it as invoke metadata, never inside the prompt, so real
-models see the same prompts.
+prompts) through responders registered per contract name
+(:data:`mas.llm.scripting.RESPONDERS`, filled by the modules that own the
+prompts). A test scripts its own instance instead: ``responders`` (contract ->
+answer) or :meth:`ScriptedChatModel.enqueue` (fixed replies in order). The
+contract, actor and step index reach it as invoke metadata, never inside the
+prompt, so real models see the same prompts.
 
 It can inject one wrong step into a run (ground truth for attribution and
 rollback tests). Injection is one-shot: once fired it is recorded and never
@@ -28,8 +31,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import deque
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -38,72 +40,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from mas.llm.injection import INJECTED_KEY, InjectionPlan
 from mas.llm.limits import endpoint_slot
+from mas.llm.scripting import RESPONDERS, Answer, ScriptedContext, responder
 from mas.llm.tokens import estimate_tokens
 
-
-@dataclass(kw_only=True, slots=True)
-class InjectionPlan:
-    """Where to inject the one wrong step; ``agent``/``step`` None mean any."""
-
-    agent: str | None = None
-    step: int | None = None
-    fired: bool = False
-    """True once injected (or when resuming a run whose injection already fired)."""
-    fired_at: dict[str, Any] | None = None
-    """``{"agent": ..., "step": ...}`` of the injected step."""
-    position: str | None = None
-    """Rollback scenario (``left``, ``mid``, ``right``, ``uniform``) that placed ``step`` (:mod:`mas.sweep.injection`)."""
-    fraction: float | None = None
-    """With ``position``: the drawn relative position in [0, 1) (``step`` = floor(fraction × probe_steps))."""
-    probe_steps: int | None = None
-    """With ``position``: steps the run takes without the error (counted before it runs)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class ScriptedContext:
-    """What a responder sees for one call."""
-
-    messages: list[BaseMessage]
-    metadata: dict[str, Any]
-    rng: random.Random
-    inject: bool
-    """True when this call should be the injected wrong step; the responder applies it (or ignores it)."""
-    text_tools: bool
-    """Write tool calls as fenced JSON text instead of native tool_calls."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
-    oracle_actions: list[dict[str, Any]] | None = None
-    """The task's reference actions (``{"name", "args"}``) on a benchmark solved by acting; None otherwise."""
-
-    @property
-    def contract(self) -> str:
-        return str(self.metadata.get("contract", ""))
-
-    @property
-    def actor(self) -> str:
-        return str(self.metadata.get("mas_actor", ""))
-
-    def text(self) -> str:
-        """All message contents joined, oldest first."""
-        return "\n".join(str(m.content) for m in self.messages)
-
-
-Responder = Callable[[ScriptedContext], "str | AIMessage"]
-RESPONDERS: dict[str, Responder] = {}
-JUDGE_CONTRACTS: set[str] = set()
-
-
-def responder(contract: str, *, judge: bool = False) -> Callable[[Responder], Responder]:
-    """Register the scripted answer for ``contract`` (module that owns the prompt owns this too)."""
-
-    def deco(fn: Responder) -> Responder:
-        RESPONDERS[contract] = fn
-        if judge:
-            JUDGE_CONTRACTS.add(contract)
-        return fn
-
-    return deco
+__all__ = ["InjectionPlan", "ScriptedChatModel", "ScriptedContext", "ScriptedModelError", "responder"]
 
 
 class ScriptedModelError(RuntimeError):
@@ -134,7 +76,24 @@ class ScriptedChatModel(BaseChatModel):
     calls: int = Field(default=0)
     oracle_actions: list[dict[str, Any]] | None = None
     """The task's reference actions, which the double replays through the real tool loop (WorkBench)."""
+    responders: dict[str, Answer] = Field(default_factory=dict)
+    """This instance's own answers by contract, ahead of the registered ones (a test scripts its model here)."""
+    _queued: dict[str, deque[str | AIMessage]] = PrivateAttr(default_factory=dict)
     _bound_kwargs: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def enqueue(self, contract: str, *replies: str | AIMessage) -> ScriptedChatModel:
+        """Queue fixed replies to ``contract``, given in order (before any responder) and never injected.
+
+        >>> m = ScriptedChatModel().enqueue("t.x", "first", "second")
+        >>> [m.invoke("hi", config={"metadata": {"contract": "t.x"}}).content for _ in range(2)]
+        ['first', 'second']
+        """
+        self._queued.setdefault(contract, deque()).extend(replies)
+        return self
+
+    def knows(self, contract: str) -> bool:
+        """Whether this instance can answer ``contract`` (queued, its own, or registered)."""
+        return bool(self._queued.get(contract)) or contract in self.responders or contract in RESPONDERS
 
     @property
     def _llm_type(self) -> str:
@@ -173,9 +132,12 @@ class ScriptedChatModel(BaseChatModel):
         really applied it.
         """
         contract = str(meta.get("contract", ""))
+        if self._queued.get(contract):
+            return _as_message(self._queued[contract].popleft()), False
+        answer = self.responders.get(contract) or RESPONDERS.get(contract).answer
 
         def ask(inject: bool) -> AIMessage:
-            return _as_message(RESPONDERS[contract](ScriptedContext(
+            return _as_message(answer(ScriptedContext(
                 messages=list(messages), metadata=dict(meta), rng=random.Random(seed), inject=inject,
                 text_tools=self.variant == "scripted:text-tools", kwargs=kwargs, oracle_actions=self.oracle_actions,
             )))
@@ -191,9 +153,9 @@ class ScriptedChatModel(BaseChatModel):
 
     def _respond(self, messages: list[BaseMessage], meta: dict[str, Any], kwargs: dict[str, Any]) -> ChatResult:
         contract = str(meta.get("contract", ""))
-        if contract not in RESPONDERS:
+        if not self.knows(contract):
             raise ScriptedModelError(f"scripted model has no responder for contract {contract!r}")
-        if self.variant == "scripted:nojudge" and contract in JUDGE_CONTRACTS:
+        if self.variant == "scripted:nojudge" and contract in RESPONDERS and RESPONDERS.get(contract).judge:
             # A reply without a verdict (not a failed call, which would end the run): callers fall back.
             msg, injected = AIMessage(content=f"no verdict: scripted:nojudge does not judge ({contract})"), False
         else:
@@ -209,7 +171,7 @@ class ScriptedChatModel(BaseChatModel):
             "output_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        msg.response_metadata = {"model_name": self.variant, "scripted_injected": injected}
+        msg.response_metadata = {"model_name": self.variant, INJECTED_KEY: injected}
         self.calls += 1
         return ChatResult(generations=[ChatGeneration(message=msg)])
 

@@ -25,6 +25,7 @@ from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
 from mas.config import ExperimentConfig, require_api_key
+from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
@@ -112,6 +113,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         cfg = unit_config(req.cfg, unit)
         routes += cfg.used_routes(agent_roles([split_unit(unit)[0]], cfg)).items()
     for name, route in routes:
+        check_provider(name, route)
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
     return benches

@@ -37,7 +37,7 @@ from typing import Literal
 
 from descriptor.layout import RunKey
 from mas.config import ExperimentConfig
-from mas.scripted.model import InjectionPlan
+from mas.llm.injection import InjectionPlan
 
 Position = Literal["left", "mid", "right", "uniform"]
 POSITIONS: dict[str, tuple[float, float]] = {

@@ -12,7 +12,7 @@ from benchmark.base import Task
 from descriptor.layout import RunKey, RunPaths
 from descriptor.records import InjectionPlanRecord, RunMetadata, TaskRecord
 from mas.config import ExperimentConfig
-from mas.scripted.model import InjectionPlan
+from mas.llm.injection import InjectionPlan
 from mas.tracing import utc_now_iso
 
 _PACKAGES = ("langgraph", "langchain-core", "langchain-openai", "pydantic", "mas-econ")

@@ -39,7 +39,7 @@ from mas.llm.limits_run import RunLimitReached, use_budget
 from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 import mas.otel  # noqa: F401  (the package's own trace processor, the OpenTelemetry exporter, registers)
-from mas.scripted.model import InjectionPlan
+from mas.llm.injection import InjectionPlan
 from mas.sweep.benchmarks import check_isolation, run_benchmark
 from mas.sweep.checkpoints import (
     check_checkpoint,
@@ -125,17 +125,17 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
                 injection: InjectionPlan | None, options: dict[str, Any] | None = None) -> RunContext:
     """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
 
-    On a benchmark solved by acting, the scripted double also gets the task's
-    reference actions, which it replays through the real tool loop.
+    The injection plan and, on a benchmark solved by acting, the task's reference actions are the scripted
+    provider's own arguments: it carries out the one and replays the other through the real tool loop.
     """
     new_environment: EnvironmentFactory | None = None
     oracle = None
     if bench.make_environment(task) is not None:
         new_environment = functools.partial(bench.make_environment, task)
         oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
-    models = ModelSet(cfg, seed=seed, injection=injection, oracle_actions=oracle)
+    models = ModelSet(cfg, seed=seed, provider_args={"scripted": {"injection": injection, "oracle_actions": oracle}})
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
-                      new_environment=new_environment, system_options=dict(options or {}))
+                      new_environment=new_environment, injection=injection, system_options=dict(options or {}))
 
 
 NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"

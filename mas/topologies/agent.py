@@ -35,6 +35,7 @@ from mas.llm.call import (
     clip_confidence,
     llm_event_fields,
 )
+from mas.llm.injection import INJECTED_KEY, InjectionPlan
 from mas.llm.models import ModelSet
 from mas.topologies.environment import (
     MAIN,
@@ -84,6 +85,9 @@ class RunContext:
     """A fresh environment of the run's task (benchmarks solved by acting); None: the built-in tools."""
     personas: dict[str, str] | None = None
     """Generated personas by agent (``mas.persona_mode = "generated"``); None: static ones."""
+    injection: InjectionPlan | None = None
+    """The run's planned wrong step (a provider carries it out); its record gets the step index the injected
+    output got."""
     limit_reached: str | None = None
     """The budget (``limits.<kind>``) that stopped the run, if one did."""
     system_options: dict[str, Any] = field(default_factory=dict)
@@ -251,14 +255,14 @@ async def agent_step(
 
 
 def _record_injection(rt: RunContext, res: LLMResult, event: Event | None) -> None:
-    """Point the scripted injection record at the step index the injected output actually got.
+    """Point the injection record at the step index the injected output actually got.
 
     Parallel branches ask the model with the step counter of the moment, but
     their steps are numbered in emit order; the record must name the latter.
     """
-    plan = rt.models.injection
+    plan = rt.injection
     if (event is not None and plan is not None and plan.fired_at is not None
-            and res.message.response_metadata.get("scripted_injected")):
+            and res.message.response_metadata.get(INJECTED_KEY)):
         plan.fired_at["step"] = event.step_index
 
 

@@ -10,11 +10,12 @@ A reply that fails validation (not JSON, a missing field, an index out of
 range or in two groups, a vote winner with an empty artifact) is unusable:
 the caller falls back to lexical voting and records why.
 
-Mock mode (the judge route is the scripted double, ``--model scripted``)
-has no LLM judge, as in the seed: no judge call is made, and consensus and
-votes are the lexical fallback, logged as ``lexical_fallback`` with
-:data:`MOCK_JUDGE` as the reason. The variant ``scripted:judge`` plays an
-LLM judge instead (its grouping is lexical), to test the judge's code path.
+Mock mode (the judge route's model does not judge, ``BoundModel.judges``:
+the scripted double, ``--model scripted``) has no LLM judge, as in the seed:
+no judge call is made, and consensus and votes are the lexical fallback,
+logged as ``lexical_fallback`` with :data:`MOCK_JUDGE` as the reason. The
+variant ``scripted:judge`` plays an LLM judge instead (its grouping is
+lexical), to test the judge's code path.
 :func:`vote_artifacts` is the deterministic vote, which prefers direct,
 evidence-backed answers over blocked, planning-only or "no evidence" outputs.
 """
@@ -29,8 +30,9 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import call_llm
+from mas.llm.call import LLMResult, call_llm
 from mas.llm.schema import bounded_schema
+from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
     Candidate,
@@ -51,10 +53,9 @@ MOCK_JUDGE = "mock mode (scripted model): no LLM judge, the lexical fallback dec
 
 
 def is_mock_judge(rt: RunContext) -> bool:
-    """True when the ``judge`` route is the scripted double in mock mode (not ``scripted:judge``, which plays the
-    judge, nor ``scripted:nojudge``, whose judge replies are unusable)."""
-    bound = rt.models.for_role("judge")
-    return bound.provider == "scripted" and bound.model_label not in ("scripted:judge", "scripted:nojudge")
+    """True when the ``judge`` route's model does not play the judge (its provider says so: the scripted
+    double in mock mode; ``scripted:judge`` and ``scripted:nojudge`` do answer)."""
+    return not rt.models.for_role("judge").judges
 
 
 class ConsensusReply(BaseModel):
@@ -107,6 +108,11 @@ Reply with ONLY this JSON:
 
 def candidates_json(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None = None) -> str:
     """The candidates as the judge sees them: a JSON array with each agent's previous answer."""
+    return json.dumps(candidate_rows(candidates, previous), ensure_ascii=False, indent=1)
+
+
+def candidate_rows(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None = None) -> list[dict[str, Any]]:
+    """The rows of :func:`candidates_json` (also the calls' ``judge_candidates`` metadata)."""
     before = {p.agent: p.artifact for p in previous or []}
     rows = []
     for i, c in enumerate(candidates):
@@ -117,7 +123,7 @@ def candidates_json(candidates: Sequence[Candidate], previous: Sequence[Candidat
         if c.agent in before:
             row["previous_answer"] = before[c.agent]
         rows.append(row)
-    return json.dumps(rows, ensure_ascii=False, indent=1)
+    return rows
 
 
 def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
@@ -186,9 +192,9 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
         res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
                                                                          candidates, previous),
                              contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
-                             json_schema=CONSENSUS_SCHEMA, temperature=0.0)
-        usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-                 "cost_usd": res.cost_usd}
+                             json_schema=CONSENSUS_SCHEMA, temperature=0.0,
+                             metadata={"judge_candidates": candidate_rows(candidates, previous)})
+        usage = judge_usage(res)
         try:
             return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
         except ValueError as err:
@@ -212,6 +218,24 @@ class VoteOutcome:
     token_out: int = 0
     latency_ms: float = 0.0
     cost_usd: float = 0.0
+    model: str | None = None
+    """The judge call's model and route (None: no call was made)."""
+    route: str | None = None
+    usage_source: str | None = None
+
+    def envelope(self) -> dict[str, Any]:
+        """The trace event fields of the judge call behind this vote (usage, model, route)."""
+        return {"token_in": self.token_in, "token_out": self.token_out, "latency_ms": self.latency_ms,
+                "cost_usd": self.cost_usd, "model": self.model, "route": self.route,
+                "usage_source": self.usage_source}
+
+
+def judge_usage(res: LLMResult) -> dict[str, Any]:
+    """What a judge call cost and which model and route answered it, as :class:`JudgeOutcome` and
+    :class:`VoteOutcome` fields."""
+    return {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
+            "cost_usd": res.cost_usd, "model": res.model_label or None, "route": res.route or None,
+            "usage_source": res.usage_source}
 
 
 def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
@@ -254,16 +278,48 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
-                         temperature=0.0)
-    usage = {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-             "cost_usd": res.cost_usd}
+                         temperature=0.0, metadata={"judge_candidates": candidate_rows(candidates)})
+    usage = judge_usage(res)
     try:
         r = parse_vote(res.parsed, candidates)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
-        out.token_in, out.token_out = res.token_in, res.token_out
-        out.latency_ms, out.cost_usd = res.latency_ms, res.cost_usd
+        for name, value in usage.items():
+            setattr(out, name, value)
         return out
     return VoteOutcome(winner_index=r.winner_index, groups=r.groups, invalid_indices=list(r.invalid_indices),
                        explanation=r.explanation[:1000], source="llm_judge", **usage)
+
+
+# ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----
+# A good judge: answers grouped by normalised equality. The candidates arrive as the calls' metadata.
+
+def _scripted_candidates(ctx: ScriptedContext) -> tuple[list[Candidate], list[dict[str, Any]]]:
+    rows = ctx.metadata["judge_candidates"]
+    return [Candidate(agent=r["agent"], artifact=r["answer"], confidence=r.get("confidence", 0.5),
+                      evidence=r.get("tool_results_received", 0)) for r in rows], rows
+
+
+@responder("judge.consensus", judge=True)
+def scripted_consensus(ctx: ScriptedContext) -> str:
+    cands, rows = _scripted_candidates(ctx)
+    view = lexical_view(cands, None)
+    changed = [normalize_artifact(r["answer"]) != normalize_artifact(r["previous_answer"])
+               for r in rows if "previous_answer" in r]
+    stalled = bool(changed) and not any(changed)
+    return json.dumps({
+        "groups": view.groups, "invalid_indices": view.invalid_indices, "is_substantive": view.is_substantive,
+        "progress_status": "unclear" if not changed else "stalled" if stalled else "improving",
+        "expected_improvement": "low" if stalled else "medium", "should_stop_for_no_progress": stalled,
+        "explanation": f"{len(view.groups)} distinct answers; " + ("no agent changed its answer" if stalled
+                                                                   else "answers are still moving"),
+    })
+
+
+@responder("judge.vote", judge=True)
+def scripted_vote(ctx: ScriptedContext) -> str:
+    cands, _ = _scripted_candidates(ctx)
+    out = vote_artifacts(cands)
+    return json.dumps({"groups": out.groups, "winner_index": out.winner_index,
+                       "invalid_indices": out.invalid_indices, "explanation": out.explanation})

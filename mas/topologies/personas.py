@@ -31,6 +31,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from descriptor.events import PersonaAssignment
 from mas.llm.call import call_llm, llm_event_fields
+from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
 from mas.topologies.declaration import Topology
 from mas.tracing import current_tracer
@@ -94,10 +95,31 @@ async def generate_personas(rt: RunContext, topology: Topology) -> dict[str, str
     messages = [SystemMessage(INSTRUCTIONS),
                 HumanMessage(f"Task:\n{rt.question}\n\n{AGENTS_HEADER}\n{json.dumps(agents, ensure_ascii=False)}")]
     res = await call_llm(rt.models.for_role(ROLE), messages, contract=CONTRACT, actor=ACTOR, step=None,
-                         json_schema=SCHEMA)
+                         json_schema=SCHEMA, metadata={"persona_agents": agents})
     personas = parse_personas(res.parsed, [a["agent"] for a in agents])
     current_tracer().emit(ACTOR, "plan", PersonaAssignment(
         personas=personas, content="; ".join(f"{a}: {p}" for a, p in personas.items())[:4000],
         error=None if personas else "the reply assigned no persona to any agent of the system",
     ), **llm_event_fields(res))
     return personas
+
+
+# ---- the scripted double's answer (beside the prompt; see mas.llm.scripting) ----
+PERSPECTIVES = ("who checks every number twice", "who looks for the shortest correct route",
+                "who questions each assumption", "who keeps to the task's exact wording",
+                "who works backwards from the goal", "who tests the answer on an example",
+                "who lists what is known first", "who looks for edge cases")
+
+
+@responder(CONTRACT)
+def scripted_personas(ctx: ScriptedContext) -> str:
+    """``<role> <perspective>``, the perspectives taken in turn within each role (so peers differ); the agents
+    arrive as the call's ``persona_agents`` metadata."""
+    seen: dict[str, int] = {}
+    out = []
+    for a in ctx.metadata["persona_agents"]:
+        k = seen.get(a["role"], 0)
+        seen[a["role"]] = k + 1
+        lap = f" (view {k // len(PERSPECTIVES) + 1})" if k >= len(PERSPECTIVES) else ""
+        out.append({"agent": a["agent"], "persona": f"a {a['role']} {PERSPECTIVES[k % len(PERSPECTIVES)]}{lap}"})
+    return json.dumps({"personas": out})

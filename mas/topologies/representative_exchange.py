@@ -151,8 +151,7 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                 group=g, members=names, elected=elected["agent"], representative=rep, vote_source=out.source,
                 groups=[[cands[i].agent for i in grp] for grp in out.groups], invalid_indices=out.invalid_indices,
                 explanation=out.explanation, judge_error=out.error, sends=[{"from": JUDGE_ACTOR, "to": rep}],
-            ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
-                state_id=state_id_of(config))
+            ), state_id=state_id_of(config), **out.envelope())
         return {"representatives": chosen, "round": 0, "history": handed, **({"envs": logs} if logs else {})}
 
     async def representative(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:

@@ -172,6 +172,5 @@ async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id
         vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"],
         groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
         explanation=out.explanation, judge_error=out.error, sends=sends,
-    ), token_in=out.token_in, token_out=out.token_out, latency_ms=out.latency_ms, cost_usd=out.cost_usd,
-        state_id=state_id)
+    ), state_id=state_id, **out.envelope())
     return win, out

@@ -131,6 +131,10 @@ class JudgeOutcome:
     token_out: int = 0
     latency_ms: float = 0.0
     cost_usd: float = 0.0
+    model: str | None = None
+    """The judge call's model and route (None: no call was made)."""
+    route: str | None = None
+    usage_source: str | None = None
 
 
 ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None], Awaitable[JudgeOutcome]]
@@ -309,6 +313,7 @@ def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOu
         d.judge_error = outcome.error
         d.judge_token_in, d.judge_token_out = outcome.token_in, outcome.token_out
         d.judge_latency_ms, d.judge_cost_usd = outcome.latency_ms, outcome.cost_usd
+        d.judge_model, d.judge_route, d.judge_usage_source = outcome.model, outcome.route, outcome.usage_source
 
 
 def _stop(d: Decision, reason: str, detail: str) -> Decision:
@@ -325,4 +330,5 @@ def emit_decision(decision: Decision, *, state_id: str | None = None,
     payload = Decision.model_validate({**decision.model_dump(exclude={"sends"}), "sends": sends or None})
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
-                          cost_usd=decision.judge_cost_usd, state_id=state_id)
+                          cost_usd=decision.judge_cost_usd, state_id=state_id, model=decision.judge_model,
+                          route=decision.judge_route, usage_source=decision.judge_usage_source)

@@ -1,0 +1,80 @@
+"""The scripted double's answers to CHIEF's prompts (``attribution.chief.*``), registered by
+:mod:`attribution.methods.chief` when it loads (see :mod:`attribution._scripted_log`)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from attribution._scripted_log import first_marked, lines, marked
+from mas.llm.scripting import ScriptedContext, responder
+
+
+@responder("attribution.chief.decompose")
+def _chief_decompose(ctx: ScriptedContext) -> str:
+    # Deliberately overlapping and gapped ranges: the method must repair them into a cover.
+    n = int(ctx.metadata.get("attr_n_steps", 1))
+    half = n // 2
+    subs = [{"name": "plan and compute", "start": 0, "end": half}, {"name": "check", "start": half, "end": max(half, n - 2)}]
+    return json.dumps({"reason": "two phases", "subtasks": subs})
+
+
+_VALUE_RE = re.compile(r"\b\d{2,}\b")
+
+
+@responder("attribution.chief.graph")
+def _chief_graph(ctx: ScriptedContext) -> str:
+    # OTAR per asked (subtask, agent) pair; a data edge from the first line holding a number (2+ digits) to
+    # each later line reusing it, a control edge to a line repeating an earlier line of the same agent.
+    lo, hi = ctx.metadata.get("attr_range", [0, 0])
+    shown = lines(ctx)
+    nodes = [{"subtask": sub, "agent": agent, "observation": "the previous step", "thought": "what to do next",
+              "action": "acted on it", "result": "ERROR seen" if any("ERROR" in t for i, a, t in shown if a == agent)
+              else "no error"} for sub, agent in ctx.metadata.get("attr_pairs", [])]
+    first: dict[str, int] = {}
+    edges = []
+    for i, agent, text in shown:
+        for v in sorted(set(_VALUE_RE.findall(text))):
+            src = first.setdefault(v, i)
+            if src != i and lo <= i <= hi:
+                edges.append({"src": src, "dst": i, "type": "data"})
+        same = [j for j, a, t in shown if j < i and a == agent and t == text]
+        if same and lo <= i <= hi:
+            edges.append({"src": same[-1], "dst": i, "type": "control"})
+    return json.dumps({"reason": "values passed on", "nodes": nodes, "edges": edges[:8]})
+
+
+@responder("attribution.chief.oracle")
+def _chief_oracle(ctx: ScriptedContext) -> str:
+    # One oracle per listed subtask ([index, first step, last step]); a subtask holding the marker failed.
+    hits = [s for s, _ in marked(ctx)]
+    oracles = [
+        {"subtask": i, "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
+         "acceptance": "no ERROR", "satisfied": "no" if any(lo <= s <= hi for s in hits) else "yes"}
+        for i, lo, hi in ctx.metadata.get("attr_subtasks", [])
+    ]
+    return json.dumps({"oracles": oracles})
+
+
+@responder("attribution.chief.agent")
+def _chief_agent(ctx: ScriptedContext) -> str:
+    return json.dumps({"reason": "marker", "agent": first_marked(ctx)[1]})
+
+
+@responder("attribution.chief.step")
+def _chief_step(ctx: ScriptedContext) -> str:
+    return json.dumps({"reason": "marker", "step": first_marked(ctx)[0], "alternatives": []})
+
+
+@responder("attribution.chief.counterfactual")
+def _chief_counterfactual(ctx: ScriptedContext) -> str:
+    # A step saying STALE used corrupted data: point one data edge back (its latest data source).
+    step = int(ctx.metadata.get("attr_step", -1))
+    text = next((t for i, _, t in lines(ctx) if i == step), "")
+    stale = "STALE" in text
+    sources = [s for s in ctx.metadata.get("attr_sources", []) if s < step]
+    source = sources[-1] if stale and sources else None
+    return json.dumps({
+        "reason": "marker", "fix_here_succeeds": "yes" if ("ERROR" in text or "SOURCE" in text) and not stale else "no",
+        "input_was_wrong": "yes" if source is not None else "no", "source_step": source, "confidence": 0.8,
+    })

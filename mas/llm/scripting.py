@@ -1,0 +1,83 @@
+"""What the scripted double answers, registered beside the code that owns each prompt.
+
+A module that sends a prompt contract (``judge.vote``, ``personas.generate``, ``attribution.chief.graph``, ...)
+may register how a scripted model answers it, with :func:`responder`; the double (a provider found through
+its entry point, :mod:`mas.scripted`) looks answers up here by the call's ``contract``. Production modules
+register into this registry without importing the double, and real models never see any of it: the
+contract, actor, step and any hint a responder needs travel as invoke metadata, not inside the prompt.
+
+>>> @responder("example.echo")
+... def _echo(ctx: ScriptedContext) -> str:
+...     return ctx.metadata.get("say", "")
+>>> RESPONDERS.get("example.echo").answer.__name__
+'_echo'
+>>> RESPONDERS.unregister("example.echo")
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from descriptor.registry import Registry
+
+
+@dataclass(kw_only=True, slots=True)
+class ScriptedContext:
+    """What a responder sees for one call."""
+
+    messages: list[BaseMessage]
+    metadata: dict[str, Any]
+    """The call's invoke metadata: ``contract``, ``mas_actor``, ``mas_step``, ``mas_role`` and the caller's hints."""
+    rng: random.Random
+    inject: bool
+    """True when this call should be the injected wrong step; the responder applies it (or ignores it)."""
+    text_tools: bool
+    """Write tool calls as fenced JSON text instead of native tool_calls."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
+    oracle_actions: list[dict[str, Any]] | None = None
+    """The task's reference actions (``{"name", "args"}``) on a benchmark solved by acting; None otherwise."""
+
+    @property
+    def contract(self) -> str:
+        return str(self.metadata.get("contract", ""))
+
+    @property
+    def actor(self) -> str:
+        return str(self.metadata.get("mas_actor", ""))
+
+    def text(self) -> str:
+        """All message contents joined, oldest first."""
+        return "\n".join(str(m.content) for m in self.messages)
+
+
+Answer = Callable[[ScriptedContext], "str | AIMessage"]
+"""``(context) -> reply``: the reply's text, or a whole message (tool calls)."""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Responder:
+    """The scripted answer to one contract."""
+
+    answer: Answer
+    judge: bool = False
+    """A judge's contract: the ``scripted:nojudge`` variant answers it without a verdict."""
+
+
+RESPONDERS: Registry[Responder] = Registry("scripted responder", "mas_econ.scripted_responders")
+"""Contract -> its scripted answer (module that owns the prompt owns this too)."""
+
+
+def responder(contract: str, *, judge: bool = False) -> Callable[[Answer], Answer]:
+    """Register ``fn`` as the scripted answer to ``contract`` (see the module docstring)."""
+
+    def deco(fn: Answer) -> Answer:
+        RESPONDERS.register(contract, Responder(answer=fn, judge=judge), origin=f"{fn.__module__}:{fn.__qualname__}")
+        return fn
+
+    return deco
