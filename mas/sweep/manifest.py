@@ -29,7 +29,9 @@ from mas.tracing import utc_now_iso
 MANIFEST_VERSION = 1
 
 # Keys that may change between invocations of one experiment without changing any run's outcome.
-RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root"})
+RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root", "cache", "limits.sweep_cost_usd"})
+"""Settings a resumed sweep may change: they change how runs are scheduled, stored or paid for, never what a run
+does (a cache hit replays the reply the call would get; the sweep's spending limit is raised to finish it)."""
 
 RunStatus = Literal["pending", "finished", "error"]
 SweepStatus = Literal["running", "finished", "interrupted", "crashed", "over_budget"]
@@ -112,7 +114,12 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """
     a, b = _flatten(old), _flatten(new)
     keys = sorted(set(a) | set(b))
-    return [k for k in keys if k.split(".")[0] not in RESUME_NEUTRAL_KEYS and a.get(k) != b.get(k)]
+    return [k for k in keys if not _neutral(k) and a.get(k) != b.get(k)]
+
+
+def _neutral(key: str) -> bool:
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in RESUME_NEUTRAL_KEYS for i in range(1, len(parts) + 1))
 
 
 class ManifestStore:
