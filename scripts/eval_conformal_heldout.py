@@ -47,6 +47,7 @@ from attribution.scorers import SCORERS, ScorerContext  # noqa: E402
 from attribution.scorers.crossfit import group_key  # noqa: E402
 from descriptor.errors import UserError  # noqa: E402
 from descriptor.io import write_json_atomic  # noqa: E402
+from descriptor.stats import percentile_interval  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPLIT = ROOT / "scripts" / "who_and_when_dev_heldout.json"
@@ -80,8 +81,8 @@ def bootstrap(records: list[ScoreRecord], b: int, seed: int, alpha: float = 0.2)
     out = {}
     for m, vals in draws.items():
         arr = np.array(vals)
-        out[m] = {"ec_95": np.percentile(arr[:, 0], [2.5, 97.5]).round(3).tolist(),
-                  "rr_95": np.percentile(arr[:, 1], [2.5, 97.5]).round(3).tolist(), "resamples": b}
+        out[m] = {"ec_95": [round(x, 3) for x in percentile_interval(arr[:, 0])],
+                  "rr_95": [round(x, 3) for x in percentile_interval(arr[:, 1])], "resamples": b}
     return out
 
 
