@@ -2,7 +2,7 @@
 
 Layering: ``mas`` (the runtime, with the ``run`` command) must not import
 ``attribution``. So the composition lives here, one level up: :func:`register`
-finds the ``run`` subparser that ``mas.cli`` registered (``main.py`` lists
+finds the ``run`` subparser that ``mas.cli`` registered (``attribution.cli_main`` lists
 this module after it in ``COMMAND_MODULES``), adds the rollback options to it
 and replaces its handler with :func:`cmd_run`, which calls the three parts
 ``mas.cli`` exposes (:func:`~mas.cli.sweep_request`,
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the rollback options to ``run`` (registered by ``mas.cli``) and wrap its handler."""
     run = sub.choices.get("run")
     if run is None:
-        raise RuntimeError("attribution.cli_sweep must be registered after mas.cli (COMMAND_MODULES in main.py)")
+        raise RuntimeError("attribution.cli_sweep must be registered after mas.cli (COMMAND_MODULES in attribution/cli_main.py)")
     g = run.add_argument_group("automatic rollback (after the sweep, each failed run once)")
     g.add_argument("--rollback", choices=ROLLBACK_STRATEGIES, metavar="STRATEGY",
                    help="roll back every failed run at the end of the sweep: conformal (the calibrated set's first "
