@@ -6,13 +6,12 @@ reply contracts in :mod:`attribution.replies`. Here: what every prompt states
 about a case (:func:`case_header`), the agents offered to the model
 (:func:`agent_names`, the environment left out), reading a model's agent,
 step and confidence back (:func:`resolve_actor`, :func:`resolve_step`,
-:func:`to_unit`, :func:`parse_loose`), the model-free fallback
+:func:`parse_loose`; a confidence through :func:`mas.llm.confidence.parse_confidence`), the model-free fallback
 (:func:`heuristic_guess`) and a case's :class:`Prediction` (:func:`finish`).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +34,7 @@ __all__ = [
     "CHARS_PER_TOKEN", "MIN_STEP_CHARS", "FitReport", "StepView", "actor_step", "agent_names",
     "ENVIRONMENT_KEYS", "case_header", "clip", "display_agent", "estimate_tokens", "finish", "heuristic_guess",
     "messages", "parse_loose", "render_steps", "resolve_actor", "resolve_agent", "resolve_step", "steps_of",
-    "step_views", "to_unit",
+    "step_views",
 ]
 
 QUERY_CHARS = 1200
@@ -126,28 +125,6 @@ def resolve_step(traj: Trajectory, value: Any) -> int | None:
     else:
         return None
     return i if 0 <= i < traj.n_steps else None
-
-
-def to_unit(value: Any, default: float | None = None) -> float | None:
-    """A probability/confidence in [0, 1] from a number, "0.7", "70%" or "high"."""
-    words = {"very high": 0.9, "high": 0.8, "medium": 0.5, "moderate": 0.5, "low": 0.2, "very low": 0.1}
-    if isinstance(value, bool) or value is None:
-        return default
-    if isinstance(value, str):
-        s = value.strip().lower()
-        if s in words:
-            return words[s]
-        m = re.search(r"-?\d+(?:\.\d+)?", s)
-        if not m:
-            return default
-        x = float(m.group()) / (100.0 if "%" in s else 1.0)
-    elif isinstance(value, (int, float)):
-        x = float(value)
-    else:
-        return default
-    if x > 1.0 and x <= 100.0:
-        x /= 100.0
-    return min(1.0, max(0.0, x)) if math.isfinite(x) else default
 
 
 _KV_RE = re.compile(r'"?([A-Za-z_][\w ]{0,30}?)"?\s*[:=]\s*("([^"\n]*)"|-?\d+(?:\.\d+)?|true|false|yes|no)', re.I)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
+from descriptor.stats import bootstrap_mean_ci, wilson_interval
 
 log = structlog.get_logger(__name__)
 
@@ -177,26 +177,6 @@ async def score_runs(trajs: list[Trajectory], setup: ScoringSetup) -> list[Score
                         mistake_agent=t.mistake_agent, nfe=r.nfe, **info) for t, r in zip(trajs, results, strict=True)]
 
 
-def wilson_ci(successes: int, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
-    """Wilson score interval of a proportion (95 % by default); None when n = 0."""
-    if n == 0:
-        return None, None
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def bootstrap_ci(values: Sequence[float], seed: int = 0, n_boot: int = 2000) -> tuple[float | None, float | None]:
-    """Percentile bootstrap 95 % interval of the mean; None when empty."""
-    if not values:
-        return None, None
-    x = np.asarray(values, dtype=float)
-    means = np.random.default_rng(seed).choice(x, size=(n_boot, x.size), replace=True).mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
     """Success rate, coverage and cost of one strategy's rollbacks, with 95 % intervals.
 
@@ -204,7 +184,8 @@ def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
     known decisive step) whose restart step is at or before it. ``set_coverage``
     is the share whose flagged set holds it (a set wholly before the error
     misses it but still restarts early enough). Success and coverage get Wilson
-    intervals, the mean cost a percentile bootstrap. Rollbacks that ended in an
+    intervals (``(0, 1)`` with no runs), the mean cost a percentile bootstrap (both
+    :mod:`descriptor.stats`, the report's rules). Rollbacks that ended in an
     error (``status: error``: a damaged checkpoint, a model call that failed for
     good) are no outcome: counted in ``errors`` and left out of every other number.
     """
@@ -217,12 +198,12 @@ def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
     return {
         "n": n,
         "errors": len(all_records) - n,
-        "success_rate": wins / n if n else None, "success_rate_ci": wilson_ci(wins, n),
+        "success_rate": wins / n if n else None, "success_rate_ci": wilson_interval(wins, n),
         "coverage": sum(known) / len(known) if known else None,
-        "coverage_ci": wilson_ci(sum(known), len(known)), "coverage_n": len(known),
+        "coverage_ci": wilson_interval(sum(known), len(known)), "coverage_n": len(known),
         "set_coverage": sum(in_set) / len(in_set) if in_set else None,
-        "set_coverage_ci": wilson_ci(sum(in_set), len(in_set)),
-        "cost": float(np.mean(costs)) if costs else None, "cost_ci": bootstrap_ci(costs),
+        "set_coverage_ci": wilson_interval(sum(in_set), len(in_set)),
+        "cost": float(np.mean(costs)) if costs else None, "cost_ci": bootstrap_mean_ci(costs, seed=0),
         "tokens_mean": float(np.mean([r.tokens for r in records])) if records else None,
         "steps_redone_mean": float(np.mean([r.steps_redone for r in records])) if records else None,
         "set_size_mean": float(np.mean([len(r.set) for r in records])) if records else None,

@@ -1,6 +1,9 @@
 """Benchmark adapters with native evaluation on data that works offline."""
 
 from descriptor.exports import lazy_exports
+from descriptor.ownership import check_packages
+
+check_packages()  # another distribution's top-level package of the same name: a clear ImportError
 
 _EXPORTS = {
     "BENCHMARKS": "benchmark.registry",

@@ -72,6 +72,11 @@ def isolate(spec):
     new = spec["mountpoint"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
     mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
+    # The private /tmp first: a Python installation under the host's /tmp (a venv there) is bound inside it, not
+    # hidden by it (binding first made the tmpfs mount fail on the directory the bind had created).
+    os.makedirs(new + spec["work"])
+    mount("tmpfs", new + spec["work"], "tmpfs", MS_NOSUID | MS_NODEV,
+          f"mode=0777,size={spec['tmp_bytes']},nr_inodes=16384")
     for src in spec["ro_binds"]:
         if os.path.lexists(src):
             bind(src, new)
@@ -83,9 +88,6 @@ def isolate(spec):
         os.symlink(target, f"{new}/dev/{name}")
     os.makedirs(new + "/proc")
     mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(new + spec["work"])
-    mount("tmpfs", new + spec["work"], "tmpfs", MS_NOSUID | MS_NODEV,
-          f"mode=0777,size={spec['tmp_bytes']},nr_inodes=16384")
     os.chdir(new)
     pivot = getattr(libc, "pivot_root", None)
     if pivot is not None:

@@ -6,6 +6,9 @@ task descriptors, summaries, economics, topology analysis and plots.
 """
 
 from descriptor.exports import lazy_exports
+from descriptor.ownership import check_packages
+
+check_packages()  # another distribution's top-level package of the same name: a clear ImportError
 
 _EXPORTS = {
     "EvalRecord": "descriptor.records",

@@ -8,7 +8,7 @@ Per task: quality ``Q = Q1_success_rate``; cost ``C = C2_tokens_total``
 1k tokens ``G / (dTokens / 1000)`` (ratio of task means; blank when the MAS
 uses no more tokens), and the share of tasks where the MAS wins, ties or
 loses on utility and on quality. Confidence intervals: percentile bootstrap
-over tasks (paired resampling, seeded, numpy ``linear`` percentiles).
+over tasks (paired resampling, seeded, numpy ``linear`` percentiles; :mod:`descriptor.stats`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from descriptor.errors import UserError
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.layout import baseline_unit
+from descriptor.stats import percentile_interval, resample_indices
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 """Quality points given up per cost unit: 1e-5 per token (0.01 per 1k tokens), 1.0 per USD."""
@@ -75,14 +76,6 @@ def _shares(diff: np.ndarray, tol: float) -> tuple[float, float, float]:
     return win / n, (n - win - lose) / n, lose / n
 
 
-def _ci(samples: np.ndarray, level: float) -> tuple[float | None, float | None]:
-    if samples.size == 0 or not np.all(np.isfinite(samples)):
-        return None, None
-    a = (1 - level) / 2 * 100
-    lo, hi = np.percentile(samples, [a, 100 - a], method="linear")
-    return float(lo), float(hi)
-
-
 def compare_pair(mas: Sequence[dict[str, Any]], sas: Sequence[dict[str, Any]], s: EconomicsSettings) -> dict[str, Any]:
     """Economics row of one MAS against the baseline; both lists are aligned by task."""
     q_m = np.array([d["Q1_success_rate"] for d in mas], dtype=float)
@@ -93,8 +86,7 @@ def compare_pair(mas: Sequence[dict[str, Any]], sas: Sequence[dict[str, Any]], s
     g, k = q_m - q_s, c_m - c_s
     du = g - s.lam * k
     bench, system = mas[0]["benchmark"], mas[0]["system"]
-    rng = np.random.default_rng([s.seed, zlib.crc32(f"{bench}/{system}".encode())])
-    idx = rng.integers(0, len(g), size=(s.n_boot, len(g)))
+    idx = resample_indices(len(g), seed=[s.seed, zlib.crc32(f"{bench}/{system}".encode())], n_boot=s.n_boot)
     extra = float(t_d.mean())
     row: dict[str, Any] = {
         "benchmark": bench, "system": system, "baseline": s.baseline, "n_shared_tasks": len(g),
@@ -105,18 +97,20 @@ def compare_pair(mas: Sequence[dict[str, Any]], sas: Sequence[dict[str, Any]], s
     }
     for name, v in (("G", g), ("K", k), ("dU", du)):
         row[name] = float(v.mean())
-        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = _ci(v[idx].mean(axis=1), s.ci_level)
+        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = percentile_interval(v[idx].mean(axis=1), s.ci_level)
     row["gain_per_1k_tokens"] = row["G"] / (extra / 1000) if extra > 0 else None
     boot_extra = t_d[idx].mean(axis=1)
     if row["gain_per_1k_tokens"] is not None and np.all(boot_extra > 0):
-        row["gain_per_1k_tokens_ci_low"], row["gain_per_1k_tokens_ci_high"] = _ci(
+        row["gain_per_1k_tokens_ci_low"], row["gain_per_1k_tokens_ci_high"] = percentile_interval(
             g[idx].mean(axis=1) / (boot_extra / 1000), s.ci_level)
     else:  # some resample has no extra tokens: the ratio is undefined there
         row["gain_per_1k_tokens_ci_low"] = row["gain_per_1k_tokens_ci_high"] = None
     row["win_share"], row["tie_share"], row["lose_share"] = _shares(du, s.tie_tol)
     boot_du = du[idx]  # the same task resamples as the other intervals
-    row["win_share_ci_low"], row["win_share_ci_high"] = _ci((boot_du > s.tie_tol).mean(axis=1), s.ci_level)
-    row["lose_share_ci_low"], row["lose_share_ci_high"] = _ci((boot_du < -s.tie_tol).mean(axis=1), s.ci_level)
+    row["win_share_ci_low"], row["win_share_ci_high"] = percentile_interval(
+        (boot_du > s.tie_tol).mean(axis=1), s.ci_level)
+    row["lose_share_ci_low"], row["lose_share_ci_high"] = percentile_interval(
+        (boot_du < -s.tie_tol).mean(axis=1), s.ci_level)
     row["quality_win_share"], row["quality_tie_share"], row["quality_lose_share"] = _shares(g, s.tie_tol)
     return {f: row[f] for f in ECONOMICS_FIELDS}
 

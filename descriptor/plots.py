@@ -23,6 +23,7 @@ import numpy as np
 from descriptor.economics import EconomicsSettings
 from descriptor.io import write_bytes_atomic
 from descriptor.png import palette_png
+from descriptor.stats import bootstrap_mean_ci
 
 PLOT_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
 
@@ -37,16 +38,6 @@ def _save(fig: Any, path: Path) -> None:
 def _panels(n: int) -> tuple[Any, list[Any]]:
     fig, axes = plt.subplots(1, max(n, 1), figsize=(5 * max(n, 1), 4), squeeze=False)
     return fig, list(axes[0])
-
-
-def bootstrap_mean_ci(values: Sequence[float], seed: int, n_boot: int = 2000, level: float = 0.95) -> tuple[float, float]:
-    """Percentile-bootstrap CI of the mean of ``values`` (degenerate for one value)."""
-    v = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
-    a = (1 - level) / 2 * 100
-    lo, hi = np.percentile(means, [a, 100 - a], method="linear")
-    return float(lo), float(hi)
 
 
 def plot_quality_vs_cost(path: Path, topology: dict[str, Any], s: EconomicsSettings) -> None:
@@ -73,7 +64,7 @@ def plot_success_ci(path: Path, descriptors: Sequence[dict[str, Any]], rollups: 
     for row in rollups:
         vals = [d["Q1_success_rate"] for d in descriptors
                 if d["benchmark"] == row["benchmark"] and d["system"] == row["system"]]
-        lo, hi = bootstrap_mean_ci(vals, seed)
+        lo, hi = bootstrap_mean_ci(vals, seed=seed)
         labels.append(f"{row['benchmark']}\n{row['system']}")
         means.append(row["success_rate"])
         lows.append(max(0.0, row["success_rate"] - lo))

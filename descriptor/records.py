@@ -90,6 +90,9 @@ class RunMetadata(RunIdentity):
     """The scripted model's injected wrong step (ground truth for attribution tests)."""
     versions: dict[str, str | None] = Field(default_factory=dict)
     git_commit: str | None = None
+    """The code's git commit (``+dirty`` with uncommitted changes); None when unknown."""
+    git_commit_reason: str | None = None
+    """Why ``git_commit`` is None (e.g. not installed from a git checkout); None when it is known."""
     host: str = ""
     error: str | None = None
     wall_time_s: float | None = None

@@ -41,13 +41,13 @@ from descriptor.rollback_summary import (
     task_rollback_fields,
 )
 from descriptor.run_files import RunIssue, load_task_runs
+from descriptor.stats import mean
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
     PASS_AT_K,
     check_consistency,
     compute_task_descriptor,
     csv_columns,
-    mean,
 )
 from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology

@@ -2,7 +2,7 @@
 
 Rules (also in ``descriptor/README.md``): means are arithmetic means over
 runs; variances are *population* variances (divide by N); the p95 is
-numpy's ``linear`` method (Hyndman-Fan type 7); a blank is ``None`` in JSON
+numpy's ``linear`` method (Hyndman-Fan type 7; all in :mod:`descriptor.stats`); a blank is ``None`` in JSON
 and an empty CSV cell.
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 from descriptor.calibration import PAIRS_KEY, run_pairs
 from descriptor.errors import UserError
 from descriptor.run_files import RunRecord
+from descriptor.stats import mean, p95, pvariance
 
 PASS_AT_K: tuple[int, ...] = (1, 3, 5, 8)
 
@@ -64,26 +65,6 @@ def csv_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[
     """
     unused = {f"pass_at_{k}" for k in PASS_AT_K if all(r.get(f"pass_at_{k}") is None for r in rows)}
     return [c for c in columns if c not in unused]
-
-
-def mean(xs: Sequence[float]) -> float:
-    """Arithmetic mean (``sum / n``); callers guarantee ``n >= 1``."""
-    return sum(xs) / len(xs)
-
-
-def pvariance(xs: Sequence[float]) -> float:
-    """Population variance: mean squared deviation from the mean (divide by N)."""
-    m = mean(xs)
-    return sum((x - m) ** 2 for x in xs) / len(xs)
-
-
-def p95(xs: Sequence[float]) -> float:
-    """95th percentile, numpy ``linear`` method (Hyndman-Fan type 7).
-
-    >>> p95([0.0, 100.0])
-    95.0
-    """
-    return float(np.percentile(np.asarray(xs, dtype=float), 95, method="linear"))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float | None:

@@ -1,11 +1,14 @@
-"""Command: ``run`` (the benchmark commands are in ``benchmark/cli.py``)."""
+"""Commands: ``run`` and ``init-config`` (the benchmark commands are in ``benchmark/cli.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from descriptor.cliargs import nonnegative_int, positive_int
@@ -215,6 +218,42 @@ def cmd_studio_config(args: argparse.Namespace) -> int:
     else:
         write_text_atomic(args.out, text)
         print(f"wrote {args.out}")
+
+
+EXAMPLE_CONFIG = "data/experiment.example.toml"
+"""The example config inside the package (``config/experiment.example.toml`` of the checkout, linked)."""
+
+
+def init_config(path: str | Path) -> Path:
+    """Write the example experiment config to ``path``; UserError when something is there already.
+
+    Written to a temporary file and linked into place, so ``path`` is either absent or complete, and a file
+    that appears meanwhile is not overwritten either.
+    """
+    from importlib import resources
+
+    from descriptor.errors import UserError
+
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        raise UserError(f"init-config: {target} exists; not overwritten (remove it or give another PATH)")
+    if not target.parent.is_dir():
+        raise UserError(f"init-config: {target.parent} is not a directory")
+    data = resources.files("mas").joinpath(EXAMPLE_CONFIG).read_bytes()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.link(tmp, target)
+    except FileExistsError:
+        raise UserError(f"init-config: {target} exists; not overwritten (remove it or give another PATH)") from None
+    finally:
+        os.unlink(tmp)
+    return target
+
+
+def cmd_init_config(args: argparse.Namespace) -> int:
+    print(f"wrote {init_config(args.path)}: edit it, then `run --config {args.path}`")
     return 0
 
 
@@ -233,3 +272,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for _, hook in SWEEP_HOOKS.items():
         hook.add_arguments(p)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("init-config", help="write the example experiment config (every key, commented)")
+    p.add_argument("path", nargs="?", default="experiment.toml",
+                   help="where to write it (default: experiment.toml); an existing file is never overwritten")
+    p.set_defaults(func=cmd_init_config)

@@ -1,6 +1,6 @@
 """Build CHIEF's exemplar pool from the training part of the Who&When dev split.
 
-    python scripts/build_chief_exemplars.py --data-dir /work/shared/data/who_and_when/dev \
+    python scripts/build_chief_exemplars.py --data-dir ../shared/data/who_and_when/dev \
         --out attribution/methods/chief_exemplars.json
 
 The training part is fixed by a rule that looks at no label: the records whose

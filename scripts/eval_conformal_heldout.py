@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,10 +48,12 @@ from attribution.scorers import SCORERS, ScorerContext  # noqa: E402
 from attribution.scorers.crossfit import group_key  # noqa: E402
 from descriptor.errors import UserError  # noqa: E402
 from descriptor.io import write_json_atomic  # noqa: E402
+from descriptor.stats import percentile_interval  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPLIT = ROOT / "scripts" / "who_and_when_dev_heldout.json"
-DEV_CANDIDATES = (ROOT.parent / "shared" / "data" / "who_and_when" / "dev", Path("/work/shared/data/who_and_when/dev"))
+# Who&When's dev split (attribution/README.md, "Who&When data"): under $MAS_ECON_SHARED_DATA, else ../shared/data.
+DEFAULT_DEV = Path(os.environ.get("MAS_ECON_SHARED_DATA") or ROOT.parent / "shared" / "data") / "who_and_when" / "dev"
 SUBSETS = ("all", "algorithm_generated", "hand_crafted")
 
 
@@ -80,8 +83,8 @@ def bootstrap(records: list[ScoreRecord], b: int, seed: int, alpha: float = 0.2)
     out = {}
     for m, vals in draws.items():
         arr = np.array(vals)
-        out[m] = {"ec_95": np.percentile(arr[:, 0], [2.5, 97.5]).round(3).tolist(),
-                  "rr_95": np.percentile(arr[:, 1], [2.5, 97.5]).round(3).tolist(), "resamples": b}
+        out[m] = {"ec_95": [round(x, 3) for x in percentile_interval(arr[:, 0])],
+                  "rr_95": [round(x, 3) for x in percentile_interval(arr[:, 1])], "resamples": b}
     return out
 
 
@@ -98,8 +101,9 @@ def print_table(scorer: str, subset: str, n: int, res: dict, alphas) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=str(next((p for p in DEV_CANDIDATES if p.is_dir()), DEV_CANDIDATES[0])),
-                    help="Who&When dev split (default: shared/data/who_and_when/dev beside the repository)")
+    ap.add_argument("--data-dir", default=str(DEFAULT_DEV),
+                    help="Who&When dev split (default: $MAS_ECON_SHARED_DATA/who_and_when/dev, else "
+                         "../shared/data/who_and_when/dev beside the repository)")
     ap.add_argument("--split", default=str(DEFAULT_SPLIT), help="recorded held-out split (JSON)")
     ap.add_argument("--part", choices=("heldout", "devtrain"), default="heldout")
     ap.add_argument("--scorers", default="learned,position", help="comma-separated CPU scorers")

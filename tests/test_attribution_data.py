@@ -14,9 +14,10 @@ from attribution.loaders import load_run, load_runs_dir, load_who_and_when_dir, 
 from attribution.methods import METHODS, MethodContext, get_method
 from attribution.trajectory import Step, Trajectory, normalize_agent
 from descriptor.errors import UserError
+from tests.shared_data import needs_who_and_when, shared_data
 
-DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "who_and_when" / "dev"
-needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="Who&When dev split not present")
+DEV = shared_data() / "who_and_when" / "dev"
+needs_dev = needs_who_and_when
 
 
 def write_wnw(root: Path, subset: str, name: str, record: dict) -> Path:

@@ -160,7 +160,9 @@ async def test_learned_beats_position_on_the_dev_split() -> None:
     from tests.test_attribution_data import DEV
 
     if not DEV.is_dir():
-        pytest.skip("Who&When dev split not present")
+        from tests.shared_data import WHO_AND_WHEN_HOWTO
+
+        pytest.skip(WHO_AND_WHEN_HOWTO)
     from attribution.loaders import load_who_and_when_dir
 
     trajs = load_who_and_when_dir(DEV).trajectories

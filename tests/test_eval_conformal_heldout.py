@@ -11,10 +11,11 @@ from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from tests.scripts_loader import load_script
+from tests.shared_data import needs_who_and_when, who_and_when_dev
 
 SCRIPT = load_script("eval_conformal_heldout")
-DEV = next((p for p in SCRIPT.DEV_CANDIDATES if p.is_dir()), None)
-needs_dev = pytest.mark.skipif(DEV is None, reason="Who&When dev split not present")
+DEV = who_and_when_dev()
+needs_dev = needs_who_and_when
 
 
 def traj(i: int, query: str, subset: str) -> Trajectory:

@@ -1,4 +1,4 @@
-"""The LLM call layer: confidence clipping, tool-call protocols, retries traced as errors."""
+"""The LLM call layer: reading confidences, tool-call protocols, retries traced as errors."""
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -8,22 +8,38 @@ import json
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.call import LLMCallError, _text_tool_calls, backoff_s, call_llm, clip_confidence
+from mas.llm.call import LLMCallError, _text_tool_calls, backoff_s, call_llm
+from mas.llm.confidence import parse_confidence
 from mas.llm.models import ModelSet, make_chat_model
 from tests.model_errors import server_error
 from mas.tracing import ListCollector, Tracer, use_tracer
 
 
 @pytest.mark.parametrize(("raw", "want"), [
-    (0.7, 0.7), ("0.25", 0.25), (1.5, 1.0), (-3, 0.0), (None, 0.5), ("high", 0.5), (float("nan"), 0.5),
+    (0.7, 0.7), ("0.25", 0.25), (".7", 0.7), ("7", 0.07), (70, 0.7), ("70%", 0.7), ("150%", 1.0), (250, 1.0),
+    (-3, 0.0), ("high", 0.8), ("Very low", 0.1), ("confidence: 0.8", 0.8), (None, 0.5), (float("nan"), 0.5),
+    ("nan", 0.5), (True, 0.5), ("unsure", 0.5),
 ])
-def test_confidence_is_clipped(raw, want):
-    assert clip_confidence(raw) == want
+def test_one_confidence_rule_reads_numbers_percentages_and_words(raw, want):
+    assert parse_confidence(raw, 0.5) == pytest.approx(want)
+
+
+def test_a_missing_confidence_is_the_callers_default():
+    assert parse_confidence(None, None) is None and parse_confidence("", 0.0) == 0.0
+
+
+def test_confidence_doctests_hold():
+    import doctest
+
+    import mas.llm.confidence
+
+    result = doctest.testmod(mas.llm.confidence)
+    assert result.attempted and not result.failed
 
 
 def test_answer_parse_and_fallback():
     a = parse_answer(parse_json_object('```json\n{"reasoning": "r", "answer_artifact": "42", "confidence": 9}\n```'), "")
-    assert (a.answer_artifact, a.confidence, a.parse) == ("42", 1.0, "json")
+    assert (a.answer_artifact, a.confidence, a.parse) == ("42", 0.09, "json")  # 9 read as 9 % (one rule)
     b = parse_answer(None, "  the answer is 7 ")
     assert (b.answer_artifact, b.confidence, b.parse) == ("the answer is 7", 0.5, "fallback")
 

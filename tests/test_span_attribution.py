@@ -24,11 +24,12 @@ from langgraph.graph.message import add_messages
 from attribution.loaders import load_trajectories
 from attribution.span_loader import load_spans, read_span_file
 from descriptor.errors import UserError
+from tests.shared_data import needs_who_and_when, shared_data
 
 pytest.importorskip("openinference.instrumentation.langchain",
                     reason="needs the [integrations] extra (openinference-instrumentation-langchain)")
 
-WHO_AND_WHEN = Path("/work/shared/data/who_and_when/dev")
+WHO_AND_WHEN = shared_data() / "who_and_when" / "dev"
 
 QUESTION = "A bakery packs muffins in boxes of 12. It sells 23 boxes in the morning and 5 boxes in the afternoon. " \
            "How many muffins did it sell?"
@@ -181,7 +182,7 @@ def _main(capsys, *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-@pytest.mark.skipif(not WHO_AND_WHEN.is_dir(), reason="needs the Who&When dev split")
+@needs_who_and_when
 def test_score_steps_and_predict_set_name_the_known_step_from_spans(span_file, tmp_path, capsys):
     ww = str(WHO_AND_WHEN / "algorithm_generated")
     cal_scores, scores, cal = tmp_path / "ww.jsonl", tmp_path / "spans.jsonl", tmp_path / "calibration.json"

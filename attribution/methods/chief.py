@@ -80,10 +80,10 @@ from attribution.prompting import (
     resolve_step,
     step_views,
     steps_of,
-    to_unit,
 )
 from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory, normalize_agent
+from mas.llm.confidence import parse_confidence
 
 MAX_WALK_CALLS = 8
 """Cost guard on counterfactual calls per case (one per visited step of the data-flow walk)."""
@@ -340,7 +340,7 @@ async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, grap
         "fix_here_succeeds": _yes(obj.get("fix_here_succeeds")),
         "input_was_wrong": _yes(obj.get("input_was_wrong")),
         "source_step": src if src in ancestors else None,
-        "confidence": to_unit(obj.get("confidence"), None),
+        "confidence": parse_confidence(obj.get("confidence"), None),
     }
 
 

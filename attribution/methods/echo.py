@@ -85,11 +85,11 @@ from attribution.prompting import (
     resolve_step,
     step_views,
     steps_of,
-    to_unit,
 )
 from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.trajectory import Trajectory
 from mas.llm.scripting import ScriptedContext, responder
+from mas.llm.confidence import parse_confidence
 
 MAX_CANDIDATES = 3
 """Steps of the elected agent judged in the step pass (each by every analyst, one call each)."""
@@ -128,7 +128,7 @@ def _conclusion(traj: Trajectory, raw: Any, analysis: Analysis) -> Conclusion | 
     step = resolve_step(traj, raw.get("step"))
     if step is None and raw.get("step") not in (None, "", "null"):
         analysis.discarded_steps += 1
-    return Conclusion(agents=list(dict.fromkeys(agents)), step=step, confidence=to_unit(raw.get("confidence"), 0.5), type=str(raw.get("type", ""))[:60])
+    return Conclusion(agents=list(dict.fromkeys(agents)), step=step, confidence=parse_confidence(raw.get("confidence"), 0.5), type=str(raw.get("type", ""))[:60])
 
 
 def parse_analysis(traj: Trajectory, role: str, obj: dict[str, Any] | None) -> Analysis:
@@ -140,7 +140,7 @@ def parse_analysis(traj: Trajectory, role: str, obj: dict[str, Any] | None) -> A
     evals = obj.get("agents") if isinstance(obj.get("agents"), list) else obj.get("evaluations", [])
     for ev in evals if isinstance(evals, list) else []:
         if isinstance(ev, dict) and (name := resolve_actor(traj, ev.get("agent"))):
-            a.evaluations[name] = max(a.evaluations.get(name, 0.0), to_unit(ev.get("error_likelihood"), 0.0))
+            a.evaluations[name] = max(a.evaluations.get(name, 0.0), parse_confidence(ev.get("error_likelihood"), 0.0))
             a.evidence[name] = str(ev.get("evidence", ""))[:200]
     concl = obj.get("conclusion")
     if not isinstance(concl, dict) and ("step" in obj or "agent" in obj):
@@ -244,7 +244,7 @@ def parse_judgment(role: str, step: int, obj: dict[str, Any] | None, agent: str 
     obj = obj or {}
     verdict = obj.get("decisive_error", obj.get("error", obj.get("decisive")))
     return Judgment(
-        role=role, step=step, decisive=_yes_no(verdict), confidence=to_unit(obj.get("confidence"), 0.5),
+        role=role, step=step, decisive=_yes_no(verdict), confidence=parse_confidence(obj.get("confidence"), 0.5),
         type=str(obj.get("type", ""))[:60], summary=str(obj.get("summary", obj.get("reason", "")))[:300],
         agent=agent, raw=raw,
     )

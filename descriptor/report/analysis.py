@@ -26,7 +26,7 @@ from typing import Any
 
 from descriptor.economics import EconomicsSettings, compare_pair
 from descriptor.power import detectable_effect
-from descriptor.report.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
+from descriptor.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
 
 FEW_TASKS = 10
 """Below this many tasks a percentile bootstrap over tasks is too narrow to trust; the text says so."""

@@ -39,8 +39,8 @@ from descriptor.report.render import (
 )
 from descriptor.report.run_data import index_js
 from descriptor.report.runs_pass import Pages, PassResult, read_all, read_experiment
-from descriptor.report.stats import bootstrap_mean_ci
 from descriptor.report.svg import PALETTE
+from descriptor.stats import bootstrap_mean_ci
 from descriptor.topology_analysis import analyse_topology
 
 FAILURES_SHOWN = 200

@@ -475,21 +475,6 @@ def _max_tokens_kwargs(bound: BoundModel, max_tokens: int) -> dict[str, Any]:
     return kwargs
 
 
-def clip_confidence(value: Any) -> float:
-    """A confidence in [0, 1]; 0.5 when missing or unparsable.
-
-    >>> clip_confidence("0.8"), clip_confidence(7), clip_confidence(None), clip_confidence("high")
-    (0.8, 1.0, 0.5, 0.5)
-    """
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return 0.5
-    if x != x:  # NaN
-        return 0.5
-    return min(1.0, max(0.0, x))
-
-
 def llm_event_fields(result: LLMResult) -> dict[str, Any]:
     """Envelope fields of a trace event backed by this call."""
     return {

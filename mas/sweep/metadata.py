@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 from functools import lru_cache
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 
 from benchmark.base import Task
 from descriptor.layout import RunKey, RunPaths
 from descriptor.records import InjectionPlanRecord, RunMetadata, TaskRecord
 from mas.config import ExperimentConfig
 from mas.llm.injection import InjectionPlan
+from mas.sweep.provenance import git_commit
 from mas.tracing import utc_now_iso
 
 _PACKAGES = ("langgraph", "langchain-core", "langchain-openai", "pydantic", "mas-econ")
@@ -30,23 +29,10 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-@lru_cache(maxsize=1)
-def git_commit() -> str | None:
-    """The project checkout's commit (with ``+dirty`` when it has changes), or None outside git."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return f"{sha}+dirty" if dirty else sha
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPaths,
                  injection: InjectionPlan | None) -> RunMetadata:
     """The ``run_<r>.metadata.json`` record of a run that starts now (no secrets: routes hold only env names)."""
+    commit, commit_unknown = git_commit()
     return RunMetadata(
         **key.identity(), experiment_id=key.experiment_id, status="running", started_at=utc_now_iso(),
         task=TaskRecord(question=task.question, reference=task.reference, metadata=task.metadata),
@@ -55,5 +41,5 @@ def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPa
         injection_plan=None if injection is None else InjectionPlanRecord(
             agent=injection.agent, step=injection.step, position=injection.position, fraction=injection.fraction,
             probe_steps=injection.probe_steps),
-        versions=versions(), git_commit=git_commit(), host=platform.node(),
+        versions=versions(), git_commit=commit, git_commit_reason=commit_unknown, host=platform.node(),
     )

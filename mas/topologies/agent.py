@@ -32,10 +32,10 @@ from mas.llm.call import (
     LLMResult,
     ToolCallRequest,
     call_llm,
-    clip_confidence,
     llm_event_fields,
 )
 from mas.llm.injection import INJECTED_KEY, InjectionPlan
+from mas.llm.confidence import parse_confidence
 from mas.llm.models import ModelSet
 from mas.topologies.environment import (
     MAIN,
@@ -170,7 +170,7 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
     if parsed:
         art = parsed.get("answer_artifact", parsed.get("answer", parsed.get("final_answer")))
         if art is not None:
-            return Answer(answer_artifact=str(art).strip(), confidence=clip_confidence(parsed.get("confidence")),
+            return Answer(answer_artifact=str(art).strip(), confidence=parse_confidence(parsed.get("confidence"), 0.5),
                           reasoning=str(parsed.get("reasoning", ""))[:2000], parse="json")
     found = _ARTIFACT_RE.search(text)
     if found:

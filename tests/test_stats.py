@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from descriptor.economics import EconomicsSettings, compare_pair, compute_economics
 from descriptor.report.analysis import finding_sentence, paired_rows, utility_sentence
-from descriptor.report.stats import bootstrap_mean_ci, p95, sign_test, wilson_interval
+from descriptor.stats import bootstrap_mean_ci, p95, sign_test, wilson_interval
 
 
 @pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 10), (3, 10), (5, 6), (10, 10), (17, 40), (250, 1000), (1, 3)])
@@ -85,7 +85,7 @@ def test_paired_rows_reuse_economics_and_test_per_task_differences():
 
 
 def _row(g, lo, hi, n=50):
-    from descriptor.report.stats import SignTest
+    from descriptor.stats import SignTest
 
     return {"benchmark": "gsm8k", "system": "debate", "baseline": "sas", "n_shared_tasks": n, "G": g,
             "G_ci_low": lo, "G_ci_high": hi, "token_ratio": 11.0, "runs_per_task": [2],
@@ -112,3 +112,42 @@ def test_utility_sentence_never_reads_a_cost_loss_as_a_quality_loss():
     text = utility_sentence(row)
     assert "Quality: debate better on 0, same on 4, worse on 0 of 4 tasks" in text
     assert "worse on 4" in text and "lost on cost, not quality" in text
+
+
+def test_stats_doctests_hold():
+    import doctest
+
+    import descriptor.stats
+
+    result = doctest.testmod(descriptor.stats)
+    assert result.attempted and not result.failed
+
+
+def test_rollback_intervals_follow_the_reports_rules():
+    """The rollback experiment's intervals are the report's: Wilson at z = 1.95996 (not 1.96), (0, 1) with no
+    runs, the same seeded bootstrap of the mean."""
+    from attribution.rollback_experiment import aggregate
+    from descriptor.records import RollbackRecord
+
+    base = dict(run="r", rollback_index=0, strategy="conformal", set=[1], restart_step=1, n_steps=10,
+                steps_redone=1, tokens=1, answer="1", decisive_step=4, covered=True, wall_time_s=0.0)
+    runs = [RollbackRecord(**{**base, "success": i % 3 != 0, "cost": 0.1 * i}) for i in range(7)]
+    agg = aggregate(runs)
+    assert agg["success_rate_ci"] == wilson_interval(4, 7)
+    assert agg["cost_ci"] == bootstrap_mean_ci([0.1 * i for i in range(7)], seed=0)
+    assert aggregate([])["success_rate_ci"] == (0.0, 1.0)
+
+
+def test_each_statistic_is_defined_once():
+    """Wilson, the bootstrap, the sign test and quantiles live in descriptor/stats.py and nowhere else."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(r"^\s*def \w*(wilson|bootstrap|sign_test|p95|percentile|quantile)\w*\(", re.M | re.I)
+    allowed = {"descriptor/stats.py", "attribution/conformal/_calibrate.py",  # the conformal quantile: another rule
+               "attribution/conformal_eval.py",
+               "scripts/eval_conformal_heldout.py"}  # reruns whole evaluations per resample; its interval is ours
+    found = [str(p.relative_to(root)) for d in ("descriptor", "benchmark", "mas", "attribution", "scripts")
+             for p in (root / d).rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]
+    assert sorted(set(found) - allowed) == []

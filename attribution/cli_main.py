@@ -1,0 +1,169 @@
+"""The ``mas-econ`` command (also ``python main.py``): every stage's commands, collected.
+
+Each command lives in a ``cli`` module next to the library code it calls;
+this module only collects them. It sits in the top stage because it loads
+every stage's commands (``mas`` must not know ``attribution``'s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import NoReturn
+
+# Modules that define ``register(subparsers)``, each adding its own commands, or register hooks into another
+# command when imported (attribution.cli_sweep: ``run --rollback``, as mas.sweep.hooks.SWEEP_HOOKS; mas must not
+# import attribution). All are imported before any parser is built, so their order does not matter.
+COMMAND_MODULES = (
+    "benchmark.cli",
+    "mas.cli",
+    "mas.llm.cache_cli",
+    "mas.serving.cli",
+    "mas.otel.cli",
+    "descriptor.cli",
+    "descriptor.plan_cli",
+    "descriptor.report.cli",
+    "attribution.cli",
+    "attribution.cli_conformal",
+    "attribution.cli_rollback",
+    "attribution.cli_sweep",
+)
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad flags end like every other user error: one line naming the option and what was expected, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class VersionAction(argparse.Action):
+    """``--version``: the version and git commit, computed only when asked (the commit runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and git commit, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        print(version_text())
+        parser.exit(0)
+
+
+def version_text() -> str:
+    """``mas-econ 0.1.0 (git abc123...)``, or with the reason the commit is unknown."""
+    from importlib import metadata
+
+    from mas.sweep.provenance import git_commit
+
+    try:
+        version = metadata.version("mas-econ")
+    except metadata.PackageNotFoundError:
+        version = "unknown (mas-econ is not installed; running from source)"
+    sha, reason = git_commit()
+    return f"mas-econ {version} (git {sha})" if sha else f"mas-econ {version} (git commit unknown: {reason})"
+
+
+def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
+    parser = OneLineErrors(
+        prog=prog,
+        description="LangGraph multi-agent runtime: experiments, descriptors, failure attribution.",
+    )
+    parser.add_argument("--version", action=VersionAction)
+    parser.add_argument("--plugin", action="append", metavar="MODULE",
+                        help="import MODULE first (repeatable; before or after the command): code that is not "
+                             "installed registering benchmarks, systems, methods or scorers; the config key "
+                             "plugins does the same")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = [importlib.import_module(name) for name in COMMAND_MODULES]  # hooks register on import
+    for module in modules:
+        if hasattr(module, "register"):
+            module.register(sub)
+    return parser
+
+
+def load_plugin_options(argv: list[str]) -> list[str]:
+    """Import the ``--plugin MODULE`` modules named anywhere in ``argv``; the other arguments.
+
+    Plugins load before the parser is built, so what they register (a benchmark, a system, a method, a hook)
+    is known to every command, its choices and its help. The parser keeps ``--plugin`` for ``--help`` only.
+    """
+    from descriptor.registry import load_plugins
+
+    pre = OneLineErrors(prog="main.py", add_help=False, allow_abbrev=False)
+    pre.add_argument("--plugin", action="append", default=[])
+    known, rest = pre.parse_known_args(argv)
+    load_plugins(known.plugin)
+    return rest
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Make Ctrl-C / SIGINT raise KeyboardInterrupt at once for the whole command, then restore the old handler.
+
+    Two reasons. A shell starts a background job (``main.py ... &``, as
+    scripts/full_experiment.sh does) with SIGINT ignored, so a forwarded
+    Ctrl-C was dropped until the sweep installed its own handler. And
+    ``asyncio.run`` replaces Python's ``default_int_handler`` (by identity)
+    with one that only cancels the main task, which waits for the next
+    ``await``: validation, task loading and embedded server start-up (up to
+    minutes) are blocking code, so Ctrl-C would wait for them to end. A
+    handler of our own is left alone by ``asyncio.run``; the sweep still
+    installs its clean-stop handler on top while runs execute.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal handlers: main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def main(argv: list[str] | None = None, *, prog: str = "main.py") -> int:
+    """Run one command; exit status 0 ok, 2 bad input (a plain message), 130 on Ctrl-C."""
+    # Installed before the (slow) imports of the command modules, so no Ctrl-C is lost to them either.
+    with interruptible():
+        try:
+            return _dispatch(argv, prog)
+        except KeyboardInterrupt:
+            # A terminal Ctrl-C can reach us twice (directly and forwarded by a wrapper script):
+            # the second one must not turn the clean exit into a traceback.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print("interrupted", file=sys.stderr)
+            return 130
+
+
+def _dispatch(argv: list[str] | None, prog: str) -> int:
+    from mas.logging import configure_logging, redacted_std_streams
+
+    from descriptor.errors import UserError
+    from descriptor.redact import redact
+
+    configure_logging()  # every command's logs go to stderr with secrets redacted
+    try:
+        try:
+            rest = load_plugin_options(sys.argv[1:] if argv is None else argv)  # before the parser: they extend it
+            args = build_parser(prog).parse_args(rest)
+        except SystemExit as done:  # --help, or a bad flag (already reported in one line)
+            return done.code if isinstance(done.code, int) else 2
+        with redacted_std_streams():
+            return int(args.func(args) or 0)
+    except UserError as err:  # also a plugin that does not import, or an installed one that does not load
+        print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
+
+
+def console() -> None:
+    """The ``mas-econ`` console script."""
+    sys.exit(main(prog="mas-econ"))
