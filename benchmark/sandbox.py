@@ -18,9 +18,10 @@ IPC and UTS namespaces, and sees (see :mod:`benchmark.sandbox_child`):
   ``/proc/<pid>/environ``, no pid to signal or ``pidfd_open``);
 - a read-only root made of ``/usr`` (and the ``/bin``, ``/lib*`` links),
   a few ``/etc`` files the dynamic linker and libc read, the Python
-  installation, and ``/dev/null``, ``zero``, ``full``, ``random``,
-  ``urandom``; nothing else of the host (no home directories, no
-  artifacts, no project checkout);
+  installation with every ``site-packages`` hidden (only numpy and scipy
+  are importable: :mod:`benchmark.sandbox_view`), and ``/dev/null``,
+  ``zero``, ``full``, ``random``, ``urandom``; nothing else of the host (no
+  home directories, no artifacts, no project checkout, no benchmark data);
 - one writable directory, ``/tmp`` (also ``HOME``, ``TMPDIR`` and the
   working directory): a tmpfs of :data:`TMP_BYTES` that lives in memory and
   vanishes with the sandbox, so nothing it writes reaches the host disk;
@@ -45,13 +46,15 @@ tracing and writes (``open``, ``os.*``, ``shutil``, ``sqlite3``) outside the
 working directory. The hook binds every name it uses at install time, so
 patching ``builtins`` does not change it.
 
-Not covered: CPU-heavy loops until the timeout; reading the Python
-installation and system files (benchmark data shipped in site-packages
-included); kernel exploits (no seccomp filter is installed). When user
-namespaces are unavailable (some containers, ``kernel.unprivileged_userns_clone=0``),
-``namespaces`` refuses to run code (:class:`SandboxUnavailable`); the user may opt
-into ``isolation = "unsafe-no-namespaces"``: the same limits and audit hook in a
-plain child process, which is NOT a security boundary (CPython says so of
+Not covered: CPU-heavy loops until the timeout; reading the standard
+library and system files; kernel exploits (no seccomp filter is installed).
+A verdict printed by the code itself is forgeable: code benchmarks judge in
+a separate sandbox (:mod:`benchmark.remote`). When user namespaces are
+unavailable (some containers, ``kernel.unprivileged_userns_clone=0``) or a
+step of building the view fails (the message names the step first),
+``namespaces`` refuses to run code (:class:`SandboxUnavailable`); the user
+may opt into ``isolation = "unsafe-no-namespaces"``: the same limits and
+audit hook in a plain child process, which is NOT a security boundary (CPython says so of
 audit hooks): the code can read any file the user can and see other processes.
 """
 
