@@ -61,7 +61,7 @@ def masked_dirs() -> tuple[str, ...]:
     Every ``site-packages``/``dist-packages`` of this interpreter, of its venv and of the system Pythons, and any
     other ``sys.path`` entry that is not the standard library.
     """
-    stdlib = {os.path.realpath(p) for p in (os.path.dirname(os.__file__), _dynload())}
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
     user_site = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
     candidates = [*site.getsitepackages(), *([user_site] if user_site else []), *sys.path]
     for pattern in _SYSTEM_SITE_GLOBS:
@@ -69,17 +69,13 @@ def masked_dirs() -> tuple[str, ...]:
     binds = [os.path.realpath(b) for b in ro_binds()]
     out: list[str] = []
     for p in dict.fromkeys(os.path.realpath(c) for c in candidates if c and os.path.isabs(c)):
-        if not os.path.isdir(p) or p in stdlib or any(within(s, p) for s in stdlib):
+        if not os.path.isdir(p) or within(stdlib, p):
+            continue
+        if within(p, stdlib) and not p.endswith("-packages"):  # lib-dynload
             continue
         if any(within(p, b) for b in binds):
             out.append(p)
     return tuple(out)
-
-
-def _dynload() -> str:
-    import sysconfig
-
-    return os.path.join(sysconfig.get_paths()["platstdlib"], "lib-dynload")
 
 
 @functools.cache

@@ -28,7 +28,7 @@ import json, os, sys
 import numpy
 site = [p for p in os.listdir(os.path.dirname(os.__file__)) if p.endswith("-packages")]
 packages = {p: os.listdir(os.path.join(os.path.dirname(os.__file__), p)) for p in site}
-print(json.dumps({"prefix": sys.prefix, "tmp": sorted(os.listdir("/tmp")), "venv_site": os.listdir(VENV_SITE),
+print(json.dumps({"executable": sys.executable, "tmp": sorted(os.listdir("/tmp")), "venv_site": os.listdir(VENV_SITE),
                   "stdlib_site": packages, "numpy": int(numpy.arange(4).sum())}))
 """
 
@@ -60,7 +60,7 @@ def test_a_venv_under_a_tmp_prefix_runs_sandboxed_code(venv: Path) -> None:
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
     assert proc.returncode == 0 and not proc.stdout.startswith("FAILED"), proc.stdout + proc.stderr
     seen = json.loads(proc.stdout)
-    assert seen["prefix"] == str(venv) and seen["numpy"] == 6
+    assert seen["executable"] == str(venv / "bin" / "python") and seen["numpy"] == 6
     top = venv.parent.parent  # /tmp or /var/tmp
     expected_tmp = [venv.parent.name] if str(top) == "/tmp" else []
     assert seen["tmp"] == expected_tmp  # no host file of /tmp but the way to the interpreter
