@@ -122,9 +122,12 @@ def split_names(tests: RemoteTests) -> tuple[list[str], list[str]]:
     >>> split_names(RemoteTests(tests="assert math.isclose(area(2), 12.56, rel_tol=0.001)"))
     (['area'], ['math'])
     """
-    tree = ast.parse(tests.tests)
+    try:
+        tree = ast.parse(tests.tests)
+        _, setup_bound = _names(ast.parse(tests.trusted_setup))
+    except SyntaxError:  # the judge reports it as the tests' failure
+        return list(tests.remote), []
     loaded, bound = _names(tree)
-    _, setup_bound = _names(ast.parse(tests.trusted_setup))
     free = sorted(loaded - bound - setup_bound - set(dir(builtins)) - set(tests.remote))
     # A module is only ever used for its attributes (math.isclose); a name called or passed is the candidate's.
     as_base = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}

