@@ -253,7 +253,7 @@ async def test_a_judge_grouping_different_numbers_is_logged_beside_the_lexical_v
                      previous_candidate_artifacts=None, expected_count=3, mode="llm_judge", judge=judge)
     assert d.reason == "consensus_reached" and d.consensus_ratio == 1.0  # the seed's rule: the judge decides
     assert d.lexical_groups == [["a1", "a2"], ["a0"]] and d.lexical_ratio == pytest.approx(2 / 3)
-    assert "lexically only 2 of 3 answers match" in d.reason_detail
+    assert "lexically, 2 of 3 answers match" in d.reason_detail
 
 
 # ---- 13. docs/fidelity.md lists every item until it is fixed --------------------------------------------

@@ -310,7 +310,7 @@ def _lexical_note(d: Decision) -> str:
     if d.lexical_groups is None or sorted(map(sorted, d.lexical_groups)) == sorted(map(sorted, d.consensus_groups)):
         return ""
     top = len(d.lexical_groups[0]) if d.lexical_groups else 0
-    return f"; by the judge's grouping (lexically only {top} of {d.consensus_valid_count} answers match)"
+    return f"; by the judge's grouping (lexically, {top} of {d.consensus_valid_count} answers match)"
 
 
 def _previous_of(voters: Sequence[Candidate], given: Sequence[Candidate] | None,
