@@ -46,6 +46,8 @@ def print_summary(summary: ExperimentSummary) -> None:
     for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
     errors = f", {summary.n_errors} errored" if summary.n_errors else ""
+    if summary.count_errors_as_failures:
+        errors += ", errored runs counted as failures"
     table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs{errors})")
     rolled = any(r.get("success_after_rollback") is not None for r in summary.rollups)
     extra = ("rolled back", "success after rollback", "+tokens/run", "+cost/run (USD)") if rolled else ()
@@ -105,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
 
     summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
                                    baseline=args.baseline, seed=args.seed, plots=not args.no_plots,
-                                   alongside=None if args.no_report else report)
+                                   alongside=None if args.no_report else report,
+                                   count_errors_as_failures=args.count_errors_as_failures)
     print_summary(summary)
     for index in written:
         print(f"report: {index}")
@@ -131,5 +134,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, help="system every other system is compared against (default sas)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.png")
+    p.add_argument("--count-errors-as-failures", action="store_true",
+                   help="count runs that ended in an infrastructure error as finished runs with completion and "
+                        "success 0 in every metric (the seed's literal rule, for a final table); by default they "
+                        "are left out and counted apart. The HTML report keeps the default rule")
     p.add_argument("--no-report", action="store_true", help="skip refreshing the HTML report (DIR/report/index.html)")
     p.set_defaults(func=_run)

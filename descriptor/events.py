@@ -194,6 +194,11 @@ class Decision(Payload):
     consensus_groups: list[list[str]] = Field(default_factory=list)
     consensus_answer: str | None = None
     consensus_explanation: str = ""
+    lexical_groups: list[list[str]] | None = None
+    """Diagnostic only, when the judge decided: the agent groups an exact match of normalised answers gives (the
+    judge's grouping decides; where they differ, the judge grouped answers whose text differs)."""
+    lexical_ratio: float | None = None
+    """Diagnostic only: the lexical winner share over the same valid answers as ``consensus_ratio``."""
     is_substantive: bool | None = None
     progress_source: str = "none"
     progress_status: str | None = None
@@ -274,7 +279,8 @@ class ErrorInfo(Payload):
     """Something failed: a model call (retried or not), a run, a rollback."""
 
     kind: str
-    """``llm_call``, ``embedded_server_down``, ``run_failed``, ``rollback_failed``, ..."""
+    """``llm_call``, ``embedded_server_down``, ``run_failed`` (an infrastructure error ended the run),
+    ``system_failure`` or ``prompt_too_long`` (the system's own failure ended it), ``rollback_failed``, ..."""
     error: str
     contract: str | None = None
     """The prompt contract of a failed model call."""

@@ -127,9 +127,10 @@ class RunResult(RunIdentity):
 
     version: int = RECORD_VERSION
     status: Literal["finished", "error"] = "finished"
-    """``finished``: the system ran to its end and its answer was evaluated (right or wrong); ``error``: an
-    infrastructure failure (model calls failed after retries, a crash of the runtime) ended it: not a task
-    result, retried by the next invocation of the sweep."""
+    """``finished``: the system ran to its end (its answer evaluated, right or wrong) or failed on its own (a graph
+    exception: completion and success false); ``error``: an infrastructure failure (model calls failed after
+    retries, a dead server, no sandbox) ended it: not a task result, retried by the next invocation of the
+    sweep."""
     success: bool
     """Benchmark correctness of the final answer."""
     completion: bool

@@ -1,6 +1,7 @@
 """Keep secrets out of artifacts: every file the project writes, its logs and its checkpoints pass through here.
 
-A secret is the value (8+ characters) of an environment variable that is
+A secret is a key given in a config file (:func:`register_secret_value`), or the value (8+ characters) of an
+environment variable that is
 
 - registered with :func:`register_secret_env` (``mas`` registers every model
   route's ``api_key_env``, whatever it is called, when it reads a config),
@@ -40,6 +41,7 @@ MIN_SECRET_CHARS = 8
 """Shorter values are never treated as secrets (replacing them would mangle ordinary text)."""
 
 _registered: set[str] = set()
+_values: set[str] = set()
 _cached: tuple[Any, list[str], list[str] | None] = (None, [], [])
 
 
@@ -53,6 +55,18 @@ def register_secret_env(names: Iterable[str | None]) -> None:
     if new:
         _registered.update(new)
         _cached = (None, [], [])  # recompute the table with the new names
+
+
+def register_secret_value(value: str | None) -> None:
+    """Treat ``value`` itself as a secret from now on (a key read from a config file, not from the environment).
+
+    >>> register_secret_value("cfg-key-0123456789"); redact("key cfg-key-0123456789")
+    'key [REDACTED]'
+    """
+    global _cached
+    if value and len(value) >= MIN_SECRET_CHARS and value not in _values:
+        _values.add(value)
+        _cached = (None, [], [])
 
 
 def registered_secret_env() -> frozenset[str]:
@@ -91,7 +105,7 @@ def _secret_table() -> tuple[list[str], list[str] | None]:
         return _cached[1], _cached[2]
     key = dict(raw) if raw is not None else None
     # Longest first: a secret that contains another is replaced whole.
-    values = sorted({v for k, v in os.environ.items() if _is_secret(k, v)}, key=len, reverse=True)
+    values = sorted({v for k, v in os.environ.items() if _is_secret(k, v)} | _values, key=len, reverse=True)
     plain = all(not any(c in '"\\' or c < " " for c in v) for v in values)
     needles = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values] if plain else None
     _cached = (key, values, needles)

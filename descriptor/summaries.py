@@ -47,7 +47,6 @@ from descriptor.task_descriptor import (
     PASS_AT_K,
     check_consistency,
     compute_task_descriptor,
-    csv_columns,
 )
 from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
@@ -96,6 +95,15 @@ class ExperimentSummary(BaseModel):
     n_runs: int
     n_errors: int = 0
     """Runs that ended in an infrastructure error: counted per system, left out of every other number."""
+    count_errors_as_failures: bool = False
+    """Errored runs were counted as finished runs with completion and success 0 (``n_errors`` is then 0)."""
+
+
+def task_average(descriptors: Sequence[dict[str, Any]], key: str) -> float | None:
+    """The roll-up of ``key``: its mean over tasks; blank when any task has it blank (averaging a subset would
+    compare different task sets) or there is no task. The report's experiment-level figures use it too."""
+    values = [d[key] for d in descriptors]
+    return None if not values or any(v is None for v in values) else mean(values)
 
 
 def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n_errors: int = 0) -> dict[str, Any]:
@@ -117,8 +125,7 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
     if limited:  # runs a budget (config ``limits``) stopped, by limit; absent when none did
         row["limits_hit"] = dict(sorted(limited.items()))
     for out_key, key in _AVERAGED.items():
-        values = [d[key] for d in descriptors]
-        row[out_key] = None if not values or any(v is None for v in values) else mean(values)
+        row[out_key] = task_average(descriptors, key)
     ok = row["success_rate"] is not None and row["success_rate"] > 0
     row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
     row["calibration_error"] = rollup_calibration(descriptors)  # blank unless answers state confidences
@@ -126,9 +133,10 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
     return row
 
 
-def task_fingerprint(task_dir: Path, rolled_back: bool = False) -> str:
+def task_fingerprint(task_dir: Path, rolled_back: bool = False, count_errors: bool = False) -> str:
     """What a task's descriptor depends on: its run files' names, sizes and modification times, its rollback
-    records' (the rollback fields), and whether the experiment was rolled back (``rolled_back``).
+    records' (the rollback fields), whether the experiment was rolled back (``rolled_back``) and whether errored
+    runs count as failures (``count_errors``).
 
     Finished run files never change (``result.json`` is written last), so
     a task whose fingerprint is unchanged has an unchanged descriptor; a run
@@ -141,17 +149,21 @@ def task_fingerprint(task_dir: Path, rolled_back: bool = False) -> str:
             st = p.stat()
             entries.append((p.name, st.st_size, st.st_mtime_ns))
     derived = tuple((task_dir / name).exists() for name in TASK_FILES)
-    return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived, rolled_back)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((CACHE_VERSION, sorted(entries), derived, rolled_back,
+                                count_errors)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path, *,
-                   rolled_back: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
-    """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task."""
+def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
+                   count_errors: bool = False) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
+    """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task.
+
+    ``count_errors``: the seed's literal rule, an errored run is a finished one with completion and success 0.
+    """
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
     records, found = load_task_runs(task_dir, identity)
-    # An infrastructure error is no task result: counted, and left out of every task metric.
-    runs = [r for r in records if r.status != "error"]
-    errored = [r.run_index for r in records if r.status == "error"]
+    # An infrastructure error is no task result: counted, and left out of every task metric (unless asked).
+    runs = [r for r in records if count_errors or r.status != "error"]
+    errored = [r.run_index for r in records if not count_errors and r.status == "error"]
     # Paths relative to the root keep the written files identical wherever the tree lives.
     found = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in found]
     if not runs:
@@ -165,7 +177,7 @@ def _describe_task(root: Path, task_dir: Path, *,
     return d, found, len(runs), len(errored)
 
 
-def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], list[RunIssue], int,
+def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False) -> tuple[list[dict[str, Any]], list[RunIssue], int,
                                                               dict[tuple[str, str], int]]:
     """Every task's descriptor, the issues, the finished runs and the errored runs per (benchmark, system); a
     task whose run files are unchanged since the last summary is not re-read.
@@ -185,11 +197,12 @@ def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, A
         rel = str(task_dir.relative_to(root))
         seen.add(rel)
         hit = cache.get(rel)
-        if hit is not None and hit["fingerprint"] == task_fingerprint(task_dir, rolled_back):
+        if hit is not None and hit["fingerprint"] == task_fingerprint(task_dir, rolled_back, count_errors):
             hits[task_dir] = hit
     misses = [t for t in task_dirs if t not in hits]
     workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
-    described = dict(zip(misses, fork_map(partial(_describe_task, root, rolled_back=rolled_back), misses,
+    described = dict(zip(misses, fork_map(partial(_describe_task, root, rolled_back=rolled_back,
+                                                                  count_errors=count_errors), misses,
                                           workers=workers), strict=True))
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
@@ -200,7 +213,7 @@ def _describe_tasks(root: Path, cache: dict[str, Any]) -> tuple[list[dict[str, A
                 d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
         else:
             d, found, n, n_err = described[task_dir]
-            cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back),
+            cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back, count_errors),
                           "issues": [i.model_dump() for i in found],
                           "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written
         group = (task_dir.parent.parent.name, task_dir.parent.name)
@@ -233,7 +246,7 @@ def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]],
         rollups.append(row)
         sys_dir = root / benchmark / system
         write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
-        write_csv_atomic(sys_dir / "summary.csv", ds, csv_columns(ds, DESCRIPTOR_FIELDS))
+        write_csv_atomic(sys_dir / "summary.csv", ds, DESCRIPTOR_FIELDS)
     return rollups
 
 
@@ -268,6 +281,7 @@ def summarize_experiment(
     seed: int = 0,
     plots: bool = True,
     alongside: Callable[[], object] | None = None,
+    count_errors_as_failures: bool = False,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
@@ -278,25 +292,29 @@ def summarize_experiment(
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
     files disagree. ``alongside`` is called once the summary files are written,
     while the plots are drawn in another process (:mod:`descriptor.plot_job`):
-    the CLI writes the report there.
+    the CLI writes the report there. ``count_errors_as_failures``: every
+    run that ended in an infrastructure error counts as a finished run with
+    completion and success 0 (the seed's literal rule, for a final table);
+    by default such runs are left out of every metric and counted apart.
     """
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     plotter = PlotJob() if plots else None  # forked now: matplotlib loads while the runs are read
     try:
-        return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed)
+        return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
+                          count_errors=count_errors_as_failures)
     finally:
         if plotter is not None:
             plotter.cancel()
 
 
 def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], object] | None, *, lam: float | None,
-               cost_unit: str, baseline: str | None, seed: int) -> ExperimentSummary:
+               cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False) -> ExperimentSummary:
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
-    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks)
+    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors)
     n_errors = sum(errors.values())
     if not descriptors and not n_errors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
@@ -313,12 +331,13 @@ def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], obje
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_errors": n_errors,
+        "count_errors_as_failures": count_errors,
         "n_task_descriptors": len(descriptors),
         "rollups": rollups,
         "benchmarks": blocks,
         "issues": [i.model_dump() for i in issues],
     })
-    write_csv_atomic(root / "experiment_summary.csv", rollups, csv_columns(rollups, ROLLUP_FIELDS))
+    write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
     # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()
@@ -335,4 +354,5 @@ def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], obje
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
-                             economics=economics, issues=issues, n_runs=n_runs, n_errors=n_errors)
+                             economics=economics, issues=issues, n_runs=n_runs, n_errors=n_errors,
+                             count_errors_as_failures=count_errors)

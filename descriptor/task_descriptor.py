@@ -53,18 +53,6 @@ DESCRIPTOR_FIELDS: tuple[str, ...] = tuple(
 )
 
 
-def csv_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
-    """``columns`` without the ``pass_at_<k>`` columns that are blank in every row (k above every run count).
-
-    Those columns can never hold a number for this data, so a CSV drops them;
-    every other blank column stays (its blank says something about the runs).
-    The JSON files keep every key.
-
-    >>> csv_columns([{"pass_at_1": 1.0, "pass_at_3": None}], ["n_runs", "pass_at_1", "pass_at_3"])
-    ['n_runs', 'pass_at_1']
-    """
-    unused = {f"pass_at_{k}" for k in PASS_AT_K if all(r.get(f"pass_at_{k}") is None for r in rows)}
-    return [c for c in columns if c not in unused]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float | None:

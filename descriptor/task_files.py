@@ -16,7 +16,7 @@ from typing import Any
 from descriptor.events import Decision, Event, is_system_actor
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
-from descriptor.task_descriptor import DESCRIPTOR_FIELDS, csv_columns
+from descriptor.task_descriptor import DESCRIPTOR_FIELDS
 
 CONTROLLER = "system:controller"
 
@@ -125,6 +125,6 @@ def write_task_files(task_dir: Path, runs: Sequence[RunRecord], descriptor: dict
                      *, errored_runs: Sequence[int] = ()) -> None:
     """Write the four per-task files atomically into ``task_dir`` (``runs``: the finished runs only)."""
     write_derived_json(task_dir / "descriptor.json", descriptor, indent=None)
-    write_csv_atomic(task_dir / "descriptor.csv", [descriptor], csv_columns([descriptor], DESCRIPTOR_FIELDS))
+    write_csv_atomic(task_dir / "descriptor.csv", [descriptor], DESCRIPTOR_FIELDS)
     write_derived_json(task_dir / "analysis.json", build_analysis(runs, descriptor, issues), indent=None)
     write_derived_json(task_dir / "task_summary.json", task_summary(runs, descriptor, issues, errored_runs), indent=None)

@@ -9,7 +9,8 @@
   cost (in the economics cost unit) per system.
 - PCA (numpy SVD, equal to scikit-learn's full-SVD PCA) of the scaled task rows to 2-D, with each
   feature's loadings on the two components (for a biplot); UMAP too when the
-  ``umap`` package is importable and there are at least 5 rows.
+  optional ``umap-learn`` is installed and there are at least 5 rows, else
+  ``umap`` is null and ``umap_note`` says why.
 
 Blank ``D1_tool_error_rate`` (no tool calls) is read as 0 here only.
 """
@@ -107,16 +108,21 @@ def pca_with_loadings(z: np.ndarray) -> tuple[np.ndarray, list[float] | None, np
     return coords, [float(v) for v in ratio[:k]], loadings
 
 
-def umap_embedding(z: np.ndarray, seed: int) -> list[list[float]] | None:
-    """2-D UMAP coordinates when ``umap`` is importable and there are >= 5 rows, else None."""
-    if len(z) < 5:
-        return None
+UMAP_MIN_ROWS = 5
+"""Task descriptors below which UMAP is not run (its neighbour graph needs a few points)."""
+
+
+def umap_embedding(z: np.ndarray, seed: int) -> tuple[list[list[float]] | None, str | None]:
+    """(2-D UMAP coordinates, None) when ``umap`` (the optional ``umap-learn``) is importable and there are >= 5
+    rows; else (None, why not). The PCA is the embedding that is always there."""
+    if len(z) < UMAP_MIN_ROWS:
+        return None, f"{len(z)} task descriptors < {UMAP_MIN_ROWS}"
     try:
-        import umap  # optional
+        import umap  # optional: pip install -e .[umap] (numba compiles it on first use, ~10-60 s)
     except ImportError:
-        return None
+        return None, "umap-learn is not installed (pip install -e .[umap]); see pca"
     reducer = umap.UMAP(n_components=2, n_neighbors=min(15, len(z) - 1), random_state=seed)
-    return reducer.fit_transform(z).tolist()
+    return reducer.fit_transform(z).tolist(), None
 
 
 def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSettings) -> dict[str, Any]:
@@ -130,6 +136,7 @@ def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
         mine = [d for d in ds if d["system"] == name]
         points[name] = (sum(d["Q1_success_rate"] for d in mine) / len(mine), sum(s.cost(d) for d in mine) / len(mine))
     coords, explained, loadings = pca_with_loadings(z)
+    embedding, why_not = umap_embedding(z, s.seed)
     return {
         "systems": systems,
         "features": list(TOPOLOGY_FEATURES),
@@ -144,7 +151,8 @@ def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSetting
             "points": [{"system": d["system"], "task_id": d["task_id"], "x": float(x), "y": float(y)}
                        for d, (x, y) in zip(ds, coords)],
         },
-        "umap": umap_embedding(z, s.seed),
+        "umap": embedding,
+        "umap_note": why_not,
     }
 
 

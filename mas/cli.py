@@ -117,6 +117,10 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
     print(f"report: {write_report(req.experiment_root)}")
+    from mas.sweep.experiment import scripted_notes
+
+    for note in scripted_notes(req.cfg, list(req.benchmarks), list(req.systems)):
+        print(note, file=sys.stderr)
     from descriptor.redact import redact
 
     errored = [r for r in results if r.status == "error"]

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from descriptor.errors import UserError
-from descriptor.redact import register_secret_env
+from descriptor.redact import register_secret_env, register_secret_value
 from descriptor.registry import RegistryError, load_plugins
 
 BUILTIN_ROUTES = ("scripted", "embedded")
@@ -58,7 +58,11 @@ class ModelRoute(_Strict):
     base_url: str | None = None
     """Endpoint root ending in ``/v1``; None means the provider default."""
     api_key_env: str | None = None
-    """Name of the environment variable holding the key (never the key)."""
+    """Name of the environment variable holding the key (default ``OPENROUTER_API_KEY`` for an OpenRouter URL,
+    else ``OPENAI_API_KEY``)."""
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """The key itself, for a ``config/experiment.toml`` kept out of git; the environment variable wins when set.
+    A secret: never serialized (a run's recorded config has no key), redacted from every artifact and log."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
@@ -119,7 +123,8 @@ class MasSettings(_Strict):
     max_rounds: int = Field(default=3, ge=1)
     """Upper bound on debate rounds after the first answers (and on representative-exchange rounds)."""
     minimum_discussion_rounds: int = Field(default=1, ge=0)
-    """Discussion rounds the controller may not stop before."""
+    """Discussion rounds the controller may not stop before: debate rounds and representative-exchange rounds (both
+    discussions among agents that read each other's answers); the supervisor and the orchestrator are not gated."""
     rounds: int = Field(default=1, ge=1)
     """Outer plan-work-critique cycles of ``orchestrator``."""
     max_tool_iterations: int = Field(default=6, ge=1)
@@ -418,11 +423,14 @@ def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig
     ``model`` replaces every route (default, judge, roles) with the named one,
     so ``--model scripted`` gives a run with no real model anywhere.
     """
-    data = cfg.model_dump()
+    data = cfg.model_dump()  # without the routes' api_key (never serialized): put back below
     model = overrides.pop("model", None)
     for key, value in overrides.items():
         if value is None:
             continue
+        if key.split(".")[-1] == "api_key":  # argv is readable by every user of the machine
+            raise ConfigError(f"--set {key}: a key is never given on the command line; put it in the route's "
+                              "environment variable or in the config file (config/experiment.toml)")
         *parents, leaf = key.split(".")
         node = data
         for part in parents:  # any depth: models.default.temperature, mas.max_rounds, benchmarks.arith.count
@@ -432,6 +440,9 @@ def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig
             node = child
         node[leaf] = value
     new = parse_config(data, "<command line>")
+    for name, route in new.models.items():
+        if name in cfg.models and route.api_key is None:
+            route.api_key = cfg.models[name].api_key
     if model is not None:
         chosen = new.route(model)
         new.models = {"default": chosen}
@@ -466,10 +477,13 @@ def register_route_secrets(cfg: ExperimentConfig) -> None:
     artifact, log or checkpoint of this process can hold the key.
     """
     register_secret_env(r.api_key_env for r in cfg.models.values())
+    for r in cfg.models.values():
+        register_secret_value(r.api_key.get_secret_value() if r.api_key is not None else None)
 
 
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:
-    """Read the route's API key from the environment; raise if it is needed and absent.
+    """The route's API key: its environment variable when set, else the config file's ``api_key``; raise if it
+    is needed and absent.
 
     A route naming ``api_key_env`` needs that variable set. Hosted OpenAI-compatible routes need a key even
     without one (``OPENAI_API_KEY``, ``OPENROUTER_API_KEY``); a route with a ``base_url`` on the loopback
@@ -481,13 +495,14 @@ def require_api_key(route: ModelRoute, route_name: str = "default") -> str | Non
         local = route.base_url is not None and any(
             h in route.base_url for h in ("127.0.0.1", "localhost", "[::1]")
         )
-        if local or route.provider != "openai":  # other providers need a key only when they name one
+        # other providers need a key only when they name one
+        if (local or route.provider != "openai") and route.api_key is None:
             return None
         env = "OPENROUTER_API_KEY" if route.base_url and "openrouter" in route.base_url else "OPENAI_API_KEY"
-    key = os.environ.get(env)
+    key = os.environ.get(env) or (route.api_key.get_secret_value() if route.api_key is not None else None)
     if not key:
         raise ConfigError(
             f"models.{route_name}: the route {route.model!r} needs an API key in the environment "
-            f"variable {env}, which is not set"
+            f"variable {env}, which is not set (or as models.{route_name}.api_key in the config file)"
         )
     return key

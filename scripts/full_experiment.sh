@@ -27,7 +27,8 @@
 # Flags: --list-benchmarks, --benchmark X (repeatable), --benchmarks a,b (flags override BENCHMARKS), -h/--help.
 #
 # Output: OUTPUT_ROOT/<experiment-id>/<benchmark>/<system>/<task_id>/run_<r>.*, a manifest.json at the
-# experiment root, then experiment_summary.csv and the other summaries from `summarize-experiment`.
+# experiment root, then experiment_summary.csv, the other summaries and the report, written (and the table
+# printed) once by `run`.
 # Resume: run again with the same EXPERIMENT_ID; finished runs are kept as they are.
 # Stop: SIGTERM or Ctrl-C stops cleanly (exit 128+signal); unknown benchmarks or missing API keys
 # fail (exit 2) before any run starts; runs that ended in an infrastructure error (model calls that
@@ -159,5 +160,5 @@ elif ((status != 0)); then
   exit "$status"
 fi
 
-"$PY" main.py summarize-experiment --experiment-root "$root"
+# `run` has written the summaries and the report and printed the table: no second summarize-experiment.
 echo "full_experiment: done; summary at $root/experiment_summary.csv, report at $root/report/index.html" >&2

@@ -14,8 +14,8 @@ run_<r>.trace_metrics.json when present, summary.json/.csv,
 experiment_summary.json/.csv, economics.json). Numbers must agree within
 ``--tol`` (absolute or relative) in JSON, and within the 6 significant
 digits CSV cells are written with (relative 5e-6); blanks (JSON null, empty
-CSV cell) must appear exactly where the rules put them, and a CSV may leave
-out a ``pass_at_<k>`` column only when it is blank in every row. Prints a report; exit 1 on any
+CSV cell) must appear exactly where the rules put them, and every column is
+there (a ``pass_at_<k>`` blank in every row too). Prints a report; exit 1 on any
 mismatch, 2 on unusable input.
 """
 
@@ -285,17 +285,12 @@ class Report:
             self.errors.append(f"{where}: {key}: expected {want!r}, got {got!r}")
 
     def compare(self, where, want, got, keys=None, csv=False):
-        """``csv``: ``got`` is a CSV row (CSV tolerance; a pass@k column may be absent where every row is blank:
-        a row whose value is not blank reports the column missing)."""
+        """``csv``: ``got`` is a CSV row (CSV tolerance); every field must be there."""
         if got is None:
             self.errors.append(f"{where}: missing")
             return
         for key in keys or want:
             if key not in got:
-                if csv and key.startswith("pass_at_") and want[key] is None:
-                    self.checked += 1
-                    self.blanks += 1
-                    continue
                 self.errors.append(f"{where}: field {key} missing")
                 continue
             self.same(where, key, want[key], got[key], CSV_REL_TOL if csv else None)

@@ -14,12 +14,13 @@ import main
 from attribution.methods import METHODS, MethodContext
 from attribution.methods._echo_vote import (
     Analysis,
+    Ballot,
     Conclusion,
     Judgment,
     choose_step,
+    conclusion_type,
     decide,
     elect_agent,
-    normalize_type,
 )
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
@@ -40,14 +41,22 @@ def test_delta_is_a_minimum_confidence_low_votes_are_dropped() -> None:
     assert agent == "Planner" and res.share == pytest.approx(0.56 / 1.06)
 
 
-def test_paper_votes_on_the_conclusion_type_first() -> None:
-    panel = [analyst("Coder", 0.9, "Calculation"), analyst("Planner", 0.5, "calculation."),
-             analyst("Verifier", 0.6, "unverified result"), analyst("Verifier", 0.5, "misread task")]
+def test_the_issue_example_elects_the_agent_two_analysts_blame_in_different_words() -> None:
+    """Issue 32 item 7: A at 0.6 twice (different wordings) against B at 0.7; the paper's A.7 rule elects A."""
+    panel = [analyst("A", 0.6, "wrong plan"), analyst("A", 0.6, "Planning error"), analyst("B", 0.7, "bad code")]
+    agent, res, basis = elect_agent(panel, "paper")
+    assert (agent, basis, res.type) == ("A", "consensus", "single_agent")
+    assert res.scores == pytest.approx({"A": 1.2, "B": 0.7})
+
+
+def test_the_paper_type_is_single_or_multi_agent_and_a_multi_agent_ballot_gives_each_agent_full_confidence() -> None:
+    both = Analysis(role="general", conclusion=Conclusion(agents=["Planner", "Coder"], step=None, confidence=0.9,
+                                                          type="handoff"))
+    panel = [both, analyst("Verifier", 0.4, "x"), analyst("Verifier", 0.4, "x")]
     agent, res, _ = elect_agent(panel, "paper")
-    assert res.type == "calculation" and res.type_scores["calculation"] == pytest.approx(1.4)
-    assert agent == "Coder" and res.scores == pytest.approx({"Coder": 0.9, "Planner": 0.5})
-    assert elect_agent(panel, "weighted_share")[0] == "Verifier"  # 1.1 summed over types
-    assert normalize_type(" Wrong-Plan! ") == "wrong plan"
+    assert res.type == "multi_agent" and res.type_scores == pytest.approx({"multi_agent": 0.9, "single_agent": 0.8})
+    assert agent == "Planner" and res.scores == pytest.approx({"Planner": 0.9, "Coder": 0.9})
+    assert conclusion_type(Ballot(choice=("Coder",), confidence=0.5)) == "single_agent"
 
 
 def test_alternatives_do_not_vote_under_the_paper_rule() -> None:

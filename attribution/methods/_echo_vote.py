@@ -2,20 +2,25 @@
 
 Vote rules (:data:`VOTES`), both confidence-weighted:
 
-- ``paper`` (the default, ECHO as its paper defines it): δ is a *minimum
+- ``paper`` (the default, ECHO's rule, its appendix A.7): δ is a *minimum
   confidence*: a ballot below δ is dropped. The kept ballots vote on the
-  conclusion **type** first (confidence summed per normalised type, the
-  heaviest type wins); then only the ballots of the winning type vote on the
-  candidate (agent or step), confidence summed, the heaviest wins. Only
-  primary conclusions vote; alternative hypotheses do not. There is
-  consensus when at least one ballot clears δ.
+  conclusion **type** first, and the type is the paper's: ``single_agent``
+  (the ballot names one agent, or one step) or ``multi_agent`` (several),
+  never the analyst's free-text wording, which would split agreeing ballots
+  ("wrong plan" and "planning error" are one vote); confidence is summed per
+  type and the heaviest wins. Then only the ballots of the winning type vote
+  on the candidate: a ``multi_agent`` ballot gives *each* agent it names its
+  full confidence; confidence summed, the heaviest wins. Only primary
+  conclusions vote; alternative hypotheses do not. There is consensus when at
+  least one ballot clears δ.
 - ``weighted_share`` (this project's earlier rule, kept by name): every
   ballot counts however small; alternatives vote at half their confidence;
+  a conclusion naming several agents splits its confidence among them;
   weights are summed per candidate and δ applies to the winner's *share* of
   the summed weight (consensus when the heaviest candidate holds ≥ δ).
 
-In both, a conclusion naming several agents splits its confidence among
-them, and ties go to the candidate (or type) voted first.
+In both, ties go to the candidate (or type) voted first. The analyst's
+free-text type is recorded (``Conclusion.type``) but votes in neither.
 
 The decision (:func:`decide`) is a pure function of what the method records
 in ``Prediction.details`` (every analyst's parsed output, every step
@@ -26,7 +31,6 @@ from the same model outputs.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -159,32 +163,35 @@ def weighted_share(ballots: Sequence[Ballot], delta: float = DELTA) -> VoteResul
     return vote(items, delta)
 
 
-def normalize_type(kind: str) -> str:
-    """A conclusion type as voted on: lower case, letters and digits only, single spaces.
+def conclusion_type(ballot: Ballot) -> str:
+    """The paper's conclusion type of a ballot: ``single_agent`` (one candidate) or ``multi_agent`` (several).
 
-    >>> normalize_type("  Wrong-Result. ")
-    'wrong result'
+    >>> conclusion_type(Ballot(choice=("Planner",), confidence=0.6, type="a wrong plan"))
+    'single_agent'
     """
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", (kind or "").lower()).split())
+    return "single_agent" if len(ballot.choice) == 1 else "multi_agent"
 
 
 def paper(ballots: Sequence[Ballot], delta: float = DELTA) -> VoteResult:
     """ECHO's rule: drop ballots below δ, vote on the conclusion type, then on the candidate within it.
 
-    >>> b = [Ballot(choice=("a",), confidence=0.9, type="plan"), Ballot(choice=("b",), confidence=0.5, type="code"),
-    ...      Ballot(choice=("b",), confidence=0.5, type="code"), Ballot(choice=("c",), confidence=0.2, type="plan")]
+    Two analysts blame A at 0.6 in different words, one blames B at 0.7: A wins (1.2 against 0.7).
+
+    >>> b = [Ballot(choice=("A",), confidence=0.6, type="wrong plan"),
+    ...      Ballot(choice=("A",), confidence=0.6, type="planning error"),
+    ...      Ballot(choice=("B",), confidence=0.7, type="bad code"), Ballot(choice=("C",), confidence=0.2)]
     >>> r = paper(b)
     >>> r.type, r.winner, r.dropped
-    ('code', 'b', 1)
+    ('single_agent', 'A', 1)
     """
     kept = [b for b in ballots if b.primary and b.choice and b.confidence >= delta]
     dropped = sum(1 for b in ballots if b.primary and b.choice and b.confidence < delta)
     if not kept:
         return VoteResult(winner=None, consensus=False, scores={}, share=0.0, dropped=dropped)
-    type_scores, type_order = _tally([(normalize_type(b.type), b.confidence) for b in kept])
+    type_scores, type_order = _tally([(conclusion_type(b), b.confidence) for b in kept])
     kind = _heaviest(type_scores, type_order)
-    scores, order = _tally([(c, b.confidence / len(b.choice)) for b in kept if normalize_type(b.type) == kind
-                            for c in b.choice])
+    # a multi-agent conclusion blames each of its agents with its full confidence
+    scores, order = _tally([(c, b.confidence) for b in kept if conclusion_type(b) == kind for c in b.choice])
     winner = _heaviest(scores, order)
     total = sum(scores.values())
     return VoteResult(winner=winner, consensus=True, scores=scores, share=scores[winner] / total if total else 0.0,

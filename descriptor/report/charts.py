@@ -28,11 +28,11 @@ from descriptor.report.svg import (
 from descriptor.topology_analysis import pareto_frontier
 
 FEATURE_NAMES = {
-    "Q1_success_rate": "success", "Q2_completion_rate": "completion", "C1_latency_p95": "latency p95",
+    "Q1_success_rate": "success", "Q2_completion_rate": "completion", "C1_latency_p95": "summed latency p95",
     "C2_tokens_total": "tokens", "C3_cost_total": "cost", "C4_tool_calls_total": "tool calls",
     "D1_tool_error_rate": "tool errors", "D2_communication_count": "messages",
     "D2_agent_to_agent_communication_count": "agent msgs", "D2_system_mediated_communication_count": "system msgs",
-    "D3_handoff_count": "handoffs", "R1_success_var": "success var", "R2_latency_var": "latency var",
+    "D3_handoff_count": "handoffs", "R1_success_var": "success var", "R2_latency_var": "summed latency var",
     "R3_tokens_var": "tokens var", "P1_steps_total": "steps", "P2_backtrack_rate": "backtracks",
     "P3_loop_score": "loops", "P4_verification_density": "verifications",
 }

@@ -45,7 +45,7 @@ def _facts(run: RunData, n_steps: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if run.record is not None:
         m = run.record.metrics
-        out += [("tokens", f"{m.tokens_total:,}"), ("cost", f"${m.cost_total:.6f}"), ("latency", f"{m.latency_total:,.0f} ms"),
+        out += [("tokens", f"{m.tokens_total:,}"), ("cost", f"${m.cost_total:.6f}"), ("summed model latency", f"{m.latency_total:,.0f} ms"),
                 ("events", str(m.steps_total)), ("tool calls", f"{m.tool_calls_total} ({m.tool_fail_total} failed)")]
     out.append(("steps", str(n_steps)))
     if run.result is not None:

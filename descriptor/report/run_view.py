@@ -27,7 +27,7 @@ SHOWN = frozenset({
     "sends", "answer_artifact", "confidence", "reasoning", "parse", "input_messages", "ok", "output", "redo", "kind",
 })
 DECISION_KEYS = ("stage", "stop", "reason", "reason_detail", "held_back", "consensus_ratio", "consensus_groups",
-                 "consensus_answer", "consensus_source", "consensus_explanation", "progress_status",
+                 "lexical_groups", "lexical_ratio", "consensus_answer", "consensus_source", "consensus_explanation", "progress_status",
                  "expected_improvement", "average_confidence", "valid_artifact_count", "expected_count")
 VOTE_KEYS = ("kind", "vote_source", "winner_agent", "winner_index", "groups", "invalid_indices", "explanation",
              "judge_error", "selection", "source_agent")

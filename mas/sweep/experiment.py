@@ -285,6 +285,19 @@ class SweepOverBudget(Exception):
         self.results = results
 
 
+def scripted_notes(cfg: ExperimentConfig, benchmarks: list[str], systems: list[str]) -> list[str]:
+    """Why a scripted sweep scores 0 on a benchmark: the scripted double solves only ``arith`` problems (and
+    replays the reference actions of a benchmark solved by acting); elsewhere it answers a placeholder."""
+    routes = cfg.used_routes(agent_roles(systems, cfg))
+    if not any(r.provider == "scripted" for r in routes.values()):
+        return []
+    blind = [b for b in benchmarks if b != "arith" and run_benchmark(cfg, b).answer_kind != "actions"]
+    return [f"note: {b}: the scripted model (--model scripted) solves only arith problems and replays the "
+            f"reference actions of benchmarks solved by acting; on {b} it answers a placeholder, so its success "
+            "is 0 by construction: the sweep tests the pipeline, not the systems (use --model embedded or an "
+            "API route)" for b in blind]
+
+
 def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:
     """``mas_graph`` and ``workflow_graph`` pictures in every ``<benchmark>/<system>/`` directory (kept once written)."""
     from mas.topologies.pictures import write_graph_pictures

@@ -35,8 +35,8 @@ from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
 from mas.config import ExperimentConfig
 from mas.llm.cache import use_cache
+from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.limits_run import RunLimitReached, use_budget
-from mas.llm.call import prompt_too_long
 from mas.llm.models import ModelSet
 import mas.otel  # noqa: F401  (the package's own trace processor, the OpenTelemetry exporter, registers)
 from mas.llm.injection import InjectionPlan
@@ -148,7 +148,7 @@ def evaluate_run(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, 
     A run that ended in an error is not evaluated (doing nothing would
     "solve" a WorkBench task that expects no action): an infrastructure error
     is no task result at all (summaries leave it out of every task metric);
-    the system's own failure (a prompt over the context) fails the task.
+    the system's own failure (a graph exception, a prompt over the context) fails the task.
     ``grading``: the judge's reply to the benchmark's grading prompt (:mod:`mas.sweep.grading`), if any.
     """
     if error is not None:
@@ -165,6 +165,26 @@ def is_completed(answer: str | None, error: str | None) -> bool:
     return error is None and bool(answer and answer.strip())
 
 
+def is_infrastructure_error(err: BaseException) -> bool:
+    """True when ``err`` is the infrastructure's failure, not the system's: a model call that failed for good
+    (:class:`~mas.llm.call.LLMCallError`: endpoint unreachable, 5xx/429/timeouts after retries, auth, a reply
+    that is no chat completion), an endpoint error raised outside a call, or a setup the run cannot work without
+    (a dead embedded server, an unavailable sandbox: :class:`~descriptor.errors.UserError`).
+
+    Anything else that ends the graph is the system's own failure: a prompt over the model's context, a graph
+    exception, the recursion limit, unusable output.
+
+    >>> is_infrastructure_error(LLMCallError("default route: RateLimitError")), is_infrastructure_error(KeyError("x"))
+    (True, False)
+    """
+    import httpx
+    import openai
+
+    if isinstance(err, LLMCallError):
+        return not prompt_too_long(err)
+    return isinstance(err, UserError | openai.APIError | httpx.HTTPError)
+
+
 RECURSION_LIMIT = 200
 """LangGraph super-steps a run may take (a debate of 5 agents and 3 rounds takes ~20)."""
 
@@ -179,18 +199,19 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
     exception is recorded as an ``error`` event and returned, never raised:
     the sweep goes on. The tracer is closed at the end.
 
-    The error rule (also in ``descriptor/README.md``): any exception that
-    ends the graph makes the run ``status: error``, an infrastructure failure
-    and not a task result. That includes a model call that failed for good
-    (:class:`~mas.llm.call.LLMCallError`: connection errors, timeouts, 5xx,
-    429 and malformed replies after their retries, or a non-retryable
-    endpoint error such as 401), a dead embedded server and an unavailable
-    sandbox. No topology carries on with a failed branch or replaces a failed
-    judge call (only an unusable *reply* falls back), so one such failure
-    ends the run. One exception: a prompt longer than the model's context
-    (:func:`~mas.llm.call.prompt_too_long`) is the system's own doing (it
-    grew its context past the model's), the same on every retry: a task
-    result with ``completion`` false, as the seed's contract has it.
+    The error rule (also in ``descriptor/README.md``), two kinds:
+
+    - an infrastructure error (:func:`is_infrastructure_error`: a model call
+      that failed for good after its retries, or a non-retryable endpoint
+      error such as 401; a dead embedded server; an unavailable sandbox)
+      makes the run ``status: error``: no task result, retried by the next
+      sweep, left out of the task metrics with a warning. No topology carries
+      on with a failed branch or replaces a failed judge call (only an
+      unusable *reply* falls back), so one such failure ends the run;
+    - any other exception is the system's own failure (a prompt over the
+      model's context, a graph exception, the recursion limit, unusable
+      output): a finished run with ``completion`` and ``success`` false,
+      counted in every rate, as the seed's contract has it.
     """
     state: dict[str, Any] = {}
     error: str | None = None
@@ -210,10 +231,11 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | None, trace
                                                        "run_id": tracer.root})
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
-            # A budget reached and a prompt over the context are the system's own outcome, not the infrastructure's.
+            # A budget reached, a prompt over the context, any failure of the system's own: a task result.
             rt.limit_reached = err.kind if isinstance(err, RunLimitReached) else None
-            own_failure = prompt_too_long(err) or rt.limit_reached is not None
-            kind = "limit" if rt.limit_reached else "prompt_too_long" if own_failure else "run_failed"
+            own_failure = rt.limit_reached is not None or not is_infrastructure_error(err)
+            kind = ("limit" if rt.limit_reached else "prompt_too_long" if prompt_too_long(err) else "system_failure") \
+                if own_failure else "run_failed"
             tracer.emit("system:runtime", "error", ErrorInfo(kind=kind, error=error[:2000]))
             log.warning("run failed", run=tracer.run_id, error=error)
         finally:
@@ -388,7 +410,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
     metrics = compute_run_metrics(collected.events)
-    # ``error`` is an infrastructure failure only; a prompt over the context is a failed rollback (in the trace).
+    # ``error`` is an infrastructure failure only; the system's own failure is a failed rollback (in the trace).
     return ResumeOutcome(paths=out, success=ev.success, score=ev.score, answer=answer or "",
                          error=None if own_failure else error,
                          tokens=metrics.tokens_total, cost_usd=metrics.cost_total,

@@ -51,6 +51,7 @@ from mas.topologies.prompts import (
     task_message,
     tool_result_message,
 )
+from mas.topologies.termination import MISSING_CONFIDENCE
 from mas.topologies.toolbox import Toolbox, toolbox_for
 from mas.tracing import Stopwatch, current_tracer
 
@@ -116,7 +117,7 @@ class Answer:
     confidence: float
     reasoning: str = ""
     parse: str = "json"
-    """``json``, ``salvaged``, ``tool_call_as_answer`` or ``fallback`` (see :func:`parse_answer`)."""
+    """``json``, ``salvaged``, ``tool_call_as_answer``, ``boxed`` or ``fallback`` (see :func:`parse_answer`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"answer_artifact": self.answer_artifact, "confidence": self.confidence,
@@ -156,6 +157,8 @@ def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "", toolbox:
 
 
 _ARTIFACT_RE = re.compile(r'"answer_artifact"\s*:\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
+# The last \boxed{...} of a reply (one level of nested braces, as in \boxed{\frac{1}{2}}).
+_BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _CALL_SHAPE_RE = re.compile(r'^\s*(```(?:json)?\s*)?\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"arguments"\s*:', re.DOTALL)
 
 
@@ -165,7 +168,12 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
     Small models cut their JSON short at the token limit (``salvaged``: the
     ``answer_artifact`` field read from the broken JSON) or write a tool call
     where an answer is due (``tool_call_as_answer``: an empty artifact, so
-    votes and the controller see no answer rather than tool-call JSON).
+    votes and the controller see no answer rather than tool-call JSON). A
+    reply without JSON that marks its answer ``\\boxed{...}`` answers the
+    last box's content (``boxed``); any other is the whole reply (``fallback``).
+
+    >>> parse_answer(None, "6 + 12 = 18, so the answer is \\\\boxed{18}").answer_artifact
+    '18'
     """
     if parsed:
         art = parsed.get("answer_artifact", parsed.get("answer", parsed.get("final_answer")))
@@ -178,10 +186,12 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
             artifact = json.loads(f'"{found.group(1)}"')
         except ValueError:
             artifact = found.group(1)
-        return Answer(answer_artifact=str(artifact).strip(), confidence=0.5, parse="salvaged")
+        return Answer(answer_artifact=str(artifact).strip(), confidence=MISSING_CONFIDENCE, parse="salvaged")
     if _CALL_SHAPE_RE.match(text):
-        return Answer(answer_artifact="", confidence=0.0, parse="tool_call_as_answer")
-    return Answer(answer_artifact=text.strip(), confidence=0.5, parse="fallback")
+        return Answer(answer_artifact="", confidence=MISSING_CONFIDENCE, parse="tool_call_as_answer")
+    if boxed := _BOXED_RE.findall(text):
+        return Answer(answer_artifact=boxed[-1].strip(), confidence=MISSING_CONFIDENCE, parse="boxed")
+    return Answer(answer_artifact=text.strip(), confidence=MISSING_CONFIDENCE, parse="fallback")
 
 
 def _render_calls(calls: Sequence[ToolCallRequest]) -> str:

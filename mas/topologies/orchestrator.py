@@ -197,9 +197,13 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         current = [candidate(a) for a in round_artifacts(history, names, c)]
         previous = [candidate(a) for a in round_artifacts(history, names, c - 1)] if c > 0 else None
         verdicts = [candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c)]
+        # the judge's no-progress verdict compares the critic and the aggregator with their own last cycle
+        verdicts_before = ([candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c - 1)]
+                           if c > 0 else None)
         d = await decide(LoopPosition(stage="orchestrator", round=c + 1, max_rounds=rt.cfg.mas.rounds),
                          candidate_artifacts=current, previous_candidate_artifacts=previous,
-                         consensus_artifacts=verdicts, expected_count=len(names),
+                         consensus_artifacts=verdicts, previous_consensus_artifacts=verdicts_before,
+                         expected_count=len(names),
                          mode=rt.cfg.mas.termination_consensus_mode, judge=consensus_judge(rt))
         # continuing relays the critique and the aggregate to the planner (and each worker its own part)
         sends = None if d.stop else [{"from": CONTROLLER, "to": a} for a in (PLANNER.name, *names)]

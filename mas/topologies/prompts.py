@@ -34,7 +34,8 @@ and wait for the result. Put the numbers of THIS task into the expression. Never
 arguments (you already have its result), and never invent tool results."""
 
 ANSWER_FORMAT = """When you have the final answer, reply with ONLY this JSON (reasoning first):
-{"reasoning": "<short step-by-step reasoning, a few sentences>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}"""
+{"reasoning": "<short step-by-step reasoning, a few sentences>", "answer_artifact": "<the final answer only>", "confidence": <number between 0 and 1>}
+confidence is your probability that this answer_artifact, your current answer, is correct."""
 
 CODE_HINT = "The answer_artifact must be the complete Python function (signature and body), as plain code."
 ACTIONS_HINT = ("Only the changes your tool calls make are graded, not your answer. When you have made them (or there "

@@ -19,7 +19,7 @@ from mas.topologies.declaration import Role
 from mas.topologies.environment import changes_text
 from mas.topologies.judge import JUDGE_ACTOR, VoteOutcome, final_vote
 from mas.topologies.prompts import relay_packet
-from mas.topologies.termination import Candidate, normalize_artifact
+from mas.topologies.termination import MISSING_CONFIDENCE, Candidate, normalize_artifact
 from mas.tracing import Tracer, current_tracer
 
 _synced: weakref.WeakSet[Tracer] = weakref.WeakSet()
@@ -125,7 +125,7 @@ def artifact_of(agent: AgentSpec, round_index: int, result: TurnResult, environm
     """
     ans = result.answer
     if ans is None:
-        out = {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": 0.0,
+        out = {"agent": agent.name, "round": round_index, "answer_artifact": "", "confidence": MISSING_CONFIDENCE,
                "reasoning": "", "tool_results": result.tool_results, "error": "no answer"}
     else:
         out = Artifact(agent=agent.name, round=round_index, answer_artifact=ans.answer_artifact,

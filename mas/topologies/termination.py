@@ -17,7 +17,7 @@ stops the loop:
 
 Consensus and progress come from an LLM judge (``llm_judge`` mode) or, in
 ``lexical`` mode and whenever the judge is unavailable or answers unusable
-JSON, from exact matches of normalised text and a difflib mean delta.
+JSON, from exact matches of normalised text and a difflib mean delta of the raw text.
 Checks 2 and 3 are held back until ``min_rounds`` rounds are done (the
 debate's ``minimum_discussion_rounds``); the held-back reason is logged.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -39,13 +40,15 @@ CONSENSUS_THRESHOLD = 0.75
 NO_PROGRESS_DELTA = 0.05
 """Lexical no-progress: mean (1 - SequenceMatcher ratio) at or below this stops the loop."""
 CONTROLLER = "system:controller"
+MISSING_CONFIDENCE = 0.5
+"""The seed's confidence of a turn whose confidence is missing or unparsable, or that gave no answer."""
 
 StopReason = Literal["invalid_or_failed_branch", "consensus_reached", "no_meaningful_change", "max_rounds_reached"]
 STOP_REASONS: tuple[str, ...] = ("invalid_or_failed_branch", "consensus_reached", "no_meaningful_change",
                                  "max_rounds_reached")
 
-# Letters and digits of any script stay (``\w`` is Unicode-aware); punctuation and ``_`` go.
-_NON_ALNUM = re.compile(r"[^\w\s]+|_+")
+_KEPT = ("L", "M", "N")
+"""Unicode categories that stay in the lexical form: letters, marks (a vowel sign, an accent), numbers."""
 _SPACES = re.compile(r"\s+")
 _BLOCKED = re.compile(r"\b(blocked|cannot (be )?(determine|answer|solve|compute)|can't|unable to|not able to|"
                       r"insufficient (information|data)|not enough information)\b", re.IGNORECASE)
@@ -55,18 +58,24 @@ _PLANNING = re.compile(r"^\s*(plan\b|steps?\s*:|i will\b|let me\b|we (will|need 
 
 
 def normalize_artifact(text: str | None) -> str:
-    """Lexical form used for voting: lowercase, non-alphanumerics dropped, whitespace collapsed.
+    """Lexical form used for voting: NFKC, case-folded, only letters, marks and numbers of every script kept,
+    whitespace collapsed.
 
-    Letters of every script count (three identical Chinese answers agree; they are not empty).
+    Letters of every script count (three identical Chinese answers agree; they are not empty); combining marks
+    count too (Devanagari काम and कम differ by a vowel sign), and a precomposed é equals e + combining acute.
 
     >>> normalize_artifact("  The Answer:\\n 42! ")
     'the answer 42'
     >>> normalize_artifact("答案是 42。")
     '答案是 42'
+    >>> normalize_artifact("काम") == normalize_artifact("कम"), normalize_artifact("caf\\u00e9") == normalize_artifact("cafe\\u0301")
+    (False, True)
     """
     if not text:
         return ""
-    return _SPACES.sub(" ", _NON_ALNUM.sub("", str(text).lower())).strip()
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    kept = "".join(ch if unicodedata.category(ch)[0] in _KEPT else " " if ch.isspace() else "" for ch in folded)
+    return _SPACES.sub(" ", kept).strip()
 
 
 def artifact_kind(text: str | None) -> str:
@@ -93,7 +102,7 @@ class Candidate:
 
     agent: str
     artifact: str
-    confidence: float = 0.5
+    confidence: float = MISSING_CONFIDENCE
     reasoning: str = ""
     evidence: int = 0
     """Tool outputs the agent received while producing it."""
@@ -153,6 +162,15 @@ class LoopPosition:
     """Rounds before which consensus and no-progress may not stop the loop."""
 
 
+def lexical_groups(candidates: Sequence[Candidate]) -> list[list[int]]:
+    """Indices of the candidates with equal normalised artifacts, largest group first (empty ones in none)."""
+    by_norm: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        if norm := normalize_artifact(c.artifact):
+            by_norm.setdefault(norm, []).append(i)
+    return sorted(by_norm.values(), key=lambda g: (-len(g), g[0]))
+
+
 def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
                  progress_of: Sequence[Candidate] | None = None) -> ConsensusView:
     """Exact votes on normalised text; progress from the difflib mean delta.
@@ -160,15 +178,8 @@ def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] 
     ``progress_of`` are the artifacts compared with ``previous`` (default:
     ``candidates``); the vote may run over other artifacts than the progress.
     """
-    by_norm: dict[str, list[int]] = {}
-    invalid = []
-    for i, c in enumerate(candidates):
-        norm = normalize_artifact(c.artifact)
-        if norm:
-            by_norm.setdefault(norm, []).append(i)
-        else:
-            invalid.append(i)
-    groups = sorted(by_norm.values(), key=lambda g: (-len(g), g[0]))
+    groups = lexical_groups(candidates)
+    invalid = [i for i, c in enumerate(candidates) if not c.valid]
     winner = candidates[groups[0][0]].artifact if groups else ""
     delta = mean_delta(candidates if progress_of is None else progress_of, previous)
     stalled = delta is not None and delta <= NO_PROGRESS_DELTA + 1e-12  # 1 - 0.95 is 0.050000000000000044 in floats
@@ -181,16 +192,18 @@ def lexical_view(candidates: Sequence[Candidate], previous: Sequence[Candidate] 
 
 
 def comparable_pairs(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> list[tuple[str, str]]:
-    """(previous, current) normalised artifacts of agents present with a non-empty artifact in both rounds."""
+    """(previous, current) raw artifacts of agents present with a non-empty artifact in both rounds."""
     if not previous:
         return []
-    before = {p.agent: normalize_artifact(p.artifact) for p in previous}
-    return [(before[c.agent], normalize_artifact(c.artifact)) for c in candidates
-            if before.get(c.agent) and normalize_artifact(c.artifact)]
+    before = {p.agent: p.artifact for p in previous if p.valid}
+    return [(before[c.agent], c.artifact) for c in candidates if c.agent in before and c.valid]
 
 
 def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> float | None:
-    """Mean (1 - SequenceMatcher ratio) over comparable pairs; None when there are none.
+    """Mean (1 - SequenceMatcher ratio) of the raw artifacts over comparable pairs; None when there are none.
+
+    Raw text, as the seed has it: a rewording that normalisation would hide ("Answer: 42" -> "answer 42!!!",
+    0.27) is a change.
 
     >>> a = [Candidate(agent="x", artifact="42")]
     >>> mean_delta(a, a), mean_delta(a, None)
@@ -204,7 +217,8 @@ def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | 
 
 async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candidate],
                 previous: Sequence[Candidate] | None, candidates: Sequence[Candidate],
-                call_judge: bool) -> tuple[ConsensusView, str, JudgeOutcome | None]:
+                call_judge: bool, judge_previous: Sequence[Candidate] | None) -> tuple[ConsensusView, str,
+                                                                                       JudgeOutcome | None]:
     lexical = lexical_view(voters, previous, progress_of=candidates)
     if mode != "llm_judge":
         return lexical, "lexical", None
@@ -213,7 +227,7 @@ async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candid
         return lexical, "lexical", None
     if judge is None:
         return lexical, "lexical_fallback", JudgeOutcome(view=None, error="no judge configured")
-    outcome = await judge(voters, previous)
+    outcome = await judge(voters, judge_previous)
     if outcome.view is not None:
         return outcome.view, "llm_judge", outcome
     return lexical, "lexical_fallback", outcome
@@ -225,6 +239,7 @@ async def decide(
     candidate_artifacts: Sequence[Candidate],
     previous_candidate_artifacts: Sequence[Candidate] | None,
     consensus_artifacts: Sequence[Candidate] | None = None,
+    previous_consensus_artifacts: Sequence[Candidate] | None = None,
     expected_count: int,
     mode: str = "llm_judge",
     judge: ConsensusJudge | None = None,
@@ -232,8 +247,11 @@ async def decide(
     """Decide whether the looped stage stops after this round, and why.
 
     ``consensus_artifacts`` are what the consensus vote runs over (default:
-    the candidates); progress always compares the candidates with
-    ``previous_candidate_artifacts``. The judge is only called when a
+    the candidates); lexical progress always compares the candidates with
+    ``previous_candidate_artifacts``. The judge sees the artifacts it votes
+    on with *their* previous answers (``previous_consensus_artifacts``;
+    without them, the previous candidates of the same agents), so its
+    no-progress verdict compares each agent shown with itself. The judge is only called when a
     consensus or progress check could stop the loop (not before
     ``min_rounds``); a judge that is missing (``judge=None`` in ``llm_judge``
     mode) or unusable is recorded as ``consensus_source="lexical_fallback"``
@@ -247,6 +265,8 @@ async def decide(
     ('consensus_reached', 1.0)
     """
     voters = list(consensus_artifacts if consensus_artifacts is not None else candidate_artifacts)
+    judge_previous = _previous_of(voters, previous_consensus_artifacts if consensus_artifacts is not None
+                                  else previous_candidate_artifacts, previous_candidate_artifacts)
     valid = sum(c.valid for c in candidate_artifacts)
     required = math.ceil(expected_count / 2)
     d = Decision(
@@ -264,13 +284,15 @@ async def decide(
     voter_valid = sum(c.valid for c in voters)
     if voter_valid > 1 or has_previous:
         view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts, candidate_artifacts,
-                                            call_judge=position.round >= position.min_rounds)
+                                            call_judge=position.round >= position.min_rounds,
+                                            judge_previous=judge_previous)
         _record_view(d, view, source, outcome, voters, has_previous)
         held: list[str] = []
         ratio_ok = d.consensus_valid_count > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
         if ratio_ok and view.is_substantive:
             detail = (f"{len(view.groups[0])} of {d.consensus_valid_count} valid artifacts agree "
-                      f"(ratio {d.consensus_ratio:.2f} >= {CONSENSUS_THRESHOLD}) and the answer is substantive")
+                      f"(ratio {d.consensus_ratio:.2f} >= {CONSENSUS_THRESHOLD}) and the answer is substantive"
+                      + _lexical_note(d))
             if position.round >= position.min_rounds:
                 return _stop(d, "consensus_reached", detail)
             held.append("consensus_reached")
@@ -285,6 +307,22 @@ async def decide(
     d.reason_detail = (f"continue: {d.held_back} held before minimum {position.min_rounds} rounds"
                        if d.held_back else f"continue: no stop condition after round {position.round}")
     return d
+
+
+def _lexical_note(d: Decision) -> str:
+    """Where the judge's groups and an exact match of the answers disagree, a note saying so (diagnostic)."""
+    if d.lexical_groups is None or sorted(map(sorted, d.lexical_groups)) == sorted(map(sorted, d.consensus_groups)):
+        return ""
+    top = len(d.lexical_groups[0]) if d.lexical_groups else 0
+    return f"; by the judge's grouping (lexically, {top} of {d.consensus_valid_count} answers match)"
+
+
+def _previous_of(voters: Sequence[Candidate], given: Sequence[Candidate] | None,
+                 candidates_before: Sequence[Candidate] | None) -> list[Candidate] | None:
+    """The previous answers of the agents in ``voters``: ``given``, else those of ``candidates_before`` by agent."""
+    names = {v.agent for v in voters}
+    before = [p for p in (given if given is not None else candidates_before or []) if p.agent in names]
+    return before or None
 
 
 def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOutcome | None,
@@ -302,6 +340,11 @@ def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOu
     d.consensus_answer = voters[groups[0][0]].artifact if groups else None
     d.consensus_explanation = view.explanation
     d.is_substantive = view.is_substantive
+    if source == "llm_judge":  # the lexical view beside the judge's, a diagnostic that decides nothing
+        lexical = [[voters[i].agent for i in g if i not in invalid] for g in lexical_groups(voters)]
+        lexical = sorted((g for g in lexical if g), key=len, reverse=True)
+        d.lexical_groups = lexical
+        d.lexical_ratio = len(lexical[0]) / valid_count if lexical and valid_count else 0.0
     if has_previous:
         d.progress_source = "llm_judge" if source == "llm_judge" else "lexical"
         d.progress_status = view.progress_status
