@@ -194,11 +194,10 @@ class Decision(Payload):
     consensus_groups: list[list[str]] = Field(default_factory=list)
     consensus_answer: str | None = None
     consensus_explanation: str = ""
+    # Diagnostics only, when the judge decided (its grouping decides): the agent groups an exact match of
+    # normalised answers gives, and their winner's share over the valid answers of ``consensus_ratio``.
     lexical_groups: list[list[str]] | None = None
-    """Diagnostic only, when the judge decided: the agent groups an exact match of normalised answers gives (the
-    judge's grouping decides; where they differ, the judge grouped answers whose text differs)."""
     lexical_ratio: float | None = None
-    """Diagnostic only: the lexical winner share over the same valid answers as ``consensus_ratio``."""
     is_substantive: bool | None = None
     progress_source: str = "none"
     progress_status: str | None = None
@@ -215,12 +214,10 @@ class Decision(Payload):
     judge_token_out: int = 0
     judge_latency_ms: float = 0.0
     judge_cost_usd: float = 0.0
+    # The judge call's model, route and the source of its token counts (None: no call was made).
     judge_model: str | None = None
-    """The judge call's model (None: no call was made)."""
     judge_route: str | None = None
-    """The judge call's route (None: no call was made)."""
     judge_usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
-    """Where the judge call's token counts came from (None: no call was made)."""
 
 
 class FinalVote(Payload):
@@ -324,13 +321,11 @@ class Event(BaseModel):
     model: str | None = None
     """Label of the model behind an LLM-backed event (OpenTelemetry ``gen_ai.request.model``)."""
     route: str | None = None
-    """The model route (``default``, ``judge``, ...) of an LLM-backed event's call; None in traces written before
-    routes were recorded."""
+    """The route (``default``, ``judge``, ...) of an LLM-backed event's call; None in older traces."""
     usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
     """Where token counts came from: the endpoint's usage, the server's tokenizer, or characters/4."""
     cache_hit: bool | None = None
-    """True when the reply came from the response cache (:mod:`mas.llm.cache`): no request was sent, the token
-    counts are the original call's, ``cost_usd`` is 0 and the original price is ``cost_usd_saved``."""
+    """A reply from the response cache (no request sent; original tokens, ``cost_usd`` 0; see ``cost_usd_saved``)."""
     cost_usd_saved: float | None = Field(default=None, ge=0)
     """Price of the original call a cache hit did not pay again (USD)."""
     span_id: str | None = None
@@ -474,13 +469,12 @@ def iter_trace_lines(path: str | Path) -> Iterator[tuple[int, Event | None, str 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class TraceDamage:
-    """A damaged trace line."""
+    """A damaged trace line: its 1-based number, the message, and whether it is ``fatal`` (False only for damage
+    confined to the last line, a run that crashed mid-write: the prefix is usable)."""
 
     line: int
-    """1-based line number."""
     message: str
     fatal: bool
-    """False only for damage confined to the last line (a run that crashed mid-write): the prefix is usable."""
 
 
 def read_trace_checked(path: str | Path) -> tuple[list[Event] | None, list[TraceDamage]]:

@@ -14,21 +14,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env, register_secret_value
 from descriptor.registry import RegistryError, load_plugins
+from mas.study_settings import CacheSettings, LimitSettings, SystemsSettings
+from mas.study_settings import Strict as _Strict
 
 BUILTIN_ROUTES = ("scripted", "embedded")
 
 
 class ConfigError(UserError):
     """A configuration problem, phrased for the person who wrote the file."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class RateLimit(_Strict):
@@ -162,59 +160,6 @@ class StorageSettings(_Strict):
     checkpoints: Literal["failed", "all", "none"] = "failed"
     """LangGraph checkpoints exist for rollback: ``failed`` keeps them for runs that did not succeed (the ones a
     rollback can repair), ``all`` for every run, ``none`` never writes them (in-memory checkpoints only)."""
-
-
-class CacheSettings(_Strict):
-    """The response cache (:mod:`mas.llm.cache`): model replies kept in SQLite and reused by identical calls."""
-
-    mode: Literal["off", "read", "write", "readwrite"] = "off"
-    """``read`` reuses stored replies, ``write`` stores new ones, ``readwrite`` both (``--cache``)."""
-    path: str | None = None
-    """The SQLite file; default ``<cache dir>/responses.sqlite`` (``$MAS_CACHE_DIR`` or ``~/.cache/mas-econ``)."""
-    expire_days: float | None = Field(default=None, gt=0)
-    """Entries older than this many days are not reused (and are replaced when written again)."""
-    nondeterministic: bool = False
-    """Also cache calls with temperature > 0 and no seed sent (their replies would differ if asked again)."""
-    share_runs: bool = False
-    """Let repeated runs of one task reuse each other's replies (by default each run's seed is in the key, so the
-    run-to-run variance the descriptor measures is kept)."""
-
-
-class LimitSettings(_Strict):
-    """Budgets: per run (a run that reaches one stops at its next model call and is recorded as finished with
-    ``limit``) and per sweep (no new run is scheduled once the sweep has spent ``sweep_cost_usd``)."""
-
-    tokens: int | None = Field(default=None, gt=0)
-    """Tokens (in + out) one run may use; it may pass this by one call's tokens (tokens)."""
-    cost_usd: float | None = Field(default=None, gt=0)
-    """What one run may spend (USD)."""
-    wall_s: float | None = Field(default=None, gt=0)
-    """Wall time one run may take before its next model call is refused (s)."""
-    model_calls: int | None = Field(default=None, gt=0)
-    """Model calls one run may make."""
-    sweep_cost_usd: float | None = Field(default=None, gt=0)
-    """What the whole sweep may spend (USD): past it, runs in flight finish and no new run starts; the command
-    exits with status 3 and a later invocation with a higher limit resumes."""
-
-    def per_run(self) -> bool:
-        """Whether any per-run limit is set."""
-        return any(v is not None for v in (self.tokens, self.cost_usd, self.wall_s, self.model_calls))
-
-
-class SasMatchedSettings(_Strict):
-    """``sas_matched``: k SAS samples and the final vote (:mod:`mas.topologies.sas_matched`)."""
-
-    k: int = Field(default=5, ge=1, le=64)
-    """Samples per run, when not matched."""
-    match: str | None = None
-    """A system of the same sweep (e.g. ``"debate"``): k is chosen per benchmark so that the mean tokens per run
-    come near that system's, from its finished runs and the ``sas`` runs (which must be in the sweep)."""
-
-
-class SystemsSettings(_Strict):
-    """Options of the systems that take any (``[systems.<name>]``)."""
-
-    sas_matched: SasMatchedSettings = Field(default_factory=SasMatchedSettings)
 
 
 class SandboxSettings(_Strict):

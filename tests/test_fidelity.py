@@ -73,13 +73,14 @@ def test_a_graph_that_hits_the_recursion_limit_is_a_finished_run_that_did_not_co
 
 
 def test_a_bug_in_a_node_is_the_systems_failure_and_an_endpoint_failure_is_infrastructure():
-    from mas.llm.call import LLMCallError, PromptTooLongError
+    from mas.llm.call import LLMCallError
+    from tests.model_errors import prompt_too_long_error
     from mas.sweep.runner import is_infrastructure_error
 
     assert not is_infrastructure_error(KeyError("answer_artifact"))
     assert is_infrastructure_error(LLMCallError("default route (openai/gpt-4o-mini): RateLimitError: 429"))
     too_long = LLMCallError("default route")
-    too_long.__cause__ = PromptTooLongError("9000 > 8192")
+    too_long.__cause__ = prompt_too_long_error("9000 > 8192")
     assert not is_infrastructure_error(too_long)
 
 
@@ -101,7 +102,7 @@ async def test_errored_runs_count_as_failures_only_when_asked(tmp_path, monkeypa
 
 
 def test_the_flag_is_on_the_command_line(tmp_path):
-    from main import build_parser
+    from attribution.cli_main import build_parser
 
     args = build_parser().parse_args(["summarize-experiment", "--experiment-root", str(tmp_path),
                                       "--count-errors-as-failures"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from mas.config import CacheSettings
+from mas.study_settings import CacheSettings
 from mas.llm.cache import CachedReply, CacheUse, ResponseCache, request_key
 from tests.fake_endpoint import Reply, answer, prompt_text
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
 if TYPE_CHECKING:
-    from mas.config import CacheSettings
+    from mas.study_settings import CacheSettings
 
 CACHE_VERSION = 1
 """Bumped when the key or the stored reply changes shape; older entries are then never hit."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mas.config import LimitSettings
+    from mas.study_settings import LimitSettings
     from mas.tracing import Tracer
 
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from descriptor.registry import Registry
 
 if TYPE_CHECKING:
     from descriptor.records import RunMetadata, RunResult
     from mas.config import ExperimentConfig
-    from mas.sweep.experiment import ExperimentRequest
     from mas.tracing import TraceProcessor
 
 AfterSweep = Callable[["list[RunResult]"], int]
@@ -39,7 +38,7 @@ class SweepHook:
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     """Adds the hook's options to ``run``'s parser (in an argument group of its own)."""
-    prepare: Callable[[argparse.Namespace, ExperimentRequest], AfterSweep | None]
+    prepare: Callable[[argparse.Namespace, Any], AfterSweep | None]
     """Checks the options before any run starts (bad input raises ``UserError`` then, not after an hour of
     runs); returns what to do after the sweep, or None when the options ask for nothing."""
 

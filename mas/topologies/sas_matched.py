@@ -86,7 +86,7 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
 def agent_graph(mas: MasSettings) -> AgentGraph:
     """The samples answer alone; the judge votes among them. Drawn with the configured k (the sweep may match
     another)."""
-    from mas.config import SasMatchedSettings
+    from mas.study_settings import SasMatchedSettings
 
     names = sample_names(SasMatchedSettings().k)
     return AgentGraph(

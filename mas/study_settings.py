@@ -1,0 +1,67 @@
+"""The settings of a study's controls: the response cache, budgets and system options (``[cache]``, ``[limits]``,
+``[systems.<name>]``), and the strict base every settings model of :mod:`mas.config` shares."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors, and assignments are validated too."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CacheSettings(Strict):
+    """The response cache (:mod:`mas.llm.cache`): model replies kept in SQLite and reused by identical calls."""
+
+    mode: Literal["off", "read", "write", "readwrite"] = "off"
+    """``read`` reuses stored replies, ``write`` stores new ones, ``readwrite`` both (``--cache``)."""
+    path: str | None = None
+    """The SQLite file; default ``<cache dir>/responses.sqlite`` (``$MAS_CACHE_DIR`` or ``~/.cache/mas-econ``)."""
+    expire_days: float | None = Field(default=None, gt=0)
+    """Entries older than this many days are not reused (and are replaced when written again)."""
+    nondeterministic: bool = False
+    """Also cache calls with temperature > 0 and no seed sent (their replies would differ if asked again)."""
+    share_runs: bool = False
+    """Let repeated runs of one task reuse each other's replies (by default each run's seed is in the key, so the
+    run-to-run variance the descriptor measures is kept)."""
+
+
+class LimitSettings(Strict):
+    """Budgets: per run (a run that reaches one stops at its next model call and is recorded as finished with
+    ``limit``) and per sweep (no new run is scheduled once the sweep has spent ``sweep_cost_usd``)."""
+
+    tokens: int | None = Field(default=None, gt=0)
+    """Tokens (in + out) one run may use; it may pass this by one call's tokens (tokens)."""
+    cost_usd: float | None = Field(default=None, gt=0)
+    """What one run may spend (USD)."""
+    wall_s: float | None = Field(default=None, gt=0)
+    """Wall time one run may take before its next model call is refused (s)."""
+    model_calls: int | None = Field(default=None, gt=0)
+    """Model calls one run may make."""
+    sweep_cost_usd: float | None = Field(default=None, gt=0)
+    """What the whole sweep may spend (USD): past it, runs in flight finish and no new run starts; the command
+    exits with status 3 and a later invocation with a higher limit resumes."""
+
+    def per_run(self) -> bool:
+        """Whether any per-run limit is set."""
+        return any(v is not None for v in (self.tokens, self.cost_usd, self.wall_s, self.model_calls))
+
+
+class SasMatchedSettings(Strict):
+    """``sas_matched``: k SAS samples and the final vote (:mod:`mas.topologies.sas_matched`)."""
+
+    k: int = Field(default=5, ge=1, le=64)
+    """Samples per run, when not matched."""
+    match: str | None = None
+    """A system of the same sweep (e.g. ``"debate"``): k is chosen per benchmark so that the mean tokens per run
+    come near that system's, from its finished runs and the ``sas`` runs (which must be in the sweep)."""
+
+
+class SystemsSettings(Strict):
+    """Options of the systems that take any (``[systems.<name>]``)."""
+
+    sas_matched: SasMatchedSettings = Field(default_factory=SasMatchedSettings)
