@@ -30,6 +30,7 @@ from pydantic_core import to_json
 
 from descriptor.errors import UserError
 from descriptor.redact import may_hold_secret, redact
+from descriptor.untrusted import BadJson, parse_json
 
 
 def _unchanged(path: Path, data: bytes) -> bool:
@@ -160,12 +161,12 @@ def read_json(path: str | Path) -> Any:
     """Read a JSON file; errors name the file."""
     p = Path(path)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return parse_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{p}: file not found") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except json.JSONDecodeError as err:
+    except BadJson as err:
         raise UserError(f"{p}: not valid JSON ({err})") from None
     except OSError as err:
         raise UserError(f"{p}: cannot be read ({err.strerror})") from None
