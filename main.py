@@ -100,7 +100,7 @@ def _dispatch(argv: list[str] | None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, or a bad flag (already reported in one line)
         return done.code if isinstance(done.code, int) else 2
-    from descriptor.errors import UserError
+    from descriptor.errors import UserError, disk_full, disk_full_message
     from descriptor.redact import redact
 
     try:
@@ -108,6 +108,12 @@ def _dispatch(argv: list[str] | None) -> int:
             return int(args.func(args) or 0)
     except UserError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if (full := disk_full(err)) is None:
+            raise
+        print(f"error: {redact(disk_full_message(full))}; free some space and run the same command again",
+              file=sys.stderr)
         return 2
 
 

@@ -59,8 +59,10 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; artifacts are meant to be shared
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(p)  # a write to a full disk names no file: name the one being written
         raise
     return p
 

@@ -176,7 +176,7 @@ def _add(entry: RunAttribution, kind: str, label: str, rec: dict[str, Any]) -> s
         conf = rec.get("confidence")
         entry.methods.append((label, rec.get("predicted_agent") if isinstance(rec.get("predicted_agent"), str) else None,
                               _int(rec.get("predicted_step")),
-                              float(conf) if isinstance(conf, int | float) and not isinstance(conf, bool) else None,
+                              float(conf) if _likelihood(conf) else None,
                               str(rec["error"]) if rec.get("error") else None))
     if n is not None:
         entry.n_steps.append((label, n))

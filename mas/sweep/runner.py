@@ -228,7 +228,8 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
-    processors: list[TraceProcessor] = [JsonlWriter(paths.trace), collected]
+    writer = JsonlWriter(paths.trace)
+    processors: list[TraceProcessor] = [writer, collected]
     if tracing:
         processors += export_processors(cfg, meta)
     tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
@@ -237,6 +238,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     state, error, own_failure = await run_graph(
         spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints), tracer, config=config)
     wall_s = time.perf_counter() - t0
+    writer.raise_failure()  # a trace that lost lines is no record of the run: it is redone next time
     # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
     return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error,
                                    infrastructure=error is not None and not own_failure, wall_s=wall_s,
@@ -353,11 +355,13 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
-    tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
+    writer = JsonlWriter(out.trace)
+    tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [writer, collected],
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
                                                 fork={"notes": [note]})
+    writer.raise_failure()
     answer = final_answer(state) if error is None else None
     ev = await asyncio.to_thread(evaluate_run, bench, task, rt, state, answer, error,
                                  infrastructure=not own_failure)
