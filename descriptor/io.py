@@ -61,7 +61,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
         os.replace(tmp, p)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.filename is None:
+        if isinstance(err, OSError) and err.errno is not None and err.filename is None:
             err.filename = str(p)  # a write to a full disk names no file: name the one being written
         raise
     return p
