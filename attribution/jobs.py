@@ -183,7 +183,7 @@ def _read_lines(path: Path, parse: Callable[[str], Any]) -> list[Any]:
     if not path.is_file():
         return []
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
             out.append(parse(line))
         except (ValueError, KeyError, TypeError):

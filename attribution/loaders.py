@@ -268,7 +268,7 @@ def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = 
     except RunFileError as err:
         raise MalformedFile(str(err)) from None
     reference = meta.task.reference
-    answer = paths.answer.read_text(encoding="utf-8") if paths.answer.is_file() else None
+    answer = paths.answer.read_text(encoding="utf-8", errors="replace") if paths.answer.is_file() else None
     agent, step = _injected(meta, paths.metadata, written)
     base = Path(root) if root is not None else paths.task_dir.parent
     try:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from attribution.loaders import load_who_and_when_dir
+from attribution.loaders import load_runs_dir, load_who_and_when_dir
 from attribution.span_loader import load_spans
 from descriptor.errors import UserError
-from tests.descriptor_fixtures import build_experiment
+from tests.descriptor_fixtures import build_experiment, ev, metadata_record, result_record, write_run
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """JSON nested far past Python's recursion limit."""
@@ -296,3 +296,16 @@ def test_a_config_nested_too_deeply_is_refused_in_one_line(capsys, tmp_path):
     code, _, err = main(capsys, "run", "--config", str(cfg), "--benchmark", "arith", "--output-root",
                         str(tmp_path / "out"))
     assert code == 2 and "deep.toml: malformed TOML: arrays or inline tables nested too deeply" in err, err[-2000:]
+
+
+# ---------------------------------------------------------------- this project's failed runs
+
+
+def test_a_failed_run_whose_answer_is_not_utf8_still_loads_for_attribution(tmp_path):
+    task = tmp_path / "e" / "arith" / "sas" / "t0"
+    write_run(task, 0, [ev("solver", "plan", content="6*7=41", step_index=0)], success=False)
+    (task / "run_0.metadata.json").write_text(json.dumps(metadata_record(task, 0)))
+    (task / "run_0.result.json").write_text(json.dumps(result_record(task, 0, success=False)))
+    (task / "run_0.answer.txt").write_bytes(b"4\xff\xfe1")
+    loaded = load_runs_dir(tmp_path / "e")
+    assert not loaded.skipped and loaded.trajectories[0].final_answer == "4\ufffd\ufffd1"
