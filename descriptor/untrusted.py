@@ -9,8 +9,9 @@ thousand levels (no reader caught it: ``summarize-experiment`` and ``report``
 aborted on one run's ``result.json``), and a structure just under that depth
 would still overflow any recursive walk after it (redaction, flattening span
 attributes, sorting keys). The same parser validates trace lines and index
-lines (``model_validate_json``), so one bound holds everywhere. It is also a
-fifth of ``json.loads``'s time on a run's ``result.json``.
+lines (``model_validate_json``), so one bound holds everywhere. It also takes
+about half of ``json.loads``'s time on a run's ``result.json`` and
+``metadata.json`` (22 against 48 µs, 99 against 209 µs).
 
 It differs from ``json.loads`` in one more way: a lone surrogate escape
 (``"\\ud800"``) is refused, as it is no text (the project's writer could not
