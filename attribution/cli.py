@@ -59,9 +59,8 @@ def parse_method_options(pairs: list[str]) -> dict[str, object]:
     >>> parse_method_options(["vote=weighted_share", "k=5", "compare_votes=true"])
     {'vote': 'weighted_share', 'k': 5, 'compare_votes': True}
     """
-    import json
-
     from descriptor.errors import UserError
+    from descriptor.untrusted import BadJson, parse_json
 
     out: dict[str, object] = {}
     for pair in pairs:
@@ -69,8 +68,8 @@ def parse_method_options(pairs: list[str]) -> dict[str, object]:
         if not sep or not key.strip():
             raise UserError(f"--method-option: expected KEY=VALUE, got {pair!r}")
         try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+            out[key.strip()] = parse_json(value)
+        except BadJson:
             out[key.strip()] = value
     return out
 

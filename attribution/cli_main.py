@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None, *, prog: str = "main.py") -> int:
 def _dispatch(argv: list[str] | None, prog: str) -> int:
     from mas.logging import configure_logging, redacted_std_streams
 
-    from descriptor.errors import UserError
+    from descriptor.errors import UserError, disk_full, disk_full_message
     from descriptor.redact import redact
 
     configure_logging()  # every command's logs go to stderr with secrets redacted
@@ -161,6 +161,12 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
             return int(args.func(args) or 0)
     except UserError as err:  # also a plugin that does not import, or an installed one that does not load
         print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if (full := disk_full(err)) is None:
+            raise
+        print(f"error: {redact(disk_full_message(full))}; free some space and run the same command again",
+              file=sys.stderr)
         return 2
 
 

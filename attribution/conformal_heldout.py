@@ -24,7 +24,6 @@ and refuses a file that no longer matches.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from attribution.scorers.crossfit import group_key
 from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
+from descriptor.untrusted import parse_json
 
 
 class HeldoutSplit(BaseModel):
@@ -80,7 +80,7 @@ def read_split(path: str | Path) -> HeldoutSplit:
     """Read a recorded split; a missing or malformed file is a ``UserError``."""
     path = Path(path)
     try:
-        return HeldoutSplit.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return HeldoutSplit.model_validate(parse_json(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise UserError(f"{path}: split file not found") from None
     except (OSError, ValueError) as err:

@@ -25,6 +25,7 @@ from attribution.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import read_json, write_json_atomic, write_text_atomic
 from descriptor.redact import may_hold_secret, redact
+from descriptor.untrusted import parse_json
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +183,7 @@ def _read_lines(path: Path, parse: Callable[[str], Any]) -> list[Any]:
     if not path.is_file():
         return []
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
             out.append(parse(line))
         except (ValueError, KeyError, TypeError):
@@ -216,10 +217,13 @@ def check_settings(out: Path, saved_in: list[Path], settings: dict[str, Any]) ->
     Directories are compared as absolute paths; the message names the first
     setting that differs.
     """
-    saved = next((read_json(p) for p in saved_in if p.is_file()), None)
-    if saved is None:
+    path = next((p for p in saved_in if p.is_file()), None)
+    if path is None:
         raise UserError(f"{out}: holds finished cases but no {' or '.join(p.name for p in saved_in)} to check "
                         "them against; use another --out")
+    saved = read_json(path)
+    if not isinstance(saved, dict):
+        raise UserError(f"{path}: expected a JSON object of settings, got {type(saved).__name__}; use another --out")
     for key, new in settings.items():
         old = saved.get(key)
         if key.endswith("_dir") and old is not None:
@@ -344,7 +348,7 @@ def _read_scores(path: Path) -> list[Any]:
     from attribution.scorers.base import StepScores
 
     def parse(line: str) -> StepScores:
-        row = json.loads(line)
+        row = parse_json(line)
         return StepScores(id=row["id"], n_steps=row["n_steps"], step_scores=row["step_scores"],
                           nfe=row.get("nfe", 0), tokens=row.get("tokens", 0), seconds=row.get("seconds", 0.0))
 

@@ -32,6 +32,7 @@ from descriptor.events import Payload, ToolCall, ToolResult, read_trace_checked
 from descriptor.layout import SUFFIXES, RunPaths, run_indices
 from descriptor.records import RunMetadata
 from descriptor.run_files import RunFileError, read_metadata, read_result
+from descriptor.untrusted import BadJson, parse_index, parse_json
 
 log = structlog.get_logger(__name__)
 
@@ -73,12 +74,9 @@ def _who_and_when_steps(history: Any, subset: str, path: Path) -> list[Step]:
 def _parse_step_label(value: Any, n_steps: int, path: Path) -> int | None:
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise MalformedFile(f"{path}: field 'mistake_step': expected a digit string, got {value!r}")
-    text = str(value).strip()
-    if not text.isdigit():
-        raise MalformedFile(f"{path}: field 'mistake_step': expected a digit string, got {value!r}")
-    step = int(text)
+    step = None if isinstance(value, bool) else parse_index(str(value).strip())
+    if step is None:
+        raise MalformedFile(f"{path}: field 'mistake_step': expected a step number in ASCII digits, got {value!r}")
     if step >= n_steps:
         raise MalformedFile(f"{path}: field 'mistake_step': {step} is outside the {n_steps} steps of 'history'")
     return step
@@ -94,10 +92,10 @@ def load_who_and_when_file(path: str | Path, subset: str | None = None) -> Traje
     if subset not in SUBSETS:
         raise MalformedFile(f"{path}: unknown Who&When subset {subset!r}; expected one of {', '.join(SUBSETS)}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise MalformedFile(f"{path}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
+    except BadJson as err:
         raise MalformedFile(f"{path}: not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise MalformedFile(f"{path}: expected a JSON object at top level")
@@ -124,7 +122,8 @@ def load_who_and_when_file(path: str | Path, subset: str | None = None) -> Traje
 
 
 def _numeric_stem_key(p: Path) -> tuple[int, int | str]:
-    return (0, int(p.stem)) if p.stem.isdigit() else (1, p.stem)
+    n = parse_index(p.stem)
+    return (0, n) if n is not None else (1, p.stem)
 
 
 def load_who_and_when_dir(data_dir: str | Path, subset: Subset = "all") -> LoadResult:
@@ -252,7 +251,7 @@ def load_run(task_dir: str | Path, run_index: int, *, root: str | Path | None = 
     except RunFileError as err:
         raise MalformedFile(str(err)) from None
     reference = meta.task.reference
-    answer = paths.answer.read_text(encoding="utf-8") if paths.answer.is_file() else None
+    answer = paths.answer.read_text(encoding="utf-8", errors="replace") if paths.answer.is_file() else None
     agent, step = _injected(meta, paths.metadata, written)
     base = Path(root) if root is not None else paths.task_dir.parent
     try:

@@ -24,13 +24,13 @@ Also holds the small atomic-write helpers the conformal commands use
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from descriptor.errors import UserError
+from descriptor.untrusted import BadJson, parse_json
 
 
 TRAINED_SCORERS = frozenset({"position", "learned"})
@@ -148,9 +148,9 @@ def parse_score_lines(lines: list[str], source: str) -> list[ScoreRecord]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{source} line {lineno}: not valid JSON ({err.msg})") from None
+            obj = parse_json(line)
+        except BadJson as err:
+            raise UserError(f"{source} line {lineno}: not valid JSON ({err})") from None
         if not isinstance(obj, dict):
             raise UserError(f"{source} line {lineno}: expected a JSON object, got {type(obj).__name__}")
         try:

@@ -43,6 +43,7 @@ import structlog
 from attribution._load_result import LoadResult, MalformedFile, SkippedFile
 from attribution.trajectory import Step, Trajectory
 from descriptor.errors import UserError
+from descriptor.untrusted import BadJson, parse_index, parse_json
 
 log = structlog.get_logger(__name__)
 
@@ -70,10 +71,30 @@ class RawSpan:
 # ---------------------------------------------------------------- reading
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedFile(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    """A list field (absent or null: empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedFile(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
 def _ident(value: Any, size: int, where: str) -> str:
     """A trace or span id as lowercase hex: OTLP JSON writes hex, protobuf-to-JSON writes base64."""
     if not isinstance(value, str) or not value:
-        raise MalformedFile(f"{where}: expected a hex or base64 id, got {value!r}")
+        raise MalformedFile(f"{where}: expected a hex or base64 id, got {_short(value)}")
     if len(value) == 2 * size and _HEX.match(value):
         return value.lower()
     try:
@@ -81,24 +102,37 @@ def _ident(value: Any, size: int, where: str) -> str:
     except (binascii.Error, ValueError):
         raw = b""
     if len(raw) != size:
-        raise MalformedFile(f"{where}: expected a {2 * size}-digit hex id, got {value!r}")
+        raise MalformedFile(f"{where}: expected a {2 * size}-digit hex id, got {_short(value)}")
     return raw.hex()
 
 
-def _any_value(v: Any) -> Any:
-    """An OTLP JSON ``AnyValue``."""
+def _any_value(v: Any, where: str) -> Any:
+    """An OTLP JSON ``AnyValue`` (int64 as a string, arrays and key-value lists nested)."""
     if not isinstance(v, dict) or not v:
         return None
     key, val = next(iter(v.items()))
-    if key == "intValue":
-        return int(val)
-    if key == "doubleValue":
-        return float(val)
+    if key in ("intValue", "doubleValue"):
+        try:
+            return int(val) if key == "intValue" else float(val)
+        except (TypeError, ValueError, OverflowError):
+            raise MalformedFile(f"{where}.{key}: expected a number, got {_short(val)}") from None
     if key == "arrayValue":
-        return [_any_value(x) for x in (val or {}).get("values", [])]
+        values = _array(_object(val, f"{where}.arrayValue").get("values"), f"{where}.arrayValue.values")
+        return [_any_value(x, f"{where}.arrayValue.values[{i}]") for i, x in enumerate(values)]
     if key == "kvlistValue":
-        return {kv.get("key"): _any_value(kv.get("value")) for kv in (val or {}).get("values", [])}
+        return _key_values(_object(val, f"{where}.kvlistValue").get("values"), f"{where}.kvlistValue.values")
     return val
+
+
+def _key_values(kvs: Any, where: str) -> dict[str, Any]:
+    """OTLP JSON attributes (``[{"key": ..., "value": AnyValue}]``) as a dict."""
+    out = {}
+    for i, kv in enumerate(_array(kvs, where)):
+        kv = _object(kv, f"{where}[{i}]")
+        if not isinstance(kv.get("key"), str):
+            raise MalformedFile(f"{where}[{i}].key: expected a string, got {_short(kv.get('key'))}")
+        out[kv["key"]] = _any_value(kv.get("value"), f"{where}[{i}].value")
+    return out
 
 
 def _flatten(attrs: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -125,25 +159,35 @@ def _kind(attrs: dict[str, Any], given: str | None = None) -> str:
 
 
 def _ns(value: Any, where: str) -> int:
-    if isinstance(value, int | float) or (isinstance(value, str) and value.isdigit()):
-        return int(value)
-    if isinstance(value, str):
-        try:
+    """A time as ns since the epoch: a number, a string of ASCII digits, or ISO-8601."""
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            return int(value)
+        if isinstance(value, str):
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
             dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
             return int(dt.timestamp() * 1_000_000) * 1000
-    raise MalformedFile(f"{where}: expected a time (ns since the epoch or ISO-8601), got {value!r}")
+    except (ValueError, OverflowError):  # NaN, infinity, a date out of range, 5000 digits
+        pass
+    raise MalformedFile(f"{where}: expected a time (ns since the epoch or ISO-8601), got {_short(value)}")
 
 
 def _otlp_spans(obj: dict[str, Any], where: str) -> Iterator[RawSpan]:
-    for rs in obj.get("resourceSpans") or obj.get("resource_spans") or []:
-        for ss in rs.get("scopeSpans") or rs.get("scope_spans") or rs.get("instrumentationLibrarySpans") or []:
-            for i, s in enumerate(ss.get("spans") or []):
-                at = f"{where}: span {i}"
-                attrs = _flatten({kv.get("key"): _any_value(kv.get("value")) for kv in s.get("attributes") or []})
+    n = 0  # spans are named by their position in the document (span 0, span 1, ...)
+    resource_spans = _array(obj.get("resourceSpans") or obj.get("resource_spans"), f"{where}: resourceSpans")
+    for r, rs in enumerate(resource_spans):
+        at_r = f"{where}: resourceSpans[{r}]"
+        rs = _object(rs, at_r)
+        scopes = rs.get("scopeSpans") or rs.get("scope_spans") or rs.get("instrumentationLibrarySpans")
+        for k, ss in enumerate(_array(scopes, f"{at_r}.scopeSpans")):
+            at_s = f"{at_r}.scopeSpans[{k}]"
+            for s in _array(_object(ss, at_s).get("spans"), f"{at_s}.spans"):
+                at = f"{where}: span {n}"
+                n += 1
+                s = _object(s, at)
+                attrs = _flatten(_key_values(s.get("attributes"), f"{at}.attributes"))
                 parent = s.get("parentSpanId") or s.get("parent_span_id")
                 yield RawSpan(trace_id=_ident(s.get("traceId") or s.get("trace_id"), 16, f"{at}.traceId"),
                               span_id=_ident(s.get("spanId") or s.get("span_id"), 8, f"{at}.spanId"),
@@ -154,11 +198,13 @@ def _otlp_spans(obj: dict[str, Any], where: str) -> Iterator[RawSpan]:
                               attributes=attrs)
 
 
-def _phoenix_span(s: dict[str, Any], where: str) -> RawSpan:
+def _phoenix_span(s: Any, where: str) -> RawSpan:
+    s = _object(s, where)
     ctx = s.get("context")
     if not isinstance(ctx, dict):
         raise MalformedFile(f"{where}: field 'context': expected an object with trace_id and span_id")
-    attrs = _flatten(s.get("attributes") or {})
+    attrs = s.get("attributes") or {}
+    attrs = _flatten(_object(attrs, f"{where}.attributes"))
     parent = s.get("parent_id")
     return RawSpan(trace_id=_ident(ctx.get("trace_id"), 16, f"{where}.context.trace_id"),
                    span_id=_ident(ctx.get("span_id"), 8, f"{where}.context.span_id"),
@@ -190,14 +236,14 @@ def read_span_file(path: str | Path) -> list[RawSpan]:
     except (OSError, UnicodeDecodeError) as err:
         raise MalformedFile(f"{path}: cannot read: {err}") from None
     try:
-        docs = [json.loads(text)]
-    except json.JSONDecodeError:
+        docs = [parse_json(text)]
+    except BadJson:
         docs = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    docs.append(json.loads(line))
-                except json.JSONDecodeError as err:
+                    docs.append(parse_json(line))
+                except BadJson as err:
                     raise MalformedFile(f"{path}:{n}: not valid JSON: {err}") from None
     spans: list[RawSpan] = []
     for i, doc in enumerate(docs):
@@ -211,10 +257,15 @@ def read_span_file(path: str | Path) -> list[RawSpan]:
 def _json(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return parse_json(value)
+        except BadJson:
             return value
     return value
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else empty (an attribute of another type than expected is ignored)."""
+    return value if isinstance(value, list) else []
 
 
 def _text_of(value: Any, keys: tuple[str, ...]) -> str | None:
@@ -230,8 +281,8 @@ def _text_of(value: Any, keys: tuple[str, ...]) -> str | None:
         if isinstance(msgs, list) and msgs:
             m = msgs[0] if "question" in keys else msgs[-1]
             content = m.get("content") if isinstance(m, dict) else None
-            if content is None and isinstance(m, dict):
-                content = (m.get("kwargs") or {}).get("content")
+            if content is None and isinstance(m, dict) and isinstance(m.get("kwargs"), dict):
+                content = m["kwargs"].get("content")
             return str(content) if content else None
     return None
 
@@ -242,8 +293,8 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     for key, value in attrs.items():
         if key.startswith(prefix + "."):
             head, _, rest = key[len(prefix) + 1:].partition(".")
-            if head.isdigit():
-                rows.setdefault(int(head), {})[rest] = value
+            if (i := parse_index(head)) is not None:
+                rows.setdefault(i, {})[rest] = value
     return [rows[i] for i in sorted(rows)]
 
 
@@ -256,8 +307,10 @@ def _output_of(span: RawSpan) -> str:
         for call in _indexed(msg, "message.tool_calls"):
             parts.append(f"{call.get('tool_call.function.name', '?')}({call.get('tool_call.function.arguments', '')})")
     if not parts and isinstance(a.get("gen_ai.output.messages"), str):
-        for msg in _json(a["gen_ai.output.messages"]) or []:
-            for part in msg.get("parts", []) if isinstance(msg, dict) else []:
+        for msg in _list(_json(a["gen_ai.output.messages"])):
+            for part in _list(msg.get("parts")) if isinstance(msg, dict) else []:
+                if not isinstance(part, dict):
+                    continue
                 if part.get("type") == "text":
                     parts.append(str(part.get("content", "")))
                 elif part.get("type") == "tool_call":
@@ -273,9 +326,9 @@ def _first_user_message(span: RawSpan) -> str | None:
     for msg in _indexed(span.attributes, "llm.input_messages"):
         if msg.get("message.role") == "user" and msg.get("message.content"):
             return str(msg["message.content"])
-    for msg in _json(span.attributes.get("gen_ai.input.messages")) or []:
+    for msg in _list(_json(span.attributes.get("gen_ai.input.messages"))):
         if isinstance(msg, dict) and msg.get("role") == "user":
-            return " ".join(str(p.get("content", "")) for p in msg.get("parts", []) if isinstance(p, dict))
+            return " ".join(str(p.get("content", "")) for p in _list(msg.get("parts")) if isinstance(p, dict))
     return None
 
 
@@ -286,9 +339,29 @@ def _node_of(span: RawSpan) -> str | None:
     return None
 
 
+def _check_parents(by_id: dict[str, RawSpan], where: str) -> None:
+    """Raise :class:`MalformedFile` when a span is its own ancestor: walking up from it would never end, and
+    the spans of such a loop have no root. Without one, every chain of parents ends at a root."""
+    reaches_root: set[str] = set()
+    for start in by_id:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        sid: str | None = start
+        while sid in by_id and sid not in reaches_root:
+            if sid in on_chain:
+                loop = [*chain[chain.index(sid):], sid]
+                what = "its own parent" if len(loop) == 2 else "its own ancestor (" + " -> ".join(loop) + ")"
+                raise MalformedFile(f"{where}: field 'parent': span {sid} is {what}")
+            chain.append(sid)
+            on_chain.add(sid)
+            sid = by_id[sid].parent_id
+        reaches_root.update(chain)
+
+
 class _Trace:
-    def __init__(self, spans: list[RawSpan]) -> None:
+    def __init__(self, spans: list[RawSpan], where: str) -> None:
         self.by_id = {s.span_id: s for s in spans}
+        _check_parents(self.by_id, where)
         for s in spans:
             if s.parent_id in self.by_id:
                 self.by_id[s.parent_id].children.append(s)
@@ -316,7 +389,7 @@ class _Trace:
 
 def trace_trajectory(spans: list[RawSpan], traj_id: str, source: str) -> Trajectory:
     """One trace's spans as a trajectory (see the module docstring)."""
-    trace = _Trace(spans)
+    trace = _Trace(spans, f"{source}: trace {spans[0].trace_id}")
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
     # This project's own spans mark trajectory steps (judge calls behind decisions and votes are no steps).
     own = any("mas.step_index" in s.attributes for s in spans)

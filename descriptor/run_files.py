@@ -19,7 +19,6 @@ print and record in the summaries.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from descriptor.events import Event, read_trace_checked
 from descriptor.layout import RunPaths, run_indices
 from descriptor.records import EvalRecord, RunMetadata, RunResult
 from descriptor.run_metrics import RunMetrics, compute_run_metrics
+from descriptor.untrusted import BadJson, parse_json
 
 IssueKind = Literal["unfinished", "damaged_trace", "missing_trace", "bad_result", "bad_eval", "bad_metadata",
                     "identity_mismatch"]
@@ -61,10 +61,10 @@ class RunFileError(ValueError):
 def read_record(path: Path, model: type[BaseModel]) -> Any:
     """``path`` validated as ``model``; :class:`RunFileError` naming the file on any problem."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunFileError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, BadJson) as err:
         raise RunFileError(f"{path}: not readable JSON ({err})") from None
     if not isinstance(data, dict):
         raise RunFileError(f"{path}: expected a JSON object")

@@ -13,14 +13,13 @@ Written (atomically, deterministically, so a rerun is byte-identical):
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from descriptor.calibration import rollup_calibration
 from descriptor.economics import EconomicsSettings, compute_economics, write_economics
@@ -50,6 +49,7 @@ from descriptor.task_descriptor import (
 )
 from descriptor.task_files import TASK_FILES, write_task_files
 from descriptor.topology_analysis import analyse_topology
+from descriptor.untrusted import BadJson, parse_json
 
 ROLLUP_FIELDS: tuple[str, ...] = (
     "benchmark", "system", "n_tasks", "n_runs", "n_errors", "error_rate", "success_rate", "completion_rate",
@@ -196,8 +196,7 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
         seen.add(rel)
-        hit = cache.get(rel)
-        if hit is not None and hit["fingerprint"] == task_fingerprint(task_dir, rolled_back, count_errors):
+        if (hit := _cached(task_dir, cache.get(rel), rolled_back, count_errors)) is not None:
             hits[task_dir] = hit
     misses = [t for t in task_dirs if t not in hits]
     workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
@@ -206,11 +205,8 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
                                           workers=workers), strict=True))
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
-        d = None
         if (hit := hits.get(task_dir)) is not None:
-            found, n, n_err = [RunIssue.model_validate(i) for i in hit["issues"]], hit["n_runs"], hit["n_errors"]
-            if n:
-                d = json.loads((task_dir / "descriptor.json").read_text(encoding="utf-8"))
+            d, found, n, n_err = hit
         else:
             d, found, n, n_err = described[task_dir]
             cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back, count_errors),
@@ -227,12 +223,45 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
     return descriptors, issues, n_runs, errors
 
 
+class _CacheEntry(BaseModel):
+    """One task in the summaries' cache (validated: a damaged cache only costs a re-read)."""
+
+    fingerprint: str
+    issues: list[RunIssue]
+    n_runs: int
+    n_errors: int
+
+
+def _cached(task_dir: Path, entry: Any, rolled_back: bool,
+            count_errors: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int] | None:
+    """What :func:`_describe_task` would return for a task whose run files are unchanged since the cached
+    summary, else None (also when the cache entry or the task's ``descriptor.json`` is damaged: read again)."""
+    try:
+        hit = _CacheEntry.model_validate(entry)
+    except ValidationError:
+        return None
+    if hit.fingerprint != task_fingerprint(task_dir, rolled_back, count_errors):
+        return None
+    d = None
+    if hit.n_runs:
+        try:
+            d = parse_json((task_dir / "descriptor.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, BadJson):
+            return None
+        identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
+        if not (isinstance(d, dict) and (d.get("benchmark"), d.get("system"), d.get("task_id")) == identity
+                and set(DESCRIPTOR_FIELDS) <= d.keys()):
+            return None
+    return d, hit.issues, hit.n_runs, hit.n_errors
+
+
 def _read_cache(root: Path) -> dict[str, Any]:
     try:
-        cache = json.loads((root / SUMMARY_CACHE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        cache = parse_json((root / SUMMARY_CACHE_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, BadJson):
         return {}
-    return cache if isinstance(cache, dict) and cache.get("version") == CACHE_VERSION else {}
+    ok = isinstance(cache, dict) and cache.get("version") == CACHE_VERSION and isinstance(cache.get("tasks", {}), dict)
+    return cache if ok else {}
 
 
 def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]],

@@ -355,6 +355,8 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p}: malformed TOML: {err}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{p}: malformed TOML: arrays or inline tables nested too deeply") from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
     except OSError as err:
@@ -408,7 +410,7 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. mas.max_rounds=2")
         try:
             value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             value = raw
         overrides[key.strip()] = value
     return overrides

@@ -69,6 +69,10 @@ class JsonlWriter:
     between two awaits) go out in one write at the end of that step, before
     the run can wait on anything: a write per event cost more than building
     the event. Without a running loop each line is written at once.
+
+    A write that fails (a full disk) is kept in :attr:`error` and ends the
+    writing: the run's code raises it (:meth:`raise_failure`), so a trace
+    missing lines never becomes a finished run's record.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -76,6 +80,7 @@ class JsonlWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         self._pending: list[bytes] = []
+        self.error: OSError | None = None
 
     def on_event(self, event: Event, line: str) -> None:
         self._pending.append(line.encode() + b"\n")
@@ -88,9 +93,18 @@ class JsonlWriter:
 
     def flush(self) -> None:
         """Write the pending lines now."""
-        if self._pending and not self._fh.closed:
-            self._fh.write(b"".join(self._pending))
+        if self._pending and not self._fh.closed and self.error is None:
+            try:
+                self._fh.write(b"".join(self._pending))
+            except OSError as err:  # in a loop callback, where raising would only print a traceback
+                err.filename = err.filename or str(self.path)
+                self.error = err
         self._pending.clear()
+
+    def raise_failure(self) -> None:
+        """Raise the error a write met, if any."""
+        if self.error is not None:
+            raise self.error
 
     def close(self) -> None:
         self.flush()

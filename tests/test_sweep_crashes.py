@@ -115,3 +115,43 @@ def test_kill_9_at_five_random_moments_then_resume_equals_an_uninterrupted_sweep
     assert comparable_summary(root) == comparable_summary(tmp_path / "whole")
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["counts"]["finished"] == 12
+
+
+def _user_namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "-r", "-m", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _user_namespaces(), reason="needs unprivileged user and mount namespaces (unshare -r -m)")
+def test_a_full_disk_stops_the_sweep_in_one_line_and_the_same_command_finishes_it(tmp_path):
+    """The sweep writes to a 600 kB tmpfs (in a user namespace), which fills after a few runs; then the tmpfs
+    grows and the same command resumes. Copies of the tree after each step are compared outside."""
+    cfg = config(tmp_path, latency_ms=0)
+    disk, full, resumed = tmp_path / "disk", tmp_path / "after_full", tmp_path / "resumed"
+    disk.mkdir()
+    sweep = " ".join(cli(disk, cfg, "e"))
+    script = (f"mount -t tmpfs -o size=600k tmpfs {disk} && cd {ROOT} && "
+              f"{{ {sweep} >{tmp_path}/first.out 2>{tmp_path}/first.err; echo $? >{tmp_path}/first.rc; }}; "
+              f"cp -a {disk}/e {full} && mount -o remount,size=64m {disk} && "
+              f"{{ {sweep} >{tmp_path}/second.out 2>{tmp_path}/second.err; echo $? >{tmp_path}/second.rc; }}; "
+              f"cp -a {disk}/e {resumed}")
+    subprocess.run(["unshare", "-r", "-m", "sh", "-c", script], check=True, timeout=900)
+    err = (tmp_path / "first.err").read_text()
+    assert (tmp_path / "first.rc").read_text().strip() == "2", err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    (last,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "No space left on device" in last and "runs finished under" in last, last
+    assert 0 < len(finished(full)) < 12, "the disk filled before any run finished, or never"
+    second_err = (tmp_path / "second.err").read_text()
+    assert (tmp_path / "second.rc").read_text().strip() == "0", second_err[-3000:]
+    kept = files_of(full, finished(full))
+    after = file_states(resumed)
+    assert all(after[k] == v for k, v in kept.items()), "a run finished before the disk filled was redone"
+    whole = subprocess.run(cli(tmp_path, cfg, "whole"), cwd=ROOT, capture_output=True, text=True, check=False,
+                           timeout=900)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert comparable_results(resumed) == comparable_results(tmp_path / "whole")
+    assert comparable_summary(resumed) == comparable_summary(tmp_path / "whole")

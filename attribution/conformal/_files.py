@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +14,7 @@ from attribution.conformal._methods import base_methods, method_names
 from attribution.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
+from descriptor.untrusted import BadJson, parse_json
 
 CALIBRATION_VERSION = 2
 """2: crsvp sets are tree nodes, lse is the paper's normalised LogSumExp, auto
@@ -128,10 +128,10 @@ def load_calibration(path: str | Path) -> Calibration:
     """Read calibration.json; bad content raises ``UserError`` naming the field."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: calibration file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, BadJson) as err:
         raise UserError(f"{path}: not a readable JSON calibration file ({err})") from None
     try:
         cal = Calibration.model_validate(obj)

@@ -25,13 +25,14 @@ Reads only JSON: the descriptor stage never imports ``attribution``.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from descriptor.errors import UserError
+from descriptor.untrusted import parse_json
 
 
 @dataclass(kw_only=True, slots=True)
@@ -108,7 +109,7 @@ def _records(path: Path, notes: list[str]) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except ValueError:
             notes.append(f"{path}:{n}: not JSON; line skipped")
             continue
@@ -132,7 +133,7 @@ def _kind(first: dict[str, Any]) -> str | None:
 def _method_name(path: Path) -> str:
     for name in ("results.json", "settings.json"):
         try:
-            obj = json.loads((path.parent / name).read_text(encoding="utf-8"))
+            obj = parse_json((path.parent / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(obj, dict) and isinstance(obj.get("method"), str):
@@ -148,6 +149,11 @@ def _label(kind: str, path: Path, first: dict[str, Any]) -> str:
     return _method_name(path)
 
 
+def _likelihood(v: Any) -> bool:
+    """Whether ``v`` is a number in [0, 1] (not NaN, which JSON written by Python's ``json`` may hold)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1
+
+
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -157,8 +163,8 @@ def _add(entry: RunAttribution, kind: str, label: str, rec: dict[str, Any]) -> s
     n = _int(rec.get("n_steps"))
     if kind == "scores":
         s = rec.get("step_scores")
-        if not (isinstance(s, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in s)):
-            return "step_scores is not a list of numbers"
+        if not (isinstance(s, list) and all(_likelihood(x) for x in s)):
+            return "step_scores is not a list of numbers in [0, 1]"
         entry.scores.append((label, [float(x) for x in s]))
         n = len(s) if n is None else n
     elif kind == "sets":
@@ -170,7 +176,7 @@ def _add(entry: RunAttribution, kind: str, label: str, rec: dict[str, Any]) -> s
         conf = rec.get("confidence")
         entry.methods.append((label, rec.get("predicted_agent") if isinstance(rec.get("predicted_agent"), str) else None,
                               _int(rec.get("predicted_step")),
-                              float(conf) if isinstance(conf, int | float) and not isinstance(conf, bool) else None,
+                              float(conf) if _likelihood(conf) else None,
                               str(rec["error"]) if rec.get("error") else None))
     if n is not None:
         entry.n_steps.append((label, n))

@@ -30,6 +30,7 @@ from descriptor.run_files import (
     read_result,
     read_trace_prefix,
 )
+from descriptor.untrusted import parse_index
 
 LINKED_FILES = ("trace", "answer", "eval", "metadata", "result", "trace_metrics", "trajectory_json", "trajectory_md")
 """Run files (:data:`descriptor.layout.SUFFIXES` kinds) a run page links to when present."""
@@ -141,9 +142,8 @@ def _indices(names: frozenset[str]) -> set[int]:
     out = set()
     for n in names:
         if n.startswith("run_") and n.endswith(SUFFIXES["result"]):
-            head = n[4:-len(SUFFIXES["result"])]
-            if head.isdigit():
-                out.add(int(head))
+            if (r := parse_index(n[4:-len(SUFFIXES["result"])])) is not None:
+                out.add(r)
     return out
 
 

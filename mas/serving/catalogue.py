@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata as md
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
+from descriptor.untrusted import parse_json
 from mas.config import EmbeddedSettings
 
 Progress = Callable[[str], None]
@@ -246,8 +246,10 @@ def _stamp_matches(target: Path, spec: ModelSpec) -> bool:
     if not (target.is_file() and stamp.is_file()):
         return False
     try:
-        data = json.loads(stamp.read_text(encoding="utf-8"))
+        data = parse_json(stamp.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
         return False
     st = target.stat()
     return (

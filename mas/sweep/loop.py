@@ -11,6 +11,11 @@ Clean stop: SIGINT (Ctrl-C) or SIGTERM stops scheduling, cancels the runs
 in flight (their partial files are cleared and redone on the next
 invocation), leaves finished runs intact, records the stop in the manifest
 and raises :class:`SweepInterrupted` (the CLI exits 128 + signal number).
+
+A full disk stops the sweep the same way (every later run would fail too):
+the first run or bookkeeping write that finds no space cancels the runs in
+flight and the sweep raises a :class:`UserError` saying how many runs
+finished; the same command resumes once there is space.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from descriptor.errors import UserError, disk_full, disk_full_message
 from descriptor.records import RunResult
 from descriptor.run_index import append_entries, entry, read_index
 from mas.sweep import DEFAULT_RETRY_ERRORS
@@ -91,10 +97,13 @@ class SpendGate:
 
 
 class _ThrottledSave:
-    """Rewrite the manifest as runs finish, at most once per ``interval_s`` (a large sweep is not O(n^2) I/O)."""
+    """Rewrite the manifest as runs finish, at most once per ``interval_s`` (a large sweep is not O(n^2) I/O).
 
-    def __init__(self, store: ManifestStore, interval_s: float) -> None:
-        self.store, self.interval_s = store, interval_s
+    A write that finds the disk full goes to ``on_full`` (the manifest is a summary of the run files: resume
+    rebuilds what it missed)."""
+
+    def __init__(self, store: ManifestStore, interval_s: float, on_full: Callable[[BaseException], bool]) -> None:
+        self.store, self.interval_s, self.on_full = store, interval_s, on_full
         self.last = 0.0
         self.handle: asyncio.TimerHandle | None = None
 
@@ -109,7 +118,11 @@ class _ThrottledSave:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
-        self.store.save()
+        try:
+            self.store.save()
+        except OSError as err:
+            if not self.on_full(err):
+                raise
         self.last = time.monotonic()
 
 
@@ -184,10 +197,30 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
     stats = SweepStats(total=len(specs))
     results: dict[str, RunResult] = {}
-    todo = _split_finished(root, specs, store, stats, results, retry_errors)
-    store.manifest.invocations[-1].skipped = stats.skipped
-    store.save()
-    saver = _ThrottledSave(store, manifest_interval_s)
+    try:
+        todo = _split_finished(root, specs, store, stats, results, retry_errors)
+        store.manifest.invocations[-1].skipped = stats.skipped
+        store.save()
+    except OSError as err:
+        if (full := disk_full(err)) is None:
+            raise
+        raise UserError(f"{disk_full_message(full)}: no run started under {root}; free some space and run the "
+                        "same command again") from None
+    full: list[OSError] = []
+    work: asyncio.Task[None] | None = None
+
+    def stop_if_full(err: BaseException) -> bool:
+        """Stop the sweep when ``err`` is a full disk (every later run would fail too); whether it was."""
+        if (no_space := disk_full(err)) is None:
+            return False
+        if not full and work is not None:
+            log.error("disk full: stopping the sweep; runs in flight are redone on the next invocation",
+                      error=disk_full_message(no_space))
+            work.cancel()
+        full.append(no_space)
+        return True
+
+    saver = _ThrottledSave(store, manifest_interval_s, stop_if_full)
     gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd, spent=sum(r.cost_total_usd for r in results.values()))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
@@ -196,12 +229,18 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
         if result is None:
             crashed[spec.run_id] = f"{type(err).__name__}: {err}"
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
+            stop_if_full(err)  # type: ignore[arg-type]
         else:
             results[spec.run_id] = result
             gate.spent += result.cost_total_usd
             append_entries(root, [entry(result, spec.paths.result)])
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result)
+            try:
+                append_entries(root, [entry(result, spec.paths.result)])
+            except OSError as index_err:  # the index is a cache: the next sweep adds the run back
+                if not stop_if_full(index_err):
+                    raise
         view.update(stats)
         saver.request()
 
@@ -215,9 +254,9 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             try:
                 await work
             except asyncio.CancelledError:
-                if not received:
+                if not received and not full:
                     raise  # cancelled from outside: not ours to swallow
-        status = ("interrupted" if received else "crashed" if crashed else "over_budget" if gate.stopped
+        status = ("interrupted" if received else "crashed" if crashed or full else "over_budget" if gate.stopped
                   else "finished")
     finally:
         ticker.cancel()
@@ -227,5 +266,9 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
         saver.now()
     if received:
         raise SweepInterrupted(received[0], done=stats.done, total=stats.total, root=root)
+    if full:
+        raise UserError(f"{disk_full_message(full[0])}: {stats.done}/{stats.total} runs finished under {root}; "
+                        "free some space and run the same command again to finish the rest (finished runs are "
+                        "not redone)")
     return SweepOutcome(results=[results[s.run_id] for s in specs if s.run_id in results],
                         skipped=stats.skipped, ran=stats.done - stats.skipped, crashed=crashed, over_budget=gate.stopped)

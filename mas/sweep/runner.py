@@ -265,7 +265,8 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
-    processors: list[TraceProcessor] = [JsonlWriter(paths.trace), collected]
+    writer = JsonlWriter(paths.trace)
+    processors: list[TraceProcessor] = [writer, collected]
     if tracing:
         processors += registered_processors(cfg, meta)
     tracer = Tracer(spec.run_id, processors, enabled=tracing, root=root, record_inputs=cfg.tracing.record_inputs)
@@ -274,6 +275,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     state, error, own_failure = await run_graph(
         spec.system, rt, checkpoint_path(cfg.storage.checkpoints, paths.checkpoints), tracer, config=config)
     wall_s = time.perf_counter() - t0
+    writer.raise_failure()  # a trace that lost lines is no record of the run: it is redone next time
     grading = await grade(bench, spec.task, rt, final_answer(state), error)
     if grading.error is not None:  # the answer could not be graded: no task result (see mas.sweep.grading)
         state, error, own_failure = {}, grading.error, False
@@ -395,11 +397,13 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
-    tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [JsonlWriter(out.trace), collected],
+    writer = JsonlWriter(out.trace)
+    tracer = Tracer(f"{meta.run_id}/rollback_{rollback_index}", [writer, collected],
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
                                                 fork={"notes": [note]})
+    writer.raise_failure()
     answer = final_answer(state) if error is None else None
     grading = await grade(bench, task, rt, answer, error)
     if grading.error is not None:
