@@ -74,6 +74,8 @@ def test_a_plugin_module_registers_on_import_and_is_remembered_for_worker_proces
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "greenplug", raising=False)
+    # this process's plugin list goes to every later sweep's workers: keep the test's module out of it
+    monkeypatch.setattr("descriptor.registry._PLUGINS", [])
     assert "greenplug" in load_plugins(["greenplug"])
     assert reg.get("green") == "#0f0" and "greenplug" in loaded_plugins()
     with pytest.raises(RegistryError, match=r"plugin 'no_such_plugin_module' could not be imported"):

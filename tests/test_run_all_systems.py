@@ -15,7 +15,7 @@ from mas.topologies.termination import STOP_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "experiment.example.toml")
-MAS_SYSTEMS = tuple(s for s in SYSTEMS if s != "sas")
+MAS_SYSTEMS = tuple(s for s in SYSTEMS if not SYSTEMS[s].single_agent)
 
 
 def has_handoff(events) -> bool:

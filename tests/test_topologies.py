@@ -19,7 +19,7 @@ from mas.llm.scripting import RESPONDERS
 from mas.systems import SYSTEMS
 from mas.topologies.termination import STOP_REASONS
 
-MAS_SYSTEMS = tuple(s for s in SYSTEMS if s != "sas")  # every registered multi-agent system, plugins' too
+MAS_SYSTEMS = tuple(s for s in SYSTEMS if not SYSTEMS[s].single_agent)  # every registered multi-agent system, plugins' too
 
 
 def config(model: str = "scripted", provider: str = "scripted", **sections):

@@ -102,6 +102,9 @@ class Topology:
     agents: Callable[[MasSettings], AgentGraph]
     uses_judge: bool = False
     """Whether its controller or final vote calls the ``judge`` route."""
+    single_agent: bool = False
+    """A single-agent baseline (``sas``, ``sas_matched``): no agent talks to another, nothing loops through the
+    termination controller."""
 
     def role_names(self) -> tuple[str, ...]:
         """Every role whose route a run of this system may call (``judge`` included when it uses one)."""

@@ -222,12 +222,15 @@ class VoteOutcome:
     """The judge call's model and route (None: no call was made)."""
     route: str | None = None
     usage_source: str | None = None
+    cache_hit: bool | None = None
+    """The judge's reply came from the response cache (``cost_usd_saved`` is what it did not pay again)."""
+    cost_usd_saved: float | None = None
 
     def envelope(self) -> dict[str, Any]:
-        """The trace event fields of the judge call behind this vote (usage, model, route)."""
+        """The trace event fields of the judge call behind this vote (usage, model, route, cache)."""
         return {"token_in": self.token_in, "token_out": self.token_out, "latency_ms": self.latency_ms,
                 "cost_usd": self.cost_usd, "model": self.model, "route": self.route,
-                "usage_source": self.usage_source}
+                "usage_source": self.usage_source, "cache_hit": self.cache_hit, "cost_usd_saved": self.cost_usd_saved}
 
 
 def judge_usage(res: LLMResult) -> dict[str, Any]:
@@ -235,7 +238,8 @@ def judge_usage(res: LLMResult) -> dict[str, Any]:
     :class:`VoteOutcome` fields."""
     return {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
             "cost_usd": res.cost_usd, "model": res.model_label or None, "route": res.route or None,
-            "usage_source": res.usage_source}
+            "usage_source": res.usage_source, "cache_hit": res.cache_hit or None,
+            "cost_usd_saved": res.cost_usd_saved if res.cache_hit else None}
 
 
 def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:

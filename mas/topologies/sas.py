@@ -106,4 +106,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
                   Message(source=TOOLS_NODE, target=SOLVER.name, label="results", dashed=True)))
 
 
-TOPOLOGY = register_system(Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph))
+TOPOLOGY = register_system(Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph,
+                                   single_agent=True))

@@ -99,4 +99,4 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 
 TOPOLOGY = register_system(Topology(name="sas_matched", build=build_sas_matched, roles=(SOLVER_ROLE,),
-                                   agents=agent_graph, uses_judge=True))
+                                   agents=agent_graph, uses_judge=True, single_agent=True))

@@ -144,6 +144,9 @@ class JudgeOutcome:
     """The judge call's model and route (None: no call was made)."""
     route: str | None = None
     usage_source: str | None = None
+    cache_hit: bool | None = None
+    """The reply came from the response cache (the decision event does not carry this yet; see mas.llm.cache)."""
+    cost_usd_saved: float | None = None
 
 
 ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None], Awaitable[JudgeOutcome]]
