@@ -21,7 +21,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from descriptor.events import FinalAnswer
 from mas.config import MasSettings
 from mas.topologies.agent import (
     AgentSpec,
@@ -51,11 +50,10 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    vote_among,
+    publish_vote,
 )
 from mas.topologies.state import LoopState
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
-from mas.tracing import current_tracer
 
 DEBATER_ROLE = Role(name="debater", brief="You are one of several independent debaters. Solve the task yourself.")
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
@@ -136,22 +134,15 @@ def build_debate(rt: RunContext) -> StateGraph:
         history = state.get("history") or {}
         arts = [latest(history, n) for n in names]
         arts = [a for a in arts if a is not None]
-        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
-        tracer = current_tracer()
-        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
-                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
-        outcome = win["agent"] if rt.new_environment else None  # the winner's environment is the run's outcome
-        tracer.emit(JUDGE_ACTOR, "finalize", FinalAnswer(**answer, content=win["answer_artifact"],
-                                                        outcome_environment=outcome,
-                                                        sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]),
-                    state_id=state_id_of(config))
+        pub = await publish_vote(rt, arts, state_id=state_id_of(config))  # the winner's branch is the outcome
+        win, out, outcome = pub.winner, pub.vote, pub.outcome
         last = state["decisions"][-1]
         stage = {"stage": "debate", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
                  "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
                  "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
                  "decisions": len(state["decisions"]), "final_vote_source": out.source,
                  "winner_agent": win["agent"], **({"outcome_environment": outcome} if outcome else {})}
-        return {"answer": answer, "stages": [stage], **({"outcome": outcome} if outcome else {})}
+        return {**pub.update(), "stages": [stage]}
 
     g = StateGraph(DebateState)
     g.add_node("debater", debater)

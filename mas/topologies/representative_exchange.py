@@ -34,7 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from descriptor.events import Election, FinalAnswer
+from descriptor.events import Election
 from mas.config import MasSettings
 from mas.topologies.agent import (
     AgentSpec,
@@ -69,7 +69,7 @@ from mas.topologies.roles import (
     packet,
     round_artifacts,
     sync_step_counter,
-    vote_among,
+    publish_vote,
 )
 from mas.topologies.state import LoopState
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
@@ -198,13 +198,8 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
     async def vote(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in rep_names) if a is not None]
-        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
-        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
-                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
-        outcome = win["agent"] if rt.new_environment else None
-        current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
-            **answer, content=win["answer_artifact"], outcome_environment=outcome,
-            sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
+        pub = await publish_vote(rt, arts, state_id=state_id_of(config))
+        win, out, outcome = pub.winner, pub.vote, pub.outcome
         last = state["decisions"][-1]
         stage = {"stage": STAGE, "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
                  "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
@@ -212,7 +207,7 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                  "decisions": len(state["decisions"]), "representatives": dict(state.get("representatives") or {}),
                  "final_vote_source": out.source, "winner_agent": win["agent"],
                  **({"outcome_environment": outcome} if outcome else {})}
-        return {"answer": answer, "stages": [stage], **({"outcome": outcome} if outcome else {})}
+        return {**pub.update(), "stages": [stage]}
 
     g = StateGraph(ExchangeState)
     for name, fn in (("member", member), ("elect", elect), ("representative", representative),

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.environment import Environment
-from descriptor.events import EventType, FinalVote
+from descriptor.events import EventType, FinalAnswer, FinalVote
 from mas.topologies.agent import AgentSpec, Answer, RunContext, TurnResult
 from mas.topologies.declaration import Role
 from mas.topologies.environment import changes_text
-from mas.topologies.judge import JUDGE_ACTOR, VoteOutcome, final_vote
+from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, VoteOutcome, final_vote
 from mas.topologies.prompts import relay_packet
 from mas.topologies.termination import MISSING_CONFIDENCE, Candidate, normalize_artifact
 from mas.tracing import Tracer, current_tracer
@@ -174,3 +174,32 @@ async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id
         explanation=out.explanation, judge_error=out.error, sends=sends,
     ), state_id=state_id, **out.envelope())
     return win, out
+
+
+@dataclass(kw_only=True, slots=True)
+class Published:
+    """The run's answer as the final vote published it."""
+
+    answer: dict[str, Any]
+    """The graph's ``answer`` state: artifact, confidence, reasoning, source agent, selection."""
+    winner: dict[str, Any]
+    vote: VoteOutcome
+    outcome: str | None
+    """The winner's environment branch, on a benchmark solved by acting (the run's outcome); None otherwise."""
+
+    def update(self) -> dict[str, Any]:
+        """The graph-state update: the answer, and the outcome branch where there is one."""
+        return {"answer": self.answer, **({"outcome": self.outcome} if self.outcome else {})}
+
+
+async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None) -> Published:
+    """The final vote among ``arts`` (:func:`vote_among`), then ``system:judge``'s ``finalize`` event giving the
+    winner's answer to the user: the closing records every voting topology writes."""
+    win, out = await vote_among(rt, arts, state_id=state_id)
+    answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
+              "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
+    outcome = win["agent"] if rt.new_environment else None
+    current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
+        **answer, content=win["answer_artifact"], outcome_environment=outcome,
+        sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id)
+    return Published(answer=answer, winner=win, vote=out, outcome=outcome)

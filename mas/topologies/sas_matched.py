@@ -17,16 +17,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from descriptor.events import FinalAnswer
 from mas.config import MasSettings
 from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
 from mas.topologies.declaration import AgentGraph, Message, Participant, Topology, register_system, tool_edges
 from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
-from mas.topologies.roles import artifact_of, latest, sync_step_counter, vote_among
+from mas.topologies.roles import artifact_of, latest, publish_vote, sync_step_counter
 from mas.topologies.sas import SOLVER_ROLE
 from mas.topologies.state import LoopState
-from mas.tracing import current_tracer
 
 SEED_STRIDE = 7919
 """Sample i runs with seed ``run seed + i * SEED_STRIDE`` (a prime, so samples of nearby runs do not collide)."""
@@ -65,14 +63,7 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
     async def vote(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in names) if a is not None]
-        win, out = await vote_among(rt, arts, state_id=state_id_of(config))
-        answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
-                  "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
-        outcome = win["agent"] if rt.new_environment else None
-        current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
-            **answer, content=win["answer_artifact"], outcome_environment=outcome,
-            sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
-        return {"answer": answer, **({"outcome": outcome} if outcome else {})}
+        return (await publish_vote(rt, arts, state_id=state_id_of(config))).update()
 
     g = StateGraph(LoopState)
     g.add_node("sample", sample)
