@@ -146,3 +146,23 @@ def test_an_expired_entry_misses_and_a_stored_reply_round_trips_with_its_tool_ca
     assert hit is not None and hit.message.tool_calls[0]["args"] == {"code": "1"} and hit.cost_usd == 0.5
     assert cache.get("k", max_age_days=1e-9) is None
     assert cache.clear() == 1 and cache.get("k") is None
+
+
+def test_a_server_the_project_started_is_keyed_by_its_model_not_its_port(tmp_path):
+    from types import SimpleNamespace
+
+    from mas.llm.call import _cache_key
+
+    use = CacheUse(cache=ResponseCache(tmp_path / "c.sqlite"), reads=True, writes=True,
+                   settings=CacheSettings(mode="readwrite"), run_seed=1)
+
+    def bound(port: int, server: object) -> SimpleNamespace:
+        return SimpleNamespace(provider="embedded", model_label="qwen", server=server,
+                               base_url=f"http://127.0.0.1:{port}/v1", route=SimpleNamespace(temperature=0.0, max_tokens=64),
+                               model=SimpleNamespace(seed=1))
+
+    key = lambda b: _cache_key(use, b, [HumanMessage("q")], [], None, None, None, {"contract": "c"})  # noqa: E731
+    # each sweep starts its own llama-server on a free port: the re-run must still hit
+    assert key(bound(40001, object())) == key(bound(40002, object()))
+    # an endpoint someone else runs is part of the identity
+    assert key(bound(40001, None)) != key(bound(40002, None))

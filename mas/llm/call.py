@@ -444,7 +444,9 @@ def _cache_key(cache: CacheUse | None, bound: BoundModel, messages: list[BaseMes
     if not cache.cacheable(temperature, sent_seed):
         return None
     return request_key(
-        provider=bound.provider, model=bound.model_label, endpoint=endpoint_label(bound.base_url), messages=messages,
+        # A server this project started gets a new port each time: its model file, not its address, is its identity.
+        provider=bound.provider, model=bound.model_label,
+        endpoint="project-server" if bound.server is not None else endpoint_label(bound.base_url), messages=messages,
         tools=tools, temperature=temperature, max_tokens=bound.route.max_tokens if max_tokens is None else max_tokens,
         seed=sent_seed if cache.scope() is not None else None, response_format=response_format,
         # Not the step index: concurrent agents (a debate round) take steps in scheduling order, which hits
