@@ -86,6 +86,7 @@ def test_a_second_identical_sweep_sends_no_request_and_reproduces_answers_tokens
     hits, fresh = (
         [e for e in llm_events(tmp_path / "out" / run) if e["actor"] != "system:controller"] for run in ("second", "first"))
     assert hits and all(e.get("cache_hit") is True and e["cost_usd"] == 0.0 for e in hits)
+    assert [e.get("route") for e in hits] == [e.get("route") for e in fresh], "a hit names its route as the call did"
     assert not any(e.get("cache_hit") for e in fresh)
     saved = sum(e["cost_usd_saved"] for e in hits)
     assert saved == pytest.approx(sum(e["cost_usd"] for e in fresh)) and saved > 0

@@ -377,7 +377,7 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
             await asyncio.sleep(wait or 0.0)
     end = utc_now_iso()
     msg = clean_message(msg)  # model output enters here: nothing it holds may fail the run when stored
-    text = msg.content if isinstance(msg.content, str) else str(msg.content)
+    text, calls = _reply_parts(msg, tools, tool_names)
     usage = cb.usage or getattr(msg, "usage_metadata", None)
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
         (token_in, token_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
@@ -391,7 +391,6 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
         prompt = "\n".join(str(m.content) for m in messages)
         token_in, source = await count_tokens(bound, prompt)
         token_out, _ = await count_tokens(bound, text)
-    _, calls = _reply_parts(msg, tools, tool_names)
     result = LLMResult(
         message=msg, text=text, tool_calls=calls,
         parsed=None if calls else parse_json_object(text),
@@ -463,7 +462,7 @@ def _from_cache(bound: BoundModel, hit: CachedReply, tools: list[Any] | None, to
         message=msg, text=text, tool_calls=calls, parsed=None if calls else parse_json_object(text),
         token_in=hit.token_in, token_out=hit.token_out, latency_ms=(time.perf_counter() - t0) * 1000,
         cost_usd=0.0, usage_source=hit.usage_source, start=start, end=utc_now_iso(), model_label=bound.model_label,
-        cache_hit=True, cost_usd_saved=hit.cost_usd,
+        route=bound.name, cache_hit=True, cost_usd_saved=hit.cost_usd,
     )
 
 
