@@ -25,7 +25,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from mas.llm.cache import open_cache
 
     path = _cache_path(args)
-    if args.action != "clear" and not path.is_file():
+    if not path.is_file():  # clear too: emptying what is not there must not create it
         raise UserError(f"cache: no response cache at {path} (runs write one with --cache write or readwrite)")
     cache = open_cache(path)
     if args.action == "stats":
