@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import sys
@@ -240,9 +241,10 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                    **({"selection": req.selection.record()} if not req.selection.default else {})}
         target = req.cfg.systems.sas_matched.match if "sas_matched" in req.systems else None
         first = [s for s in specs if target is None or split_unit(s.system)[0] != "sas_matched"]
-        outcome = await run_sweep(first, job, root=req.experiment_root, experiment_id=req.experiment_id,
+        sweep = functools.partial(run_sweep, job=job, root=req.experiment_root, experiment_id=req.experiment_id,
                                   executor=req.executor, request=request, progress=req.progress,
                                   retry_errors=req.retry_errors)
+        outcome = await sweep(first)
         if target is not None and not (outcome.crashed or outcome.over_budget):
             # Compute matching: k from the finished runs above, then the matched runs (see mas.sweep.matching).
             later = [s for s in specs if split_unit(s.system)[0] == "sas_matched"]
@@ -250,9 +252,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                             units=list(dict.fromkeys((s.benchmark, s.system) for s in later)),
                             fallback_k=req.cfg.systems.sas_matched.k)
             second = [dataclasses.replace(s, options={"k": ks[(s.benchmark, s.system)]}) for s in later]
-            more = await run_sweep(second, job, root=req.experiment_root, experiment_id=req.experiment_id,
-                                   executor=req.executor, request=request, progress=req.progress,
-                                   retry_errors=req.retry_errors)
+            more = await sweep(second)
             order = {s.run_id: i for i, s in enumerate(specs)}
             outcome = dataclasses.replace(
                 more, results=sorted([*outcome.results, *more.results], key=lambda r: order[r.run_id]),
