@@ -8,7 +8,7 @@
   (step level; positives are the labelled mistake steps), overall and per
   subset.
 
-Agents compare by :func:`~attribution.trajectory.normalize_agent`; steps
+Agents compare by :func:`~attribution.sources.trajectory.normalize_agent`; steps
 compare as integers.
 """
 
@@ -26,7 +26,7 @@ from sklearn.metrics import roc_auc_score
 
 from attribution.methods.base import Method, MethodContext, Prediction
 from attribution.scorers.base import StepScores
-from attribution.trajectory import Trajectory, normalize_agent
+from attribution.sources.trajectory import Trajectory, normalize_agent
 from descriptor.errors import UserError
 
 log = structlog.get_logger(__name__)

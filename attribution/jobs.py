@@ -17,11 +17,11 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, Field
 
-from attribution.calls import server_tokenizer
+from attribution.llm.calls import server_tokenizer
 from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
-from attribution.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
-from attribution.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
-from attribution.trajectory import Trajectory
+from attribution.sources.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
+from attribution.sources.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import read_json, write_json_atomic, write_text_atomic
 from descriptor.redact import may_hold_secret, redact

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attribution.conformal import METHODS, Aggregator  # noqa: E402
-from attribution.conformal_eval import Evaluator, coverage_curve, summarise, synthetic_records  # noqa: E402
+from attribution.conformal.evaluation import Evaluator, coverage_curve, summarise, synthetic_records  # noqa: E402
 
 
 def main() -> int:

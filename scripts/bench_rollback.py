@@ -57,7 +57,7 @@ def _sweep(root: Path, name: str, *, scenario: str, seed: int, tasks: int, args:
 
 def scenario_rows(root: Path, scenario: str, methods: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Every strategy's aggregate for one scenario over ``--repeats`` calibration/test pairs, pooled."""
-    from attribution.rollback_experiment import aggregate
+    from attribution.rollback.experiment import aggregate
     from descriptor.records import RollbackRecord
 
     runs: dict[str, list[RollbackRecord]] = {}

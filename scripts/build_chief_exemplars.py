@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attribution._prompt_fit import render_steps, step_views  # noqa: E402
-from attribution.loaders import load_who_and_when_file  # noqa: E402
-from attribution.prompting import agent_names  # noqa: E402
+from attribution.llm.prompt_fit import render_steps, step_views  # noqa: E402
+from attribution.sources.loaders import load_who_and_when_file  # noqa: E402
+from attribution.llm.prompting import agent_names  # noqa: E402
 
 EXEMPLAR_TOKENS = 220
 """Tokens one exemplar's log may take in a prompt (steps compressed or windowed to fit)."""

@@ -4,7 +4,7 @@
         [--scorers learned,position] [--alphas 0.1,0.2,0.3] [--bootstrap 0] [--out FILE]
 
 The dev split is divided once (``scripts/who_and_when_dev_heldout.json``,
-made by :func:`attribution.conformal_heldout.heldout_split` with seed 0:
+made by :func:`attribution.conformal.heldout.heldout_split` with seed 0:
 30 % of the question groups of each subset stratum, 37 records, held out;
 86 for development). The script refuses a split file the data no longer
 reproduce.
@@ -40,10 +40,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attribution.conformal import METHODS, Aggregator  # noqa: E402
-from attribution.conformal_eval import Evaluator, summarise  # noqa: E402
-from attribution.conformal_heldout import check_split, read_split  # noqa: E402
-from attribution.loaders import load_who_and_when_dir  # noqa: E402
-from attribution.scorefile import ScoreRecord  # noqa: E402
+from attribution.conformal.evaluation import Evaluator, summarise  # noqa: E402
+from attribution.conformal.heldout import check_split, read_split  # noqa: E402
+from attribution.sources.loaders import load_who_and_when_dir  # noqa: E402
+from attribution.sources.scorefile import ScoreRecord  # noqa: E402
 from attribution.scorers import SCORERS, ScorerContext  # noqa: E402
 from attribution.scorers.crossfit import group_key  # noqa: E402
 from descriptor.errors import UserError  # noqa: E402

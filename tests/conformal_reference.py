@@ -13,7 +13,7 @@ import math
 from fractions import Fraction
 
 from attribution.conformal import INF
-from attribution.scorefile import ScoreRecord
+from attribution.sources.scorefile import ScoreRecord
 
 # --- the paper's methods ------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from attribution.calls import CaseLedger
-from attribution.replies import contract, many, one_of, schema_of, text
+from attribution.llm.calls import CaseLedger
+from attribution.llm.replies import contract, many, one_of, schema_of, text
 from mas.config import ModelRoute
 from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.models import BoundModel

@@ -15,7 +15,7 @@ from attribution.methods import METHODS, MethodContext
 from attribution.methods._chief_exemplars import is_pool_record, load_pool, retrieve
 from attribution.methods._chief_graph import CausalGraph, Subtask
 from attribution.methods.chief import backtrack
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
 from tests.test_attribution_data import DEV, needs_dev

@@ -10,9 +10,9 @@ import pytest
 
 import main
 from attribution.evaluate import CaseRecord, agent_correct, attribution_metrics, step_within
-from attribution.loaders import load_run, load_runs_dir, load_who_and_when_dir, load_who_and_when_file
+from attribution.sources.loaders import load_run, load_runs_dir, load_who_and_when_dir, load_who_and_when_file
 from attribution.methods import METHODS, MethodContext, get_method
-from attribution.trajectory import Step, Trajectory, normalize_agent
+from attribution.sources.trajectory import Step, Trajectory, normalize_agent
 from descriptor.errors import UserError
 from tests.shared_data import needs_who_and_when, shared_data
 

@@ -39,10 +39,10 @@ from attribution.methods._echo_vote import (
     vote,
 )
 from attribution.methods.echo import parse_analysis, sample_panel, step_candidates, step_view
-from attribution.prompting import case_header, parse_loose, render_steps, step_views
+from attribution.llm.prompting import case_header, parse_loose, render_steps, step_views
 from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.trajectory import Step, Trajectory
 from mas.config import ModelRoute
 from mas.llm.models import BoundModel
 from mas.scripted.model import ScriptedChatModel
@@ -656,8 +656,8 @@ async def test_all_methods_run_on_the_embedded_model() -> None:
 
 async def test_prompt_measured_over_budget_by_the_servers_tokenizer_is_refitted() -> None:
     """A tokenizer counting 2 characters a token (where the estimate assumes 4) forces smaller fits."""
-    from attribution.calls import CaseLedger
-    from attribution.prompting import messages, render_steps, step_views
+    from attribution.llm.calls import CaseLedger
+    from attribution.llm.prompting import messages, render_steps, step_views
 
     traj = make_traj(["human", "Planner", "Coder"] * 30, 40, tid="long", filler="value 3.14159, " * 20)
 

@@ -12,7 +12,7 @@ from attribution.scorers import SCORERS, ScorerContext, StepScores, cross_fit, g
 from attribution.scorers.features import step_features
 from attribution.scorers.learned import fit_step_classifier
 from attribution.scorers.position import fit_density, fit_position_prior
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 
 
@@ -163,7 +163,7 @@ async def test_learned_beats_position_on_the_dev_split() -> None:
         from tests.shared_data import WHO_AND_WHEN_HOWTO
 
         pytest.skip(WHO_AND_WHEN_HOWTO)
-    from attribution.loaders import load_who_and_when_dir
+    from attribution.sources.loaders import load_who_and_when_dir
 
     trajs = load_who_and_when_dir(DEV).trajectories
     ctx = ScorerContext(folds=5, seed=0)

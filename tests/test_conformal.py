@@ -29,8 +29,8 @@ from attribution.conformal import (
     rank_for,
     record_u,
 )
-from attribution.conformal_eval import Evaluator, summarise, synthetic_records
-from attribution.scorefile import TrainSource, fingerprint, parse_score_lines, read_score_file
+from attribution.conformal.evaluation import Evaluator, summarise, synthetic_records
+from attribution.sources.scorefile import TrainSource, fingerprint, parse_score_lines, read_score_file
 from descriptor.errors import UserError
 from tests.conformal_reference import rec, ref_quantile, ref_score, ref_set
 

@@ -25,7 +25,7 @@ from attribution.conformal import (
     prediction_set,
     step_thresholds,
 )
-from attribution.conformal_eval import Evaluator, summarise, synthetic_records
+from attribution.conformal.evaluation import Evaluator, summarise, synthetic_records
 from tests.conformal_reference import NEW, rec, ref_new_h, ref_quantile, ref_score, ref_set
 
 SUM = Aggregator()

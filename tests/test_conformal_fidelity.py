@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attribution.cli_conformal import register
+from attribution.cli.conformal import register
 from attribution.conformal import (
     AUTO_CANDIDATES,
     Aggregator,
@@ -25,7 +25,7 @@ from attribution.conformal import (
     segment_score,
     step_thresholds,
 )
-from attribution.conformal_eval import synthetic_records
+from attribution.conformal.evaluation import synthetic_records
 from descriptor.errors import UserError
 from tests.conformal_reference import rec, ref_tree_nodes
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from attribution.conformal_heldout import check_split, heldout_split, read_split, write_split
+from attribution.conformal.heldout import check_split, heldout_split, read_split, write_split
 from attribution.scorers.crossfit import group_key
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from tests.scripts_loader import load_script
 from tests.shared_data import needs_who_and_when, who_and_when_dev
@@ -52,7 +52,7 @@ def test_a_recorded_split_the_data_no_longer_reproduce_is_refused(tmp_path):
 
 @needs_dev
 def test_the_recorded_who_and_when_split_matches_the_data():
-    from attribution.loaders import load_who_and_when_dir
+    from attribution.sources.loaders import load_who_and_when_dir
 
     ts = load_who_and_when_dir(DEV).trajectories
     split = read_split(SCRIPT.DEFAULT_SPLIT)

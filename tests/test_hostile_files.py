@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from attribution.loaders import load_runs_dir, load_who_and_when_dir
-from attribution.span_loader import load_spans
+from attribution.sources.loaders import load_runs_dir, load_who_and_when_dir
+from attribution.sources.span_loader import load_spans
 from descriptor.errors import UserError
 from tests.descriptor_fixtures import build_experiment, ev, metadata_record, result_record, write_run
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution.cli_main import main
+from attribution.cli.main import main
 from descriptor import ownership
 from mas.sweep.provenance import NOT_A_CHECKOUT, git_commit
 
@@ -46,9 +46,9 @@ def test_init_config_writes_the_example_and_never_overwrites(tmp_path, capsys):
 
 
 def test_the_wheel_installs_a_console_script_and_no_top_level_module():
-    assert PYPROJECT["project"]["scripts"]["mas-econ"] == "attribution.cli_main:console"
+    assert PYPROJECT["project"]["scripts"]["mas-econ"] == "attribution.cli.main:console"
     assert PYPROJECT["tool"]["setuptools"]["py-modules"] == []
-    from attribution.cli_main import console
+    from attribution.cli.main import console
 
     assert callable(console)
 

@@ -18,8 +18,8 @@ import time
 import httpx
 import pytest
 
-from attribution.loaders import load_run
-from attribution.span_loader import load_spans
+from attribution.sources.loaders import load_run
+from attribution.sources.span_loader import load_spans
 from descriptor.events import read_trace
 from tests.otel_helpers import (
     chat_token_sums,

@@ -12,7 +12,7 @@ import pytest
 import descriptor.registry
 from attribution.conformal import CONFORMAL_METHODS, Aggregator, fit, method_names, predict
 from attribution.methods import METHODS
-from attribution.scorefile import ScoreRecord
+from attribution.sources.scorefile import ScoreRecord
 from attribution.scorers import SCORERS
 from benchmark.base import Task
 from benchmark.registry import BENCHMARKS, get_benchmark

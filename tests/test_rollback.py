@@ -9,11 +9,11 @@ import langgraph
 import pytest
 
 from attribution.conformal import Calibration
-from attribution.loaders import load_run
-from attribution.rollback import choose_restart, rollback_one, superstep_start
-from attribution.rollback_experiment import resolve_scoring, training_for
-from attribution.scorefile import ScoreRecord, TrainSource
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.loaders import load_run
+from attribution.rollback.restart import choose_restart, rollback_one, superstep_start
+from attribution.rollback.experiment import resolve_scoring, training_for
+from attribution.sources.scorefile import ScoreRecord, TrainSource
+from attribution.sources.trajectory import Step, Trajectory
 from main import main
 from descriptor.errors import UserError
 

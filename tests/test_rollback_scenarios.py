@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from attribution.rollback import choose_restart
-from attribution.rollback_experiment import aggregate
+from attribution.rollback.restart import choose_restart
+from attribution.rollback.experiment import aggregate
 from benchmark.registry import get_benchmark
 from descriptor.errors import UserError
 from descriptor.layout import RunKey

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import attribution.sweep_rollback as sr
-from attribution.loaders import load_runs_dir
+import attribution.rollback.sweep as sr
+from attribution.sources.loaders import load_runs_dir
 from attribution.scorers.crossfit import group_key
 from main import main
 

@@ -21,8 +21,8 @@ import pytest
 
 from langgraph.graph.message import add_messages
 
-from attribution.loaders import load_trajectories
-from attribution.span_loader import load_spans, read_span_file
+from attribution.sources.loaders import load_trajectories
+from attribution.sources.span_loader import load_spans, read_span_file
 from descriptor.errors import UserError
 from tests.shared_data import needs_who_and_when, shared_data
 

@@ -126,7 +126,7 @@ def test_stats_doctests_hold():
 def test_rollback_intervals_follow_the_reports_rules():
     """The rollback experiment's intervals are the report's: Wilson at z = 1.95996 (not 1.96), (0, 1) with no
     runs, the same seeded bootstrap of the mean."""
-    from attribution.rollback_experiment import aggregate
+    from attribution.rollback.experiment import aggregate
     from descriptor.records import RollbackRecord
 
     base = dict(run="r", rollback_index=0, strategy="conformal", set=[1], restart_step=1, n_steps=10,
@@ -146,7 +146,7 @@ def test_each_statistic_is_defined_once():
     root = Path(__file__).resolve().parent.parent
     pattern = re.compile(r"^\s*def \w*(wilson|bootstrap|sign_test|p95|percentile|quantile)\w*\(", re.M | re.I)
     allowed = {"descriptor/stats.py", "attribution/conformal/_calibrate.py",  # the conformal quantile: another rule
-               "attribution/conformal_eval.py",
+               "attribution/conformal/evaluation.py",
                "scripts/eval_conformal_heldout.py"}  # reruns whole evaluations per resample; its interval is ours
     found = [str(p.relative_to(root)) for d in ("descriptor", "benchmark", "mas", "attribution", "scripts")
              for p in (root / d).rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from attribution.loaders import load_run
-from attribution.rollback import rollback_note, superstep_start
+from attribution.sources.loaders import load_run
+from attribution.rollback.restart import rollback_note, superstep_start
 from mas.sweep.runner import resume_run
 from benchmark.registry import get_benchmark
 from descriptor.run_metrics import compute_run_metrics

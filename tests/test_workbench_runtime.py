@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage
 
-from attribution.loaders import load_run
-from attribution.rollback import rollback_note, superstep_start
+from attribution.sources.loaders import load_run
+from attribution.rollback.restart import rollback_note, superstep_start
 from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from descriptor.layout import RunKey

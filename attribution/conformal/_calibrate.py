@@ -54,7 +54,7 @@ from attribution.conformal._aggregators import INF, Aggregator, prefix_scores, s
 from attribution.conformal._contiguous import CONTIGUOUS_METHODS
 from attribution.conformal._methods import CONFORMAL_METHODS, base_methods, method_names
 from attribution.conformal._paper import PAPER_METHODS, PredictionSet, filtration_nfe, first_argmax
-from attribution.scorefile import ScoreRecord, labelled
+from attribution.sources.scorefile import ScoreRecord, labelled
 from descriptor.errors import UserError
 
 BASE_METHODS = (*PAPER_METHODS, *CONTIGUOUS_METHODS)

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError, field_seriali
 from attribution.conformal._aggregators import INF, Aggregator
 from attribution.conformal._calibrate import Fitted, fit, predict
 from attribution.conformal._methods import base_methods, method_names
-from attribution.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
+from attribution.sources.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.untrusted import BadJson, parse_json

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 POOL_PATH = Path(__file__).with_name("chief_exemplars.json")
 _WORD_RE = re.compile(r"[a-z]{3,}")

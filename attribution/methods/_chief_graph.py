@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attribution.methods._echo_context import HANDOFF_RE, key_decisions, summary
-from attribution.prompting import ENVIRONMENT_KEYS, ERROR_CUE_RE, clip, display_agent
-from attribution.trajectory import Trajectory
+from attribution.llm.prompting import ENVIRONMENT_KEYS, ERROR_CUE_RE, clip, display_agent
+from attribution.sources.trajectory import Trajectory
 
 MAX_SUBTASKS = 8
 LOOP_SIMILARITY = 0.6

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attribution.calls import CaseLedger
+from attribution.llm.calls import CaseLedger
 from attribution.methods._chief_graph import (
     CausalGraph,
     Subtask,
@@ -32,9 +32,9 @@ from attribution.methods._chief_graph import (
     build_graph,
     regex_otar,
 )
-from attribution.prompting import clip, messages, render_steps, resolve_step, step_views
-from attribution.replies import contract, many, one_of, schema_of, step_in, text
-from attribution.trajectory import Trajectory, normalize_agent
+from attribution.llm.prompting import clip, messages, render_steps, resolve_step, step_views
+from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
+from attribution.sources.trajectory import Trajectory, normalize_agent
 
 OTAR_FIELDS = ("observation", "thought", "action", "result")
 OTAR_CHARS = 50
@@ -50,7 +50,7 @@ GRAPH_FIXED_TOKENS = 420
 def graph_batches(traj: Trajectory, subtasks: list[Subtask], reply_tokens: int) -> list[list[tuple[Subtask, str]]]:
     """Consecutive (subtask, actor) pairs grouped so that one reply holds all their tuples.
 
-    >>> from attribution.trajectory import Step
+    >>> from attribution.sources.trajectory import Step
     >>> t = Trajectory(id="x", query="q", steps=[Step(index=i, agent=a) for i, a in enumerate("ABAB")])
     >>> subs = [Subtask(index=0, name="s", start=0, end=1), Subtask(index=1, name="t", start=2, end=3)]
     >>> [[(s.index, a) for s, a in b] for b in graph_batches(t, subs, 512)]

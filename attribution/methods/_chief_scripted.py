@@ -1,12 +1,12 @@
 """The scripted double's answers to CHIEF's prompts (``attribution.chief.*``), registered by
-:mod:`attribution.methods.chief` when it loads (see :mod:`attribution._scripted_log`)."""
+:mod:`attribution.methods.chief` when it loads (see :mod:`attribution.llm.scripted_log`)."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from attribution._scripted_log import first_marked, lines, marked
+from attribution.llm.scripted_log import first_marked, lines, marked
 from mas.llm.scripting import ScriptedContext, responder
 
 

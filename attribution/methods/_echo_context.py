@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from attribution.prompting import ERROR_CUE_RE, StepView, clip, display_agent
-from attribution.trajectory import Trajectory
+from attribution.llm.prompting import ERROR_CUE_RE, StepView, clip, display_agent
+from attribution.sources.trajectory import Trajectory
 
 HANDOFF_RE = re.compile(
     r"(@\w+|->|\b(next,? |over to|hand(?:ing)? (?:over|off)|pass(?:ing)? (?:it )?to|your turn|please (?:verify|check|run|"

@@ -10,7 +10,7 @@ factory registered by name in :data:`METHODS`::
 
 Methods that call a model get it from ``ctx.model`` (``None`` when the CLI
 was run without ``--model``; call :func:`require_model`), call it through
-:mod:`attribution.calls` (the runtime's call layer), fit every prompt to
+:mod:`attribution.llm.calls` (the runtime's call layer), fit every prompt to
 ``ctx.context_window`` tokens and say how in ``Prediction.truncated``.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.registry import Registry
 from mas.llm.models import BoundModel
@@ -41,7 +41,7 @@ class MethodContext(BaseModel):
     """Completion budget per call on this route (tokens)."""
     count_tokens: Any = None
     """``async (text) -> tokens`` measuring fitted prompts; None: the embedded server's tokenizer on that
-    route, else the estimate alone (see :mod:`attribution.calls`)."""
+    route, else the estimate alone (see :mod:`attribution.llm.calls`)."""
     with_ground_truth: bool = True
     """Whether the method may show the task's reference answer to the model."""
     seed: int = 0

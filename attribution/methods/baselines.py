@@ -12,7 +12,7 @@
 
 Each asks for a one-sentence reason before the answer field (small models
 answer better after saying why) and parses the reply tolerantly; a reply with
-no usable answer falls back to :func:`attribution.prompting.heuristic_guess`
+no usable answer falls back to :func:`attribution.llm.prompting.heuristic_guess`
 and the fallback is recorded in ``details["fallbacks"]``.
 """
 
@@ -22,10 +22,10 @@ import json
 import re
 from typing import Any
 
-from attribution._scripted_log import first_marked, marked
-from attribution.calls import CaseLedger, new_ledger
+from attribution.llm.scripted_log import first_marked, marked
+from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
-from attribution.prompting import (
+from attribution.llm.prompting import (
     ENVIRONMENT_KEYS,
     agent_names,
     case_header,
@@ -39,9 +39,9 @@ from attribution.prompting import (
     step_views,
     steps_of,
 )
-from attribution.replies import Reply, YesNo, contract, one_of, schema_of, step_in, text
+from attribution.llm.replies import Reply, YesNo, contract, one_of, schema_of, step_in, text
 from mas.llm.scripting import ScriptedContext, responder
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 SYSTEM = (
     "You review the log of a multi-agent team that failed its task. The decisive error is the earliest step "
@@ -222,7 +222,7 @@ def binary_search() -> Method:
     """About log2(n_steps) calls; see :func:`split_range` for odd lengths."""
     return _binary_search
 
-# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 
 @responder("attribution.all_at_once.answer")
 def _scripted_all_at_once(ctx: ScriptedContext) -> str:

@@ -66,9 +66,9 @@ from attribution.methods._chief_graph import (
     self_corrected,
 )
 from attribution.methods._chief_model_graph import model_graph
-from attribution.calls import CaseLedger, new_ledger
+from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
-from attribution.prompting import (
+from attribution.llm.prompting import (
     case_header,
     clip,
     display_agent,
@@ -81,8 +81,8 @@ from attribution.prompting import (
     step_views,
     steps_of,
 )
-from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
-from attribution.trajectory import Trajectory, normalize_agent
+from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
+from attribution.sources.trajectory import Trajectory, normalize_agent
 from mas.llm.confidence import parse_confidence
 
 MAX_WALK_CALLS = 8

@@ -23,7 +23,7 @@ Model calls per case: at most ``k * (1 + candidates)`` (12 with the
 defaults), ``k`` when the elected agent has one step; a prompt the server
 refuses as too long, or a transient failure, is re-sent and counted again.
 Every prompt is fitted to the route's context window
-(:func:`attribution.prompting.render_steps`).
+(:func:`attribution.llm.prompting.render_steps`).
 
 Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default) is ECHO's rule as
 its paper defines it: δ = 0.3 is a minimum confidence (ballots below it are
@@ -56,9 +56,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from attribution._scripted_log import agents_in, first_marked, marked
-from attribution._prompt_fit import clip
-from attribution.calls import CaseLedger, new_ledger
+from attribution.llm.scripted_log import agents_in, first_marked, marked
+from attribution.llm.prompt_fit import clip
+from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods._echo_context import hierarchical_views, hotspots, step_types
 from attribution.methods._echo_vote import (
     DELTA,
@@ -72,7 +72,7 @@ from attribution.methods._echo_vote import (
     step_votes,
 )
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
-from attribution.prompting import (
+from attribution.llm.prompting import (
     actor_step,
     agent_names,
     case_header,
@@ -86,8 +86,8 @@ from attribution.prompting import (
     step_views,
     steps_of,
 )
-from attribution.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
-from attribution.trajectory import Trajectory
+from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
+from attribution.sources.trajectory import Trajectory
 from mas.llm.scripting import ScriptedContext, responder
 from mas.llm.confidence import parse_confidence
 
@@ -386,7 +386,7 @@ def echo(k: int = 3, candidates: int = MAX_CANDIDATES, vote: str = "paper", delt
                     "compare_votes": compare_votes}
     return run
 
-# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 
 @responder("attribution.echo.agent_panel")
 def _scripted_echo_agents(ctx: ScriptedContext) -> str:

@@ -6,7 +6,7 @@ import hashlib
 import random
 
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 
 def case_rng(seed: int, case_id: str) -> random.Random:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.registry import Registry
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from attribution.scorers.base import StepScores
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 
 M = TypeVar("M")

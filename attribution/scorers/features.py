@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.trajectory import Step, Trajectory
 
 _ERROR_RE = re.compile(r"\b(error|errors|failed|failure|fail|exception|invalid|incorrect|wrong|mistake)\b", re.I)
 _CANNOT_RE = re.compile(r"\b(cannot|can't|can not|unable|not able|couldn't|could not|unfortunately|sorry)\b", re.I)

@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 from attribution.scorers.base import ScorerContext, StepScores, max_normalise, register_scorer
 from attribution.scorers.crossfit import cross_fit
 from attribution.scorers.features import step_features
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 ModelKind = Literal["extra_trees", "logreg"]
 

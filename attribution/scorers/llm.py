@@ -16,10 +16,10 @@ import math
 import re
 import time
 
-from attribution._scripted_log import marked
+from attribution.llm.scripted_log import marked
 from attribution.methods.echo import ROLES, sample_panel
-from attribution.calls import CaseLedger, new_ledger
-from attribution.prompting import case_header, messages, render_steps, step_views
+from attribution.llm.calls import CaseLedger, new_ledger
+from attribution.llm.prompting import case_header, messages, render_steps, step_views
 from attribution.scorers.base import (
     Scorer,
     ScorerContext,
@@ -27,7 +27,7 @@ from attribution.scorers.base import (
     per_trajectory,
     register_scorer,
 )
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from mas.llm.scripting import ScriptedContext, responder
 
 SCORE_REPLY_TOKENS = 24
@@ -179,7 +179,7 @@ def llm_roles(k: int = ROLES_K, max_calls: int = MAX_CALLS) -> Scorer:
 
     return per_trajectory(one)
 
-# ---- the scripted double's answers to this module's prompts (see attribution._scripted_log) ----
+# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 
 def _scripted_score(ctx: ScriptedContext, noise: float) -> str:
     steps = set(ctx.metadata.get("attr_steps", []))

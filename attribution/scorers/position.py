@@ -21,7 +21,7 @@ from scipy.stats import norm
 
 from attribution.scorers.base import ScorerContext, StepScores, max_normalise, register_scorer
 from attribution.scorers.crossfit import cross_fit
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

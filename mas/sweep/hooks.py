@@ -8,7 +8,7 @@ Both are registries (:class:`descriptor.registry.Registry`); this module stays l
 registering costs the command line nothing.
 
 ``mas`` must not import ``attribution``, yet ``run --rollback`` rolls back the sweep's failed runs before the
-summary. So ``attribution.cli_sweep`` registers a :class:`SweepHook` here when it is imported, and the ``run``
+summary. So ``attribution.cli.sweep`` registers a :class:`SweepHook` here when it is imported, and the ``run``
 command (:mod:`mas.cli`) asks every registered hook for its options, lets each check them before any run starts,
 and calls what they return after the sweep. Installed packages add hooks through the ``mas_econ.sweep_hooks``
 entry-point group, other code as a plugin (``--plugin MODULE``).

@@ -18,8 +18,8 @@ def _calibration(path: str | None):
 
 def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
     """How to score the runs: the flags, defaulting to what the calibration records (None: no scoring)."""
-    from attribution.rollback import UNSCORED
-    from attribution.rollback_experiment import resolve_scoring
+    from attribution.rollback.restart import UNSCORED
+    from attribution.rollback.experiment import resolve_scoring
 
     if all(s in UNSCORED for s in strategies):
         return None
@@ -30,7 +30,7 @@ def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
 
 def _rollbackable(run_dir: str, *, force: bool):
     """The run at ``run_dir`` as a trajectory, after the guards: it exists, it finished and it failed."""
-    from attribution.loaders import MalformedFile, load_run
+    from attribution.sources.loaders import MalformedFile, load_run
     from descriptor.errors import UserError
     from descriptor.layout import RunPaths
     from descriptor.run_files import RunFileError, read_result
@@ -55,8 +55,8 @@ def _rollbackable(run_dir: str, *, force: bool):
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from attribution.rollback import rollback_one
-    from attribution.rollback_experiment import early_stopped_choices, score_runs
+    from attribution.rollback.restart import rollback_one
+    from attribution.rollback.experiment import early_stopped_choices, score_runs
 
     traj = _rollbackable(args.run_dir, force=args.force)
     calibration = _calibration(args.calibration)
@@ -87,7 +87,7 @@ def _with_ci(value: float | None, ci: tuple[float | None, float | None] | list[f
 
 
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
-    from attribution.rollback_experiment import rollback_experiment
+    from attribution.rollback.experiment import rollback_experiment
     from mas.cli import print_table
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]

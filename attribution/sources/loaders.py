@@ -1,4 +1,4 @@
-"""Load failed runs into :class:`~attribution.trajectory.Trajectory` objects.
+"""Load failed runs into :class:`~attribution.sources.trajectory.Trajectory` objects.
 
 Two sources:
 
@@ -8,7 +8,7 @@ Two sources:
   :func:`load_run`, :func:`load_runs_dir`. The trace-event → step mapping is
   documented in ``attribution/README.md``.
 - OpenTelemetry / OpenInference spans of any agent program (OTLP JSON,
-  Phoenix's span export): :mod:`attribution.span_loader`.
+  Phoenix's span export): :mod:`attribution.sources.span_loader`.
 
 A malformed file never stops a directory load: it is logged (structlog
 warning naming the file and the reason) and returned in
@@ -25,8 +25,8 @@ from typing import Any, Literal
 import structlog
 from pydantic import ValidationError
 
-from attribution._load_result import LoadResult, MalformedFile, SkippedFile
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.load_result import LoadResult, MalformedFile, SkippedFile
+from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.events import Payload, ToolCall, ToolResult, read_trace_checked
 from descriptor.layout import SUFFIXES, RunPaths, run_indices
@@ -299,14 +299,14 @@ def load_runs_dir(runs_dir: str | Path) -> LoadResult:
 def load_trajectories(*, data_dir: str | Path | None = None, runs_dir: str | Path | None = None,
                       spans: str | Path | None = None, subset: Subset = "all") -> LoadResult:
     """Exactly one of ``data_dir`` (Who&When), ``runs_dir`` (this project's runs) or ``spans`` (OpenTelemetry
-    spans of any agent program, see :mod:`attribution.span_loader`)."""
+    spans of any agent program, see :mod:`attribution.sources.span_loader`)."""
     if sum(x is not None for x in (data_dir, runs_dir, spans)) != 1:
         raise UserError("give exactly one of --data-dir (Who&When), --runs-dir (this project's runs) or --spans "
                         "(OpenTelemetry spans)")
     if data_dir is not None:
         return load_who_and_when_dir(data_dir, subset)
     if spans is not None:
-        from attribution.span_loader import load_spans
+        from attribution.sources.span_loader import load_spans
 
         return load_spans(spans)
     return load_runs_dir(runs_dir)  # type: ignore[arg-type]

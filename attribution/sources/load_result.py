@@ -1,13 +1,13 @@
 """What a load of trajectories returns, and the error a file that cannot become one raises.
 
-Apart from :mod:`attribution.loaders` so the span loader, which that module dispatches to, can use them too.
+Apart from :mod:`attribution.sources.loaders` so the span loader, which that module dispatches to, can use them too.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 
 
 class MalformedFile(ValueError):

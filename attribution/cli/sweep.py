@@ -15,12 +15,12 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-# descriptor.records, not attribution.rollback: every CLI start-up builds this parser, and the runtime is heavy.
+# descriptor.records, not attribution.rollback.restart: every CLI start-up builds this parser, and the runtime is heavy.
 from descriptor.records import ROLLBACK_STRATEGIES
 from mas.sweep.hooks import SWEEP_HOOKS, AfterSweep, SweepHook
 
 if TYPE_CHECKING:
-    from attribution.sweep_rollback import SweepRollbackOptions
+    from attribution.rollback.sweep import SweepRollbackOptions
     from mas.sweep.experiment import ExperimentRequest
 
 
@@ -36,7 +36,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
         return None
 
-    from attribution.sweep_rollback import SweepRollbackOptions, check_options
+    from attribution.rollback.sweep import SweepRollbackOptions, check_options
 
     if args.calibration is not None:
         clash = [f for f, v in (("--rollback-scorer", args.rollback_scorer),
@@ -55,7 +55,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
 
 def roll_back(req: ExperimentRequest, opts: SweepRollbackOptions, calibration: Any) -> int:
     """Roll back the finished sweep's failed runs once each and say what happened; the exit status."""
-    from attribution.sweep_rollback import rollback_sweep
+    from attribution.rollback.sweep import rollback_sweep
 
     rec = asyncio.run(rollback_sweep(req.experiment_root, opts, calibration=calibration,
                                      concurrency=req.cfg.concurrency))

@@ -1,7 +1,7 @@
 """Automatic rollback of a sweep's failed runs: what ``run --rollback STRATEGY`` does after the sweep.
 
 Every failed run (finished, not successful) is rolled back once with one
-strategy, through :func:`attribution.rollback.rollback_one` with ``origin:
+strategy, through :func:`attribution.rollback.restart.rollback_one` with ``origin:
 sweep``; a run that already has its sweep rollback (an earlier invocation of
 the same sweep) is never rolled back again. ``<root>/rollback_sweep.json``
 records how (:class:`descriptor.records.RollbackSweepRecord`), and the
@@ -46,12 +46,12 @@ from typing import Any
 import structlog
 
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
-from attribution.loaders import load_runs_dir
-from attribution.rollback import Choice, choose_restart, rollback_one, run_of, set_choice
-from attribution.rollback_experiment import early_stopped_choices, resolve_scoring, score_runs
-from attribution.scorefile import TRAINED_SCORERS, ScoreRecord
+from attribution.sources.loaders import load_runs_dir
+from attribution.rollback.restart import Choice, choose_restart, rollback_one, run_of, set_choice
+from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs
+from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord
 from attribution.scorers.crossfit import group_key
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import ROLLBACK_SWEEP_NAME

@@ -2,7 +2,7 @@
 
 A trajectory is the ordered list of steps of a failed multi-agent run: each
 step is one message of one agent. Who&When logs and this project's own traces
-load into the same model (see ``attribution/loaders.py``).
+load into the same model (see ``attribution/sources/loaders.py``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 # Modules that define ``register(subparsers)``, each adding its own commands, or register hooks into another
-# command when imported (attribution.cli_sweep: ``run --rollback``, as mas.sweep.hooks.SWEEP_HOOKS; mas must not
+# command when imported (attribution.cli.sweep: ``run --rollback``, as mas.sweep.hooks.SWEEP_HOOKS; mas must not
 # import attribution). All are imported before any parser is built, so their order does not matter.
 COMMAND_MODULES = (
     "benchmark.cli",
@@ -28,10 +28,10 @@ COMMAND_MODULES = (
     "descriptor.cli",
     "descriptor.plan_cli",
     "descriptor.report.cli",
-    "attribution.cli",
-    "attribution.cli_conformal",
-    "attribution.cli_rollback",
-    "attribution.cli_sweep",
+    "attribution.cli.attribute",
+    "attribution.cli.conformal",
+    "attribution.cli.rollback",
+    "attribution.cli.sweep",
 )
 
 

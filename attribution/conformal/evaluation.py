@@ -35,7 +35,7 @@ from attribution.conformal import (
     step_thresholds,
     suffix_scores,
 )
-from attribution.scorefile import ScoreRecord, fingerprint, labelled, read_score_file
+from attribution.sources.scorefile import ScoreRecord, fingerprint, labelled, read_score_file
 from descriptor.io import write_json_atomic
 from descriptor.errors import UserError
 

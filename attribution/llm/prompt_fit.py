@@ -1,4 +1,4 @@
-"""Fitting a trajectory's steps into a prompt budget (see :mod:`attribution.prompting`).
+"""Fitting a trajectory's steps into a prompt budget (see :mod:`attribution.llm.prompting`).
 
 Steps render as ``[i] agent: text`` lines. Over budget, texts are cut to a
 common per-step cap (head and tail kept, weighted steps get more); below a
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from mas.llm.tokens import CHARS_PER_TOKEN
 
 MIN_STEP_CHARS = 48

@@ -1,8 +1,8 @@
 """Prompt-side helpers of the LLM attribution methods: the case header, agent and step names, tolerant reading.
 
-Calling and accounting live in :mod:`attribution.calls` (on the runtime's
-call layer), fitting steps into a budget in :mod:`attribution._prompt_fit`,
-reply contracts in :mod:`attribution.replies`. Here: what every prompt states
+Calling and accounting live in :mod:`attribution.llm.calls` (on the runtime's
+call layer), fitting steps into a budget in :mod:`attribution.llm.prompt_fit`,
+reply contracts in :mod:`attribution.llm.replies`. Here: what every prompt states
 about a case (:func:`case_header`), the agents offered to the model
 (:func:`agent_names`, the environment left out), reading a model's agent,
 step and confidence back (:func:`resolve_actor`, :func:`resolve_step`,
@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from attribution._prompt_fit import (
+from attribution.llm.prompt_fit import (
     MIN_STEP_CHARS,
     FitReport,
     StepView,
@@ -26,7 +26,7 @@ from attribution._prompt_fit import (
     render_steps,
     step_views,
 )
-from attribution.trajectory import Trajectory, normalize_agent
+from attribution.sources.trajectory import Trajectory, normalize_agent
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 
@@ -96,7 +96,7 @@ def resolve_actor(traj: Trajectory, name: Any) -> str | None:
 def actor_step(traj: Trajectory, step: int) -> int:
     """``step``, or when the environment spoke there, the nearest earlier actor step (the action it reacts to).
 
-    >>> from attribution.trajectory import Step
+    >>> from attribution.sources.trajectory import Step
     >>> t = Trajectory(id="x", query="q", steps=[Step(index=0, agent="Coder"), Step(index=1, agent="Computer_terminal")])
     >>> actor_step(t, 1)
     0
@@ -177,7 +177,7 @@ def finish(
     ledger: Any, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]
 ) -> Any:
     """The :class:`~attribution.methods.base.Prediction` of a case, with the accounting of its
-    :class:`~attribution.calls.CaseLedger`.
+    :class:`~attribution.llm.calls.CaseLedger`.
 
     A step where the environment spoke (terminal output, the human) moves to
     the actor step it reacts to (recorded as ``environment_step``); a missing

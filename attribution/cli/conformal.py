@@ -35,7 +35,7 @@ def _agg(args: argparse.Namespace) -> Aggregator:
 
 
 def _conformal(args: argparse.Namespace) -> int:
-    from attribution.conformal_eval import run_conformal
+    from attribution.conformal.evaluation import run_conformal
 
     res = run_conformal(args.scores, args.method, args.alpha, args.splits, args.seed, _agg(args), args.out,
                         plots=not args.no_plots, twf_fallback=args.twf_fallback)

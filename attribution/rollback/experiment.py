@@ -12,11 +12,11 @@ import numpy as np
 import structlog
 
 from attribution.conformal import Calibration
-from attribution.loaders import load_runs_dir
-from attribution.rollback import UNSCORED, Choice, rollback_one, set_choice
-from attribution.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
+from attribution.sources.loaders import load_runs_dir
+from attribution.rollback.restart import UNSCORED, Choice, rollback_one, set_choice
+from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord

@@ -3,7 +3,7 @@ a step whose text holds the marker word ``ERROR`` being the decisive error (the 
 
 Shared by the scripted answers each attribution method registers beside its own prompts
 (:mod:`mas.llm.scripting`); call-specific positions (the step under review, ranges) arrive as invoke
-metadata (``attr_*`` keys). The line format is :func:`attribution.prompting.render_steps`'s.
+metadata (``attr_*`` keys). The line format is :func:`attribution.llm.prompting.render_steps`'s.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ is plain bookkeeping per case (:class:`CaseLedger`):
 
 - **prompt fitting**: a prompt is built for a token budget (the route's
   context window minus the reply reserve); the steps are fitted by
-  :func:`attribution._prompt_fit.render_steps`. Tokens are estimated
+  :func:`attribution.llm.prompt_fit.render_steps`. Tokens are estimated
   (:func:`mas.llm.tokens.estimate_tokens`); on the embedded route the fitted
   prompt is then measured with the server's own tokenizer and refitted while
   it is over budget (llama-server would otherwise cut its head off silently).
@@ -28,8 +28,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from attribution._prompt_fit import FitReport, clip
-from attribution.prompting import parse_loose
+from attribution.llm.prompt_fit import FitReport, clip
+from attribution.llm.prompting import parse_loose
 from mas.llm.call import LLMCallError, call_llm, prompt_too_long
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.models import BoundModel
@@ -158,7 +158,7 @@ class CaseLedger:
         self.fits.append({"stage": stage, **report.as_dict(), "refits": refits})
 
     def parse(self, stage: str, text: str) -> dict[str, Any] | None:
-        """The reply's JSON object, else ``key: value`` pairs scraped from it (:func:`attribution.prompting.parse_loose`);
+        """The reply's JSON object, else ``key: value`` pairs scraped from it (:func:`attribution.llm.prompting.parse_loose`);
         a scrape or a miss is recorded as a fallback."""
         obj = parse_json_object(text)
         if obj is not None:

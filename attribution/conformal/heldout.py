@@ -15,7 +15,7 @@ The split is recorded in a JSON file (:class:`HeldoutSplit`) next to the
 script that reports on it; :func:`check_split` recomputes it from the data
 and refuses a file that no longer matches.
 
->>> from attribution.trajectory import Step, Trajectory
+>>> from attribution.sources.trajectory import Step, Trajectory
 >>> t = [Trajectory(id=f"r{i}", query=f"q{i}", steps=[Step(index=0, agent="a", content="")], subset="s")
 ...      for i in range(10)]
 >>> len(heldout_split(t, fraction=0.3, seed=0).heldout_ids)
@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from attribution.scorers.crossfit import group_key
-from attribution.trajectory import Trajectory
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.untrusted import parse_json

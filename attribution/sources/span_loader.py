@@ -40,8 +40,8 @@ from typing import Any
 
 import structlog
 
-from attribution._load_result import LoadResult, MalformedFile, SkippedFile
-from attribution.trajectory import Step, Trajectory
+from attribution.sources.load_result import LoadResult, MalformedFile, SkippedFile
+from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.untrusted import BadJson, parse_index, parse_json
 

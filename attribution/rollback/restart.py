@@ -26,8 +26,8 @@ import structlog
 from pydantic import BaseModel
 
 from attribution.conformal import Calibration, predict
-from attribution.scorefile import ScoreRecord
-from attribution.trajectory import Trajectory
+from attribution.sources.scorefile import ScoreRecord
+from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import RunPaths
