@@ -32,16 +32,38 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from descriptor.events import FinalAnswer
-from mas.config import MasSettings
-from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    ANSWER_RECIPIENT,
+    CONTROLLER,
+    MAIN,
     AgentGraph,
+    LoopPosition,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
     Topology,
+    agent_turn,
+    artifact_of,
+    candidate,
+    changes_text,
+    consensus_judge,
+    context_block,
+    decide,
+    emit_decision,
+    event_for,
+    finish_loop,
+    latest,
+    log_update,
+    make_agents,
+    opening_messages,
+    packet,
     register_system,
+    round_artifacts,
+    state_id_of,
+    sync_step_counter,
     tool_edges,
 )
 from mas.topologies.decomposition import (
@@ -56,26 +78,6 @@ from mas.topologies.decomposition import (
     rejected_of,
     subtasks_of,
 )
-from mas.topologies.environment import (
-    MAIN,
-    changes_text,
-    log_update,
-)
-from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
-from mas.topologies.roles import (
-    artifact_of,
-    candidate,
-    context_block,
-    event_for,
-    latest,
-    make_agents,
-    packet,
-    round_artifacts,
-    sync_step_counter,
-)
-from mas.topologies.state import LoopState
-from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
-from mas.tracing import current_tracer
 
 PLANNER_ROLE = Role(name="planner", brief="You are the planner. Break the task into a few short, concrete sub-tasks.")
 WORKER_ROLE = Role(name="worker", brief="You are a specialist worker. Solve the sub-task you are given; be concise.")
@@ -216,18 +218,9 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
     async def finalize(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
         agg = latest(state.get("history") or {}, AGGREGATOR.name)
         assert agg is not None
-        answer = {"answer_artifact": agg["answer_artifact"], "confidence": agg["confidence"],
-                  "reasoning": agg.get("reasoning", ""), "source_agent": AGGREGATOR.name, "selection": "aggregator"}
-        outcome = MAIN if rt.new_environment else None
-        current_tracer().emit(CONTROLLER, "finalize", FinalAnswer(
-            **answer, content=agg["answer_artifact"], cycle=state.get("cycle", 0), outcome_environment=outcome,
-            sends=[{"from": CONTROLLER, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
-        last = state["decisions"][-1]
-        stage = {"stage": "orchestrator", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.rounds,
-                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-                 "decisions": len(state["decisions"]), **({"outcome_environment": outcome} if outcome else {})}
-        return {"answer": answer if agg["answer_artifact"] else None, "stages": [stage]}
+        return await finish_loop(rt, state, stage="orchestrator", winner=agg, selection="aggregator",
+                                 outcome=MAIN if rt.new_environment else None, max_rounds=rt.cfg.mas.rounds,
+                                 finalize={"cycle": state.get("cycle", 0)}, state_id=state_id_of(config))
 
     g = StateGraph(OrchestratorState)
     for name, fn in (("planner", planner), ("worker", worker), ("critic", critic), ("aggregator", aggregator),

@@ -17,47 +17,41 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from descriptor.events import ToolResult
-from mas.config import MasSettings
-from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import (
-    AgentSpec,
-    RunContext,
-    agent_turn,
-    opening_messages,
-    state_id_of,
-)
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    CONTROLLER,
+    MAIN,
     AgentGraph,
+    AgentSpec,
+    LoopPosition,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
+    StageRecord,
     Topology,
-    register_system,
-    tool_edges,
-)
-from mas.topologies.environment import MAIN, log_update
-from mas.topologies.judge import consensus_judge
-from mas.topologies.roles import (
-    artifact_of,
+    agent_turn,
     candidate,
+    consensus_judge,
     context_block,
-    event_for,
-    latest,
-    make_agents,
-    packet,
-    round_artifacts,
-    sync_step_counter,
-    vote_among,
-)
-from mas.topologies.state import LoopState
-from mas.topologies.termination import (
-    CONTROLLER,
-    LoopPosition,
+    current_tracer,
     decide,
     emit_decision,
+    latest,
+    make_agents,
     normalize_artifact,
+    opening_messages,
+    packet,
+    register_system,
+    round_artifacts,
+    state_id_of,
+    sync_step_counter,
+    take_turn,
+    tool_edges,
+    vote_among,
 )
-from mas.tracing import current_tracer
+from mas.llm.call import ToolCallRequest
 
 SUPERVISOR_ROLE = Role(name="supervisor",
                        brief="You are the supervisor. Route the task to specialist workers, then give the final answer.")
@@ -107,13 +101,9 @@ def _reports(state: SupervisorState, r: int) -> list[dict[str, Any]]:
 
 
 def _stage(state: SupervisorState, max_rounds: int) -> dict[str, Any]:
-    last = state["decisions"][-1]
-    return {"stage": "supervisor", "rounds_used": last["round"], "max_rounds": max_rounds,
-            "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-            "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-            "decisions": len(state["decisions"]), "delegations": dict(state.get("delegated") or {}),
-            "answered": bool(state.get("answer")),
-            **({"outcome_environment": state["outcome"]} if state.get("outcome") else {})}
+    return StageRecord.closing("supervisor", state["decisions"], max_rounds,
+                               delegations=dict(state.get("delegated") or {}), answered=bool(state.get("answer")),
+                               outcome_environment=state.get("outcome") or None).to_dict()
 
 
 def _undelegated_detail(detail: str, *, answered: bool) -> str:
@@ -214,7 +204,6 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                 for w in targets]
 
     async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        sync_step_counter(task["steps_done"])
         agent: AgentSpec = by_name[task["agent"]]
         r = task["round"]
         own = latest(task["history"], agent.name, before_round=r)
@@ -223,13 +212,9 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                               packets=peers, own=own,
                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
                                           "Report concisely.")
-        env = rt.environment(task.get("envs"), agent.name)  # its own fork, kept across rounds
-        tools = rt.toolbox(env)
-        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
-                               sends=[{"from": agent.name, "to": SUPERVISOR.name}], state_id=state_id_of(config),
-                               payload={"round": r}, toolbox=tools)
-        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
-                **log_update(agent.name, env)}
+        # its own fork of the environment, kept across rounds
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, state_id=state_id_of(config),
+                               sends=[{"from": agent.name, "to": SUPERVISOR.name}])
 
     async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
