@@ -51,6 +51,11 @@ class ScriptedContext:
     def actor(self) -> str:
         return str(self.metadata.get("mas_actor", ""))
 
+    @property
+    def hints(self) -> dict[str, Any]:
+        """What the caller told about this call (``metadata["hints"]``: the roster, the reports it shows, ...)."""
+        return dict(self.metadata.get("hints") or {})
+
     def text(self) -> str:
         """All message contents joined, oldest first."""
         return "\n".join(str(m.content) for m in self.messages)

@@ -58,7 +58,7 @@ def agent_turn(ctx: ScriptedContext) -> str | AIMessage:
     role = ctx.metadata.get("mas_role", "")
     if ctx.oracle_actions is not None:  # a benchmark with an environment: replay its reference actions
         return (browsecomp_turn if is_browsecomp(ctx) else workbench_turn)(ctx, role, tools_allowed)
-    if "\nYour subtask: " in ctx.text() or role == "aggregator":  # an orchestrator's decomposed cycle
+    if ctx.hints.get("subtask") is not None or role == "aggregator":  # an orchestrator's decomposed cycle
         if (reply := orchestrated_turn(ctx, role, tools_allowed)) is not None:
             return reply
     if (reply := _discussion(ctx, last)) is not None:
