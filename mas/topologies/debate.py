@@ -93,10 +93,11 @@ def build_debate(rt: RunContext) -> StateGraph:
         agent: AgentSpec = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
-        packets = [packet(a) for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:", packets=packets,
-                              own=own, instruction=DISCUSS if r > 0 else "")
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, state_id=state_id_of(config),
+        peers = [a for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
+        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:",
+                              packets=[packet(a) for a in peers], own=own, instruction=DISCUSS if r > 0 else "")
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
+                               state_id=state_id_of(config),
                                sends=[{"from": agent.name, "to": n} for n in names if n != agent.name])
 
     async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:

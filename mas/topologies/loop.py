@@ -18,7 +18,14 @@ from descriptor.events import FinalAnswer
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages
 from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
-from mas.topologies.roles import artifact_of, candidate, event_for, publish_vote, sync_step_counter
+from mas.topologies.roles import (
+    artifact_of,
+    candidate,
+    discussion_hints,
+    event_for,
+    publish_vote,
+    sync_step_counter,
+)
 from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 from mas.tracing import current_tracer
 
@@ -65,13 +72,15 @@ class StageRecord:
 
 async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *, round_index: int, extra: str,
                     sends: list[dict[str, str]], state_id: str | None, own: dict[str, Any] | None = None,
-                    payload: dict[str, Any] | None = None) -> dict[str, Any]:
+                    payload: dict[str, Any] | None = None, peers: Sequence[dict[str, Any]] | None = None,
+                    ) -> dict[str, Any]:
     """One agent's turn in a looped stage, on its own environment branch; returns the graph-state update.
 
     ``task`` is the node's state (or ``Send`` payload): its ``steps_done`` numbers the turn's steps on a resumed
     run and its ``envs`` hold the agent's branch (named after it, kept across rounds). ``own``: the agent's
     previous artifact (a changed answer is then a ``revise``). ``payload``: the events' extra fields
-    (default ``{"round": round_index}``). The update stores the turn's artifact under the agent's history, adds
+    (default ``{"round": round_index}``). ``peers``: the other agents' artifacts the turn shows (with ``own``,
+    they travel as the call's hints, :func:`~mas.topologies.roles.discussion_hints`). The update stores the turn's artifact under the agent's history, adds
     its steps and keeps its branch's action log.
     """
     sync_step_counter(task.get("steps_done", 0))
@@ -79,7 +88,8 @@ async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *
     tools = rt.toolbox(env)
     res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
                            sends=sends, state_id=state_id, toolbox=tools,
-                           payload={"round": round_index} if payload is None else payload)
+                           payload={"round": round_index} if payload is None else payload,
+                           hints=discussion_hints(own, peers or []) if own is not None or peers else None)
     # a turn without an answer leaves an empty artifact, which the controller counts as an invalid branch
     return {"history": {agent.name: [artifact_of(agent, round_index, res, env)]}, "steps_done": res.steps,
             **log_update(agent.name, env)}

@@ -142,11 +142,12 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
         agent = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
-        others = [packet(a) for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
+        others = [a for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
         extra = context_block(notes=task["notes"], packets_title="The other groups' representatives' answers:",
-                              packets=others, own=own, instruction=EXCHANGE)
+                              packets=[packet(a) for a in others], own=own, instruction=EXCHANGE)
         # its branch: the elected member's environment, handed over
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, state_id=state_id_of(config),
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=others,
+                               state_id=state_id_of(config),
                                sends=[{"from": agent.name, "to": n} for n in rep_names if n != agent.name],
                                payload={"round": r, "group": group_of[agent.name]})
 

@@ -219,14 +219,14 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         agent: AgentSpec = by_name[task["agent"]]
         r = task["round"]
         own = latest(task["history"], agent.name, before_round=r)
-        peers = [packet(a) for a in task["peers"] if a["agent"] != agent.name]
+        peers = [a for a in task["peers"] if a["agent"] != agent.name]
         extra = context_block(notes=task["notes"], packets_title="Other workers' reports (relayed by the supervisor):",
-                              packets=peers, own=own,
+                              packets=[packet(a) for a in peers], own=own,
                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
                                           "Report concisely.")
         # its own fork of the environment, kept across rounds
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, state_id=state_id_of(config),
-                               sends=[{"from": agent.name, "to": SUPERVISOR.name}])
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
+                               state_id=state_id_of(config), sends=[{"from": agent.name, "to": SUPERVISOR.name}])
 
     async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)

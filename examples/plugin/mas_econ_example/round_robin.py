@@ -74,7 +74,8 @@ def build_round_robin(rt: RunContext) -> StateGraph:
         others = [a for n in names if n != agent.name and (a := latest(history, n)) is not None]
         extra = context_block(notes=state.get("notes") or [], packets_title="Other speakers' latest answers:",
                               packets=[packet(a) for a in others], own=own, instruction=TURN if others else "")
-        update = await take_turn(rt, agent, state, round_index=r, extra=extra, own=own, state_id=state_id_of(config),
+        update = await take_turn(rt, agent, state, round_index=r, extra=extra, own=own, peers=others,
+                                 state_id=state_id_of(config),
                                  sends=[{"from": agent.name, "to": n} for n in names if n != agent.name])
         return {**update, "turn": t + 1}
 
