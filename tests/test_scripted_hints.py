@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage
 from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import parse_config
+import mas.scripted.responders  # noqa: F401  (the double's answers, which these tests spy on)
 from mas.llm.scripting import RESPONDERS
 from mas.sweep.runner import RunSpec, execute_run
 from mas.systems import SYSTEMS
@@ -61,3 +62,22 @@ async def test_the_orchestrators_calls_tell_the_worker_count_subtask_and_parts(t
     assert all(p["subtask"] and p["answer"] for p in parts)
     subtasks = {h["subtask"] for h in seen["agent.turn"] if "subtask" in h}
     assert subtasks == {p["subtask"] for p in parts}
+
+
+async def test_a_debaters_discussion_turn_tells_its_own_and_its_peers_answers(tmp_path, scripted_provider):
+    real = RESPONDERS.get("agent.turn").answer
+    seen = []
+
+    def spy(ctx):
+        if ctx.metadata.get("hints"):
+            seen.append((ctx.actor, ctx.metadata["hints"]))
+        return real(ctx)
+
+    result, events, cfg = await run(tmp_path, "debate", scripted_provider({"agent.turn": spy}))
+    assert result.success and seen
+    answers = {}  # each debater's latest answer, from its trace events
+    for e in events:
+        if e.event_type in ("act", "revise"):
+            answers.setdefault(e.actor, []).append(e.payload.content)
+    actor, hints = seen[0]
+    assert hints["own"]["agent"] == actor and {p["agent"] for p in hints["peers"]} == set(answers) - {actor}
