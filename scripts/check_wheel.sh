@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The wheel as a user gets it: build it from the checkout's files, install it into a fresh venv under /tmp (outside
 # the checkout; dependencies from the system site-packages, which scripts/install.sh filled), and from a directory
-# of its own run `mas-econ --version`, `init-config`, a scripted sweep and `attribute --method chief` on it.
+# of its own run `mas-econ --version`, `init-config`, a scripted sweep and `attribute --method chief` on it, then
+# install examples/plugin beside it and sweep its benchmark and topology on its provider.
 # Exit 0 when everything holds; the failing step's output otherwise. ~1-2 min on 2 cores.
 #
 #   bash scripts/check_wheel.sh            (keeps nothing; KEEP=1 keeps the temporary directory and prints it)
@@ -69,6 +70,20 @@ step "mas-econ attribute --method chief (scripted model)"
 run "$bin/mas-econ" attribute --runs-dir out/w --method chief --model scripted --out attr >"$tmp/attr.log" 2>&1 \
   || { cat "$tmp/attr.log" >&2; fail "mas-econ attribute --method chief"; }
 [ -s attr/predictions.jsonl ] || fail "attribute wrote no predictions"
+
+step "the example plugin (examples/plugin) next to the wheel: its provider, benchmark and topology in one sweep"
+# built like the project's wheel (the venv's own setuptools may lack bdist_wheel), then installed into the venv
+"$python" -m pip wheel --no-deps --no-build-isolation -q -w "$tmp/plugindist" "$tmp/src/examples/plugin" \
+  >"$tmp/plugin.log" 2>&1 || { cat "$tmp/plugin.log" >&2; fail "pip wheel examples/plugin"; }
+"$tmp/venv/bin/python" -m pip install -q --no-deps --no-index "$tmp"/plugindist/*.whl >>"$tmp/plugin.log" 2>&1 \
+  || { cat "$tmp/plugin.log" >&2; fail "pip install examples/plugin"; }
+printf '[models.default]\nprovider = "digits"\nmodel = "digit-adder"\n' >plugin.toml
+run "$bin/mas-econ" list-benchmarks | grep -qw digit_sum || fail "list-benchmarks misses the plugin's digit_sum"
+run "$bin/mas-econ" run --config plugin.toml --benchmark digit_sum --systems round_robin,sas --task-limit 2 \
+  --output-root out --experiment-id p --progress none >"$tmp/plugin-run.log" 2>&1 \
+  || { cat "$tmp/plugin-run.log" >&2; fail "mas-econ run with the plugin's provider"; }
+[ "$(find out/p/digit_sum -name 'run_0.result.json' | wc -l)" = 4 ] || fail "the plugin sweep wrote no 4 results"
+grep -rqs '"model":"digit-adder"' out/p/digit_sum || fail "no traced call names the plugin provider's model"
 
 step "a distribution that installs its own top-level 'attribution' over ours is named at import"
 mkdir -p "$tmp/clash/attribution"

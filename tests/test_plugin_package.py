@@ -1,8 +1,9 @@
-"""examples/plugin, pip-installed outside the checkout: its benchmark and topology reach the CLI, sweeps (local and
+"""examples/plugin, pip-installed outside the checkout: its benchmark, topology and provider reach the CLI, sweeps (local and
 dask with 2 worker processes) and the report; a plugin module that is not installed reaches dask workers too."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -51,6 +52,17 @@ def test_the_installed_plugins_benchmark_and_topology_are_listed_swept_and_repor
     html = (root / "report" / "index.html").read_text(encoding="utf-8")
     assert ">round_robin<" in html and ">digit_sum<" in html
     assert 'src="../digit_sum/round_robin/mas_graph.png"' in html  # its agent picture, from its declaration
+
+
+def test_the_installed_plugins_provider_answers_a_sweep_and_its_calls_name_its_model(installed, tmp_path):
+    (tmp_path / "exp.toml").write_text('[models.default]\nprovider = "digits"\nmodel = "digit-adder"\n')
+    cli(installed, "run", "--config", str(tmp_path / "exp.toml"), "--benchmark", "digit_sum", "--systems",
+        "round_robin", "--task-limit", "2", "--output-root", str(tmp_path), "--experiment-id", "p", "--progress",
+        "none")
+    results = [json.loads(p.read_text()) for p in (tmp_path / "p" / "digit_sum").glob("*/*/run_0.result.json")]
+    assert len(results) == 2 and all(r["success"] for r in results)  # the digit adder is always right
+    traces = "".join(p.read_text() for p in (tmp_path / "p" / "digit_sum").glob("*/*/run_0.trace.jsonl"))
+    assert '"model":"digit-adder"' in traces and '"model":"scripted"' not in traces
 
 
 def test_a_dask_sweep_with_two_worker_processes_runs_the_installed_plugins_entries(installed, tmp_path):

@@ -4,7 +4,9 @@ A module that sends a prompt contract (``judge.vote``, ``personas.generate``, ``
 may register how a scripted model answers it, with :func:`responder`; the double (a provider found through
 its entry point, :mod:`mas.scripted`) looks answers up here by the call's ``contract``. Production modules
 register into this registry without importing the double, and real models never see any of it: the
-contract, actor, step and any hint a responder needs travel as invoke metadata, not inside the prompt.
+contract, actor, step and any hint a responder needs travel as invoke metadata, not inside the prompt (the
+caller's facts about the call in ``metadata["hints"]``, :attr:`ScriptedContext.hints`; see
+:func:`mas.topologies.agent.agent_step`).
 
 >>> @responder("example.echo")
 ... def _echo(ctx: ScriptedContext) -> str:
@@ -50,6 +52,11 @@ class ScriptedContext:
     @property
     def actor(self) -> str:
         return str(self.metadata.get("mas_actor", ""))
+
+    @property
+    def hints(self) -> dict[str, Any]:
+        """What the caller told about this call (``metadata["hints"]``: the roster, the reports it shows, ...)."""
+        return dict(self.metadata.get("hints") or {})
 
     def text(self) -> str:
         """All message contents joined, oldest first."""

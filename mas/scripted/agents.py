@@ -11,7 +11,6 @@ scripted model then leaves the injection for a later step (see :mod:`mas.scripte
 
 from __future__ import annotations
 
-import re
 
 from langchain_core.messages import AIMessage, SystemMessage
 
@@ -23,8 +22,6 @@ from mas.scripted.orchestrator import orchestrated_turn
 from mas.scripted.workbench import workbench_turn
 from mas.topologies.prompts import CODE_HINT
 
-_PACKET_RE = re.compile(r"^\[(?P<sender>[^\]]+)\] answer: (?P<answer>.*?) \(confidence", re.MULTILINE)
-_OWN_RE = re.compile(r"^Your previous answer: (?P<answer>.*)$", re.MULTILINE)
 
 
 def _majority(values: list[str]) -> str | None:
@@ -35,12 +32,15 @@ def _majority(values: list[str]) -> str | None:
     return None
 
 
-def _discussion(ctx: ScriptedContext, last: str) -> str | None:
-    peers = [m["answer"].strip() for m in _PACKET_RE.finditer(last)]
-    own = _OWN_RE.search(last)
+def _discussion(ctx: ScriptedContext) -> str | None:
+    """A discussion turn's first step (its own and its peers' answers in the call's hints) answers at once."""
+    if any(isinstance(m, AIMessage) for m in ctx.messages):
+        return None  # later steps of the turn go on with the work (tool results)
+    peers = [p["answer"] for p in ctx.hints.get("peers") or []]
+    own = ctx.hints.get("own")
     if not peers or own is None:
         return None
-    mine = own["answer"].strip()
+    mine = own["answer"]
     if ctx.inject:
         wrong = as_int(mine)
         return answer_json("Re-checking, I revise my value.", str((wrong or 0) + 7), 0.7)
@@ -58,10 +58,10 @@ def agent_turn(ctx: ScriptedContext) -> str | AIMessage:
     role = ctx.metadata.get("mas_role", "")
     if ctx.oracle_actions is not None:  # a benchmark with an environment: replay its reference actions
         return (browsecomp_turn if is_browsecomp(ctx) else workbench_turn)(ctx, role, tools_allowed)
-    if "\nYour subtask: " in ctx.text() or role == "aggregator":  # an orchestrator's decomposed cycle
+    if ctx.hints.get("subtask") is not None or role == "aggregator":  # an orchestrator's decomposed cycle
         if (reply := orchestrated_turn(ctx, role, tools_allowed)) is not None:
             return reply
-    if (reply := _discussion(ctx, last)) is not None:
+    if (reply := _discussion(ctx)) is not None:
         return reply
     if role == "planner":
         return answer_json("Split into operations.", "1. Read the numbers. 2. Apply each operation in order. "

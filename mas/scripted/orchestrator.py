@@ -37,11 +37,6 @@ from mas.tools.calculator import evaluate as calculate
 from mas.topologies.decomposition import CRITIQUE_CONTRACT, PLAN_CONTRACT
 from mas.topologies.environment import parse_actions, render_action
 
-_WORKERS_RE = re.compile(r"exactly (\d+) subtasks")
-_SUBTASK_RE = re.compile(r"^Your subtask: (?P<subtask>.*)$", re.MULTILINE)
-_PART_RE = re.compile(r"^\[(?P<worker>worker_\d+)\] answer: (?P<answer>.*?) \(confidence[^\n]*(?P<rest>(?:\n  [^\n]*)*)",
-                      re.MULTILINE)
-_MADE_RE = re.compile(r"^Changes (?:already made in|now in) the environment: (?P<changes>.*)$", re.MULTILINE)
 _START_RE = re.compile(r"^Start from (?P<start>-?\d+) and apply (?P<ops>.*?) in order")
 _FORMULA_RE = re.compile(r"^Write (?P<ops>.*?) as a formula in x")
 _OP_RE = re.compile(r"([+\-*]) (\d+)")
@@ -88,8 +83,8 @@ def _arith_subtasks(start: int, ops: list[tuple[str, int]], n: int) -> list[str]
     return out
 
 
-def _action_subtasks(ctx: ScriptedContext, text: str, n: int) -> list[str]:
-    made = parse_actions(m["changes"]) if (m := _MADE_RE.search(text)) else []
+def _action_subtasks(ctx: ScriptedContext, n: int) -> list[str]:
+    made = parse_actions(ctx.hints["changes_made"]) if ctx.hints.get("changes_made") is not None else []
     left = Counter(render_action(a, b) for a, b in made)
     remaining = []
     for name, args in oracle(ctx):
@@ -110,11 +105,11 @@ def _action_subtasks(ctx: ScriptedContext, text: str, n: int) -> list[str]:
 @responder(PLAN_CONTRACT)
 def scripted_plan(ctx: ScriptedContext) -> str:
     text = ctx.text()
-    n = int(m.group(1)) if (m := _WORKERS_RE.search(text)) else 3
+    n = int(ctx.hints.get("workers") or 3)  # the planner's call says how many workers there are
     if ctx.oracle_actions is not None and browsecomp.is_browsecomp(ctx):
         subtasks = browsecomp.plan_subtasks(n)
     elif ctx.oracle_actions is not None:
-        subtasks = _action_subtasks(ctx, text, n)
+        subtasks = _action_subtasks(ctx, n)
     elif (chain := arith.parse(text)) is not None:
         subtasks = _arith_subtasks(*chain, n)
     else:
@@ -146,14 +141,9 @@ def _part_is_right(subtask: str, answer: str, question_chain: tuple[int, list[tu
     return True
 
 
-def _parts(text: str) -> list[dict[str, str]]:
-    """The workers' parts as the packets show them: worker, answer, subtask, changes."""
-    out = []
-    for m in _PART_RE.finditer(text):
-        rest = {k: v for k, v in re.findall(r"^  (\w+): (.*)$", m["rest"], re.MULTILINE)}
-        out.append({"worker": m["worker"], "answer": m["answer"].strip(), "subtask": rest.get("subtask", ""),
-                    "changes": rest.get("changes", "none")})
-    return out
+def _parts(ctx: ScriptedContext) -> list[dict[str, str]]:
+    """The workers' parts the call shows (its ``parts`` hint): worker, answer, subtask, changes."""
+    return list(ctx.hints.get("parts") or [])
 
 
 def _same_actions(a: list[Any], b: list[Any]) -> bool:
@@ -164,7 +154,7 @@ def _same_actions(a: list[Any], b: list[Any]) -> bool:
 def scripted_critique(ctx: ScriptedContext) -> str | AIMessage:
     """Recompute every part (with the calculator on ``arith``), reject the wrong ones, give the right answer."""
     text = ctx.text()
-    parts = _parts(text)
+    parts = _parts(ctx)
     tools_allowed = "tools" in ctx.kwargs and "You have used all your tool calls" not in str(ctx.messages[-1].content)
     if ctx.oracle_actions is not None and browsecomp.is_browsecomp(ctx):
         return browsecomp.critique(ctx)
@@ -202,7 +192,7 @@ def _worker_part(ctx: ScriptedContext, subtask: str, tools_allowed: bool) -> str
 
 def _compose(ctx: ScriptedContext, tools_allowed: bool) -> str | AIMessage | None:
     """The aggregator: the first segment's number through every formula, one calculator call per formula."""
-    parts = _parts(ctx.text())
+    parts = _parts(ctx)
     first = next((p for p in parts if _START_RE.match(p["subtask"])), None)
     if first is None or as_int(first["answer"]) is None:
         return None
@@ -222,6 +212,6 @@ def orchestrated_turn(ctx: ScriptedContext, role: str, tools_allowed: bool) -> s
         return workbench_turn(ctx, role, tools_allowed)
     if role == "aggregator":
         return _compose(ctx, tools_allowed)
-    if (m := _SUBTASK_RE.search(ctx.text())) is not None:
-        return _worker_part(ctx, m["subtask"], tools_allowed)
+    if (subtask := ctx.hints.get("subtask")) is not None:
+        return _worker_part(ctx, subtask, tools_allowed)
     return None

@@ -25,7 +25,6 @@ fires only on an action.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections import Counter
 from typing import Any
@@ -38,12 +37,6 @@ from mas.topologies.environment import parse_actions, render_action
 
 Action = tuple[str, dict[str, Any]]
 
-_OWN_RE = re.compile(r"^Your previous answer: (?P<answer>.*)$", re.MULTILINE)
-_OWN_CHANGES_RE = re.compile(r"^Your changes so far: (?P<changes>.*)$", re.MULTILINE)
-_PEER_CHANGES_RE = re.compile(r"^\[(?P<sender>[^\]]+)\] answer: .*?\n(?:  reasoning: .*\n)?  changes: (?P<changes>.*)$",
-                              re.MULTILINE)
-_SUBTASK_RE = re.compile(r"^Your subtask: (?P<subtask>.*)$", re.MULTILINE)
-_NOW_RE = re.compile(r"^Changes now in the environment: (?P<changes>.*)$", re.MULTILINE)
 ANSWERING_ROLES = ("critic", "planner", "supervisor")
 
 
@@ -117,17 +110,17 @@ def _majority(values: list[str]) -> str | None:
 
 def todo_of(ctx: ScriptedContext, last: str) -> tuple[list[Action], str | None]:
     """The actions this turn is to make, and the answer to keep when it only catches up (else None)."""
-    if (sub := _SUBTASK_RE.search(last)) is not None:
-        return parse_actions(sub["subtask"].split(": ", 1)[-1]), None
-    own = _OWN_RE.search(last)
+    if (sub := ctx.hints.get("subtask")) is not None:  # an orchestrator worker: the actions its subtask names
+        return parse_actions(sub.split(": ", 1)[-1]), None
+    own = ctx.hints.get("own")  # a discussion turn: its own and its peers' answers and changes are hints
     if own is None:
         return oracle(ctx), None
-    mine = _OWN_CHANGES_RE.search(last)
-    peers = [m["changes"].strip() for m in _PEER_CHANGES_RE.finditer(last)]
+    mine = own.get("changes")
+    peers = [p["changes"].strip() for p in ctx.hints.get("peers") or [] if p.get("changes") is not None]
     agreed = _majority(peers)
-    if mine is None or agreed is None or agreed == mine["changes"].strip():
-        return [], own["answer"].strip()
-    return _missing(parse_actions(agreed), parse_actions(mine["changes"])), own["answer"].strip()
+    if mine is None or agreed is None or agreed == mine.strip():
+        return [], own["answer"]
+    return _missing(parse_actions(agreed), parse_actions(mine)), own["answer"]
 
 
 def workbench_turn(ctx: ScriptedContext, role: str, tools_allowed: bool) -> str | AIMessage:
@@ -137,8 +130,8 @@ def workbench_turn(ctx: ScriptedContext, role: str, tools_allowed: bool) -> str 
     if role in ANSWERING_ROLES:
         return _answer("I checked the reports against the request.", "The changes match the request.", 0.8)
     if role == "aggregator":  # the accepted parts are merged already: say what the environment now holds
-        now = _NOW_RE.search(first)
-        return _answer("The accepted parts are in the environment.", done_text(parse_actions(now["changes"]) if now
+        now = ctx.hints.get("changes_now")
+        return _answer("The accepted parts are in the environment.", done_text(parse_actions(now) if now is not None
                                                                                 else []))
     todo, keep = todo_of(ctx, first)
     made = calls_made(ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,6 +215,7 @@ async def agent_step(
     toolbox: Toolbox | None = None,
     answer_schema: dict[str, Any] = ANSWER_SCHEMA,
     redo_revise: bool = False,
+    hints: Mapping[str, Any] | None = None,
 ) -> StepOutcome:
     """One LLM call of ``agent`` and its trace events: a ``tool_call`` per call, or the answer event.
 
@@ -228,7 +229,10 @@ async def agent_step(
     ``answer_schema``: the JSON the answer must follow (it must hold
     ``answer_artifact``; further fields come back in ``StepOutcome.parsed``).
     ``redo_revise``: a ``revise`` answer redoes earlier work (a revise after a
-    critique) and is marked ``payload.redo``. Raises
+    critique) and is marked ``payload.redo``. ``hints``: facts the caller
+    knows about this call (the roster, the reports shown), sent as invoke
+    metadata (``metadata["hints"]``) for a test double to read instead of the
+    prompt's prose; no real model sees them. Raises
     :class:`~mas.llm.call.LLMCallError` when the call fails for good.
     """
     tracer = current_tracer()
@@ -238,7 +242,7 @@ async def agent_step(
     messages = history if tools or not agent.tools else [*history, HumanMessage(force_answer_note())]
     res = await call_llm(rt.models.for_role(agent.role), messages, contract=contract, actor=agent.name,
                          step=tracer.next_step, tools=tools or None, json_schema=None if tools else answer_schema,
-                         metadata={"mas_role": agent.role})
+                         metadata={"mas_role": agent.role, **({"hints": dict(hints)} if hints else {})})
     common = {"role": agent.role, "content": (res.text or _render_calls(res.tool_calls))[:CONTENT_LIMIT],
               "persona": agent.persona, **(payload or {})}
     if res.tool_calls:
@@ -346,6 +350,7 @@ async def agent_turn(
     toolbox: Toolbox | None = None,
     answer_schema: dict[str, Any] = ANSWER_SCHEMA,
     redo_revise: bool = False,
+    hints: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Steps (:func:`agent_step`) and tool calls until the agent answers or routes.
 
@@ -362,7 +367,7 @@ async def agent_turn(
         step = await agent_step(rt, agent, history, answer_event=answer_event, allow_tools=iteration < max_iter,
                                 route_tools=route_tools, on_route=on_route, sends=sends, state_id=state_id,
                                 payload=payload, contract=contract, toolbox=toolbox, answer_schema=answer_schema,
-                                redo_revise=redo_revise)
+                                redo_revise=redo_revise, hints=hints)
         history += step.new_messages
         if step.answer is not None or step.routing_calls:
             return TurnResult(answer=step.answer, steps=iteration + 1, tool_results=results,

@@ -21,39 +21,31 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from mas.config import MasSettings
-from mas.topologies.agent import (
-    AgentSpec,
-    RunContext,
-    agent_turn,
-    opening_messages,
-    state_id_of,
-)
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    ANSWER_RECIPIENT,
+    CONTROLLER,
+    JUDGE_ACTOR,
     AgentGraph,
+    AgentSpec,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
     Topology,
-    register_system,
-    tool_edges,
-)
-from mas.topologies.environment import log_update
-from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge
-from mas.topologies.roles import (
-    artifact_of,
-    candidate,
     context_block,
-    event_for,
+    finish_loop,
     latest,
     make_agents,
     packet,
+    register_system,
     round_artifacts,
-    sync_step_counter,
-    publish_vote,
+    round_decision,
+    state_id_of,
+    take_turn,
+    tool_edges,
 )
-from mas.topologies.state import LoopState
-from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
 
 DEBATER_ROLE = Role(name="debater", brief="You are one of several independent debaters. Solve the task yourself.")
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
@@ -98,51 +90,32 @@ def build_debate(rt: RunContext) -> StateGraph:
                 for n in names]
 
     async def debater(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        sync_step_counter(task["steps_done"])
         agent: AgentSpec = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
-        packets = [packet(a) for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:", packets=packets,
-                              own=own, instruction=DISCUSS if r > 0 else "")
-        sends = [{"from": agent.name, "to": n} for n in names if n != agent.name]
-        env = rt.environment(task.get("envs"), agent.name)  # its own fork, kept across rounds
-        tools = rt.toolbox(env)
-        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
-                               sends=sends, state_id=state_id_of(config), payload={"round": r}, toolbox=tools)
-        # a turn without an answer leaves an empty artifact, which the controller counts as an invalid branch
-        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
-                **log_update(agent.name, env)}
+        peers = [a for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
+        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:",
+                              packets=[packet(a) for a in peers], own=own, instruction=DISCUSS if r > 0 else "")
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
+                               state_id=state_id_of(config),
+                               sends=[{"from": agent.name, "to": n} for n in names if n != agent.name])
 
     async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
         history = state.get("history") or {}
-        current = [candidate(a) for a in round_artifacts(history, names, r)]
-        previous = [candidate(a) for a in round_artifacts(history, names, r - 1)] if r > 0 else None
-        d = await decide(LoopPosition(stage="debate", round=r, max_rounds=rt.cfg.mas.max_rounds,
-                                      min_rounds=rt.cfg.mas.minimum_discussion_rounds),
-                         candidate_artifacts=current, previous_candidate_artifacts=previous,
-                         expected_count=len(names), mode=rt.cfg.mas.termination_consensus_mode,
-                         judge=consensus_judge(rt))
-        emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, names))
-        return {"decisions": [d.model_dump()], "round": r if d.stop else r + 1}
+        return await round_decision(rt, stage="debate", round_index=r, current=round_artifacts(history, names, r),
+                                    previous=round_artifacts(history, names, r - 1) if r > 0 else None,
+                                    expected_count=len(names), state_id=state_id_of(config),
+                                    sends=lambda stop: decision_sends(stop, names))
 
     async def after_controller(state: DebateState) -> list[Send] | str:
         return "vote" if state["decisions"][-1]["stop"] else await fan_out(state)
 
     async def vote(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}
-        arts = [latest(history, n) for n in names]
-        arts = [a for a in arts if a is not None]
-        pub = await publish_vote(rt, arts, state_id=state_id_of(config))  # the winner's branch is the outcome
-        win, out, outcome = pub.winner, pub.vote, pub.outcome
-        last = state["decisions"][-1]
-        stage = {"stage": "debate", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
-                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-                 "decisions": len(state["decisions"]), "final_vote_source": out.source,
-                 "winner_agent": win["agent"], **({"outcome_environment": outcome} if outcome else {})}
-        return {**pub.update(), "stages": [stage]}
+        arts = [a for a in (latest(history, n) for n in names) if a is not None]
+        # the winner's branch is the outcome
+        return await finish_loop(rt, state, stage="debate", vote=arts, state_id=state_id_of(config))
 
     g = StateGraph(DebateState)
     g.add_node("debater", debater)

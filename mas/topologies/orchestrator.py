@@ -32,16 +32,38 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from descriptor.events import FinalAnswer
-from mas.config import MasSettings
-from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    ANSWER_RECIPIENT,
+    CONTROLLER,
+    MAIN,
     AgentGraph,
+    LoopPosition,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
     Topology,
+    agent_turn,
+    artifact_of,
+    candidate,
+    changes_text,
+    consensus_judge,
+    context_block,
+    decide,
+    emit_decision,
+    event_for,
+    finish_loop,
+    latest,
+    log_update,
+    make_agents,
+    opening_messages,
+    packet,
     register_system,
+    round_artifacts,
+    state_id_of,
+    sync_step_counter,
     tool_edges,
 )
 from mas.topologies.decomposition import (
@@ -56,26 +78,6 @@ from mas.topologies.decomposition import (
     rejected_of,
     subtasks_of,
 )
-from mas.topologies.environment import (
-    MAIN,
-    changes_text,
-    log_update,
-)
-from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
-from mas.topologies.roles import (
-    artifact_of,
-    candidate,
-    context_block,
-    event_for,
-    latest,
-    make_agents,
-    packet,
-    round_artifacts,
-    sync_step_counter,
-)
-from mas.topologies.state import LoopState
-from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
-from mas.tracing import current_tracer
 
 PLANNER_ROLE = Role(name="planner", brief="You are the planner. Break the task into a few short, concrete sub-tasks.")
 WORKER_ROLE = Role(name="worker", brief="You are a specialist worker. Solve the sub-task you are given; be concise.")
@@ -98,6 +100,13 @@ class OrchestratorState(LoopState, total=False):
     """Cycle in progress (0-based)."""
 
 
+def part_hints(arts: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The workers' parts as the critic and the aggregator are shown them, as call hints (a test double reads
+    these instead of the packets' text): worker, answer, subtask, changes (``none`` without an environment)."""
+    return [{"worker": a["agent"], "answer": str(a["answer_artifact"]).strip(), "subtask": a.get("subtask") or "",
+             "changes": a["changes"] if a.get("changes") is not None else "none"} for a in arts]
+
+
 def build_orchestrator(rt: RunContext) -> StateGraph:
     """The orchestrator graph of one run."""
     workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
@@ -118,7 +127,8 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         res = await agent_turn(rt, planner_agent, opening_messages(rt, planner_agent, extra), answer_event=event_for(own, "plan"),
                                sends=[{"from": PLANNER.name, "to": n} for n in names], state_id=state_id_of(config),
                                payload={"cycle": c}, contract=PLAN_CONTRACT, answer_schema=plan_schema(len(names)),
-                               redo_revise=c > 0)
+                               redo_revise=c > 0, hints={"workers": len(names),
+                                                         "changes_made": changes_text(env) if env is not None else None})
         subtasks, source = subtasks_of(res.parsed, len(names))
         art = {**artifact_of(PLANNER, c, res), "subtasks": subtasks, "subtasks_source": source}
         return {"history": {PLANNER.name: [art]}, "steps_done": res.steps}
@@ -145,7 +155,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
                                sends=[{"from": agent.name, "to": CRITIC.name}, {"from": agent.name, "to": AGGREGATOR.name}],
                                state_id=state_id_of(config), payload={"cycle": c, "subtask": subtask}, toolbox=tools,
-                               redo_revise=c > 0)
+                               redo_revise=c > 0, hints={"subtask": subtask})
         art = {**artifact_of(agent, c, res, env, since=since), "subtask": subtask}
         return {"history": {agent.name: [art]}, "steps_done": res.steps, **log_update(agent.name, env)}
 
@@ -158,13 +168,13 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                 for call in part_changes(envs, n, env):
                     env.call(call["name"], call["args"])
         tools = rt.toolbox(env)
-        parts = [packet(a) for a in round_artifacts(history, names, c)]
-        extra = context_block(notes=state.get("notes") or [], packets_title="The workers' parts:", packets=parts,
-                              instruction=CRITIQUE_INSTRUCTION)
+        arts = round_artifacts(history, names, c)
+        extra = context_block(notes=state.get("notes") or [], packets_title="The workers' parts:",
+                              packets=[packet(a) for a in arts], instruction=CRITIQUE_INSTRUCTION)
         res = await agent_turn(rt, critic_agent, opening_messages(rt, critic_agent, extra, tools), answer_event="verify",
                                sends=[{"from": CRITIC.name, "to": AGGREGATOR.name}], state_id=state_id_of(config),
                                payload={"cycle": c}, contract=CRITIQUE_CONTRACT, answer_schema=CRITIQUE_SCHEMA,
-                               toolbox=tools)
+                               toolbox=tools, hints={"parts": part_hints(arts)})
         art = {**artifact_of(CRITIC, c, res), "rejected": rejected_of(res.parsed, names)}
         return {"history": {CRITIC.name: [art]}, "steps_done": res.steps}
 
@@ -179,6 +189,8 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
             merge_parts(aggregator_agent, env, [(n, part_changes(envs, n, env)) for n in names if n not in rejected],
                         state_id_of(config))
             notes.append(f"Changes now in the environment: {changes_text(env)}")
+        hints = {"parts": part_hints(round_artifacts(history, names, c)),
+                 "changes_now": changes_text(env) if env is not None else None}
         if rejected:
             notes.append(f"The critic rejected the parts of: {', '.join(rejected)}.")
         tools = rt.toolbox(env)
@@ -188,7 +200,8 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         # the cycle's answer goes to the controller, which relays it to the planner or publishes it
         res = await agent_turn(rt, aggregator_agent, opening_messages(rt, aggregator_agent, extra, tools),
                                answer_event=event_for(own), sends=[{"from": AGGREGATOR.name, "to": CONTROLLER}],
-                               state_id=state_id_of(config), payload={"cycle": c}, toolbox=tools, redo_revise=c > 0)
+                               state_id=state_id_of(config), payload={"cycle": c}, toolbox=tools, redo_revise=c > 0,
+                               hints=hints)
         return {"history": {AGGREGATOR.name: [artifact_of(AGGREGATOR, c, res)]}, "steps_done": res.steps,
                 **log_update(MAIN, env)}
 
@@ -216,18 +229,9 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
     async def finalize(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
         agg = latest(state.get("history") or {}, AGGREGATOR.name)
         assert agg is not None
-        answer = {"answer_artifact": agg["answer_artifact"], "confidence": agg["confidence"],
-                  "reasoning": agg.get("reasoning", ""), "source_agent": AGGREGATOR.name, "selection": "aggregator"}
-        outcome = MAIN if rt.new_environment else None
-        current_tracer().emit(CONTROLLER, "finalize", FinalAnswer(
-            **answer, content=agg["answer_artifact"], cycle=state.get("cycle", 0), outcome_environment=outcome,
-            sends=[{"from": CONTROLLER, "to": ANSWER_RECIPIENT}]), state_id=state_id_of(config))
-        last = state["decisions"][-1]
-        stage = {"stage": "orchestrator", "rounds_used": last["round"], "max_rounds": rt.cfg.mas.rounds,
-                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-                 "decisions": len(state["decisions"]), **({"outcome_environment": outcome} if outcome else {})}
-        return {"answer": answer if agg["answer_artifact"] else None, "stages": [stage]}
+        return await finish_loop(rt, state, stage="orchestrator", winner=agg, selection="aggregator",
+                                 outcome=MAIN if rt.new_environment else None, max_rounds=rt.cfg.mas.rounds,
+                                 finalize={"cycle": state.get("cycle", 0)}, state_id=state_id_of(config))
 
     g = StateGraph(OrchestratorState)
     for name, fn in (("planner", planner), ("worker", worker), ("critic", critic), ("aggregator", aggregator),

@@ -35,45 +35,34 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from descriptor.events import Election
-from mas.config import MasSettings
-from mas.topologies.agent import (
-    AgentSpec,
-    RunContext,
-    agent_turn,
-    opening_messages,
-    state_id_of,
-)
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    ANSWER_RECIPIENT,
+    CONTROLLER,
+    JUDGE_ACTOR,
     AgentGraph,
+    AgentSpec,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
     Topology,
-    register_system,
-    tool_edges,
-)
-from mas.topologies.environment import log_update
-from mas.topologies.judge import (
-    ANSWER_RECIPIENT,
-    JUDGE_ACTOR,
-    consensus_judge,
-    final_vote,
-)
-from mas.topologies.roles import (
-    artifact_of,
     candidate,
     context_block,
-    event_for,
+    current_tracer,
+    final_vote,
+    finish_loop,
     latest,
     make_agents,
     packet,
+    register_system,
     round_artifacts,
-    sync_step_counter,
-    publish_vote,
+    round_decision,
+    state_id_of,
+    take_turn,
+    tool_edges,
 )
-from mas.topologies.state import LoopState
-from mas.topologies.termination import CONTROLLER, LoopPosition, decide, emit_decision
-from mas.tracing import current_tracer
 
 STAGE = "representative_exchange"
 MEMBER_ROLE = Role(name="member", brief="You are a member of a small group. Solve the task yourself; your group "
@@ -124,15 +113,10 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                 for m in members]
 
     async def member(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        sync_step_counter(task["steps_done"])
         agent = by_name[task["agent"]]
-        env = rt.environment(task.get("envs"), agent.name)
-        tools = rt.toolbox(env)
-        res = await agent_turn(rt, agent, opening_messages(rt, agent, context_block(notes=task["notes"]), tools),
+        return await take_turn(rt, agent, task, round_index=0, extra=context_block(notes=task["notes"]),
                                sends=[{"from": agent.name, "to": JUDGE_ACTOR}], state_id=state_id_of(config),
-                               payload={"round": 0, "group": group_of[agent.name]}, toolbox=tools)
-        return {"history": {agent.name: [artifact_of(agent, 0, res, env)]}, "steps_done": res.steps,
-                **log_update(agent.name, env)}
+                               payload={"round": 0, "group": group_of[agent.name]})
 
     async def elect(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
         """Each group's vote; its representative takes over the elected member's answer (round 0) and environment."""
@@ -155,21 +139,17 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
         return {"representatives": chosen, "round": 0, "history": handed, **({"envs": logs} if logs else {})}
 
     async def representative(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        sync_step_counter(task["steps_done"])
         agent = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
-        others = [packet(a) for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
+        others = [a for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
         extra = context_block(notes=task["notes"], packets_title="The other groups' representatives' answers:",
-                              packets=others, own=own, instruction=EXCHANGE)
-        env = rt.environment(task.get("envs"), agent.name)  # the elected member's environment, handed over
-        tools = rt.toolbox(env)
-        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
+                              packets=[packet(a) for a in others], own=own, instruction=EXCHANGE)
+        # its branch: the elected member's environment, handed over
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=others,
+                               state_id=state_id_of(config),
                                sends=[{"from": agent.name, "to": n} for n in rep_names if n != agent.name],
-                               state_id=state_id_of(config), payload={"round": r, "group": group_of[agent.name]},
-                               toolbox=tools)
-        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
-                **log_update(agent.name, env)}
+                               payload={"round": r, "group": group_of[agent.name]})
 
     def answers(state: ExchangeState, r: int) -> list[dict[str, Any]]:
         """The representatives' artifacts of round ``r`` (round 0: the elected members' answers)."""
@@ -177,15 +157,9 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
 
     async def controller(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
-        current = [candidate(a) for a in answers(state, r)]
-        previous = [candidate(a) for a in answers(state, r - 1)] if r > 0 else None
-        d = await decide(LoopPosition(stage=STAGE, round=r, max_rounds=rt.cfg.mas.max_rounds,
-                                      min_rounds=rt.cfg.mas.minimum_discussion_rounds),
-                         candidate_artifacts=current, previous_candidate_artifacts=previous,
-                         expected_count=len(groups), mode=rt.cfg.mas.termination_consensus_mode,
-                         judge=consensus_judge(rt))
-        emit_decision(d, state_id=state_id_of(config), sends=decision_sends(d.stop, rep_names))
-        return {"decisions": [d.model_dump()], "round": r if d.stop else r + 1}
+        return await round_decision(rt, stage=STAGE, round_index=r, current=answers(state, r),
+                                    previous=answers(state, r - 1) if r > 0 else None, expected_count=len(groups),
+                                    state_id=state_id_of(config), sends=lambda stop: decision_sends(stop, rep_names))
 
     async def after_controller(state: ExchangeState) -> list[Send] | str:
         if state["decisions"][-1]["stop"]:
@@ -198,16 +172,8 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
     async def vote(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in rep_names) if a is not None]
-        pub = await publish_vote(rt, arts, state_id=state_id_of(config))
-        win, out, outcome = pub.winner, pub.vote, pub.outcome
-        last = state["decisions"][-1]
-        stage = {"stage": STAGE, "rounds_used": last["round"], "max_rounds": rt.cfg.mas.max_rounds,
-                 "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-                 "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-                 "decisions": len(state["decisions"]), "representatives": dict(state.get("representatives") or {}),
-                 "final_vote_source": out.source, "winner_agent": win["agent"],
-                 **({"outcome_environment": outcome} if outcome else {})}
-        return {**pub.update(), "stages": [stage]}
+        return await finish_loop(rt, state, stage=STAGE, vote=arts, state_id=state_id_of(config),
+                                 representatives=dict(state.get("representatives") or {}))
 
     g = StateGraph(ExchangeState)
     for name, fn in (("member", member), ("elect", elect), ("representative", representative),

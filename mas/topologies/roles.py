@@ -86,6 +86,15 @@ def packet(art: dict[str, Any]) -> str:
     return text + (f"\n  subtask: {art['subtask']}" if art.get("subtask") else "")
 
 
+def discussion_hints(own: dict[str, Any] | None, peers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The agent's previous answer and the peers' answers (and changes, on an environment) it is shown, as call
+    hints (``agent_turn(hints=...)``): what a test double reads instead of the packets' text."""
+    def view(art: dict[str, Any]) -> dict[str, Any]:
+        return {"agent": art["agent"], "answer": str(art["answer_artifact"]).strip(), "changes": art.get("changes")}
+
+    return {"own": None if own is None else view(own), "peers": [view(a) for a in peers]}
+
+
 def context_block(*, notes: Sequence[str] = (), packets_title: str = "", packets: Sequence[str] = (),
                   own: dict[str, Any] | None = None, own_label: str = "Your previous answer",
                   instruction: str = "") -> str:

@@ -14,26 +14,25 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from mas.config import MasSettings
-from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import (
-    RunContext,
-    agent_step,
-    opening_messages,
-    run_tool_calls,
-    state_id_of,
-)
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    MAIN,
     TOOLS_NODE,
     AgentGraph,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
+    RunState,
     Topology,
+    agent_step,
+    log_update,
+    opening_messages,
     register_system,
+    run_tool_calls,
+    state_id_of,
 )
-from mas.topologies.environment import MAIN, log_update
-from mas.topologies.state import RunState
+from mas.llm.call import ToolCallRequest
 
 SOLVER_ROLE = Role(name="solver", brief="You are a careful problem solver working alone.")
 SOLVER = SOLVER_ROLE.agent("solver")

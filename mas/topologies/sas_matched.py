@@ -17,14 +17,28 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from mas.config import MasSettings
-from mas.topologies.agent import RunContext, agent_turn, opening_messages, state_id_of
-from mas.topologies.declaration import AgentGraph, Message, Participant, Topology, register_system, tool_edges
-from mas.topologies.environment import log_update
-from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR
-from mas.topologies.roles import artifact_of, latest, publish_vote, sync_step_counter
+from mas.topologies.kit import (
+    ANSWER_RECIPIENT,
+    JUDGE_ACTOR,
+    AgentGraph,
+    LoopState,
+    MasSettings,
+    Message,
+    Participant,
+    RunContext,
+    Topology,
+    agent_turn,
+    artifact_of,
+    latest,
+    log_update,
+    opening_messages,
+    publish_vote,
+    register_system,
+    state_id_of,
+    sync_step_counter,
+    tool_edges,
+)
 from mas.topologies.sas import SOLVER_ROLE
-from mas.topologies.state import LoopState
 
 SEED_STRIDE = 7919
 """Sample i runs with seed ``run seed + i * SEED_STRIDE`` (a prime, so samples of nearby runs do not collide)."""

@@ -9,55 +9,54 @@ reports. Output contract of the supervisor: ``supervisor.route``.
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections import Counter
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from descriptor.events import ToolResult
-from mas.config import MasSettings
-from mas.llm.call import ToolCallRequest
-from mas.topologies.agent import (
-    AgentSpec,
-    RunContext,
-    agent_turn,
-    opening_messages,
-    state_id_of,
-)
-from mas.topologies.declaration import (
+from mas.topologies.kit import (
+    CONTROLLER,
+    MAIN,
     AgentGraph,
+    AgentSpec,
+    LoopPosition,
+    LoopState,
+    MasSettings,
     Message,
     Participant,
     Role,
+    RunContext,
+    StageRecord,
     Topology,
-    register_system,
-    tool_edges,
-)
-from mas.topologies.environment import MAIN, log_update
-from mas.topologies.judge import consensus_judge
-from mas.topologies.roles import (
-    artifact_of,
+    agent_turn,
     candidate,
+    consensus_judge,
     context_block,
-    event_for,
-    latest,
-    make_agents,
-    packet,
-    round_artifacts,
-    sync_step_counter,
-    vote_among,
-)
-from mas.topologies.state import LoopState
-from mas.topologies.termination import (
-    CONTROLLER,
-    LoopPosition,
+    current_tracer,
     decide,
     emit_decision,
+    latest,
+    make_agents,
     normalize_artifact,
+    opening_messages,
+    packet,
+    register_system,
+    round_artifacts,
+    state_id_of,
+    sync_step_counter,
+    take_turn,
+    tool_edges,
+    vote_among,
 )
-from mas.tracing import current_tracer
+from mas.llm.call import ToolCallRequest
+from mas.llm.scripting import ScriptedContext, responder
 
 SUPERVISOR_ROLE = Role(name="supervisor",
                        brief="You are the supervisor. Route the task to specialist workers, then give the final answer.")
@@ -106,14 +105,16 @@ def _reports(state: SupervisorState, r: int) -> list[dict[str, Any]]:
     return round_artifacts(state.get("history") or {}, (state.get("delegated") or {}).get(str(r), []), r)
 
 
+def report_hints(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workers' reports as the supervisor's prompt shows them (confidence to 2 decimals), as call hints."""
+    return [{"agent": a["agent"], "answer": str(a["answer_artifact"]).strip(),
+             "confidence": float(f"{a['confidence']:.2f}")} for a in reports]
+
+
 def _stage(state: SupervisorState, max_rounds: int) -> dict[str, Any]:
-    last = state["decisions"][-1]
-    return {"stage": "supervisor", "rounds_used": last["round"], "max_rounds": max_rounds,
-            "stop_reason": last["reason"], "reason_detail": last["reason_detail"],
-            "consensus_ratio": last["consensus_ratio"], "consensus_source": last["consensus_source"],
-            "decisions": len(state["decisions"]), "delegations": dict(state.get("delegated") or {}),
-            "answered": bool(state.get("answer")),
-            **({"outcome_environment": state["outcome"]} if state.get("outcome") else {})}
+    return StageRecord.closing("supervisor", state["decisions"], max_rounds,
+                               delegations=dict(state.get("delegated") or {}), answered=bool(state.get("answer")),
+                               outcome_environment=state.get("outcome") or None).to_dict()
 
 
 def _undelegated_detail(detail: str, *, answered: bool) -> str:
@@ -174,7 +175,8 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             extra = context_block(notes=notes, packets_title="Workers' reports:",
                                   packets=[packet(a) for a in reports], instruction=FINAL)
             res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
-                                   state_id=sid, payload={"round": r}, contract=CONTRACT)
+                                   state_id=sid, payload={"round": r}, contract=CONTRACT,
+                                   hints={"reports": report_hints(reports)})
             answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
             outcome = await outcome_of(state, answer, sid)
             return {"steps_done": res.steps, "answer": answer, "phase": "done", **outcome,
@@ -184,7 +186,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                               packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
         res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
                                state_id=sid, payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
-                               on_route=handoff)
+                               on_route=handoff, hints={"workers": names, "reports": report_hints(previous)})
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
             chosen = [w for w in _named(call) if w in by_name]
             current_tracer().emit(SUPERVISOR.name, "tool_result", ToolResult(
@@ -214,22 +216,17 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                 for w in targets]
 
     async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        sync_step_counter(task["steps_done"])
         agent: AgentSpec = by_name[task["agent"]]
         r = task["round"]
         own = latest(task["history"], agent.name, before_round=r)
-        peers = [packet(a) for a in task["peers"] if a["agent"] != agent.name]
+        peers = [a for a in task["peers"] if a["agent"] != agent.name]
         extra = context_block(notes=task["notes"], packets_title="Other workers' reports (relayed by the supervisor):",
-                              packets=peers, own=own,
+                              packets=[packet(a) for a in peers], own=own,
                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
                                           "Report concisely.")
-        env = rt.environment(task.get("envs"), agent.name)  # its own fork, kept across rounds
-        tools = rt.toolbox(env)
-        res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
-                               sends=[{"from": agent.name, "to": SUPERVISOR.name}], state_id=state_id_of(config),
-                               payload={"round": r}, toolbox=tools)
-        return {"history": {agent.name: [artifact_of(agent, r, res, env)]}, "steps_done": res.steps,
-                **log_update(agent.name, env)}
+        # its own fork of the environment, kept across rounds
+        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
+                               state_id=state_id_of(config), sends=[{"from": agent.name, "to": SUPERVISOR.name}])
 
     async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
         r = state.get("round", 0)
@@ -283,3 +280,45 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 TOPOLOGY = register_system(Topology(name="supervisor", build=build_supervisor,
                                     roles=(SUPERVISOR_ROLE, WORKER_ROLE),
                                     agents=agent_graph, uses_judge=True))
+
+
+def _plurality(reports: list[dict[str, Any]]) -> tuple[str, float] | None:
+    """The answer most workers reported (ties: the larger total confidence, then first seen) and its mean
+    confidence."""
+    if not reports:
+        return None
+    votes: Counter[str] = Counter()
+    conf: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for rep in reports:
+        key = normalize_artifact(rep["answer"])
+        votes[key] += 1
+        conf[key] += rep["confidence"]
+        first.setdefault(key, rep["answer"])
+    best = max(votes, key=lambda k: (votes[k], conf[k]))
+    return first[best], conf[best] / votes[best]
+
+
+@responder(CONTRACT)
+def scripted_supervisor(ctx: ScriptedContext) -> str | AIMessage:
+    """The test double's supervisor: delegates to every worker of the roster (``hints["workers"]``); asked for
+    the final answer, gives the workers' plurality (``hints["reports"]``).
+
+    Injected: routes to a worker that does not exist, or reports a wrong final value.
+    """
+    if "tools" in ctx.kwargs:
+        workers = list(ctx.hints.get("workers") or [])
+        if ctx.inject:  # the wrong routing step: a worker that does not exist, so nobody gets the task
+            workers = [f"worker_{len(workers) + 6}"]
+        args = {"workers": workers, "instruction": "Solve the task step by step with the calculator and report the number."}
+        if ctx.text_tools:
+            return AIMessage(content="```json\n" + json.dumps({"name": "delegate", "arguments": args}) + "\n```")
+        return AIMessage(content="", tool_calls=[{"name": "delegate", "args": args, "id": f"call_{uuid.uuid4().hex[:10]}"}])
+    best = _plurality(list(ctx.hints.get("reports") or []))
+    if best is None:
+        return json.dumps({"reasoning": "No reports arrived.", "answer_artifact": "0", "confidence": 0.1})
+    answer, conf = best
+    if ctx.inject:
+        answer = str(int(answer) + 1) if answer.lstrip("-").isdigit() else answer + " (unchecked)"
+    return json.dumps({"reasoning": "Most workers reported this value.", "answer_artifact": answer,
+                       "confidence": round(conf, 2)})
