@@ -25,9 +25,17 @@ class CheckReport:
     """Task ids whose reference solution did not pass."""
     empty_passes_with_reference_actions: list[str] = field(default_factory=list)
     """Task ids solved by doing nothing although the reference does act (its actions change nothing)."""
+    problems: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    """Benchmarks whose tasks are sub-steps of problems (``metadata["problem"]``, SciCode): problem -> (every
+    sub-step solved by the oracle, by the empty answer); empty for the others."""
 
     def summary(self) -> dict[str, int]:
-        return {"n": self.n, "oracle_solved": self.oracle_solved, "empty_solved": self.empty_solved}
+        out = {"n": self.n, "oracle_solved": self.oracle_solved, "empty_solved": self.empty_solved}
+        if self.problems:
+            out |= {"problems": len(self.problems),
+                    "oracle_problems_solved": sum(o for o, _ in self.problems.values()),
+                    "empty_problems_solved": sum(e for _, e in self.problems.values())}
+        return out
 
 
 def run_oracle(bench: Benchmark, task: Task) -> Evaluation:
@@ -48,12 +56,16 @@ def check_benchmark(bench: Benchmark, limit: int | None = None, seed: int = 0) -
     report = CheckReport()
     for task in bench.load_tasks(limit, seed=seed):
         report.n += 1
-        if run_oracle(bench, task).success:
+        oracle, empty = run_oracle(bench, task).success, run_empty(bench, task).success
+        if oracle:
             report.oracle_solved += 1
         else:
             report.oracle_failures.append(task.task_id)
-        if run_empty(bench, task).success:
+        if empty:
             report.empty_solved += 1
             if bench.reference_actions(task):
                 report.empty_passes_with_reference_actions.append(task.task_id)
+        if "problem" in task.metadata:  # a problem is solved when all its sub-steps are
+            before = report.problems.get(str(task.metadata["problem"]), (True, True))
+            report.problems[str(task.metadata["problem"])] = (before[0] and oracle, before[1] and empty)
     return report
