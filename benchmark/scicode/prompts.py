@@ -55,3 +55,29 @@ def answer_code(answer: str, function_name: str) -> str:
     'def f(x):\\n    return x\\n'
     """
     return _IMPORT_RE.sub("", extract_code(answer, function_name)).lstrip("\n")
+
+
+NEXT_STEP_MARKER = "\nNEXT STEP - PROBLEM "
+"""Where both templates start the step to solve (then ``STEP AND ...`` or ``DESCRIPTION AND FUNCTION HEADER:``)."""
+DEPENDENCIES_MARKER = "\nDEPENDENCIES:\n"
+
+
+def next_step_header(prompt: str) -> str | None:
+    """The function header (``def`` line and docstring) of the step a SciCode prompt asks for, or None.
+
+    >>> next_step_header("x\\nNEXT STEP - PROBLEM STEP AND FUNCTION HEADER:\\nDo.\\n\\ndef f(a):\\n    '''Doc.'''\\n\\n"
+    ...                  "    return a\\n\\nDEPENDENCIES:\\nimport numpy as np")
+    "def f(a):\\n    '''Doc.'''"
+    """
+    start = prompt.rfind(NEXT_STEP_MARKER)
+    end = prompt.find(DEPENDENCIES_MARKER, start)
+    if start < 0 or end < 0:
+        return None
+    section = prompt[start:end]
+    at = re.search(r"^(?:def|class)\s", section, re.MULTILINE)
+    if at is None:
+        return None
+    lines = section[at.start():].rstrip().splitlines()
+    if len(lines) > 1 and lines[-1].lstrip().startswith("return"):
+        lines = lines[:-1]
+    return "\n".join(lines).rstrip()

@@ -14,7 +14,8 @@ from mas.topologies.supervisor import CONTRACT
 from mas.topologies.termination import normalize_artifact
 
 _WORKER_LINE = re.compile(r"^- (?P<name>worker_\d+)\b", re.MULTILINE)
-_PACKET = re.compile(r"^\[(?P<sender>[^\]]+)\] answer: (?P<answer>.*?) \(confidence (?P<conf>[0-9.]+)\)", re.MULTILINE)
+_PACKET = re.compile(r"^\[(?P<sender>[^\]]+)\] answer: (?P<answer>.*?) \(confidence (?P<conf>[0-9.]+)\)",
+                     re.MULTILINE | re.DOTALL)  # DOTALL: a code answer (SciCode) spans lines
 
 
 
