@@ -5,6 +5,6 @@ builds upstream's multi-step prompts, ``targets`` gives the expected values (com
 read from ``test_data.h5``), ``compare`` holds upstream's comparison rules as the judge runs them.
 """
 
-from benchmark.scicode.adapter import SciCodeBenchmark, problem_success
+from benchmark.scicode.adapter import SciCodeBenchmark
 
-__all__ = ["SciCodeBenchmark", "problem_success"]
+__all__ = ["SciCodeBenchmark"]

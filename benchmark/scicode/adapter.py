@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -33,20 +32,6 @@ def _steps(split: str) -> dict[str, tuple[Problem, Step]]:
     return out
 
 
-def problem_success(outcomes: Iterable[tuple[Task, bool]]) -> dict[str, bool]:
-    """Main-problem success from sub-step outcomes: a problem is solved when every one of its sub-steps passed.
-
-    >>> t = lambda i, p: Task(task_id=i, question="", reference=None, metadata={"problem": p})
-    >>> problem_success([(t("a", "1"), True), (t("b", "1"), False), (t("c", "2"), True)])
-    {'1': False, '2': True}
-    """
-    solved: dict[str, bool] = {}
-    for task, ok in outcomes:
-        key = str(task.metadata["problem"])
-        solved[key] = solved.get(key, True) and ok
-    return solved
-
-
 @BENCHMARKS.register("scicode")
 class SciCodeBenchmark(Benchmark):
     """SciCode: scientific research code, as problems of several sub-steps (one task per sub-step).
@@ -59,7 +44,7 @@ class SciCodeBenchmark(Benchmark):
     dependencies, the previous sub-steps' code and the answer passes every test case of the sub-step, run as
     upstream writes them (``target = targets[i]`` then the asserts) in a trusted judge that calls the answer's
     functions in a separate sandbox (:mod:`benchmark.remote`), so the answer cannot forge a pass. A problem is
-    solved when all its sub-steps are (:func:`problem_success`; ``benchmark-check`` reports both).
+    solved when all its sub-steps are (:func:`benchmark.check.problem_success`; ``benchmark-check`` reports both).
     Targets: for ``split = "dev"`` (15 problems, 50 sub-steps) computed once from the ground truth in the
     sandbox and cached per user (:mod:`benchmark.scicode.targets`); for ``split = "test"`` (65 problems, 288
     generated sub-steps) read from upstream's ``test_data.h5`` given as ``targets`` (needs h5py:
@@ -68,7 +53,7 @@ class SciCodeBenchmark(Benchmark):
     Comparison rules: upstream's (``np.allclose``, dicts, tuples and lists of arrays; :mod:`benchmark.scicode.compare`).
     Score = 1.0 on success, else 0.0. Data licence: Apache-2.0 (vendored, ``benchmark/scicode/data``).
     Options: ``split`` (dev | test), ``with_background`` (bool, default false: upstream's default prompt),
-    ``targets`` (path to test_data.h5), ``timeout_s`` (s per sub-step, default 900: problem 51's molecular
+    ``targets`` (path to test_data.h5), ``timeout_s`` (s per sub-step, default 1800 as upstream: problem 51's molecular
     dynamics takes minutes), ``memory_mb`` (MB, default 4096), ``isolation`` (see :mod:`benchmark.sandbox`).
     """
 
@@ -121,12 +106,13 @@ class SciCodeBenchmark(Benchmark):
         problem, step = self._located(task)
         code = answer_code(answer or "", step.function_name)
         if not code.strip():
-            return Evaluation(success=False, score=0.0, details={"error": "empty answer", "problem": problem.problem_id})
+            return Evaluation(success=False, score=0.0,
+                              details={"error": "empty answer", "problem": problem.problem_id})
         cases = [f"target = targets[{i}]\n{clean_test_case(case)}" for i, case in enumerate(step.test_cases)]
         tests = RemoteTests(tests="\n\n".join(cases), trusted_setup=f"{problem.dependencies}\n{COMPARE_SOURCE}",
                             values={"targets": self.targets(task)}, remote=(step.function_name,))
         result = run_remote_tests(step_program(problem, step, code), tests,
-                                  timeout_s=float(self.options.get("timeout_s", 900.0)),
+                                  timeout_s=float(self.options.get("timeout_s", 1800.0)),
                                   memory_mb=int(self.options.get("memory_mb", 4096)),
                                   isolation=self.sandbox_isolation()).details()
         ok = result.pop("passed")
