@@ -4,6 +4,7 @@ truth computed once in the sandbox, upstream's comparison rules in a judge the a
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,18 @@ def test_vendored_problems_are_the_shared_copy():
     package = Path(targets.__file__).parent / "data"
     for name in ("problems_dev.jsonl", "problems_all.jsonl"):
         assert gzip.decompress((package / f"{name}.gz").read_bytes()) == (source / name).read_bytes()
+
+
+def test_figures_count_a_problem_only_when_all_its_sub_steps_ran_and_solved_when_all_passed(tmp_path):
+    from tests.scripts_loader import load_script
+
+    outcomes = {"scicode_1.1": True, "scicode_19.1": True, "scicode_19.2": False, "scicode_29.1": True}
+    for task_id, ok in outcomes.items():
+        path = tmp_path / "scicode" / "sas" / task_id / "run_0.result.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"task_id": task_id, "run_index": 0, "status": "finished", "success": ok,
+                                    "tokens_total": 100}))
+    got = load_script("scicode_figures").figures(tmp_path)["sas"]
+    assert got["sub_steps"]["k"] == 3 and got["sub_steps"]["n"] == 4
+    assert got["problems"]["k"] == 1 and got["problems"]["n"] == 2 and got["problems_solved"] == ["1"]
+    assert got["problems_partial"] == ["29"] and got["tokens_per_run"] == 100
