@@ -50,7 +50,9 @@ def encode(x, depth=0):
         return str.__str__(x)
     if isinstance(x, (bytes, bytearray)):
         return bytes(x)
-    if isinstance(x, complex):
+    if isinstance(x, complex):  # numpy's complex128 subclasses complex: it crosses as itself (its arithmetic differs)
+        if type(x).__module__ == "numpy":
+            return _encode_numpy(x)
         return ("c", encode(complex.__complex__(x).real), encode(complex.__complex__(x).imag))
     if isinstance(x, tuple):
         return ("t", [encode(v, d) for v in tuple.__iter__(x)])

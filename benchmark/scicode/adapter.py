@@ -18,6 +18,19 @@ COMPARE_SOURCE = (Path(__file__).parent / "compare.py").read_text(encoding="utf-
 """The comparison helpers' text, run in the judge (and beside the ground truth when targets are computed)."""
 
 
+# A test case that seeds numpy's generator (47.4's Monte Carlo: np.random.seed(1024), then MC(...)) relies on one
+# process, as upstream runs it: the seed reaches the candidate's generator too, so its draws are upstream's.
+SEED_CANDIDATE = "def __seed__(*args, **kwargs):\n    import numpy\n    numpy.random.seed(*args, **kwargs)\n"
+SEED_BOTH = """
+import numpy as __numpy
+__judge_seed = __numpy.random.seed
+def __seed_both(*args, **kwargs):
+    __judge_seed(*args, **kwargs)
+    __seed__(*args, **kwargs)
+__numpy.random.seed = __seed_both
+"""
+
+
 def task_id(step_id: str) -> str:
     """The task id of sub-step ``step_id`` (upstream's ``10.3``): ``scicode_10.3``."""
     return f"scicode_{step_id}"
@@ -109,8 +122,11 @@ class SciCodeBenchmark(Benchmark):
             return Evaluation(success=False, score=0.0,
                               details={"error": "empty answer", "problem": problem.problem_id})
         cases = [f"target = targets[{i}]\n{clean_test_case(case)}" for i, case in enumerate(step.test_cases)]
-        tests = RemoteTests(tests="\n\n".join(cases), trusted_setup=f"{problem.dependencies}\n{COMPARE_SOURCE}",
-                            values={"targets": self.targets(task)}, remote=(step.function_name,))
+        setup, candidate_setup, remote = f"{problem.dependencies}\n{COMPARE_SOURCE}", "", (step.function_name,)
+        if any("np.random.seed" in case for case in step.test_cases):
+            setup, candidate_setup, remote = setup + SEED_BOTH, SEED_CANDIDATE, (*remote, "__seed__")
+        tests = RemoteTests(tests="\n\n".join(cases), trusted_setup=setup, candidate_setup=candidate_setup,
+                            values={"targets": self.targets(task)}, remote=remote)
         result = run_remote_tests(step_program(problem, step, code), tests,
                                   timeout_s=float(self.options.get("timeout_s", 1800.0)),
                                   memory_mb=int(self.options.get("memory_mb", 4096)),
