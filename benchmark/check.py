@@ -11,6 +11,7 @@ task gets a fresh environment for each of the two, exactly as a run would.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from benchmark.base import Benchmark, Evaluation, Task
@@ -25,9 +26,33 @@ class CheckReport:
     """Task ids whose reference solution did not pass."""
     empty_passes_with_reference_actions: list[str] = field(default_factory=list)
     """Task ids solved by doing nothing although the reference does act (its actions change nothing)."""
+    oracle_problems: dict[str, bool] = field(default_factory=dict)
+    """Benchmarks whose tasks are sub-steps of problems (``metadata["problem"]``, SciCode): problem -> every
+    sub-step solved by the oracle (:func:`problem_success`); empty for the others."""
+    empty_problems: dict[str, bool] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
-        return {"n": self.n, "oracle_solved": self.oracle_solved, "empty_solved": self.empty_solved}
+        out = {"n": self.n, "oracle_solved": self.oracle_solved, "empty_solved": self.empty_solved}
+        if self.oracle_problems:
+            out |= {"problems": len(self.oracle_problems), "oracle_problems_solved": sum(self.oracle_problems.values()),
+                    "empty_problems_solved": sum(self.empty_problems.values())}
+        return out
+
+
+def problem_success(outcomes: Iterable[tuple[Task, bool]]) -> dict[str, bool]:
+    """Main-problem success from sub-step outcomes: a problem (``metadata["problem"]``) is solved when every one
+    of its sub-steps is; tasks without a problem are left out.
+
+    >>> t = lambda i, p: Task(task_id=i, question="", reference=None, metadata={"problem": p})
+    >>> problem_success([(t("a", "1"), True), (t("b", "1"), False), (t("c", "2"), True)])
+    {'1': False, '2': True}
+    """
+    solved: dict[str, bool] = {}
+    for task, ok in outcomes:
+        if "problem" in task.metadata:
+            key = str(task.metadata["problem"])
+            solved[key] = solved.get(key, True) and ok
+    return solved
 
 
 def run_oracle(bench: Benchmark, task: Task) -> Evaluation:
@@ -46,14 +71,20 @@ def run_empty(bench: Benchmark, task: Task) -> Evaluation:
 
 def check_benchmark(bench: Benchmark, limit: int | None = None, seed: int = 0) -> CheckReport:
     report = CheckReport()
+    oracles: list[tuple[Task, bool]] = []
+    empties: list[tuple[Task, bool]] = []
     for task in bench.load_tasks(limit, seed=seed):
         report.n += 1
-        if run_oracle(bench, task).success:
+        oracle, empty = run_oracle(bench, task).success, run_empty(bench, task).success
+        if oracle:
             report.oracle_solved += 1
         else:
             report.oracle_failures.append(task.task_id)
-        if run_empty(bench, task).success:
+        if empty:
             report.empty_solved += 1
             if bench.reference_actions(task):
                 report.empty_passes_with_reference_actions.append(task.task_id)
+        oracles.append((task, oracle))
+        empties.append((task, empty))
+    report.oracle_problems, report.empty_problems = problem_success(oracles), problem_success(empties)
     return report

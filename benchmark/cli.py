@@ -97,6 +97,10 @@ def cmd_benchmark_check(args: argparse.Namespace) -> int:
     else:
         print(f"{args.benchmark}: oracle solved {report.oracle_solved}/{report.n}, "
               f"empty solved {report.empty_solved}/{report.n}")
+        if report.oracle_problems:
+            summary = report.summary()
+            print(f"{args.benchmark} problems (every sub-step solved): oracle {summary['oracle_problems_solved']}/"
+                  f"{summary['problems']}, empty {summary['empty_problems_solved']}/{summary['problems']}")
     return 0
 
 

@@ -2,7 +2,7 @@
 adapters), and construction with checked options.
 
 >>> list_benchmarks()
-['arith', 'browsecomp', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'workbench']
+['arith', 'browsecomp', 'gsm8k', 'humaneval', 'mbpp', 'reasoning_gym', 'scicode', 'workbench']
 >>> get_benchmark("arith").load_tasks(1)[0].task_id
 'arith_0_0000'
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 # The built-in adapters register themselves in BENCHMARKS when their modules are imported.
-from benchmark import arith, browsecomp, gsm8k, humaneval, mbpp, reasoning_gym, workbench  # noqa: F401
+from benchmark import arith, browsecomp, gsm8k, humaneval, mbpp, reasoning_gym, scicode, workbench  # noqa: F401
 from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
 

@@ -43,11 +43,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark import remote_child
 from benchmark.sandbox import SandboxResult, _finish, _kill_tree, _memfd, _Prepared, _prepare, _wait
 
 _CHILD_SOURCE = (Path(__file__).parent / "remote_child.py").read_text(encoding="utf-8")
@@ -67,6 +69,9 @@ class RemoteTests:
     """Fixtures run after the program on the candidate's side (they may use its classes); the tests see them by name."""
     remote: tuple[str, ...] = ()
     """Names bound to the candidate's side even if ``trusted_setup`` defines them (the entry point's stub)."""
+    values: dict[str, Any] = field(default_factory=dict)
+    """Plain data bound by name in the judge before ``trusted_setup`` (SciCode's expected values): it reaches the
+    judge through a file of its own, as the wire encodes it, never through the candidate."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -128,7 +133,7 @@ def split_names(tests: RemoteTests) -> tuple[list[str], list[str]]:
     except SyntaxError:  # the judge reports it as the tests' failure
         return list(tests.remote), []
     loaded, bound = _names(tree)
-    free = sorted(loaded - bound - setup_bound - set(dir(builtins)) - set(tests.remote))
+    free = sorted(loaded - bound - setup_bound - set(dir(builtins)) - set(tests.remote) - set(tests.values))
     # A module is only ever used for its attributes (math.isclose); a name called or passed is the candidate's.
     as_base = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
     other = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in as_base}
@@ -146,11 +151,13 @@ def run_remote_tests(program: str, tests: RemoteTests, *, timeout_s: float, memo
     verdict_fd = _memfd("verdict")
     pipes = [request_r, request_w, reply_r, reply_w]
     preps: list[_Prepared] = []
+    values_fd = _memfd("values", repr(remote_child.encode(tests.values)).encode("utf-8"))
+    spec["values_fd"] = values_fd
     try:
         preps.append(_prepare(f"{_CHILD_SOURCE}\nserve({program!r}, {tests.candidate_setup!r}, {request_r}, "
                               f"{reply_w})\n", timeout_s, memory_mb, None, isolation, (request_r, reply_w)))
         preps.append(_prepare(f"{_CHILD_SOURCE}\njudge({spec!r}, {request_w}, {reply_r}, {verdict_fd})\n",
-                              timeout_s, memory_mb, None, isolation, (request_w, reply_r, verdict_fd)))
+                              timeout_s, memory_mb, None, isolation, (request_w, reply_r, verdict_fd, values_fd)))
         candidate, judge, timed_out, start = _run_pair(preps[0], preps[1], pipes, timeout_s)
         cand_res = _finish(preps[0], candidate.returncode, timed_out, start, timeout_s, memory_mb,
                            ended_by_parent=candidate.returncode == -9 and not timed_out)
@@ -159,7 +166,7 @@ def run_remote_tests(program: str, tests: RemoteTests, *, timeout_s: float, memo
     finally:
         for prep in preps:
             prep.release()
-        for fd in [*pipes, verdict_fd]:
+        for fd in [*pipes, verdict_fd, values_fd]:
             try:
                 os.close(fd)
             except OSError:
@@ -213,3 +220,56 @@ def _outcome(verdict: dict[str, Any], judge: SandboxResult, candidate: SandboxRe
                          timed_out=judge.timed_out, limit=judge.limit or candidate.limit,
                          duration_ms=max(judge.duration_ms, candidate.duration_ms),
                          candidate_stderr=candidate.stderr[-1500:], isolation=judge.isolation)
+
+
+def capture_value(program: str, name: str, *, timeout_s: float, memory_mb: int,
+                  isolation: str = "namespaces") -> tuple[Any, str]:
+    """(the encoded value of ``program``'s variable ``name``, ""), or (None, the error): trusted code in a sandbox.
+
+    For values computed from benchmark data (SciCode's targets from its ground truth): the program runs
+    sandboxed like any code, and its value comes back over a pipe as the wire's literal tree (rebuild it with
+    :func:`benchmark.remote_child.decode`). A pipe, not a file: the sandbox limits files to 32 MiB, and
+    SciCode's largest targets are about 100 MB encoded.
+    """
+    read_fd, write_fd = os.pipe()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while chunk := os.read(read_fd, 1 << 20):
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    code = (f"{_CHILD_SOURCE}\n{program}\n__out__ = repr(encode({name})).encode('utf-8')\n"
+            f"while __out__:\n    __out__ = __out__[os.write({write_fd}, __out__):]\nos.close({write_fd})\n")
+    try:
+        prep = _prepare(code, timeout_s, memory_mb, None, isolation, (write_fd,))
+        reader.start()
+        start = time.perf_counter()
+        timed_out = False
+        proc = subprocess.Popen(prep.argv, **prep.spawn_kwargs())  # type: ignore[call-overload]
+        prep.after_spawn()
+        os.close(write_fd)
+        write_fd = -1
+        try:
+            _wait(proc, timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            if proc.poll() is None:
+                _kill_tree(proc.pid)
+                proc.wait()
+        result = _finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
+        reader.join()
+    finally:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+    if not result.ok:
+        return None, result.stderr.strip()[-2000:] or f"exit status {result.exit_code}"
+    try:
+        return ast.literal_eval(b"".join(chunks).decode("utf-8")), ""
+    except (ValueError, SyntaxError, UnicodeDecodeError) as err:
+        return None, f"the value of {name} did not come back as plain data ({err})"

@@ -146,7 +146,7 @@ def test_default_benchmarks_are_those_installed_and_the_others_are_named(tmp_pat
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "full_experiment: skipping reasoning_gym: benchmark reasoning_gym needs the package reasoning-gym" in proc.stderr
     ran = {r["benchmark"] for r in summary_rows(tmp_path / "out" / "d" / "experiment_summary.csv")}
-    assert ran == {"arith", "gsm8k", "humaneval", "mbpp", "workbench"}
+    assert ran == {"arith", "gsm8k", "humaneval", "mbpp", "scicode", "workbench"}
 
 
 FAKE_PYTHON = """\

@@ -19,6 +19,7 @@ from mas.scripted.arith import answer_json, as_int, solve_arith
 from mas.scripted.browsecomp import browsecomp_turn, is_browsecomp
 from mas.scripted.model import ScriptedContext, responder
 from mas.scripted.orchestrator import orchestrated_turn
+from mas.scripted.scicode import is_scicode, scicode_turn
 from mas.scripted.workbench import workbench_turn
 from mas.topologies.prompts import CODE_HINT
 
@@ -68,6 +69,8 @@ def agent_turn(ctx: ScriptedContext) -> str | AIMessage:
                             "3. Report the final count.", 0.8)
     if arith.parse(ctx.text()) is not None:
         return solve_arith(ctx, tools_allowed)
+    if is_scicode(ctx):
+        return scicode_turn(ctx)
     if CODE_HINT in system:
         return answer_json("Not enough information to implement this.", "def solution(*args):\n    return None", 0.2)
     return answer_json("I could not work this out.", "0", 0.1)
