@@ -47,6 +47,7 @@ from mas.sweep.checkpoints import (
     copy_database,
     keep_or_drop,
     open_checkpointer,
+    pack_database,
 )
 from mas.sweep.hooks import registered_processors
 from mas.sweep.grading import Grading, grade
@@ -328,7 +329,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
-    meta.checkpoint_db = paths.checkpoints.name if keep_or_drop(paths.checkpoints, keep=keep) else None
+    meta.checkpoint_db = pack_database(paths.checkpoints).name if keep_or_drop(paths.checkpoints, keep=keep) else None
     meta.status = "error" if infrastructure else "finished"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
