@@ -33,6 +33,7 @@ from descriptor.records import (
 )
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
+from descriptor.trace_digest import trace_digest
 from mas.config import ExperimentConfig
 from mas.llm.cache import use_cache
 from mas.llm.call import LLMCallError, prompt_too_long
@@ -324,7 +325,9 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
                                              score=evaluation.score, details=evaluation.details), indent=None)
     metrics = compute_run_metrics(events)
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
-        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)), indent=None)
+        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state),
+        # the trace is closed by now: its digest spares every summary and report a parse (issue 33)
+        digest=trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None), indent=None)
     recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
     write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
