@@ -29,6 +29,7 @@ SUFFIXES: dict[str, str] = {
     "trajectory_json": ".trajectory.json",
     "trajectory_md": ".trajectory.md",
     "checkpoints": ".checkpoints.sqlite",
+    "checkpoints_packed": ".checkpoints.sqlite.gz",
     "result": ".result.json",
 }
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")

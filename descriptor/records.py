@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from descriptor.run_metrics import RunMetrics
+from descriptor.trace_digest import TraceDigest
 
 RECORD_VERSION = 2
 
@@ -120,6 +121,9 @@ class TraceMetricsRecord(RunMetrics):
     completion: bool
     stages: list[dict[str, Any]] = Field(default_factory=list)
     """Per looped stage: rounds used, stop reason, consensus (see the topologies)."""
+    digest: TraceDigest | None = None
+    """What summaries and the report need of the trace, with its hash (:mod:`descriptor.trace_digest`); absent
+    in runs written before issue 33 (their traces are parsed)."""
 
 
 class RunResult(RunIdentity):

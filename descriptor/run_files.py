@@ -27,8 +27,9 @@ from pydantic import BaseModel, ValidationError
 
 from descriptor.events import Event, read_trace_checked
 from descriptor.layout import RunPaths, run_indices
-from descriptor.records import EvalRecord, RunMetadata, RunResult
+from descriptor.records import EvalRecord, RunMetadata, RunResult, TraceMetricsRecord
 from descriptor.run_metrics import RunMetrics, compute_run_metrics
+from descriptor.trace_digest import TraceDigest, trace_digest, trace_sha256
 from descriptor.untrusted import BadJson, parse_json
 
 IssueKind = Literal["unfinished", "damaged_trace", "missing_trace", "bad_result", "bad_eval", "bad_metadata",
@@ -95,7 +96,9 @@ class RunRecord:
     result: RunResult
     eval: EvalRecord
     events: tuple[Event, ...]
+    """Empty when read with ``events=False`` from a trace's digest (see :func:`read_run`)."""
     metrics: RunMetrics
+    digest: TraceDigest
     metadata: RunMetadata | None = None
 
     # Short names the descriptor code reads.
@@ -121,9 +124,27 @@ def read_trace_prefix(path: Path) -> tuple[list[Event] | None, list[RunIssue]]:
     return events, issues
 
 
+def _digested(paths: RunPaths) -> tuple[RunMetrics, TraceDigest] | None:
+    """The metrics and digest ``trace_metrics.json`` recorded when the run ended, if the trace still has the bytes
+    they were computed from; else None (no digest, an unreadable record, a trace changed since: parse it)."""
+    try:
+        record = TraceMetricsRecord.model_validate(parse_json(paths.trace_metrics.read_text(encoding="utf-8")))
+        digest = record.digest
+        if digest is None or trace_sha256(paths.trace.read_bytes()) != digest.sha256:
+            return None
+    except (OSError, UnicodeDecodeError, BadJson, ValidationError):
+        return None
+    return RunMetrics.model_validate(record.model_dump(include=set(RunMetrics.model_fields))), digest
+
+
 def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
-             with_metadata: bool = False) -> tuple[RunRecord | None, list[RunIssue]]:
-    """Run ``paths`` and the issues met; ``identity`` (benchmark, system, task_id) is what the path says."""
+             with_metadata: bool = False, events: bool = True) -> tuple[RunRecord | None, list[RunIssue]]:
+    """Run ``paths`` and the issues met; ``identity`` (benchmark, system, task_id) is what the path says.
+
+    ``events=False``: a caller that needs the trace's metrics and digest but not its events gets them from
+    ``trace_metrics.json`` when the trace is unchanged since the run ended (no events then, no issues: an
+    intact trace has none); otherwise the trace is parsed as always.
+    """
     if not paths.result.exists():
         return None, [RunIssue(path=str(paths.result), kind="unfinished", message="no result.json", included=False)]
     try:
@@ -143,25 +164,30 @@ def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
             metadata = read_metadata(paths)
         except RunFileError as err:
             return None, [RunIssue(path=str(paths.metadata), kind="bad_metadata", message=str(err), included=False)]
+    if not events and (digested := _digested(paths)) is not None:
+        metrics, digest = digested
+        return RunRecord(paths=paths, result=result, eval=evaluation, events=(), metrics=metrics, digest=digest,
+                         metadata=metadata), []
     if not paths.trace.exists():
         return None, [RunIssue(path=str(paths.trace), kind="missing_trace", message="no trace file", included=False)]
-    events, issues = read_trace_prefix(paths.trace)
-    if events is None:
+    parsed, issues = read_trace_prefix(paths.trace)
+    if parsed is None:
         return None, issues
-    record = RunRecord(paths=paths, result=result, eval=evaluation, events=tuple(events),
-                       metrics=compute_run_metrics(events), metadata=metadata)
+    record = RunRecord(paths=paths, result=result, eval=evaluation, events=tuple(parsed),
+                       metrics=compute_run_metrics(parsed), digest=trace_digest(parsed), metadata=metadata)
     return record, issues
 
 
-def load_task_runs(task_dir: Path, identity: tuple[str, str, str] | None = None, *,
-                   with_metadata: bool = False) -> tuple[list[RunRecord], list[RunIssue]]:
-    """All finished runs of a task directory (ascending run index) and the issues met."""
+def load_task_runs(task_dir: Path, identity: tuple[str, str, str] | None = None, *, with_metadata: bool = False,
+                   events: bool = True) -> tuple[list[RunRecord], list[RunIssue]]:
+    """All finished runs of a task directory (ascending run index) and the issues met (``events``: see
+    :func:`read_run`)."""
     if identity is None:
         identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
     records: list[RunRecord] = []
     issues: list[RunIssue] = []
     for r in run_indices(task_dir):
-        record, found = read_run(RunPaths(task_dir, r), identity, with_metadata=with_metadata)
+        record, found = read_run(RunPaths(task_dir, r), identity, with_metadata=with_metadata, events=events)
         issues.extend(found)
         if record is not None:
             records.append(record)

@@ -160,7 +160,7 @@ def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
     ``count_errors``: the seed's literal rule, an errored run is a finished one with completion and success 0.
     """
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-    records, found = load_task_runs(task_dir, identity)
+    records, found = load_task_runs(task_dir, identity, events=False)  # the traces' digests do
     # An infrastructure error is no task result: counted, and left out of every task metric (unless asked).
     runs = [r for r in records if count_errors or r.status != "error"]
     errored = [r.run_index for r in records if not count_errors and r.status == "error"]

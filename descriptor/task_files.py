@@ -13,25 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from descriptor.events import Decision, Event, is_system_actor
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.run_files import RunIssue, RunRecord
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS
-
-CONTROLLER = "system:controller"
-
-
-def _spend(events: Sequence[Event], key: str) -> dict[str, dict[str, float]]:
-    """Tokens, latency (ms), cost (USD) and event count grouped by ``actor`` or ``event_type``."""
-    out: dict[str, dict[str, float]] = {}
-    for ev in events:
-        name = getattr(ev, key)
-        row = out.setdefault(name, {"tokens": 0, "latency_ms": 0.0, "cost_usd": 0.0, "events": 0})
-        row["tokens"] += ev.token_in + ev.token_out
-        row["latency_ms"] += ev.latency_ms
-        row["cost_usd"] += ev.cost_usd
-        row["events"] += 1
-    return dict(sorted(out.items()))
+from descriptor.trace_digest import merge_spend
 
 
 def _top(groups: dict[str, dict[str, float]], field: str) -> str | None:
@@ -40,26 +25,11 @@ def _top(groups: dict[str, dict[str, float]], field: str) -> str | None:
     return ranked[0][0] if ranked and ranked[0][1][field] > 0 else None
 
 
-def _stalls(run: RunRecord) -> list[dict[str, Any]]:
-    """Controller verify events with a reason: the agent that acted just before, and the
-    event's ``stage``/``round``/``stop`` payload keys when the system records them."""
-    out = []
-    last_agent: str | None = None
-    for ev in run.events:
-        p = ev.payload
-        if ev.actor == CONTROLLER and isinstance(p, Decision) and p.reason:
-            out.append({"run_index": run.run_index, "seq": ev.seq, "reason": p.reason, "after_actor": last_agent,
-                        "stage": p.stage, "round": p.round, "stop": p.stop})
-        elif not is_system_actor(ev.actor):
-            last_agent = ev.actor
-    return out
-
-
 def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues: Sequence[RunIssue]) -> dict[str, Any]:
     """The ``analysis.json`` object of one task."""
-    events = [ev for r in runs for ev in r.events]
-    by_stage, by_actor = _spend(events, "event_type"), _spend(events, "actor")
-    stalls = [s for r in runs for s in _stalls(r)]
+    by_stage = merge_spend([r.digest.by_stage for r in runs])
+    by_actor = merge_spend([r.digest.by_actor for r in runs])
+    stalls = [{"run_index": r.run_index, **s} for r in runs for s in r.digest.stalls]
     return {
         "evaluation": {
             "n_runs": len(runs),

@@ -20,6 +20,7 @@ from descriptor.task_descriptor import (
 )
 from descriptor.layout import RunPaths
 from descriptor.records import EvalRecord, RunResult
+from descriptor.trace_digest import trace_digest
 from tests.descriptor_fixtures import ev
 
 
@@ -35,7 +36,7 @@ def record(r: int, *, success: bool, tokens: int = 100, ms: float = 10.0, calls:
                        latency_total_ms=ms, cost_total_usd=tokens * 1e-6, wall_time_s=0.1)
     evaluation = EvalRecord(success=success, completion=completion, score=float(success) if score is None else score)
     return RunRecord(paths=RunPaths(Path("t0"), r), result=result, eval=evaluation, events=events,
-                     metrics=compute_run_metrics(events))
+                     metrics=compute_run_metrics(events), digest=trace_digest(events))
 
 
 def describe(runs):

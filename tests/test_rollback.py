@@ -3,7 +3,6 @@
 import asyncio
 import hashlib
 import json
-import sqlite3
 
 import langgraph
 import pytest
@@ -16,6 +15,7 @@ from attribution.sources.scorefile import ScoreRecord, TrainSource
 from attribution.sources.trajectory import Step, Trajectory
 from main import main
 from descriptor.errors import UserError
+from mas.sweep.checkpoints import read_only_connection
 
 # Verified against this LangGraph minor version: forking a top-level checkpoint re-runs only the
 # super-steps after it. Subgraph time travel re-runs whole subgraphs, so rollback never uses it.
@@ -61,7 +61,7 @@ def _hashes(task_dir):
 def test_state_ids_are_top_level_checkpoints(tmp_path, system):
     task_dir = scripted_run(tmp_path, system)
     traj = load_run(task_dir, 0)
-    con = sqlite3.connect(task_dir / "run_0.checkpoints.sqlite")
+    con = read_only_connection(task_dir / "run_0.checkpoints.sqlite.gz")
     rows = dict(con.execute("select checkpoint_id, checkpoint_ns from checkpoints").fetchall())
     con.close()
     assert traj.steps and all(s.state_id in rows for s in traj.steps)
@@ -235,12 +235,12 @@ def test_checkpoints_are_kept_by_policy(tmp_path, policy, kept):
                      "--output-root", str(tmp_path / name), "--experiment-id", "e"]) == 0
         task_dir = next(p for p in (tmp_path / name / "e" / "arith" / "sas").iterdir() if p.is_dir())
         meta = json.loads((task_dir / "run_0.metadata.json").read_text())
-        db = task_dir / "run_0.checkpoints.sqlite"
+        db = task_dir / "run_0.checkpoints.sqlite.gz"  # kept databases are gzipped
         assert db.exists() is kept[name] and (meta["checkpoint_db"] == db.name) is kept[name]
-        assert not list(task_dir.glob("*.sqlite-*"))  # no WAL left behind
+        assert not list(task_dir.glob("*.sqlite")) and not list(task_dir.glob("*.sqlite-*"))  # no plain copy, no WAL
         if kept[name]:
             traj = load_run(task_dir, 0)
-            con = sqlite3.connect(db)
+            con = read_only_connection(db)
             ids = {r[0] for r in con.execute("select checkpoint_id from checkpoints")}
             con.close()
             assert all(s.state_id in ids for s in traj.steps)  # a kept database is complete after compaction

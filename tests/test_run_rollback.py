@@ -193,7 +193,7 @@ def test_run_rollback_top1_and_oracle_self_serve(tmp_path, strategy):
 
 def test_a_rollback_that_cannot_run_is_an_error_and_is_retried(tmp_path, capsys):
     assert run(tmp_path, "e", tasks=3) == 0
-    lost = sorted((tmp_path / "e").rglob("run_0.checkpoints.sqlite"))[0]
+    lost = sorted((tmp_path / "e").rglob("run_0.checkpoints.sqlite.gz"))[0]
     lost.unlink()  # this run can no longer be resumed
     capsys.readouterr()
     assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 1

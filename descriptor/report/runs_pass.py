@@ -61,7 +61,7 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
                   included=True, success=rec.success, completion=rec.completion, tokens=m.tokens_total,
                   cost_usd=m.cost_total, latency_ms=m.latency_total,
                   wall_time_s=run.result.wall_time_s if run.result is not None else 0.0,
-                  error_events=sum(1 for e in rec.events if e.event_type == "error"),
+                  error_events=rec.digest.error_events,
                   tool_calls=m.tool_calls_total, tool_fails=m.tool_fail_total,
                   answer=run.answer[:200], href=page, flags=flags)
 

@@ -18,13 +18,21 @@ msgpack stays valid and LangGraph's stock savers still read it).
 Measured on a scripted debate run (2026-11-24): its database held ~25 KB
 of checkpoints and writes in a 64 KB file of 4 KB pages (four B-trees and
 the WAL's slack); with 1 KB pages and a VACUUM when it is kept, ~30 KB.
+A kept database is then gzipped (:func:`pack_database`,
+``run_<r>.checkpoints.sqlite.gz``): msgpack of repeated messages and half-empty
+pages compress 6-8x (a 21-86 KB database of a scripted failed run became
+3-11 KB; 50 KB a failed run on average, 9 KB a run of the issue-33 sweep, was
+the largest part of its disk after the trace). ``gunzip -k`` gives back the
+stock database; a rollback decompresses it into its own copy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import shutil
 import sqlite3
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +44,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from descriptor.errors import UserError
-from descriptor.layout import database_files
+from descriptor.io import write_bytes_atomic
+from descriptor.layout import SUFFIXES, database_files
 from descriptor.redact import mask_secret_bytes
 
 log = structlog.get_logger(__name__)
@@ -98,11 +107,39 @@ def keep_or_drop(path: Path, *, keep: bool) -> bool:
     return True
 
 
+PACKED_SUFFIX = SUFFIXES["checkpoints_packed"].removeprefix(SUFFIXES["checkpoints"])
+"""What :func:`pack_database` adds to a kept database's name (``.gz``)."""
+
+
+def pack_database(path: Path) -> Path:
+    """Replace the (compacted, closed) database ``path`` by its gzip, ``<path>.gz``; return the packed path.
+
+    Written atomically and durably (a rollback trusts it once ``result.json`` names the run finished) before
+    the plain file goes, so a crash between the two leaves both, never neither.
+    """
+    packed = path.with_name(path.name + PACKED_SUFFIX)
+    write_bytes_atomic(packed, gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+    remove_database(path)
+    return packed
+
+
+def _database_bytes(db: Path) -> bytes:
+    """The SQLite bytes of ``db``, decompressed when it is packed; :class:`UserError` naming it when unreadable."""
+    try:
+        data = db.read_bytes()
+        return gzip.decompress(data) if db.name.endswith(PACKED_SUFFIX) else data
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise UserError(f"{db}: not a readable checkpoint database ({err})") from None
+
+
 def copy_database(source: Path, dest: Path) -> None:
-    """Copy the SQLite file ``source`` to ``dest``, first removing ``dest``'s side files (a stale WAL beside a
-    fresh copy would be replayed into it)."""
+    """Copy the SQLite file ``source`` (decompressed when packed) to ``dest``, first removing ``dest``'s side
+    files (a stale WAL beside a fresh copy would be replayed into it)."""
     remove_database(dest)
-    shutil.copyfile(source, dest)
+    if source.name.endswith(PACKED_SUFFIX):
+        dest.write_bytes(_database_bytes(source))
+    else:
+        shutil.copyfile(source, dest)
 
 
 def remove_database(path: Path) -> None:
@@ -122,13 +159,10 @@ def check_checkpoint(db: Path, *, thread_id: str, checkpoint_id: str) -> None:
     A rollback forks a run at one checkpoint; from a damaged or foreign file
     it would fail midway (and used to be counted as a failed rollback).
     """
-    from urllib.parse import quote
-
     if not db.is_file():
         raise UserError(f"{db}: checkpoint database not found; the run cannot be resumed")
     try:
-        # immutable: no -wal/-shm files appear beside the run's own database (its files are never touched)
-        with contextlib.closing(sqlite3.connect(f"file:{quote(str(db))}?mode=ro&immutable=1", uri=True)) as conn:
+        with contextlib.closing(read_only_connection(db)) as conn:
             check = conn.execute("PRAGMA quick_check").fetchone()
             if not check or check[0] != "ok":
                 raise UserError(f"{db}: damaged checkpoint database (quick_check: {check[0] if check else 'no answer'})")
@@ -139,3 +173,20 @@ def check_checkpoint(db: Path, *, thread_id: str, checkpoint_id: str) -> None:
     if found is None:
         raise UserError(f"{db}: holds no checkpoint {checkpoint_id} of thread {thread_id!r}; the run cannot be "
                         "resumed from that step")
+
+
+def read_only_connection(db: Path) -> sqlite3.Connection:
+    """A read-only connection to ``db``; a packed one is decompressed into memory (``deserialize``)."""
+    if db.name.endswith(PACKED_SUFFIX):
+        data = bytearray(_database_bytes(db))
+        # Header bytes 18-19 say "WAL" for a database last written in WAL mode, and an in-memory database
+        # cannot open a WAL: read it as a rollback-journal database (the data pages are the same).
+        if len(data) >= 20 and data[18:20] == b"\x02\x02":
+            data[18:20] = b"\x01\x01"
+        conn = sqlite3.connect(":memory:")
+        conn.deserialize(bytes(data))
+        return conn
+    from urllib.parse import quote
+
+    # immutable: no -wal/-shm files appear beside the run's own database (its files are never touched)
+    return sqlite3.connect(f"file:{quote(str(db))}?mode=ro&immutable=1", uri=True)

@@ -33,6 +33,7 @@ from descriptor.records import (
 )
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.run_metrics import compute_run_metrics
+from descriptor.trace_digest import trace_digest
 from mas.config import ExperimentConfig
 from mas.llm.cache import use_cache
 from mas.llm.call import LLMCallError, prompt_too_long
@@ -47,6 +48,7 @@ from mas.sweep.checkpoints import (
     copy_database,
     keep_or_drop,
     open_checkpointer,
+    pack_database,
 )
 from mas.sweep.hooks import registered_processors
 from mas.sweep.grading import Grading, grade
@@ -323,12 +325,14 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
                                              score=evaluation.score, details=evaluation.details), indent=None)
     metrics = compute_run_metrics(events)
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
-        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state)), indent=None)
+        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state),
+        # the trace is closed by now: its digest spares every summary and report a parse (issue 33)
+        digest=trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None), indent=None)
     recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
     write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
-    meta.checkpoint_db = paths.checkpoints.name if keep_or_drop(paths.checkpoints, keep=keep) else None
+    meta.checkpoint_db = pack_database(paths.checkpoints).name if keep_or_drop(paths.checkpoints, keep=keep) else None
     meta.status = "error" if infrastructure else "finished"
     meta.error, meta.models, meta.wall_time_s = error, models.labels(), wall_s
     meta.injected_error = InjectionRecord(**plan.fired_at) if plan and plan.fired_at else None
