@@ -6,7 +6,11 @@ task, a debate turn) and a fixed ``max_tokens``:
 
 * first-token latency (ms) of a streamed request, median over ``--repeats``;
 * output tokens/s of one request (decode rate after the first token, and end to end);
-* aggregate output tokens/s with 1, 2 and 4 concurrent requests.
+* aggregate output tokens/s with 1, 2 and 4 concurrent requests;
+* with ``--reference``, llama.cpp's own figures on the same GGUF and threads, and the ratios: ``llama-bench``
+  (decode tokens/s of one sequence, against the single request's decode rate) and ``llama-batched-bench``
+  (output tokens over wall time of N sequences with the measured prompt length, against N concurrent
+  requests). The two tools are built once in the server's build tree (a minute; never needed otherwise).
 
 By default every request generates exactly ``--max-tokens`` tokens
 (``ignore_eos``), so the levels compare equal work; ``--natural-stop`` lets
@@ -14,6 +18,7 @@ the model stop on its own. Token counts come from the server's ``usage``.
 
     python scripts/bench_embedded.py                 # default model, 128 tokens
     python scripts/bench_embedded.py --threads 1 --json bench.json
+    python scripts/bench_embedded.py --reference     # and the ratios to llama-bench / llama-batched-bench
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +38,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mas.config import EmbeddedSettings  # noqa: E402
-from mas.serving.catalogue import CATALOGUE  # noqa: E402
+from mas.serving.build import build_reference_tool  # noqa: E402
+from mas.serving.catalogue import CATALOGUE, cache_paths, print_progress  # noqa: E402
 from descriptor.io import write_json_atomic  # noqa: E402
 from mas.serving.server import ensure_server  # noqa: E402
 
@@ -131,6 +138,27 @@ async def run_bench(base_url: str, model: str, args: argparse.Namespace) -> dict
     }
 
 
+def reference(settings: EmbeddedSettings, gguf: str, threads: int, max_tokens: int, prompt_tokens: int,
+              levels: list[int]) -> dict:
+    """llama.cpp's figures on ``gguf`` with ``threads``: one sequence's decode tok/s (``llama-bench``) and,
+    per level, output tok/s over wall time of that many sequences of ``prompt_tokens`` (``llama-batched-bench``)."""
+    paths = cache_paths(settings)
+    bench = build_reference_tool(paths, "llama-bench", print_progress)
+    batched = build_reference_tool(paths, "llama-batched-bench", print_progress)
+    t = str(threads)
+    out = subprocess.run([str(bench), "-m", gguf, "-t", t, "-p", "0", "-n", str(max_tokens), "-r", "3", "-o", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    tg = next(r["avg_ts"] for r in json.loads(out) if r["n_gen"] > 0)
+    ctx = max(levels) * (prompt_tokens + max_tokens) + 256
+    out = subprocess.run([str(batched), "-m", gguf, "-t", t, "-tb", t, "-c", str(ctx), "-npp", str(prompt_tokens),
+                          "-ntg", str(max_tokens), "-npl", ",".join(map(str, levels)), "--output-format", "jsonl"],
+                         capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith('{"n_kv_max"')]
+    # Output tokens over the whole wall time (prompts included), as the concurrent requests are measured.
+    agg = {r["pl"]: r["pl"] * r["tg"] / r["t"] for r in rows}
+    return {"single_decode_tok_s": tg, "agg_tok_s": agg, "prompt_tokens": prompt_tokens}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(CATALOGUE), default="qwen2.5-coder-0.5b")
@@ -140,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="streamed single requests for the medians")
     p.add_argument("--threads", type=int, default=0, help="server threads, 0 = cores (only for a new server)")
     p.add_argument("--natural-stop", action="store_true", help="let the model stop before max-tokens")
+    p.add_argument("--reference", action="store_true",
+                   help="also run llama-bench and llama-batched-bench on the same GGUF and threads; print the ratios")
     p.add_argument("--json", help="also write the figures to this JSON file")
     args = p.parse_args(argv)
 
@@ -172,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{c} concurrent: {lv['agg_tok_s']:.1f} aggregate output tok/s "
             f"({lv['tokens']} tokens in {lv['wall_s']:.1f} s)"
         )
+    if args.reference:
+        pt = round(statistics.median(r["prompt_tokens"] for r in s["runs"]))
+        ref = reference(settings, handle.record.model_path, handle.record.threads, args.max_tokens, pt,
+                        args.concurrency)
+        ref["loadavg_1m"] = os.getloadavg()[0]
+        res["reference"] = ref
+        ratio = s["decode_tok_s"] / ref["single_decode_tok_s"]
+        print(f"llama-bench, {res['threads']} threads: {ref['single_decode_tok_s']:.1f} tok/s decoding; "
+              f"one request / llama-bench = {ratio:.2f}  (load avg {ref['loadavg_1m']:.1f})")
+        for c, lv in res["concurrent"].items():
+            if c in ref["agg_tok_s"]:
+                print(f"llama-batched-bench, {c} sequences of {pt} prompt tokens: {ref['agg_tok_s'][c]:.1f} output "
+                      f"tok/s; {c} concurrent / batched-bench = {lv['agg_tok_s'] / ref['agg_tok_s'][c]:.2f}")
     if args.json:
         write_json_atomic(args.json, res)
     return 0

@@ -219,7 +219,7 @@ def test_second_caller_reuses_a_healthy_recorded_server(settings, fake_llama, he
     assert llama_server.ensure_server(settings, progress=None) is handle
 
 
-def test_a_busy_recorded_server_is_waited_for_not_called_unhealthy(settings, fake_llama, monkeypatch):
+def test_a_busy_recorded_server_is_waited_for_and_said_not_called_unhealthy(settings, fake_llama, monkeypatch):
     """A server decoding for another process left /health unanswered for 10 s on 2 saturated cores (CI's
     embedded tests failed beside a running sweep): a live server that answers within the start-up timeout is
     reused."""
@@ -239,8 +239,11 @@ def test_a_busy_recorded_server_is_waited_for_not_called_unhealthy(settings, fak
     try:
         _record(fake_llama.pid, srv.server_address[1], embedded.cache_paths(settings))
         monkeypatch.setattr(llama_server, "_start", _must_not_start)
-        handle = llama_server.ensure_server(settings, progress=None)
+        said: list[str] = []
+        handle = llama_server.ensure_server(settings, progress=said.append)
         assert handle.pid == fake_llama.pid and len(asked) > 3
+        # and the wait is said, not silent (issue 33: a busy model looked like a hung sweep)
+        assert len(said) == 1 and f"llama-server (pid {fake_llama.pid}" in said[0] and "is busy" in said[0]
     finally:
         srv.shutdown()
         srv.server_close()

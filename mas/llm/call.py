@@ -27,6 +27,7 @@ from descriptor.events import ErrorInfo
 from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
 from mas.llm.jsonparse import parse_json_object
 from mas.llm.limits_run import current_budget
+from mas.llm.meter import METER
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.sanitize import clean_message
 from mas.llm.tokens import count_tokens
@@ -313,15 +314,17 @@ async def call_llm(
     if budget is not None:
         budget.start(tracer)  # refused here when the run has used up a budget (limits.*)
     result: LLMResult | None = None
+    ticket = METER.call_started()
     try:
         result = await _call(bound, runnable, messages, tracer, meta, contract=contract, actor=actor, tools=tools,
                              tool_names=tool_names, temperature=temperature, max_tokens=max_tokens,
                              response_format=response_format)
         return result
     finally:
+        used = 0 if result is None else result.token_in + result.token_out
+        METER.call_finished(ticket, tracer.run_id, used)
         if budget is not None:
-            budget.finish(0 if result is None else result.token_in + result.token_out,
-                          0.0 if result is None else result.cost_usd)
+            budget.finish(used, 0.0 if result is None else result.cost_usd)
 
 
 async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], tracer: Any, meta: dict[str, Any], *,

@@ -139,3 +139,24 @@ def build_server(paths: CachePaths, progress: Progress, jobs: int | None = None)
     os.replace(tmp, target)
     progress(f"built {target} in {time.monotonic() - t0:.0f} s")
     return target
+
+
+def build_reference_tool(paths: CachePaths, target: str, progress: Progress, jobs: int | None = None) -> Path:
+    """Build one more llama.cpp tool (``llama-bench``, ``llama-batched-bench``) in the server's build tree.
+
+    For measuring the server against llama.cpp's own figures on the same GGUF and threads
+    (``scripts/bench_embedded.py``); never needed to run the project. Returns the binary's path; the tree must
+    have been configured by :func:`build_server` (only the new tool's sources compile, the libraries are reused).
+    """
+    out = paths.build_dir / f"llama_cpp_python-{SDIST_VERSION}" / "vendor" / "llama.cpp" / "build"
+    built = out / "bin" / target
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
+    if not (out / "CMakeCache.txt").is_file():
+        raise BuildError(f"{out} is not a configured llama.cpp build; run `python main.py model install` first")
+    n = jobs or len(os.sched_getaffinity(0))
+    _run_logged(["cmake", "--build", str(out), "--target", target, f"-j{n}"], paths.logs_dir / "llama-build.log",
+                f"compiling {target}", progress)
+    if not built.is_file():
+        raise BuildError(f"the build finished but {built} is missing; see {paths.logs_dir / 'llama-build.log'}")
+    return built

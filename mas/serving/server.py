@@ -203,7 +203,7 @@ def _start(
         parallel=settings.parallel, threads=int(cmd[cmd.index("-t") + 1]), persistent=persistent,
         log_path=str(paths.server_log),
     )  # fmt: skip
-    progress(f"starting llama-server (pid {proc.pid}) for {spec.name} on {rec.base_url}")
+    progress(f"starting llama-server (pid {proc.pid}) for {spec.name} on {rec.base_url}: loading the model")
     t0 = time.monotonic()
     try:
         wait_ready(rec, proc, settings.startup_timeout_s, log_start)
@@ -211,19 +211,24 @@ def _start(
         terminate(proc.pid, proc)
         raise
     rec.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    progress(f"llama-server ready in {time.monotonic() - t0:.1f} s")
     log.info("embedded_server_ready", pid=proc.pid, base_url=rec.base_url, startup_s=round(time.monotonic() - t0, 2))
     return rec, proc
 
 
-def _reuse(rec: ServerRecord, settings: EmbeddedSettings) -> None:
+def _reuse(rec: ServerRecord, settings: EmbeddedSettings, say: Progress) -> None:
     """Check a recorded live server can serve this caller; raise otherwise."""
     if rec.model != settings.model:
         raise EmbeddedServerError(
             f"a llama-server for model {rec.model!r} is running (pid {rec.pid}, {rec.base_url}) but "
             f"embedded.model is {settings.model!r}; stop it with `python main.py model stop` first"
         )
+    if is_healthy(rec.base_url, timeout_s=2.0):
+        return
     # A live server busy decoding for another process can leave /health unanswered for seconds on a small
     # machine (measured: 10 s with two cores saturated); busy is not broken, so it gets the start-up timeout.
+    say(f"llama-server (pid {rec.pid}, {rec.base_url}) is busy or still loading; waiting up to "
+        f"{settings.startup_timeout_s:.0f} s for it to answer")
     if poll_healthy(rec, None, settings.startup_timeout_s, health_timeout_s=10.0) != "ready":
         raise EmbeddedServerError(
             f"the recorded llama-server (pid {rec.pid}, {rec.base_url}) is running but not healthy; "
@@ -265,7 +270,7 @@ def ensure_server(
             rec = read_record(paths)
             proc = None
             if rec is not None and pid_alive(rec.pid):
-                _reuse(rec, settings)
+                _reuse(rec, settings, say)
                 owned = False
                 if persistent and not rec.persistent:
                     rec.persistent = True  # `model serve` adopts a run's server: no run stops it now

@@ -34,6 +34,7 @@ import structlog
 from descriptor.errors import UserError, disk_full, disk_full_message
 from descriptor.records import RunResult
 from descriptor.run_index import append_entries, entry, read_index
+from mas.llm.meter import METER
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
@@ -195,7 +196,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     root.mkdir(parents=True, exist_ok=True)
     store = ManifestStore.open(root, experiment_id, job.cfg)
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
-    stats = SweepStats(total=len(specs))
+    stats = SweepStats(total=len(specs), runs=frozenset(s.run_id for s in specs))
     results: dict[str, RunResult] = {}
     try:
         todo = _split_finished(root, specs, store, stats, results, retry_errors)
@@ -226,6 +227,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     crashed: dict[str, str] = {}
 
     def on_done(spec: RunSpec, result: RunResult | None, err: BaseException | None) -> None:
+        METER.close_run(spec.run_id)  # its calls' tokens now come from its result (or it is redone)
         if result is None:
             crashed[spec.run_id] = f"{type(err).__name__}: {err}"
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])

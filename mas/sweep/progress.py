@@ -2,7 +2,10 @@
 
 Both show runs done/total, successes, tokens, cost (USD) and an ETA. The
 ETA uses only runs finished by this invocation, so runs skipped on resume
-do not make it look faster than it is.
+do not make it look faster than it is. Tokens count as calls finish, not
+only as runs do, and the model calls in flight are shown with the age of
+the oldest (from :data:`mas.llm.meter.METER`): a run of several minutes
+shows its progress, and a slow or busy model server shows as such.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Literal, Protocol
 import structlog
 
 from descriptor.records import RunResult
+from mas.llm.meter import METER, MeterReading
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +40,15 @@ class SweepStats:
     skipped: int = 0
     """Runs already finished when the sweep started."""
     started: float = field(default_factory=time.monotonic)
+    runs: frozenset[str] = frozenset()
+    """Ids of the sweep's runs: the calls of these count in :meth:`live` before their run finishes."""
+    calls_before: int = field(default_factory=lambda: METER.reading().calls_done)
+    """Calls the process had finished before this sweep (not shown as its own)."""
+
+    def live(self) -> tuple[int, MeterReading]:
+        """(tokens of finished runs plus those of finished calls of runs in flight, the meter's reading)."""
+        reading = METER.reading(self.runs)
+        return self.tokens + reading.open_tokens, reading
 
     def add(self, result: RunResult, *, skipped: bool = False) -> None:
         self.done += 1
@@ -86,8 +99,11 @@ class LogProgress:
 
     def _line(self, stats: SweepStats, event: str) -> None:
         eta = stats.eta_s()
+        tokens, calls = stats.live()
         log.info(event, done=stats.done, total=stats.total, successes=stats.successes, errors=stats.errors,
-                 tokens=stats.tokens, cost_usd=round(stats.cost_usd, 6), skipped=stats.skipped,
+                 tokens=tokens, calls=calls.calls_done - stats.calls_before, calls_in_flight=calls.in_flight,
+                 oldest_call_s=None if calls.oldest_s is None else round(calls.oldest_s, 1),
+                 cost_usd=round(stats.cost_usd, 6), skipped=stats.skipped,
                  elapsed_s=round(time.monotonic() - stats.started, 1), eta_s=None if eta is None else round(eta, 1))
 
     def start(self, stats: SweepStats) -> None:
@@ -122,14 +138,16 @@ class BarProgress:
         self.progress = Progress(
             TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
             TextColumn("ok {task.fields[successes]}  err {task.fields[errors]}  "
-                       "tok {task.fields[tokens]:,}  ${task.fields[cost]:.4f}"),
+                       "tok {task.fields[tokens]:,}  ${task.fields[cost]:.4f}  {task.fields[calls]}"),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
             console=Console(file=sys.stderr), refresh_per_second=4,
         )
         self.task = None
 
     def _fields(self, stats: SweepStats) -> dict[str, object]:
-        return {"successes": stats.successes, "errors": stats.errors, "tokens": stats.tokens, "cost": stats.cost_usd}
+        tokens, calls = stats.live()
+        return {"successes": stats.successes, "errors": stats.errors, "tokens": tokens, "cost": stats.cost_usd,
+                "calls": calls_text(calls.calls_done - stats.calls_before, calls)}
 
     def start(self, stats: SweepStats) -> None:
         self.progress.start()
@@ -140,11 +158,24 @@ class BarProgress:
         self.progress.update(self.task, completed=stats.done, **self._fields(stats))
 
     async def tick(self, stats: SweepStats) -> None:
-        await asyncio.Event().wait()
+        while True:  # calls finish between runs: refresh their counts
+            await asyncio.sleep(1.0)
+            self.update(stats)
 
     def close(self, stats: SweepStats) -> None:
         self.update(stats)
         self.progress.stop()
+
+
+def calls_text(done: int, calls: MeterReading) -> str:
+    """``calls 12, 4 at the model (oldest 95 s)``: what the model is doing, in a few words.
+
+    >>> calls_text(3, MeterReading(calls_done=3, in_flight=2, oldest_s=94.6, open_tokens=0))
+    'calls 3, 2 at the model (oldest 95 s)'
+    """
+    if not calls.in_flight or calls.oldest_s is None:
+        return f"calls {done}"
+    return f"calls {done}, {calls.in_flight} at the model (oldest {calls.oldest_s:.0f} s)"
 
 
 def make_progress(mode: ProgressMode = "auto", *, interval_s: float = 10.0) -> ProgressView:
