@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attribution.conformal import METHODS, Aggregator  # noqa: E402
+from attribution.conformal import METHODS, Aggregator, method_names  # noqa: E402
 from attribution.conformal.evaluation import Evaluator, summarise  # noqa: E402
 from attribution.conformal.heldout import check_split, read_split  # noqa: E402
 from attribution.sources.loaders import load_who_and_when_dir  # noqa: E402
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     methods = tuple(args.methods.split(","))
     alphas = tuple(float(a) for a in args.alphas.split(","))
-    if unknown := [m for m in methods if m not in METHODS]:
-        ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
+    if unknown := [m for m in methods if m not in method_names()]:
+        ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(method_names())})")
     scorers = args.scorers.split(",")
     if unknown := [s for s in scorers if s not in ("learned", "position")]:
         ap.error(f"--scorers: {', '.join(unknown)} not a CPU scorer (expected learned, position)")

@@ -244,11 +244,12 @@ def chatty_traj(n: int = 15, error_at: int = 8) -> Trajectory:
 
 def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
     traj = chatty_traj(20, 8)
-    plain = traj.steps[16].model_copy(update={"content": "ok, noted"})  # general: not a milestone at L4
+    plain = traj.steps[16].model_copy(update={"content": "ok, noted"})  # a "general" step at L4
     traj = traj.model_copy(update={"steps": [*traj.steps[:16], plain, *traj.steps[17:]]})
     assert [level_of(i, {8}) for i in range(20)] == [4, 4, 3, 3, 3, 2, 2, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 4]
     views = {v.index: v for v in hierarchical_views(traj, {8})}
-    assert 16 not in views and {0, 15, 17, 19} <= set(views)  # L4 keeps milestones, the first and the last step
+    assert set(views) == set(range(20))  # L4 compresses the remainder; a general step is kept, not dropped
+    assert views[16].text == "(milestone general) ok, noted"
     assert_levels({i: v.text for i, v in views.items()}, traj, 8)
     text, report = step_view(traj, 8, 100000)
     assert report.mode == "full"  # fits whole, yet only steps 7-9 are shown in full
@@ -258,7 +259,7 @@ def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
 async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
     model = RecordingModel(seed=0)
-    pred = await METHODS["echo"]()(traj, MethodContext(model=bound(model), route="scripted"))
+    pred = await METHODS["echo"](candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
     assert (pred.agent, pred.step) == ("Coder", 8)
     candidates = pred.details["candidates"]
     assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
@@ -275,6 +276,16 @@ async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> No
     assert {j["step"] for j in pred.details["judgments"] if j["decisive"]} == {8}
 
 
+async def test_echos_step_pass_judges_every_step_of_the_elected_agent_by_default() -> None:
+    traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
+    pred = await METHODS["echo"]()(traj, ctx())
+    assert (pred.agent, pred.step) == ("Coder", 8)
+    assert pred.details["candidates"] == [2, 5, 8, 11, 14]
+    assert pred.nfe == len(pred.details["panel"]) * (1 + 5)
+    with pytest.raises(ValueError, match="candidates"):
+        METHODS["echo"](candidates=-1)
+
+
 def test_step_candidates_rank_proposals_then_error_cues_then_earliest() -> None:
     traj = chatty_traj(15, 11)
     # The panel proposed step 12 (the terminal's output): it points at the Coder's step 11 before it.
@@ -282,6 +293,7 @@ def test_step_candidates_rank_proposals_then_error_cues_then_earliest() -> None:
     assert step_candidates(traj, panel, "Coder", 3) == [2, 5, 11]
     assert step_candidates(traj, panel, "Coder", 1) == [11]
     assert step_candidates(traj, [], "Coder", 2) == [2, 11]  # no proposal: the error cue, then the earliest
+    assert step_candidates(traj, panel, "Coder", 0) == [2, 5, 8, 11, 14]  # 0: every step of the agent
     judgments = [Judgment(role="a", step=5, decisive=True, confidence=0.4), Judgment(role="b", step=11, decisive=False,
                                                                                      confidence=0.9)]
     assert judgment_votes(judgments) == [(5, 0.4)]
@@ -630,7 +642,7 @@ async def test_all_at_once_fills_missing_step_from_agent() -> None:
     assert {"stage": "answer", "kind": "step_from_agent"} in pred.details["fallbacks"]
 
 
-class RecordingModel(ScriptedChatModel):
+class PromptRecorder(ScriptedChatModel):
     """The scripted double, keeping every prompt it was sent."""
 
     prompts: list[str] = Field(default_factory=list)
@@ -645,7 +657,7 @@ async def test_the_baselines_use_the_papers_templates_by_default_and_ours_on_req
     for method, phrase in [("all_at_once", "Agent Name: (Your prediction)"),
                            ("step_by_step", "Respond ONLY in the format: 1. Yes/No."),
                            ("binary_search", "responding with ONLY 'upper half' or 'lower half'")]:
-        paper_model, ours_model = RecordingModel(seed=0), RecordingModel(seed=0)
+        paper_model, ours_model = PromptRecorder(seed=0), PromptRecorder(seed=0)
         pred = await METHODS[method]()(traj, MethodContext(model=bound(paper_model)))
         assert pred.details["prompts"] == "paper" and pred.step == traj.mistake_step
         assert all(phrase in p for p in paper_model.prompts) and all('"reason"' not in p for p in paper_model.prompts)
@@ -656,7 +668,7 @@ async def test_the_baselines_use_the_papers_templates_by_default_and_ours_on_req
 
 async def test_the_papers_binary_search_shows_only_the_segment_and_asks_no_reason() -> None:
     traj = make_traj([f"A{i % 3}" for i in range(9)], 7)
-    model = RecordingModel(seed=0)
+    model = PromptRecorder(seed=0)
     pred = await METHODS["binary_search"]()(traj, MethodContext(model=bound(model)))
     assert pred.step == 7
     ranges = [p["range"] for p in pred.details["path"]]
