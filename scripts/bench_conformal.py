@@ -28,7 +28,7 @@ def main() -> int:
     args = ap.parse_args()
 
     records = synthetic_records(args.records, seed=args.seed, max_len=args.max_len)
-    for kind in ("sum", "max", "lse"):
+    for kind in ("sum", "max", "lse", "lse_segment"):
         t0 = time.perf_counter()
         ev = Evaluator(records, Aggregator(kind=kind), args.splits, args.seed)
         for m in METHODS:  # precompute thresholds once, timed apart from the split loop

@@ -1,7 +1,13 @@
 """Conformal sets on Who&When records that no tuning decision saw: EC and RR per method, scorer, subset and alpha.
 
     python scripts/eval_conformal_heldout.py [--part heldout|devtrain] [--splits 1000] [--seed 0]
-        [--scorers learned,position] [--alphas 0.1,0.2,0.3] [--bootstrap 0] [--out FILE]
+        [--scorers learned,position] [--alphas 0.1,0.2,0.3] [--aggregator sum] [--bootstrap 0] [--out FILE]
+
+The paper's definitions beside the authors' released code's, side by side (issue 32, item 10):
+
+    python scripts/eval_conformal_heldout.py --methods crsvp,crsvp_released --alphas 0.1,0.2
+    python scripts/eval_conformal_heldout.py --methods crsvp,crsvp_released,lf,rf,twf --aggregator lse
+    python scripts/eval_conformal_heldout.py --methods crsvp,crsvp_released,lf,rf,twf --aggregator lse_segment
 
 The dev split is divided once (``scripts/who_and_when_dev_heldout.json``,
 made by :func:`attribution.conformal.heldout.heldout_split` with seed 0:
@@ -39,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attribution.conformal import METHODS, Aggregator  # noqa: E402
+from attribution.conformal import METHODS, Aggregator, method_names  # noqa: E402
 from attribution.conformal.evaluation import Evaluator, summarise  # noqa: E402
 from attribution.conformal.heldout import check_split, read_split  # noqa: E402
 from attribution.sources.loaders import load_who_and_when_dir  # noqa: E402
@@ -65,9 +71,9 @@ def score(name: str, targets: list, train: list, seed: int) -> list[ScoreRecord]
                         mistake_step=by_id[r.id].mistake_step, subset=by_id[r.id].subset) for r in results]
 
 
-def evaluate(records: list[ScoreRecord], methods, alphas, splits: int, seed: int) -> dict:
-    """``{alpha: {method: results.json-like dict}}`` over random even splits of ``records``."""
-    ev = Evaluator(records, Aggregator(), splits, seed)
+def evaluate(records: list[ScoreRecord], methods, alphas, splits: int, seed: int, agg: Aggregator | None = None) -> dict:
+    """``{alpha: {method: results.json-like dict}}`` over random even splits of ``records`` (set score ``agg``)."""
+    ev = Evaluator(records, agg or Aggregator(), splits, seed)
     return {a: {m: summarise(ev.run(m, a), m, a, ev) for m in methods} for a in alphas}
 
 
@@ -90,10 +96,10 @@ def bootstrap(records: list[ScoreRecord], b: int, seed: int, alpha: float = 0.2)
 
 def print_table(scorer: str, subset: str, n: int, res: dict, alphas) -> None:
     print(f"\n{scorer} | {subset} | {n} records | EC / RR (mean over splits; std of RR in brackets)")
-    print(f"  {'method':7s}" + "".join(f"{'alpha ' + str(a):>24s}" for a in alphas))
+    print(f"  {'method':14s}" + "".join(f"{'alpha ' + str(a):>24s}" for a in alphas))
     for m in res[alphas[0]]:
         cells = [f"{r['ec_mean']:.3f} / {r['rr_mean']:.3f} ({r['rr_std']:.3f})" for r in (res[a][m] for a in alphas)]
-        print(f"  {m:7s}" + "".join(f"{c:>24s}" for c in cells))
+        print(f"  {m:14s}" + "".join(f"{c:>24s}" for c in cells))
     for a in alphas:
         if "auto_choice" in res[a].get("auto", {}):
             print(f"  auto's choices at alpha {a}: {res[a]['auto']['auto_choice']}")
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scorers", default="learned,position", help="comma-separated CPU scorers")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated conformal methods")
     ap.add_argument("--alphas", default="0.1,0.2,0.3")
+    ap.add_argument("--aggregator", default="sum", help="set score g of lf, rf, twf, crsvp (default sum)")
     ap.add_argument("--splits", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bootstrap", type=int, default=0, help="record resamplings for the headline interval")
@@ -116,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     methods = tuple(args.methods.split(","))
     alphas = tuple(float(a) for a in args.alphas.split(","))
-    if unknown := [m for m in methods if m not in METHODS]:
-        ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
+    if unknown := [m for m in methods if m not in method_names()]:
+        ap.error(f"--methods: unknown {', '.join(unknown)} (expected some of {', '.join(method_names())})")
     scorers = args.scorers.split(",")
     if unknown := [s for s in scorers if s not in ("learned", "position")]:
         ap.error(f"--scorers: {', '.join(unknown)} not a CPU scorer (expected learned, position)")
 
     try:
+        agg = Aggregator(kind=args.aggregator)
         trajectories = load_who_and_when_dir(args.data_dir).trajectories
         split = read_split(args.split)
         check_split(split, trajectories, args.split)
@@ -137,15 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     targets, train = (held, dev) if args.part == "heldout" else (dev, [])
     print(f"part {args.part}: {len(targets)} records evaluated; scorers "
           + (f"fitted on the {len(dev)} development records only" if train else "cross-fitted on them (5 folds)")
-          + f"; {args.splits} even splits, seed {args.seed}")
+          + f"; {args.splits} even splits, seed {args.seed}; set score {args.aggregator}")
 
     report: dict = {"part": args.part, "split": str(args.split), "splits": args.splits, "seed": args.seed,
+                    "aggregator": args.aggregator,
                     "n_dev": len(dev), "n_heldout": len(held), "results": {}}
     for name in scorers:
         records = score(name, targets, train, args.seed)
         for subset in SUBSETS:
             recs = [r for r in records if subset == "all" or r.model_extra.get("subset") == subset]
-            res = evaluate(recs, methods, alphas, args.splits, args.seed)
+            res = evaluate(recs, methods, alphas, args.splits, args.seed, agg)
             print_table(name, subset, len(recs), res, alphas)
             report["results"].setdefault(name, {})[subset] = {str(a): v for a, v in res.items()}
         if args.bootstrap and name == "learned":

@@ -30,7 +30,9 @@ def ref_g(s, seg, agg):
         return math.fsum(vals) / n
     if agg.kind == "max":
         return max(vals) + agg.lam * (max(seg) - min(seg)) / n
-    m = len(vals)  # the paper's normalised LogSumExp, shifted by its largest term as the implementation is
+    # the normalised LogSumExp (the paper's with the trajectory length n, the released code's with the segment's),
+    # shifted by its largest term as the implementation is
+    m = n if agg.kind == "lse" else len(vals)
     xs = [agg.beta * m * v for v in vals]
     return (max(xs) + math.log(math.fsum(math.exp(x - max(xs)) for x in xs)) - math.log(m)) / agg.beta
 
@@ -65,14 +67,30 @@ def ref_tree_nodes(n):
     return set(nodes)
 
 
-def ref_crsvp_levels(s, agg, u):
+def ref_halving_nodes(n):
+    """Every node of the paper's crsvp tree: the root [0, n-1], each node [lo, hi] halved at (lo + hi) // 2."""
+    nodes, todo = set(), [(0, n - 1)]
+    while todo:
+        lo, hi = todo.pop()
+        nodes.add((lo, hi))
+        if lo < hi:
+            mid = (lo + hi) // 2
+            todo += [(lo, mid), (mid + 1, hi)]
+    return nodes
+
+
+def ref_crsvp_levels(s, agg, u, method="crsvp"):
     """crsvp's chain: the tree nodes holding the top-1 leaf, smallest first.
-    Returns the sets B_0 = ∅, B_1..B_L and the scores v_1..v_L."""
+    Returns the sets B_0 = ∅, B_1..B_L and the scores v_1..v_L (``crsvp``: the paper's tree, v_1 = g(B_1);
+    ``crsvp_released``: the released code's tree, v_1 interpolated from g(∅) = 0)."""
     top = max(range(len(s)), key=lambda i: (s[i], -i))  # first argmax
-    path = sorted({nd for nd in ref_tree_nodes(len(s)) if nd[0] <= top <= nd[1]}, key=lambda nd: nd[1] - nd[0])
+    nodes = ref_halving_nodes(len(s)) if method == "crsvp" else ref_tree_nodes(len(s))
+    path = sorted({nd for nd in nodes if nd[0] <= top <= nd[1]}, key=lambda nd: nd[1] - nd[0])
     sets = [set(range(lo, hi + 1)) for lo, hi in path]
     g = [0.0] + [ref_g(s, sorted(a), agg) for a in sets]
     v = [INF if g[k] == INF else g[k - 1] + u * (g[k] - g[k - 1]) for k in range(1, len(g))]
+    if method == "crsvp":
+        v[0] = g[1]
     return [set()] + sets, v
 
 
@@ -85,7 +103,7 @@ def ref_score(s, e, method, agg, u):
         return max(ref_smallest_score(s, "lf", e, agg), ref_smallest_score(s, "rf", e, agg))
     if method in NEW:
         return float(ref_new_h(s, method)[e])
-    sets, v = ref_crsvp_levels(s, agg, u)
+    sets, v = ref_crsvp_levels(s, agg, u, method)
     return v[min(k for k in range(1, len(sets)) if e in sets[k]) - 1]
 
 
@@ -112,8 +130,8 @@ def ref_set(s, method, q, agg, u, fallback=False):
     if method in NEW:
         h = ref_new_h(s, method)
         return {i for i in range(n) if h[i] <= q}, 0 if q == INF else n
-    if method == "crsvp":
-        sets, v = ref_crsvp_levels(s, agg, u)
+    if method in ("crsvp", "crsvp_released"):
+        sets, v = ref_crsvp_levels(s, agg, u, method)
         k = max([0] + [k for k in range(1, len(sets)) if v[k - 1] <= q])
         return sets[k], 0 if q == INF else n
     if method in ("lf", "rf"):

@@ -8,6 +8,7 @@ hold a ``BoundModel`` (the chat model with its route), as jobs make them.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -243,11 +244,12 @@ def chatty_traj(n: int = 15, error_at: int = 8) -> Trajectory:
 
 def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
     traj = chatty_traj(20, 8)
-    plain = traj.steps[16].model_copy(update={"content": "ok, noted"})  # general: not a milestone at L4
+    plain = traj.steps[16].model_copy(update={"content": "ok, noted"})  # a "general" step at L4
     traj = traj.model_copy(update={"steps": [*traj.steps[:16], plain, *traj.steps[17:]]})
     assert [level_of(i, {8}) for i in range(20)] == [4, 4, 3, 3, 3, 2, 2, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 4]
     views = {v.index: v for v in hierarchical_views(traj, {8})}
-    assert 16 not in views and {0, 15, 17, 19} <= set(views)  # L4 keeps milestones, the first and the last step
+    assert set(views) == set(range(20))  # L4 compresses the remainder; a general step is kept, not dropped
+    assert views[16].text == "(milestone general) ok, noted"
     assert_levels({i: v.text for i, v in views.items()}, traj, 8)
     text, report = step_view(traj, 8, 100000)
     assert report.mode == "full"  # fits whole, yet only steps 7-9 are shown in full
@@ -257,7 +259,7 @@ def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
 async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
     model = RecordingModel(seed=0)
-    pred = await METHODS["echo"]()(traj, MethodContext(model=bound(model), route="scripted"))
+    pred = await METHODS["echo"](candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
     assert (pred.agent, pred.step) == ("Coder", 8)
     candidates = pred.details["candidates"]
     assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
@@ -274,6 +276,16 @@ async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> No
     assert {j["step"] for j in pred.details["judgments"] if j["decisive"]} == {8}
 
 
+async def test_echos_step_pass_judges_every_step_of_the_elected_agent_by_default() -> None:
+    traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
+    pred = await METHODS["echo"]()(traj, ctx())
+    assert (pred.agent, pred.step) == ("Coder", 8)
+    assert pred.details["candidates"] == [2, 5, 8, 11, 14]
+    assert pred.nfe == len(pred.details["panel"]) * (1 + 5)
+    with pytest.raises(ValueError, match="candidates"):
+        METHODS["echo"](candidates=-1)
+
+
 def test_step_candidates_rank_proposals_then_error_cues_then_earliest() -> None:
     traj = chatty_traj(15, 11)
     # The panel proposed step 12 (the terminal's output): it points at the Coder's step 11 before it.
@@ -281,6 +293,7 @@ def test_step_candidates_rank_proposals_then_error_cues_then_earliest() -> None:
     assert step_candidates(traj, panel, "Coder", 3) == [2, 5, 11]
     assert step_candidates(traj, panel, "Coder", 1) == [11]
     assert step_candidates(traj, [], "Coder", 2) == [2, 11]  # no proposal: the error cue, then the earliest
+    assert step_candidates(traj, panel, "Coder", 0) == [2, 5, 8, 11, 14]  # 0: every step of the agent
     judgments = [Judgment(role="a", step=5, decisive=True, confidence=0.4), Judgment(role="b", step=11, decisive=False,
                                                                                      confidence=0.9)]
     assert judgment_votes(judgments) == [(5, 0.4)]
@@ -547,7 +560,7 @@ async def test_long_trajectory_is_fitted_to_the_window(method: str) -> None:
 async def test_length_refusal_triggers_a_smaller_refit() -> None:
     traj = long_traj(40, 20)
     model = ShortWindowModel(seed=0, max_chars=5000)  # far below what the window admits
-    pred = await METHODS["all_at_once"]()(traj, MethodContext(model=bound(model), context_window=8192))
+    pred = await METHODS["all_at_once"](prompts="project")(traj, MethodContext(model=bound(model), context_window=8192))
     assert pred.nfe > 1 and pred.details["fit"]["fitted"][0]["refits"] >= 1
     assert pred.step == 20
 
@@ -608,8 +621,11 @@ async def test_environment_step_is_attributed_to_the_action_before_it() -> None:
     traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Verifier"], 3)
     pred = await METHODS["binary_search"]()(traj, ctx())
     assert (pred.step, pred.agent, pred.details["environment_step"]) == (2, "Coder", 3)
+    pred = await METHODS["step_by_step"](prompts="project")(traj, ctx())
+    assert [v["step"] for v in pred.details["verdicts"]] == [1, 2, 4]  # our prompts: human and terminal not judged
     pred = await METHODS["step_by_step"]()(traj, ctx())
-    assert [v["step"] for v in pred.details["verdicts"]] == [1, 2, 4]  # human and terminal are not judged
+    assert [v["step"] for v in pred.details["verdicts"]] == [0, 1, 2, 3]  # the paper's G.2 judges every step
+    assert (pred.step, pred.details["environment_step"]) == (2, 3)
 
 
 class AgentOnlyModel(ScriptedChatModel):
@@ -621,9 +637,60 @@ class AgentOnlyModel(ScriptedChatModel):
 
 
 async def test_all_at_once_fills_missing_step_from_agent() -> None:
-    pred = await METHODS["all_at_once"]()(TRAJS[1], MethodContext(model=bound(AgentOnlyModel(seed=0))))
+    pred = await METHODS["all_at_once"](prompts="project")(TRAJS[1], MethodContext(model=bound(AgentOnlyModel(seed=0))))
     assert (pred.agent, pred.step) == ("Coder", 2)
     assert {"stage": "answer", "kind": "step_from_agent"} in pred.details["fallbacks"]
+
+
+class PromptRecorder(ScriptedChatModel):
+    """The scripted double, keeping every prompt it was sent."""
+
+    prompts: list[str] = Field(default_factory=list)
+
+    def _respond(self, messages, meta, kwargs):
+        self.prompts.append("\n".join(str(m.content) for m in messages))
+        return super()._respond(messages, meta, kwargs)
+
+
+async def test_the_baselines_use_the_papers_templates_by_default_and_ours_on_request() -> None:
+    traj = TRAJS[1]
+    for method, phrase in [("all_at_once", "Agent Name: (Your prediction)"),
+                           ("step_by_step", "Respond ONLY in the format: 1. Yes/No."),
+                           ("binary_search", "responding with ONLY 'upper half' or 'lower half'")]:
+        paper_model, ours_model = PromptRecorder(seed=0), PromptRecorder(seed=0)
+        pred = await METHODS[method]()(traj, MethodContext(model=bound(paper_model)))
+        assert pred.details["prompts"] == "paper" and pred.step == traj.mistake_step
+        assert all(phrase in p for p in paper_model.prompts) and all('"reason"' not in p for p in paper_model.prompts)
+        pred = await METHODS[method](prompts="project")(traj, MethodContext(model=bound(ours_model)))
+        assert pred.details["prompts"] == "project" and pred.step == traj.mistake_step
+        assert all(phrase not in p and '"reason"' in p for p in ours_model.prompts)
+
+
+async def test_the_papers_binary_search_shows_only_the_segment_and_asks_no_reason() -> None:
+    traj = make_traj([f"A{i % 3}" for i in range(9)], 7)
+    model = PromptRecorder(seed=0)
+    pred = await METHODS["binary_search"]()(traj, MethodContext(model=bound(model)))
+    assert pred.step == 7
+    ranges = [p["range"] for p in pred.details["path"]]
+    for (lo, hi), prompt in zip(ranges, model.prompts):
+        shown = [int(i) for i in re.findall(r"^\[(\d+)\] ", prompt, re.M)]
+        assert shown == list(range(lo, hi + 1)), (lo, hi, shown)
+        assert "reason" not in prompt.split("Based on your analysis")[-1].lower().replace("reasoning", "")
+
+
+async def test_a_paper_reply_naming_no_half_picks_a_seeded_random_half() -> None:
+    traj = make_traj([f"A{i % 3}" for i in range(8)], 3)
+    first = await METHODS["binary_search"]()(traj, MethodContext(model=bound(BabblingModel(seed=0)), seed=1))
+    again = await METHODS["binary_search"]()(traj, MethodContext(model=bound(BabblingModel(seed=0)), seed=1))
+    assert first.details["path"] == again.details["path"]
+    assert {f["kind"] for f in first.details["fallbacks"]} == {"random_half"}
+
+
+def test_an_unknown_prompt_set_is_refused_naming_the_option() -> None:
+    from descriptor.errors import UserError
+
+    with pytest.raises(UserError, match="prompts"):
+        METHODS["all_at_once"](prompts="mine")
 
 
 # ------------------------------------------------------------------ the real local model (opt-in: -m embedded)

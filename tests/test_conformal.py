@@ -55,16 +55,22 @@ def test_hand_computed_sets_sum_aggregator():
 
 def test_hand_computed_crsvp_chain():
     s = [0.1, 0.6, 0.2, 0.1]  # top-1 step 1; tree nodes holding it: {1} -> {0,1} -> {0..3}
-    # g of the chain: .15 .175 inf; with u = .5: v = .075 .1625 inf
-    assert prediction_set(s, "crsvp", 0.17, SUM, u=0.5).steps == (0, 1)
-    assert prediction_set(s, "crsvp", 0.2, SUM, u=0.5).steps == (0, 1)  # {0,1,2} is not a tree node
-    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.5).steps == ()
-    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.9).steps == ()
-    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.1).steps == (1,)  # .015 <= .07
-    # five steps: the tree pairs (0,1) (2,3) (4), then (0..3) (4), then the root
+    # g of the chain: .15 .175 inf; the released code with u = .5: v = .075 .1625 inf
+    assert prediction_set(s, "crsvp_released", 0.17, SUM, u=0.5).steps == (0, 1)
+    assert prediction_set(s, "crsvp_released", 0.2, SUM, u=0.5).steps == (0, 1)  # {0,1,2} is not a tree node
+    assert prediction_set(s, "crsvp_released", 0.07, SUM, u=0.5).steps == ()
+    assert prediction_set(s, "crsvp_released", 0.07, SUM, u=0.9).steps == ()
+    assert prediction_set(s, "crsvp_released", 0.07, SUM, u=0.1).steps == (1,)  # .015 <= .07
+    # the paper: the top-1 leaf keeps g = .15 whatever u
+    assert prediction_set(s, "crsvp", 0.07, SUM, u=0.1).steps == ()
+    assert prediction_set(s, "crsvp", 0.15, SUM, u=0.1).steps == (1,)
+    # five steps: the released tree pairs (0,1) (2,3) (4), then (0..3) (4), then the root
     s5 = [0.1, 0.1, 0.1, 0.6, 0.1]  # chain {3} {2,3} {0..3} whole: g .6/5 .7/5 .9/5 inf
-    assert prediction_set(s5, "crsvp", 0.9 / 5, SUM, u=1.0).steps == (0, 1, 2, 3)
-    assert prediction_set(s5, "crsvp", 0.7 / 5, SUM, u=1.0).steps == (2, 3)
+    assert prediction_set(s5, "crsvp_released", 0.9 / 5, SUM, u=1.0).steps == (0, 1, 2, 3)
+    assert prediction_set(s5, "crsvp_released", 0.7 / 5, SUM, u=1.0).steps == (2, 3)
+    # the paper's tree halves top-down: (0..2) (3,4), then (3) (4): chain {3} {3,4} whole: g .6/5 .7/5 inf
+    assert prediction_set(s5, "crsvp", 0.7 / 5, SUM, u=1.0).steps == (3, 4)
+    assert prediction_set(s5, "crsvp", 0.69 / 5, SUM, u=1.0).steps == (3,)
 
 
 def test_hand_computed_nfe_early_stopping():
@@ -83,7 +89,7 @@ def test_hand_computed_ties_zero_scores_and_max_lse():
     assert prediction_set(s, "lf", 0.1, SUM).steps == ()
     mx = Aggregator(kind="max", lam=0.4)  # suffix g: inf, .5+.4*2/4=.7, .5+.1=.6, .5
     assert prediction_set(s, "lf", 0.6, mx).steps == (2, 3)
-    lse = Aggregator(kind="lse", beta=2.0)  # (1/beta)(log Σ exp(beta m s_i) - log m) over the m suffix steps
+    lse = Aggregator(kind="lse_segment", beta=2.0)  # (1/beta)(log Σ exp(beta m s_i) - log m), m suffix steps
     g1 = (math.log(2 + math.exp(3.0)) - math.log(3)) / 2.0  # suffix from step 1: m = 3
     g2 = (math.log(1 + math.exp(2.0)) - math.log(2)) / 2.0  # suffix from step 2: m = 2
     assert 0.5 < g2 < g1
@@ -185,11 +191,11 @@ def loop_split(ev, method, alpha, r):
     n_cal = len(ev.records) // 2
     perm = ev.perms[r]
     cal, test = [ev.records[i] for i in perm[:n_cal]], perm[n_cal:]
-    if method == "crsvp":
+    if method in ("crsvp", "crsvp_released"):
         u = ev.u[r]
-        q = ref_quantile([ref_score(ev.records[i].step_scores, ev.records[i].mistake_step, "crsvp", ev.agg, u[i])
+        q = ref_quantile([ref_score(ev.records[i].step_scores, ev.records[i].mistake_step, method, ev.agg, u[i])
                           for i in perm[:n_cal]], alpha)
-        sets = [prediction_set(ev.records[i].step_scores, "crsvp", q, ev.agg, u[i]) for i in test]
+        sets = [prediction_set(ev.records[i].step_scores, method, q, ev.agg, u[i]) for i in test]
         choice = None
     else:
         f = fit(cal, method, alpha, ev.agg, ev.seed, twf_fallback=ev.twf_fallback)

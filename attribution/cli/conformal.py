@@ -10,6 +10,7 @@ from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, Aggreg
 from descriptor.cliargs import positive_int
 
 METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
+               "crsvp_released (crsvp as the authors' released code builds it); "
                "trim, grow, band (contiguous families for a sharp scorer); auto (chooses among trim, grow, "
                "band, rf, lf, twf by inner cross-validation on the calibration records)")
 
@@ -18,7 +19,8 @@ def _add_set_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", required=True, help="score file (JSONL written by score-steps)")
     p.add_argument("--aggregator", choices=AGGREGATORS, default="sum",
                    help="set score g of lf, rf, twf, crsvp: normalised sum (default), max + length penalty, "
-                        "or the paper's normalised LogSumExp")
+                        "the paper's normalised LogSumExp (lse, with the trajectory length), or lse_segment (the "
+                        "released code's, with the segment length)")
     p.add_argument("--lam", type=float, default=DEFAULT_LAM,
                    help=f"max aggregator: weight of the length penalty (default {DEFAULT_LAM}; the paper uses 0.01-0.1)")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,

@@ -11,8 +11,10 @@ records) through ties. A method's sets are contiguous when its ``h`` is
 quasi-convex along the trajectory (falls, then rises).
 
 - The paper's methods (:mod:`._paper`): ``vcp`` (not contiguous), ``lf``,
-  ``rf``, ``twf``, ``crsvp`` (tree nodes), with the set scores of
-  :mod:`._aggregators` (``sum``, ``max``, ``lse``).
+  ``rf``, ``twf``, ``crsvp`` (tree nodes; ``crsvp_released`` as the
+  authors' released code builds them), with the set scores of
+  :mod:`._aggregators` (``sum``, ``max``, ``lse``; ``lse_segment`` as the
+  released code normalises it).
 - Contiguous families beyond the paper, for a sharp scorer
   (:mod:`._contiguous`): ``trim`` (density peeling), ``grow`` (interval grown
   from the most likely step), ``band`` (central band of the scores' CDF),
@@ -72,13 +74,16 @@ from attribution.conformal._contiguous import (
 from attribution.conformal._methods import CONFORMAL_METHODS, ThresholdRule, base_methods, method_names
 from attribution.conformal._files import CALIBRATION_VERSION, Calibration, calibrate_file, load_calibration, predict_file
 from attribution.conformal._paper import (
+    CRSVP_VARIANTS,
     PAPER_METHODS,
     PredictionSet,
     crsvp_levels,
     crsvp_thresholds,
     filtration_nfe,
     first_argmax,
+    halving_path,
     lazy_filtration_set,
+    paper_rank,
     tree_path,
 )
 
@@ -90,6 +95,7 @@ __all__ = [
     "CALIBRATION_VERSION",
     "CONFORMAL_METHODS",
     "CONTIGUOUS_METHODS",
+    "CRSVP_VARIANTS",
     "DEFAULT_BETA",
     "DEFAULT_LAM",
     "INF",
@@ -114,11 +120,13 @@ __all__ = [
     "fit",
     "grow_order",
     "grow_thresholds",
+    "halving_path",
     "inner_splits",
     "lazy_filtration_set",
     "load_calibration",
     "lse_normalised",
     "method_names",
+    "paper_rank",
     "nonconformity",
     "pick",
     "predict",

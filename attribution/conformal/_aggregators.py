@@ -9,18 +9,21 @@ boundary conditions ``g(∅) = 0`` and ``g(whole trajectory) = inf``:
   paper sweeps ``lam`` over 0.01–0.1; the default 0.05 is the middle of that
   range and the default of the authors' released configuration
   (``conf/conformal_method.yaml``, ``default_lambda: 0.05``).
-- ``lse``: the paper's *normalised LogSumExp*,
-  ``(1/beta) (log Σ exp(beta m s_i) - log m)``, as the authors' released code
-  defines it (``src/aggregator/normalized_logsumexp_aggregator.py``,
-  ``g_lse_normalized``; commit 092c783 of
-  github.com/layer6ai-labs/conformal-agent-error-attribution). ``m`` is the
-  number of steps in the segment. As beta → 0 it tends to the segment's
-  plain sum ``Σ s_i``, as beta → ∞ to ``m · max s_i``. Default beta = 1.0,
-  the released configuration's ``default_beta``. (The paper's own equation
-  could not be read here; the released code is the reference.)
+- ``lse``: the paper's *normalised LogSumExp* as its formula writes it, with
+  the trajectory length ``l``: ``(1/beta) (log Σ exp(beta l s_i) - log l)``
+  over the segment's steps. Adding a step adds a positive term, so ``g``
+  grows with the segment; a single low-scoring step may score below
+  ``g(∅) = 0`` (``-log(l)/beta`` for a score of 0).
+- ``lse_segment``: the same with the segment's own length ``m`` in place of
+  ``l``, as the authors' released code defines it
+  (``src/aggregator/normalized_logsumexp_aggregator.py``, ``g_lse_normalized``;
+  github.com/layer6ai-labs/conformal-agent-error-attribution). As beta → 0 it
+  tends to the segment's plain sum ``Σ s_i``, as beta → ∞ to ``m · max s_i``.
+
+Both use beta = 1.0 by default, the released configuration's ``default_beta``.
 
 Every ``g`` is non-decreasing when a step is added at either end, which is
-what makes left and right filtrations nested. For ``lse`` with scores in
+what makes left and right filtrations nested. For ``lse_segment`` with scores in
 [0, 1]: with ``a_i = exp(beta m s_i) >= 1`` and ``A`` their mean, adding a
 step gives the mean of ``a_i^((m+1)/m)`` and ``exp(beta (m+1) s_new) >= 1``,
 which is at least ``(m A^((m+1)/m) + 1)/(m + 1) >= A`` (power mean, then
@@ -40,7 +43,7 @@ import numpy as np
 
 from descriptor.errors import UserError
 
-AGGREGATORS = ("sum", "max", "lse")
+AGGREGATORS = ("sum", "max", "lse", "lse_segment")
 DEFAULT_LAM = 0.05
 DEFAULT_BETA = 1.0
 INF = math.inf
@@ -67,13 +70,16 @@ class Aggregator:
             raise UserError(f"beta: expected a number in (0, 500], got {self.beta}")
 
 
-def lse_normalised(seg: Sequence[float], beta: float) -> float:
-    """``(1/beta) (log Σ exp(beta m x) - log m)`` over a non-empty segment, overflow-safe.
+def lse_normalised(seg: Sequence[float], beta: float, length: int | None = None) -> float:
+    """``(1/beta) (log Σ exp(beta L x) - log L)`` over a non-empty segment, overflow-safe; ``L`` is ``length``
+    (the paper: the trajectory's length), else the segment's own length (the released code).
 
-    >>> round(lse_normalised([0.5, 0.5], 1.0), 6)  # equal scores: m * x
+    >>> round(lse_normalised([0.5, 0.5], 1.0), 6)  # equal scores, L = m: m * x
     1.0
+    >>> round(lse_normalised([0.5, 0.5], 1.0, length=4), 6)  # L = 4: 2 + log(2/4)
+    1.306853
     """
-    m = len(seg)
+    m = len(seg) if length is None else length
     xs = [beta * m * x for x in seg]
     top = max(xs)
     return (top + math.log(math.fsum(math.exp(x - top) for x in xs)) - math.log(m)) / beta
@@ -85,7 +91,7 @@ def _open_segment_score(seg: Sequence[float], j: int, k: int, n: int, agg: Aggre
         return math.fsum(seg) / n
     if agg.kind == "max":
         return max(seg) + agg.lam * (k - j) / n
-    return lse_normalised(seg, agg.beta)
+    return lse_normalised(seg, agg.beta, length=n if agg.kind == "lse" else None)
 
 
 def segment_score(s: Sequence[float], j: int, k: int, agg: Aggregator) -> float:

@@ -16,11 +16,11 @@ from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.untrusted import BadJson, parse_json
 
-CALIBRATION_VERSION = 2
-"""2: crsvp sets are tree nodes, lse is the paper's normalised LogSumExp, auto
-chooses by inner cross-validation on its selection half. Version-1 files that depend on the old
-crsvp chain or the old lse formula are refused (their q_hat means something
-else now); other version-1 files read as before."""
+CALIBRATION_VERSION = 3
+"""3: crsvp and lse as the paper writes them (the halving tree, the top-1 leaf not interpolated; the trajectory
+length in lse), the released code's as ``crsvp_released`` and ``lse_segment``. 2: crsvp sets are tree nodes,
+auto chooses by inner cross-validation on its selection half. Older files that depend on an earlier crsvp or lse
+are refused (their q_hat means something else now); other older files read as before."""
 
 
 def _q_from_json(v: object) -> object:
@@ -44,7 +44,7 @@ class Calibration(ScorerFields):
     resolved_method: str
     """Base method actually used (differs from ``method`` only for auto)."""
     aggregator: str
-    """Set-score aggregator of lf/rf/twf/crsvp: sum, max or lse."""
+    """Set-score aggregator of lf/rf/twf/crsvp: sum, max, lse or lse_segment."""
     lam: float
     """max aggregator: weight of the length penalty."""
     beta: float
@@ -118,9 +118,9 @@ def _check_version(cal: Calibration, path: Path) -> None:
         raise UserError(f"{path}: field 'version': expected 1 to {CALIBRATION_VERSION}, got {cal.version}")
     # A version-1 auto file stays valid: its q_hat was fitted for the method it resolved to.
     uses_lse = cal.aggregator == "lse" and cal.resolved_method in ("lf", "rf", "twf", "crsvp")
-    if cal.version == 1 and (cal.resolved_method == "crsvp" or uses_lse):
+    if cal.version < CALIBRATION_VERSION and (cal.resolved_method == "crsvp" or uses_lse):
         what = "crsvp's chain" if cal.resolved_method == "crsvp" else "the LogSumExp aggregator"
-        raise UserError(f"{path}: field 'version': a version-1 calibration made with the old definition of "
+        raise UserError(f"{path}: field 'version': a version-{cal.version} calibration made with an old definition of "
                         f"{what}; its q_hat does not apply to the current one: run calibrate again")
 
 

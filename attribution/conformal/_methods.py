@@ -4,7 +4,7 @@ Step ``i`` is in a method's set iff ``h[i] <= q_hat``, and a trajectory's calibr
 decisive step ``e``; everything else (the quantile, ``auto``, the files) is shared. The built-in rules register
 themselves in :mod:`._paper` and :mod:`._contiguous`; installed packages add theirs through the
 ``mas_econ.conformal`` entry-point group, other code as a plugin (``--plugin MODULE``). ``u`` is the
-per-trajectory draw in (0, 1] that only ``crsvp`` uses.
+per-trajectory draw in (0, 1] that only ``crsvp`` and ``crsvp_released`` use.
 
 >>> import numpy as np
 >>> @CONFORMAL_METHODS.register("doc_flat")
@@ -30,7 +30,7 @@ ThresholdRule = Callable[[Sequence[float], Aggregator, float], np.ndarray]
 CONFORMAL_METHODS: Registry[ThresholdRule] = Registry("conformal method", "mas_econ.conformal")
 """Conformal method name -> threshold rule (``auto`` is not one: it picks among them)."""
 
-BUILT_IN_ORDER = ("vcp", "crsvp", "lf", "rf", "twf", "trim", "grow", "band")
+BUILT_IN_ORDER = ("vcp", "crsvp", "crsvp_released", "lf", "rf", "twf", "trim", "grow", "band")
 """The built-in methods in the order they are listed and evaluated (the paper's, then the contiguous ones)."""
 
 

@@ -14,17 +14,25 @@ guarantee).
   ``twf_fallback``, off by default): an empty intersection is replaced by
   the single most likely step (first argmax); that only adds coverage.
 - ``crsvp``: hierarchical conformal prediction over a binary tree whose
-  leaves are the steps. The tree is the one the authors' released code
-  builds (``tree_crsvp_conformal.py``): adjacent nodes are paired bottom-up,
-  an odd last node is carried up alone, so the nodes of level ``t`` are the
-  aligned blocks ``[k 2^t, min((k+1) 2^t, l) - 1]``. The candidate sets are
-  the nodes on the path from the most likely leaf (first argmax) to the
-  root: ``B_0 = ∅ ⊂ B_1 = {argmax} ⊂ B_2 = parent ⊂ ... ⊂ B_L = whole``
-  (a carried node equals its child and is skipped). With ``u ~ U(0, 1]``
-  drawn per trajectory, every step first reached at ``B_j`` gets
+  leaves are the steps, as the paper states it. The candidate sets are the
+  nodes on the path from the most likely leaf (first argmax) to the root:
+  ``B_0 = ∅ ⊂ B_1 = {argmax} ⊂ B_2 = parent ⊂ ... ⊂ B_L = whole``. The tree
+  halves each node top-down: ``[lo, hi]`` has the children ``[lo, mid]`` and
+  ``[mid + 1, hi]``, ``mid = (lo + hi) // 2`` (the middle step of an odd
+  node goes to the first child). With ``u ~ U(0, 1]`` drawn per trajectory,
+  the top-1 leaf keeps its own score ``v_1 = g(B_1)`` (no interpolation), and
+  every step first reached at ``B_j`` (j >= 2) gets
   ``v_j = g(B_{j-1}) + u (g(B_j) - g(B_{j-1}))`` (monotone in j, so the set
-  is always a tree node ``B_j``). The randomisation breaks ties between
-  equal set scores, so coverage is close to exactly 1 - alpha.
+  is always a tree node ``B_j``). The paper's threshold is the
+  ``⌊(n+1)α⌋``-th largest calibration score, which is the
+  ``⌈(n+1)(1-α)⌉``-th smallest (:func:`paper_rank` says why), so the shared
+  quantile serves.
+- ``crsvp_released``: the authors' released code (``tree_crsvp_conformal.py``
+  of github.com/layer6ai-labs/conformal-agent-error-attribution): adjacent
+  nodes are paired bottom-up, an odd last node carried up alone (the nodes
+  of level ``t`` are the aligned blocks ``[k 2^t, min((k+1) 2^t, l) - 1]``;
+  a carried node equals its child and is skipped), and the top-1 leaf's
+  score is interpolated too: ``v_1 = u g(B_1)``.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from attribution.conformal._methods import CONFORMAL_METHODS
 from descriptor.errors import UserError
 
 PAPER_METHODS = ("vcp", "crsvp", "lf", "rf", "twf")
+"""The paper's methods (``crsvp_released`` is its released code's variant of crsvp)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -56,8 +65,45 @@ def first_argmax(s: Sequence[float]) -> int:
     return int(np.argmax(np.asarray(s, dtype=float)))
 
 
+CRSVP_VARIANTS = {"crsvp": "paper", "crsvp_released": "released"}
+"""The two crsvp methods and whose definition each follows."""
+
+
+def paper_rank(n: int, alpha: float) -> int:
+    """The paper's ``⌊(n+1)α⌋``-th largest of ``n`` scores as a rank from the smallest: ``n + 1 - ⌊(n+1)α⌋``.
+
+    That equals ``⌈(n+1)(1-α)⌉`` (``n + 1 - ⌊x⌋ = ⌈n + 1 - x⌉``), the shared
+    quantile's rank; a rank above ``n`` (``⌊(n+1)α⌋ = 0``) means q_hat = inf.
+
+    >>> paper_rank(9, 0.1), paper_rank(19, 0.1), paper_rank(5, 0.1)
+    (9, 18, 6)
+    """
+    return n + 1 - math.floor((n + 1) * alpha + 1e-12)
+
+
+def halving_path(n: int, leaf: int) -> list[tuple[int, int]]:
+    """Tree nodes from ``leaf`` up to the root when each node ``[lo, hi]`` is halved top-down at
+    ``mid = (lo + hi) // 2`` (the paper's tree).
+
+    >>> halving_path(5, 3)
+    [(3, 3), (3, 4), (0, 4)]
+    >>> halving_path(4, 1)
+    [(1, 1), (0, 1), (0, 3)]
+    """
+    if not 0 <= leaf < n:
+        raise ValueError(f"leaf {leaf} outside 0..{n - 1}")
+    lo, hi = 0, n - 1
+    path = [(lo, hi)]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if leaf <= mid else (mid + 1, hi)
+        path.append((lo, hi))
+    return path[::-1]
+
+
 def tree_path(n: int, leaf: int) -> list[tuple[int, int]]:
-    """Distinct tree nodes from ``leaf`` up to the root over steps ``0..n-1``.
+    """Distinct tree nodes from ``leaf`` up to the root over steps ``0..n-1``, paired bottom-up (the released
+    code's tree).
 
     Level ``t`` holds the aligned blocks ``[k 2^t, min((k+1) 2^t, n) - 1]``
     (bottom-up pairing of adjacent nodes, an odd last node carried up alone).
@@ -80,22 +126,33 @@ def tree_path(n: int, leaf: int) -> list[tuple[int, int]]:
     return path
 
 
-def crsvp_levels(s: Sequence[float], agg: Aggregator) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """crsvp's chain ``B_1..B_L`` (tree nodes, leaf first) and ``g(B_0..B_L)``
-    (``g(B_0) = g(∅) = 0``, ``g(B_L) = g(whole) = inf``)."""
-    path = tree_path(len(s), first_argmax(s))
-    return path, np.array([0.0] + [segment_score(s, lo, hi, agg) for lo, hi in path])
+def crsvp_levels(
+    s: Sequence[float], agg: Aggregator, variant: str = "paper"
+) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """crsvp's chain ``B_1..B_L`` (tree nodes, leaf first) and, per node, the ends ``(lower, upper)`` its score
+    ``v_j = lower_j + u (upper_j - lower_j)`` interpolates between: ``upper_j = g(B_j)``, ``lower_j = g(B_{j-1})``
+    (``g(B_0) = g(∅) = 0``, ``g(B_L) = g(whole) = inf``), except the paper's top-1 leaf, whose ``lower`` is its
+    own ``g`` (no interpolation). ``variant``: ``paper`` or ``released`` (see the module docstring)."""
+    if variant not in ("paper", "released"):
+        raise ValueError(f"crsvp variant: expected paper or released, got {variant!r}")
+    leaf = first_argmax(s)
+    path = halving_path(len(s), leaf) if variant == "paper" else tree_path(len(s), leaf)
+    g = np.array([0.0] + [segment_score(s, lo, hi, agg) for lo, hi in path])
+    lower, upper = g[:-1].copy(), g[1:]
+    if variant == "paper":
+        lower[0] = upper[0]
+    return path, lower, upper
 
 
-def crsvp_thresholds(s: Sequence[float], agg: Aggregator, u: float) -> np.ndarray:
+def crsvp_thresholds(s: Sequence[float], agg: Aggregator, u: float, variant: str = "paper") -> np.ndarray:
     """``h[i] = v_j`` for the first chain node ``B_j`` holding step ``i``."""
     if not 0.0 < u <= 1.0:
         raise ValueError(f"u must be in (0, 1], got {u}")
-    path, g = crsvp_levels(s, agg)
+    path, lower, upper = crsvp_levels(s, agg, variant)
     h = np.empty(len(s))
     prev = (path[0][0], path[0][0] - 1)  # the empty set
-    for j, (lo, hi) in enumerate(path, start=1):
-        v = INF if math.isinf(g[j]) else g[j - 1] + u * (g[j] - g[j - 1])
+    for j, (lo, hi) in enumerate(path):
+        v = INF if math.isinf(upper[j]) else lower[j] + u * (upper[j] - lower[j])
         h[lo : prev[0]] = v
         h[prev[1] + 1 : hi + 1] = v
         prev = (lo, hi)
@@ -127,6 +184,12 @@ def twf_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.nd
 
 
 CONFORMAL_METHODS.register("crsvp", crsvp_thresholds)
+
+
+@CONFORMAL_METHODS.register("crsvp_released")
+def crsvp_released_thresholds(s: Sequence[float], agg: Aggregator, u: float = 1.0) -> np.ndarray:
+    """crsvp as the authors' released code builds it (bottom-up tree, the top-1 leaf interpolated)."""
+    return crsvp_thresholds(s, agg, u, variant="released")
 
 
 def filtration_nfe(method: str, n: int, suffix_in: int, prefix_in: int) -> int:

@@ -27,6 +27,7 @@ from attribution.conformal import (
     auto_halves,
     base_methods,
     coverage_guard,
+    CRSVP_VARIANTS,
     crsvp_levels,
     inner_splits,
     method_names,
@@ -103,16 +104,16 @@ def prepare(records: Sequence[ScoreRecord], method: str, agg: Aggregator, twf_fa
     )
 
 
-def prepare_crsvp(records: Sequence[ScoreRecord], agg: Aggregator) -> CrsvpPrepared:
-    """Chains of tree nodes of every (labelled) record."""
-    chains = [crsvp_levels(r.step_scores, agg) for r in records]
+def prepare_crsvp(records: Sequence[ScoreRecord], agg: Aggregator, variant: str = "paper") -> CrsvpPrepared:
+    """Chains of tree nodes of every (labelled) record (``variant``: ``paper`` or ``released``)."""
+    chains = [crsvp_levels(r.step_scores, agg, variant) for r in records]
     return CrsvpPrepared(
         lengths=np.array([r.n_steps for r in records]),
-        lower=[g[:-1] for _, g in chains],
-        upper=[g[1:] for _, g in chains],
-        node_size=[np.array([0] + [hi - lo + 1 for lo, hi in path]) for path, _ in chains],
+        lower=[lo for _, lo, _ in chains],
+        upper=[up for _, _, up in chains],
+        node_size=[np.array([0] + [hi - lo + 1 for lo, hi in path]) for path, _, _ in chains],
         err_pos=np.array([next(j for j, (lo, hi) in enumerate(path) if lo <= r.mistake_step <= hi)
-                          for (path, _), r in zip(chains, records)]),
+                          for (path, _, _), r in zip(chains, records)]),
     )
 
 
@@ -267,7 +268,7 @@ class Evaluator:
         self.perms = draw_splits(len(self.records), splits, seed)
         self.u = 1.0 - np.random.default_rng([seed, 1]).random((splits, len(self.records)))
         self._preps: dict[str, Prepared] = {}
-        self._crsvp: CrsvpPrepared | None = None
+        self._crsvp: dict[str, CrsvpPrepared] = {}
 
     def _prep(self, method: str) -> Prepared:
         if method not in self._preps:
@@ -276,9 +277,10 @@ class Evaluator:
 
     def run(self, method: str, alpha: float) -> SplitMetrics:
         """Per-split metrics of ``method`` at miscoverage ``alpha``."""
-        if method == "crsvp":
-            self._crsvp = self._crsvp or prepare_crsvp(self.records, self.agg)
-            return eval_crsvp(self._crsvp, self.perms, alpha, self.u)
+        if method in CRSVP_VARIANTS:
+            if method not in self._crsvp:
+                self._crsvp[method] = prepare_crsvp(self.records, self.agg, CRSVP_VARIANTS[method])
+            return eval_crsvp(self._crsvp[method], self.perms, alpha, self.u)
         if method == "auto":
             return eval_auto({m: self._prep(m) for m in AUTO_CANDIDATES}, self.perms, alpha, self.seed)
         if method not in base_methods():

@@ -11,8 +11,9 @@ Levels, by a step's distance ``d`` to the nearest focus step:
   context type (below), up to 400 characters;
 - L3 (``d <= 6``): a summary, the first sentence plus the sentences carrying
   error cues or numbers, up to 160 characters;
-- L4 (farther): milestones only (steps that hand off, decide, or report an
-  error; the first and last step), 70 characters; other L4 steps are left out.
+- L4 (farther): every step as a milestone line, 70 characters, marked with
+  its context type; a "general" step is kept too (the paper compresses the
+  remainder, it does not drop it).
 
 Context types, by regular expressions over the step text: ``error_propagation``
 (error cues), ``handoff`` (the speaker changed and the text addresses someone
@@ -115,9 +116,8 @@ def level_of(index: int, focus: Iterable[int]) -> int:
 
 
 def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
-    """Step views at their context level (see the module docstring); non-milestone L4 steps are left out."""
+    """Step views at their context level (see the module docstring); every step is shown."""
     types = step_types(traj)
-    last = traj.n_steps - 1
     views = []
     for s, ctype in zip(traj.steps, types, strict=True):
         level = level_of(s.index, focus)
@@ -127,8 +127,6 @@ def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
         elif level == 3:
             text = "(summary) " + summary(text)
         elif level == 4:
-            if ctype == "general" and s.index not in (0, last):
-                continue
             text = f"(milestone {SHORT_TYPE[ctype]}) " + clip(" ".join(text.split()), LEVEL_LIMITS[4])
         views.append(StepView(index=s.index, agent=display_agent(s.agent), text=text, weight=LEVEL_WEIGHTS[level]))
     return views

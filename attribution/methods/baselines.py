@@ -1,4 +1,13 @@
-"""The three Who&When baselines with our own prompts: all-at-once, step-by-step, binary search.
+"""The three Who&When baselines: all-at-once, step-by-step, binary search.
+
+Two prompt sets, chosen by the factory option ``prompts`` (``--method-option prompts=...``):
+
+- ``paper`` (the default): the Who&When paper's templates (appendix G.1-G.3,
+  :mod:`attribution.methods._whowhen_paper`): free-text replies; step-by-step
+  asks the paper's question about every step, the environment's (human,
+  terminal) included; binary search shows only the segment under review and
+  asks for "upper half" or "lower half", no reason;
+- ``project``: our own prompts, described below.
 
 - ``all_at_once``: the whole (fitted) log in one prompt; the model names the
   agent and the step.
@@ -10,7 +19,7 @@
   length the middle step goes to the FIRST (earlier) half: ``[lo, hi]`` splits
   into ``[lo, (lo+hi)//2]`` and ``[(lo+hi)//2 + 1, hi]``.
 
-Each asks for a one-sentence reason before the answer field (small models
+With ``project`` prompts each asks for a one-sentence reason before the answer field (small models
 answer better after saying why) and parses the reply tolerantly; a reply with
 no usable answer falls back to :func:`attribution.llm.prompting.heuristic_guess`
 and the fallback is recorded in ``details["fallbacks"]``.
@@ -23,6 +32,8 @@ import re
 from typing import Any
 
 from attribution.llm.scripted_log import first_marked, marked
+from attribution.methods import _whowhen_paper as paper
+from descriptor.errors import UserError
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.llm.prompting import (
@@ -30,6 +41,7 @@ from attribution.llm.prompting import (
     agent_names,
     case_header,
     display_agent,
+    estimate_tokens,
     finish,
     heuristic_guess,
     messages,
@@ -61,6 +73,15 @@ def answer_contract(traj: Trajectory) -> type[Reply]:
     return contract("AnswerReply", reason=text(), agent=one_of(agent_names(traj)), step=step_in(0, traj.n_steps - 1))
 
 
+PROMPT_SETS = ("paper", "project")
+
+
+def _prompt_set(prompts: str) -> str:
+    if prompts not in PROMPT_SETS:
+        raise UserError(f"--method-option prompts: expected one of {', '.join(PROMPT_SETS)}, got {prompts!r}")
+    return prompts
+
+
 def _agent_line(traj: Trajectory) -> str:
     return "Agents: " + ", ".join(agent_names(traj))
 
@@ -80,6 +101,23 @@ def _yes(value: Any, text: str) -> bool:
 # --------------------------------------------------------------- all at once
 
 
+async def _all_at_once_paper(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    ledger = new_ledger(ctx, "all_at_once")
+
+    def build(budget: int):
+        empty = paper.all_at_once_prompt(traj, ctx.with_ground_truth, "")
+        steps, report = render_steps(step_views(traj), budget - estimate_tokens(empty))
+        return messages(paper.ALL_AT_ONCE_SYSTEM, paper.all_at_once_prompt(traj, ctx.with_ground_truth, steps)), report
+
+    reply = await ledger.ask("answer", build, meta={"attr_prompts": "paper"})
+    name, step_text, reason = paper.read_all_at_once(reply)
+    if name is None or step_text is None:
+        ledger.note_fallback("answer", "format")
+    agent, step = resolve_actor(traj, name), resolve_step(traj, step_text)
+    agent, step = _complete(ledger, traj, agent, step, reply)
+    return finish(ledger, traj, agent, step, 0.5, {"prompts": "paper", "reason": reason[:300]})
+
+
 async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
     ledger = new_ledger(ctx, "all_at_once")
     header = case_header(traj, ctx.with_ground_truth)
@@ -97,7 +135,7 @@ async def _all_at_once(traj: Trajectory, ctx: MethodContext) -> Prediction:
     obj = ledger.parse("answer", reply) or {}
     agent, step = resolve_actor(traj, obj.get("agent")), resolve_step(traj, obj.get("step"))
     agent, step = _complete(ledger, traj, agent, step, reply)
-    return finish(ledger, traj, agent, step, 0.5, {"reason": str(obj.get("reason", ""))[:300]})
+    return finish(ledger, traj, agent, step, 0.5, {"prompts": "project", "reason": str(obj.get("reason", ""))[:300]})
 
 
 def _complete(ledger: CaseLedger, traj: Trajectory, agent: str | None, step: int | None, reply: str):
@@ -117,12 +155,37 @@ def _complete(ledger: CaseLedger, traj: Trajectory, agent: str | None, step: int
 
 
 @register_method("all_at_once")
-def all_at_once() -> Method:
-    """One call over the whole fitted log."""
-    return _all_at_once
+def all_at_once(prompts: str = "paper") -> Method:
+    """One call over the whole fitted log; ``prompts``: ``paper`` (G.1) or ``project``."""
+    return _all_at_once_paper if _prompt_set(prompts) == "paper" else _all_at_once
 
 
 # --------------------------------------------------------------- step by step
+
+
+async def _step_by_step_paper(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    ledger = new_ledger(ctx, "step_by_step")
+    verdicts: list[dict[str, Any]] = []
+    for i in range(traj.n_steps):  # every step, the environment's too (G.2)
+        agent = display_agent(traj.steps[i].agent)
+
+        def build(budget: int, i: int = i, agent: str = agent):
+            empty = paper.step_prompt(traj, ctx.with_ground_truth, "", i, agent)
+            steps, report = render_steps(step_views(traj, range(i + 1), focus={i}), budget - estimate_tokens(empty),
+                                         focus={i})
+            return messages(paper.STEP_SYSTEM, paper.step_prompt(traj, ctx.with_ground_truth, steps, i, agent)), report
+
+        reply = await ledger.ask("judge_step", build, meta={"attr_step": i, "attr_prompts": "paper"})
+        flagged = paper.read_step_verdict(reply)
+        if flagged is None:
+            ledger.note_fallback("judge_step", "format_read_as_no")
+        verdicts.append({"step": i, "error": bool(flagged)})
+        if flagged:
+            reason = reply.split("Reason:", 1)[-1].strip()
+            return finish(ledger, traj, agent, i, 0.5, {"prompts": "paper", "verdicts": verdicts, "reason": reason[:300]})
+    agent, step = heuristic_guess(traj)
+    ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
+    return finish(ledger, traj, agent, step, 0.0, {"prompts": "paper", "verdicts": verdicts})
 
 
 async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
@@ -148,16 +211,18 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
         verdicts.append({"step": i, "error": flagged})
         if flagged:
             agent = display_agent(traj.steps[i].agent)
-            return finish(ledger, traj, agent, i, 0.5, {"verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
+            return finish(ledger, traj, agent, i, 0.5,
+                          {"prompts": "project", "verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
     agent, step = heuristic_guess(traj)
     ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
-    return finish(ledger, traj, agent, step, 0.0, {"verdicts": verdicts})
+    return finish(ledger, traj, agent, step, 0.0, {"prompts": "project", "verdicts": verdicts})
 
 
 @register_method("step_by_step")
-def step_by_step() -> Method:
-    """One call per step until the model flags one (at most ``n_steps`` calls)."""
-    return _step_by_step
+def step_by_step(prompts: str = "paper") -> Method:
+    """One call per step until the model flags one (at most ``n_steps`` calls); ``prompts``: ``paper`` (G.2) or
+    ``project`` (the environment's steps not judged)."""
+    return _step_by_step_paper if _prompt_set(prompts) == "paper" else _step_by_step
 
 
 # --------------------------------------------------------------- binary search
@@ -175,6 +240,28 @@ def split_range(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
         raise ValueError(f"cannot split a range of one step: [{lo}, {hi}]")
     mid = (lo + hi) // 2
     return (lo, mid), (mid + 1, hi)
+
+
+async def _binary_search_paper(traj: Trajectory, ctx: MethodContext) -> Prediction:
+    ledger = new_ledger(ctx, "binary_search")
+    lo, hi = 0, traj.n_steps - 1
+    path: list[dict[str, Any]] = []
+    while lo < hi:
+        (a0, a1), (b0, b1) = split_range(lo, hi)
+
+        def build(budget: int, lo: int = lo, mid: int = a1, hi: int = hi):
+            empty = paper.halve_prompt(traj, ctx.with_ground_truth, "", lo, mid, hi)
+            segment, report = render_steps(step_views(traj, range(lo, hi + 1)), budget - estimate_tokens(empty))
+            return messages(paper.HALVE_SYSTEM, paper.halve_prompt(traj, ctx.with_ground_truth, segment, lo, mid, hi)), report
+
+        reply = await ledger.ask("halve", build, meta={"attr_range": [lo, a1, hi], "attr_prompts": "paper"})
+        part = paper.read_half(reply)
+        if part is None:
+            part = paper.random_half(ctx.seed, traj.id, lo, hi)
+            ledger.note_fallback("halve", "random_half")
+        path.append({"range": [lo, hi], "part": part})
+        lo, hi = (a0, a1) if part == "A" else (b0, b1)
+    return finish(ledger, traj, display_agent(traj.steps[lo].agent), lo, 0.5, {"prompts": "paper", "path": path})
 
 
 async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
@@ -201,7 +288,7 @@ async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
         path.append({"range": [lo, hi], "part": part})
         lo, hi = (a0, a1) if part == "A" else (b0, b1)
     agent = display_agent(traj.steps[lo].agent)
-    return finish(ledger, traj, agent, lo, 0.5, {"path": path})
+    return finish(ledger, traj, agent, lo, 0.5, {"prompts": "project", "path": path})
 
 
 def _part(ledger: CaseLedger, reply: str) -> str:
@@ -218,15 +305,18 @@ def _part(ledger: CaseLedger, reply: str) -> str:
 
 
 @register_method("binary_search")
-def binary_search() -> Method:
-    """About log2(n_steps) calls; see :func:`split_range` for odd lengths."""
-    return _binary_search
+def binary_search(prompts: str = "paper") -> Method:
+    """About log2(n_steps) calls; see :func:`split_range` for odd lengths; ``prompts``: ``paper`` (G.3, only the
+    segment shown) or ``project`` (the log up to the range's end, with a reason)."""
+    return _binary_search_paper if _prompt_set(prompts) == "paper" else _binary_search
 
 # ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 
 @responder("attribution.all_at_once.answer")
 def _scripted_all_at_once(ctx: ScriptedContext) -> str:
     step, agent = first_marked(ctx)
+    if ctx.metadata.get("attr_prompts") == "paper":
+        return f"Agent Name: {agent}\n Step Number: {step}\n Reason for Mistake: the marked step is wrong"
     return json.dumps({"reason": "the marked step is wrong", "agent": agent, "step": step})
 
 
@@ -234,6 +324,8 @@ def _scripted_all_at_once(ctx: ScriptedContext) -> str:
 def _scripted_judge_step(ctx: ScriptedContext) -> str:
     i = int(ctx.metadata.get("attr_step", -1))
     flagged = any(s == i for s, _ in marked(ctx))
+    if ctx.metadata.get("attr_prompts") == "paper":
+        return f"1. {'Yes' if flagged else 'No'}.\n2. Reason: checked the step"
     return json.dumps({"reason": "checked the step", "error": "yes" if flagged else "no"})
 
 
@@ -242,4 +334,6 @@ def _scripted_halve(ctx: ScriptedContext) -> str:
     lo, mid, hi = ctx.metadata.get("attr_range", [0, 0, 0])
     inside = [s for s, _ in marked(ctx) if lo <= s <= hi]
     part = "B" if inside and inside[0] > mid else "A"
+    if ctx.metadata.get("attr_prompts") == "paper":
+        return "lower half" if part == "B" else "upper half"
     return f'Looking at it... {{"reason": "the marker", "part": "{part}"}}'

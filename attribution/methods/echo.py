@@ -9,9 +9,11 @@ with the seed from six roles, each with its own temperature):
    error hotspots. Each returns JSON: summary, per-agent evaluations (error
    likelihood, evidence), a primary conclusion (type, agents, step,
    confidence) and alternative hypotheses. Votes elect the responsible agent.
-2. step level (k calls per candidate): up to ``candidates`` (default 3) steps
-   of the elected agent are judged, the ones the agent pass proposed first,
-   then steps at or just before an error cue, then the earliest. Every
+2. step level (k calls per candidate): every step of the elected agent is
+   judged (``candidates=0``, the default, as the paper's step pass covers the
+   agent's steps); ``candidates=N`` keeps the first N by priority (the ones
+   the agent pass proposed, then steps at or just before an error cue, then
+   the earliest; the project's earlier default was 3). Every
    analyst judges every candidate separately, each time seeing the
    hierarchical context centred on *that* step: L1 (±1) full content, L2
    (±2-3) key decisions, L3 (±4-6) summaries, L4 (the rest) milestones. A
@@ -19,8 +21,8 @@ with the seed from six roles, each with its own temperature):
    "yes" judgments vote for their step. An agent with a single step skips
    this pass.
 
-Model calls per case: at most ``k * (1 + candidates)`` (12 with the
-defaults), ``k`` when the elected agent has one step; a prompt the server
+Model calls per case: at most ``k * (1 + s)``, ``s`` the elected agent's
+steps (or ``candidates`` when set), ``k`` when the agent has one step; a prompt the server
 refuses as too long, or a transient failure, is re-sent and counted again.
 Every prompt is fitted to the route's context window
 (:func:`attribution.llm.prompting.render_steps`).
@@ -92,6 +94,7 @@ from mas.llm.scripting import ScriptedContext, responder
 from mas.llm.confidence import parse_confidence
 
 MAX_CANDIDATES = 3
+"""The project's earlier step-pass limit (``candidates=3``); the default now judges every step of the agent."""
 """Steps of the elected agent judged in the step pass (each by every analyst, one call each)."""
 RAW_CHARS = 600
 """Characters kept of a reply that held no JSON object (``raw``)."""
@@ -265,8 +268,8 @@ def _per_analyst(judgments: Sequence[Judgment], agent: str) -> list[Analysis]:
 
 
 def step_candidates(traj: Trajectory, analyses: Sequence[Analysis], agent: str, limit: int = MAX_CANDIDATES) -> list[int]:
-    """Up to ``limit`` of ``agent``'s steps, in step order: proposed by the agent pass (by summed
-    weight), then steps at or just before an error cue, then the earliest."""
+    """Up to ``limit`` of ``agent``'s steps (``limit`` 0: all of them), in step order, chosen by priority: proposed
+    by the agent pass (by summed weight), then steps at or just before an error cue, then the earliest."""
     own = steps_of(traj, agent)
     weight: dict[int, float] = defaultdict(float)
     for step, w in step_votes(analyses):
@@ -276,7 +279,8 @@ def step_candidates(traj: Trajectory, analyses: Sequence[Analysis], agent: str, 
     proposed = sorted(weight, key=lambda s: (-weight[s], s))
     types = step_types(traj)
     cued = [i for i in own if "error_propagation" in types[i : i + 2]]
-    return sorted(list(dict.fromkeys(proposed + cued + own))[: max(1, limit)])
+    ranked = list(dict.fromkeys(proposed + cued + own))
+    return sorted(ranked if limit == 0 else ranked[: max(1, limit)])
 
 
 async def judge_steps(
@@ -364,16 +368,16 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int,
 
 
 @register_method("echo")
-def echo(k: int = 3, candidates: int = MAX_CANDIDATES, vote: str = "paper", delta: float = DELTA,
+def echo(k: int = 3, candidates: int = 0, vote: str = "paper", delta: float = DELTA,
          compare_votes: bool = False) -> Method:
-    """ECHO with a panel of ``k`` analysts judging up to ``candidates`` steps: at most
-    ``k * (1 + candidates)`` model calls per case (12 with the defaults; twice the step pass with
+    """ECHO with a panel of ``k`` analysts judging every step of the elected agent (``candidates=N``: at most N):
+    at most ``k * (1 + s)`` model calls per case, ``s`` the steps judged (twice the step pass with
     ``compare_votes`` when the rules elect different agents), re-sends counted. ``vote``: ``paper``
     (default) or ``weighted_share``; ``delta``: δ (see the module docstring)."""
     if k < 1:
         raise ValueError(f"echo: k must be >= 1, got {k}")
-    if candidates < 1:
-        raise ValueError(f"echo: candidates must be >= 1, got {candidates}")
+    if candidates < 0:
+        raise ValueError(f"echo: candidates must be >= 0 (0: every step of the elected agent), got {candidates}")
     if vote not in VOTES:
         raise ValueError(f"echo: vote must be one of {', '.join(VOTES)}, got {vote!r}")
     if not 0.0 <= delta <= 1.0:
