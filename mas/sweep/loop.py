@@ -235,7 +235,6 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
         else:
             results[spec.run_id] = result
             gate.spent += result.cost_total_usd
-            append_entries(root, [entry(result, spec.paths.result)])
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result)
             try:
