@@ -32,7 +32,6 @@ the per-record prediction time, ``details["fit_seconds"]`` the one-off fits.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
-from attribution.scorers.crossfit import cross_fit, group_key
+from attribution.scorers.crossfit import assign_folds, cross_fit, group_key
 from attribution.scorers.features import is_tool_step, step_features
 from attribution.scorers.learned import StepClassifier, fit_step_classifier
 from attribution.sources.trajectory import Trajectory, normalize_agent
@@ -159,9 +158,7 @@ class CrossFitted:
     fit_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        groups = sorted({group_key(t) for t in self.train})
-        random.Random(self.seed).shuffle(groups)
-        self.fold_of = {g: i % self.folds for i, g in enumerate(groups)}
+        self.fold_of = assign_folds({group_key(t) for t in self.train}, self.folds, self.seed)
 
     def model_for(self, t: Trajectory) -> tuple[LearnedModel, int | None]:
         """A model that never saw ``t``'s question, and its fold (None: the full model)."""
