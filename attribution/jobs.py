@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from attribution.llm.calls import server_tokenizer
 from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
-from attribution.sources.loaders import SUBSETS, LoadResult, load_runs_dir, load_trajectories, load_who_and_when_dir
+from attribution.sources.loaders import LoadResult, load_train_dir, load_trajectories
 from attribution.sources.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
@@ -87,14 +87,6 @@ def load_source(opts: SourceOptions) -> LoadResult:
     if not trajs:
         raise UserError(f"no trajectories found in {opts.data_dir or opts.runs_dir or opts.spans}")
     return LoadResult(trajectories=trajs, skipped=loaded.skipped)
-
-
-def load_train_dir(path: str) -> LoadResult:
-    """A Who&When directory (has a subset directory, or is one) or else a runs directory."""
-    p = Path(path)
-    if p.name in SUBSETS or any((p / s).is_dir() for s in SUBSETS):
-        return load_who_and_when_dir(p, "all")
-    return load_runs_dir(p)
 
 
 def _abspath(path: str | None) -> str | None:

@@ -12,7 +12,8 @@ test sweep with another seed (other tasks: the two are disjoint) rolled back by 
 runs: conformal coverage is guaranteed on average over calibration draws (between 1 - alpha and
 1 - alpha + 1/(n+1)), so one draw's figure scatters around it; the pooled figure estimates that average.
 
-Per strategy: success (Wilson 95 % interval), rollback coverage as the paper defines it (the restart step is at
+Per strategy: success (Wilson 95 % interval; the >= 0.90 target is met when the pooled estimate over the repeats
+is >= 0.90 and the interval's upper end reaches it, and the line says so when only the interval does), rollback coverage as the paper defines it (the restart step is at
 or before the decisive step; Wilson), and cost, the fraction of the original steps redone (bootstrap 95 %
 interval of the mean). Targets (issue 22), checked for the first method: conformal success >= 0.90 and cost <=
 oracle cost + 0.15 in left, mid and right; right-dense conformal cost <= 0.45.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -95,13 +97,28 @@ def _ci(r: dict[str, Any], key: str) -> str:
     return f"{r[key]:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
+def success_target(conf: dict[str, Any], target: float = 0.90) -> tuple[str, bool]:
+    """Issue 29's reading of "success >= 0.90" for a finite sample: met when the pooled estimate over the
+    repeats is >= the target and the Wilson 95 % interval's upper end reaches it; the line says both.
+
+    >>> success_target({"success_rate": 0.88, "success_rate_ci": [0.84, 0.91], "n": 300})[1]
+    False
+    """
+    lo, hi = conf["success_rate_ci"]
+    pooled = conf["success_rate"]
+    ok = pooled >= target and hi >= target
+    within = "" if ok or hi < target else "; within sampling error of it (the interval reaches it)"
+    return (f"success pooled {pooled:.3f} >= {target:.2f} and Wilson 95 % [{lo:.3f}, {hi:.3f}] upper end "
+            f">= {target:.2f} (n = {conf['n']}){within}", ok)
+
+
 def targets(scenario: str, rows: dict[str, Any]) -> list[str]:
     """The issue's targets for the first conformal row, each with met/missed."""
     if scenario not in ("left", "mid", "right"):
         return []
     conf = next(r for name, r in rows.items() if name.startswith("conformal"))
     oracle = rows["oracle"]["cost"]
-    checks = [(f"success {conf['success_rate']:.3f} >= 0.90", conf["success_rate"] >= 0.90),
+    checks = [success_target(conf),
               (f"cost {conf['cost']:.3f} <= oracle {oracle:.3f} + 0.15", conf["cost"] <= oracle + 0.15)]
     if scenario == "right":
         checks.append((f"cost {conf['cost']:.3f} <= 0.45", conf["cost"] <= 0.45))
@@ -150,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.cal_tasks} tasks (seed 2r), test {args.test_tasks} other tasks (seed 2r + 1); test runs pooled")
         for s, rows in tables.items():
             print_table(s, rows)
+        print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         (root / "bench_rollback.json").write_text(json.dumps(
             {s: rows for s, rows in tables.items()}, indent=1), encoding="utf-8")
         if args.keep:

@@ -20,3 +20,12 @@ def test_bench_rollback_prints_every_strategy_per_scenario(tmp_path, capsys):
     assert saved["oracle"]["success_rate"] == 1.0 and saved["oracle"]["coverage"] == 1.0
     assert 0.0 < saved["oracle"]["cost"] < 0.6  # right-dense: the oracle redoes the last part only
     assert any(line.startswith(("  met:", "  MISSED:")) for line in out.splitlines())
+
+
+def test_success_target_is_met_only_by_a_pooled_estimate_at_the_target_with_its_interval_reaching_it():
+    check = load_script("bench_rollback").success_target
+    text, ok = check({"success_rate": 0.88, "success_rate_ci": [0.84, 0.91], "n": 300})
+    assert not ok and "Wilson 95 % [0.840, 0.910]" in text and "within sampling error" in text
+    assert check({"success_rate": 0.85, "success_rate_ci": [0.80, 0.89], "n": 300}) == (
+        "success pooled 0.850 >= 0.90 and Wilson 95 % [0.800, 0.890] upper end >= 0.90 (n = 300)", False)
+    assert check({"success_rate": 0.92, "success_rate_ci": [0.88, 0.95], "n": 300})[1]

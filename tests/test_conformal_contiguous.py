@@ -12,6 +12,7 @@ import pytest
 
 from attribution.conformal import (
     AUTO_CANDIDATES,
+    AUTO_MIN_RECORDS,
     CONTIGUOUS_METHODS,
     INF,
     Aggregator,
@@ -176,8 +177,9 @@ def ref_score_any(r, method):
 
 def test_auto_chooses_by_inner_cross_validation_and_fits_q_hat_on_the_other_half():
     rng = np.random.default_rng(17)
-    for trial in range(12):
-        recs = [rec(i, dyadic_scores(rng, n), int(rng.integers(n))) for i, n in enumerate(rng.integers(2, 9, 14))]
+    for trial in range(4):
+        size = AUTO_MIN_RECORDS + int(rng.integers(4))  # enough records to choose on half of them
+        recs = [rec(i, dyadic_scores(rng, n), int(rng.integers(n))) for i, n in enumerate(rng.integers(2, 9, size))]
         alpha = float(rng.choice([0.2, 0.3, 0.5]))
         sel, rest = auto_halves(len(recs), seed=trial)
         chosen, rates, cover = choose_method([recs[i] for i in sel], alpha, SUM, seed=trial)
@@ -192,10 +194,24 @@ def test_auto_chooses_by_inner_cross_validation_and_fits_q_hat_on_the_other_half
 
 
 def test_auto_with_too_few_records_uses_trim():
-    recs = [rec(i, [0.25, 0.5, 0.25], 1) for i in range(5)]  # 2 selection records < 3
+    recs = [rec(i, [0.25, 0.5, 0.25], 1) for i in range(5)]
     f = fit(recs, "auto", 0.5, SUM)
-    assert f.resolved_method == "trim" and f.auto_rates is None and f.n == 3
+    assert f.resolved_method == "trim" and f.auto_rates is None and f.n == 5
     assert coverage_guard(0.2, 100) == pytest.approx(0.8 - 0.08)
+
+
+def test_auto_below_the_minimum_is_trim_fitted_on_every_calibration_record():
+    """Issue 29: with a few dozen records, choosing on half and fitting q_hat on the other half picked below
+    trim on unseen data; below AUTO_MIN_RECORDS auto is trim on all n (a choice made from n alone: exact)."""
+    recs = synthetic_records(AUTO_MIN_RECORDS - 1, seed=5)
+    f, t = fit(recs, "auto", 0.2, SUM, seed=3), fit(recs, "trim", 0.2, SUM, seed=3)
+    assert (f.resolved_method, f.n, f.n_selection, f.q_hat) == ("trim", len(recs), 0, t.q_hat)
+    ev = Evaluator(synthetic_records(2 * AUTO_MIN_RECORDS - 2, seed=5), SUM, splits=50, seed=0)
+    auto, trim = ev.run("auto", 0.2), ev.run("trim", 0.2)
+    assert np.array_equal(auto.rr, trim.rr) and np.array_equal(auto.ec, trim.ec)
+    assert summarise(auto, "auto", 0.2, ev)["n_selection"] == 0
+    big = fit(synthetic_records(AUTO_MIN_RECORDS, seed=5), "auto", 0.2, SUM)
+    assert big.n_selection == AUTO_MIN_RECORDS // 2
 
 
 # --- coverage ---------------------------------------------------------------------------
@@ -213,7 +229,7 @@ def test_coverage_over_1000_splits(synthetic):
     for alpha in (0.1, 0.2, 0.3):
         for method in (*CONTIGUOUS_METHODS, "auto"):
             res = summarise(ev.run(method, alpha), method, alpha, ev)
-            n_q = n_cal - n_cal // 2 if method == "auto" else n_cal
+            n_q = n_cal - len(auto_halves(n_cal, 0)[0]) if method == "auto" else n_cal
             assert 1 - alpha - tol <= res["ec_mean"] <= 1 - alpha + 1 / (n_q + 1) + tol, res
             assert res["coverage_upper_bound"] == pytest.approx(1 - alpha + 1 / (n_q + 1))
 

@@ -15,6 +15,7 @@ import pytest
 from attribution.cli.conformal import register
 from attribution.conformal import (
     AUTO_CANDIDATES,
+    AUTO_MIN_RECORDS,
     Aggregator,
     calibrate_file,
     choose_method,
@@ -111,8 +112,8 @@ def test_auto_does_not_pick_by_in_sample_removal_rate():
     chosen, rates, _ = choose_method(recs, 0.3, Aggregator(), seed=0)
     assert chosen == "trim" and rates["trim"] > rates["rf"] + 0.1  # out-of-sample (inner CV) rates
     # and the records that choose never set q_hat
-    f = fit(synthetic_records(40, seed=3), "auto", 0.2, Aggregator(), seed=0)
-    assert f.n_selection == 20 and f.n == 20
+    f = fit(synthetic_records(AUTO_MIN_RECORDS, seed=3), "auto", 0.2, Aggregator(), seed=0)
+    assert f.n_selection == AUTO_MIN_RECORDS // 2 and f.n == AUTO_MIN_RECORDS // 2
 
 
 def test_readme_does_not_credit_the_position_prior_figure_to_the_paper():

@@ -44,6 +44,7 @@ from attribution.conformal._aggregators import (
 from attribution.conformal._calibrate import (
     AUTO_CANDIDATES,
     AUTO_INNER_SPLITS,
+    AUTO_MIN_RECORDS,
     BASE_METHODS,
     METHODS,
     Fitted,
@@ -91,6 +92,7 @@ __all__ = [
     "AGGREGATORS",
     "AUTO_CANDIDATES",
     "AUTO_INNER_SPLITS",
+    "AUTO_MIN_RECORDS",
     "BASE_METHODS",
     "CALIBRATION_VERSION",
     "CONFORMAL_METHODS",

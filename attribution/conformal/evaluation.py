@@ -314,8 +314,9 @@ def summarise(m: SplitMetrics, method: str, alpha: float, ev: Evaluator) -> dict
     if m.choice is not None:
         names, counts = np.unique(m.choice, return_counts=True)
         res["auto_choice"] = {str(k): int(c) for k, c in zip(names, counts)}
-        res["n_selection"] = n_cal // 2  # chooses the method; the other n_cal - n_selection set q_hat
-        res["coverage_upper_bound"] = 1 - alpha + 1 / (n_cal - n_cal // 2 + 1)
+        n_sel = len(auto_halves(n_cal, ev.seed)[0])
+        res["n_selection"] = n_sel  # chooses the method; the other n_cal - n_selection set q_hat
+        res["coverage_upper_bound"] = 1 - alpha + 1 / (n_cal - n_sel + 1)
     return res
 
 

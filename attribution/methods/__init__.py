@@ -17,7 +17,7 @@ from attribution.methods.base import (
     require_model,
 )
 # The built-in methods register themselves when their modules are imported.
-from attribution.methods import baselines, chief, echo, random_baseline  # noqa: F401
+from attribution.methods import baselines, chief, echo, learned, random_baseline  # noqa: F401
 
 
 def get_method(name: str, **options: object) -> Method:

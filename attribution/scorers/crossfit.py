@@ -37,6 +37,14 @@ def group_key(t: Trajectory) -> str:
     return q or f"id:{t.id}"
 
 
+def assign_folds(groups: set[str], folds: int, seed: int) -> dict[str, int]:
+    """Each group's fold: the sorted groups shuffled with ``seed`` and dealt into ``min(folds, groups)`` folds."""
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    k = min(folds, len(order))
+    return {g: i % k for i, g in enumerate(order)}
+
+
 def plan_folds(targets: list[Trajectory], train: list[Trajectory], folds: int, seed: int) -> list[Fold]:
     """Fold plan; training ids only ever come from labelled records outside the fold's groups."""
     if len({t.id for t in targets}) != len(targets):
@@ -48,13 +56,10 @@ def plan_folds(targets: list[Trajectory], train: list[Trajectory], folds: int, s
         if not labelled_extra:
             raise UserError("the training set has no labelled trajectory (mistake_step) to fit on")
         return [Fold(index=0, train_ids=tuple(t.id for t in labelled_extra), test_ids=tuple(t.id for t in targets))]
-    groups = sorted(target_groups)
-    if len(groups) < 2:
+    if len(target_groups) < 2:
         raise UserError(f"cannot cross-fit {len(targets)} record(s) from one question: give --train-dir")
-    rng = random.Random(seed)
-    rng.shuffle(groups)
-    k = min(folds, len(groups))
-    fold_of = {g: i % k for i, g in enumerate(groups)}
+    fold_of = assign_folds(target_groups, folds, seed)
+    k = min(folds, len(target_groups))
     pool = [t for t in (*targets, *extra) if t.mistake_step is not None]
     plan = []
     for i in range(k):

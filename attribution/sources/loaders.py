@@ -310,3 +310,11 @@ def load_trajectories(*, data_dir: str | Path | None = None, runs_dir: str | Pat
 
         return load_spans(spans)
     return load_runs_dir(runs_dir)  # type: ignore[arg-type]
+
+
+def load_train_dir(path: str | Path) -> LoadResult:
+    """A Who&When directory (has a subset directory, or is one) or else a runs directory."""
+    p = Path(path)
+    if p.name in SUBSETS or any((p / s).is_dir() for s in SUBSETS):
+        return load_who_and_when_dir(p, "all")
+    return load_runs_dir(p)
