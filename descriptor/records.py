@@ -202,9 +202,9 @@ class RollbackRecord(_Record):
     """``error``: the rollback could not run to its end (a damaged checkpoint, a model call that failed for
     good): no outcome, left out of success rates and counted apart."""
     error: str | None = None
-    origin: Literal["manual", "sweep"] = "manual"
+    origin: Literal["manual", "sweep", "label"] = "manual"
     """``sweep``: made by ``run --rollback`` (summaries count only these, one per run); ``manual``: by ``rollback``
-    or ``rollback-experiment``."""
+    or ``rollback-experiment``; ``label``: a replay of ``label-failures``."""
 
 
 class RollbackSweepRecord(_Record):
