@@ -32,80 +32,23 @@ label``; the sweep summaries ignore it), so its tokens and answer stay on record
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict
 
-from attribution.rollback.restart import Choice, rollback_one
+from attribution.rollback.restart import Choice, rollback_one, run_of
+from attribution.sources.labelfile import Label, Probe
 from attribution.sources.loaders import load_runs_dir
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_text_atomic
+from descriptor.run_files import RunFileError, read_metadata
 from descriptor.stats import wilson_interval
-from descriptor.untrusted import BadJson, parse_json
 
 log = structlog.get_logger(__name__)
 
 SEED_STRIDE = 1_000_003
 """Sample ``j`` of a point replays with the run's seed + j × this (sample 0 keeps the run's seed)."""
-
-
-class Probe(BaseModel):
-    """The replays of one restart point."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    """Restart step (a super-step start)."""
-    successes: int
-    """Replays whose answer was judged correct."""
-    samples: int
-    """Replays that ran to their end (errored ones are left out)."""
-    errors: int = 0
-    """Replays that ended in an infrastructure error (no outcome)."""
-    tokens: int
-    """Tokens the replays at this point spent."""
-
-    @property
-    def flips(self) -> bool:
-        return self.successes > 0
-
-
-class Label(BaseModel):
-    """One line of ``labels.jsonl``: a failed run's counterfactual decisive step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    run_id: str
-    """The run's trajectory id (its path relative to the experiment root), as ``score-steps`` writes it."""
-    status: Literal["labelled", "unrepairable", "error"]
-    """``unrepairable``: no restart flipped the outcome; ``error``: the run could not be replayed."""
-    decisive_step: int | None
-    """Latest restart step whose replay flips the outcome (a super-step start); null unless labelled."""
-    decisive_agent: str | None
-    """Agent of the decisive step."""
-    flip_probability: float | None
-    """Share of the decisive point's replays that succeeded."""
-    flip_ci: tuple[float, float] | None
-    """Wilson 95 % interval of ``flip_probability``."""
-    replays: int
-    """Replayed continuations (samples over every probed point, errored ones included)."""
-    tokens: int
-    """Tokens the replays spent, in total."""
-    n_steps: int
-    """Trajectory steps of the failed run."""
-    candidates: int
-    """Restart points (super-step starts) the bisection chose among."""
-    samples: int
-    """Replays per probed point."""
-    probes: list[Probe]
-    """Every probed point, in probing order."""
-    injected_step: int | None = None
-    """The scripted double's injected step, when the run has one (for checking the label; not used by it)."""
-    error: str | None = None
 
 
 def restart_points(traj: Trajectory) -> list[int]:
@@ -136,10 +79,6 @@ async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) ->
 
 
 def _run_seed(traj: Trajectory) -> int | None:
-    from descriptor.run_files import RunFileError, read_metadata
-
-    from attribution.rollback.restart import run_of
-
     try:
         return read_metadata(run_of(traj)).seed
     except RunFileError:
@@ -212,41 +151,3 @@ async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: 
     labels = await asyncio.gather(*(one(t) for t in failed))
     write_text_atomic(out, "".join(lab.model_dump_json() + "\n" for lab in labels))
     return list(labels)
-
-
-def read_labels(path: str | Path) -> dict[str, Label]:
-    """``labels.jsonl`` by run id; a bad line is a ``UserError`` naming the file and line."""
-    from pydantic import ValidationError
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"--labels {path}: file not found (write it with `label-failures`)")
-    out: dict[str, Label] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            lab = Label.model_validate(parse_json(line))
-        except (BadJson, ValidationError) as err:
-            raise UserError(f"{path}:{n}: not a label line of label-failures ({str(err).splitlines()[0]})") from None
-        out[lab.run_id] = lab
-    return out
-
-
-def apply_labels(trajs: Sequence[Trajectory], labels: dict[str, Label]) -> list[Trajectory]:
-    """``trajs`` with the labels' decisive steps as their ``mistake_step``/``mistake_agent``.
-
-    The labels replace any other label (an injected step): a run without a
-    label, or whose label is not ``labelled``, gets none, so calibration skips it.
-    A label whose step lies outside its run (another run under the same id) is a ``UserError``.
-    """
-    out = []
-    for t in trajs:
-        lab = labels.get(t.id)
-        step = lab.decisive_step if lab is not None and lab.status == "labelled" else None
-        if step is not None and (step >= t.n_steps or lab.n_steps != t.n_steps):
-            raise UserError(f"label of {t.id}: decisive_step {step} of a run with {lab.n_steps} steps, but the run "
-                            f"has {t.n_steps}: the labels are of other runs")
-        out.append(t.model_copy(update={"mistake_step": step,
-                                        "mistake_agent": lab.decisive_agent if step is not None else None}))
-    return out

@@ -54,12 +54,14 @@ class TrainSource(BaseModel):
     subset: str = "all"
     max_cases: int | None = None
     train_dir: str | None = None
+    labels: str | None = None
+    """``labels.jsonl`` whose decisive steps label the scored source (``score-steps --labels``)."""
 
     def describe(self) -> str:
         """Short human-readable form for messages."""
         parts = [f"--{k.replace('_', '-')} {v}" for k, v in
                  (("data_dir", self.data_dir), ("runs_dir", self.runs_dir), ("spans", self.spans),
-                  ("train_dir", self.train_dir)) if v]
+                  ("train_dir", self.train_dir), ("labels", self.labels)) if v]
         return " ".join(parts) or "nothing"
 
 
