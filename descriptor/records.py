@@ -215,7 +215,12 @@ class RollbackSweepRecord(_Record):
     strategy: str
     """conformal, top1, restart or oracle."""
     calibration: str | None = None
-    """The ``--calibration`` file; None: calibrated on the sweep's own failed runs, cross-fitted (see ``folds``)."""
+    """The ``--calibration`` file; ``self``: calibrated on replay labels (see ``labels``); None: on the sweep's own
+    injected labels, cross-fitted (see ``folds``)."""
+    labels: str | None = None
+    """``calibration: self``: the labels.jsonl of ``label-failures`` the calibration's decisive steps came from."""
+    label_tokens: int = 0
+    """``calibration: self`` on the sweep's own failures: tokens the labelling replays spent (beyond the rollbacks)."""
     scorer: str | None = None
     """Step scorer of conformal and top1."""
     method: str | None = None

@@ -89,7 +89,7 @@ async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
     """The decisive step of one failed run by bisection over its restart points (see the module docstring)."""
     points = restart_points(traj)
     probes: list[Probe] = []
-    common = {"run_id": traj.id, "n_steps": traj.n_steps, "candidates": len(points), "samples": samples,
+    common = {"run_id": traj.id, "run": str(run_of(traj).prefix), "n_steps": traj.n_steps, "candidates": len(points), "samples": samples,
               "injected_step": traj.mistake_step}
     if not points:
         return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,

@@ -45,6 +45,8 @@ class Label(BaseModel):
 
     run_id: str
     """The run's trajectory id (its path relative to the experiment root), as ``score-steps`` writes it."""
+    run: str | None = None
+    """Path prefix of the run (``.../task/run_<r>``), so the labelled run can be found from anywhere."""
     status: Literal["labelled", "unrepairable", "error"]
     """``unrepairable``: no restart flipped the outcome; ``error``: the run could not be replayed."""
     decisive_step: int | None
