@@ -9,7 +9,7 @@ import pytest
 
 from attribution.rollback import labels as labels_mod
 from attribution.rollback.labels import label_failure, restart_points
-from attribution.sources.labelfile import Label, Probe, apply_labels, read_labels
+from attribution.sources.labelfile import Probe, apply_labels, read_labels
 from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.records import RollbackRecord
@@ -113,7 +113,7 @@ def _traj(n, shared=()):
     ids = [f"c{i}" for i in range(n)]
     for s, w in shared:
         ids[s] = ids[w]
-    return Trajectory(id="t", query="q", steps=[Step(index=i, agent=f"a{i}", content="x", state_id=ids[i])
+    return Trajectory(id="t", query="q", source_path="/nowhere/task/run_0.trace.jsonl", steps=[Step(index=i, agent=f"a{i}", content="x", state_id=ids[i])
                                                 for i in range(n)])
 
 
@@ -174,3 +174,46 @@ def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
     seeds = [s for _, s, _ in seen]
     assert seeds[0] is None and len(set(seeds)) == 4 and {o for *_, o in seen} == {"label"}
 
+
+
+def _self_sweep(root, name, *extra, tasks, seed):
+    return main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--inject-position", "uniform", "--task-limit", str(tasks), "--seed", str(seed), "--output-root",
+                 str(root), "--experiment-id", name, "--progress", "none", "--rollback", "conformal",
+                 "--calibration", "self", *extra])
+
+
+@pytest.mark.slow  # two scripted sweeps with labelling and rollback: ~2 min on a loaded machine
+def test_calibration_self_labels_the_sweeps_failures_by_replay_and_rolls_each_back(tmp_path, labelled):
+    assert _self_sweep(tmp_path, "own", "--rollback-scorer", "position", "--rollback-folds", "3", tasks=6,
+                       seed=1) == 0
+    root = tmp_path / "own"
+    rec = json.loads((root / "rollback_sweep.json").read_text())
+    assert rec["calibration"] == "self" and rec["labels"] == str((root / "labels.jsonl").resolve())
+    assert rec["label_tokens"] > 0 and rec["n_rolled_back"] == rec["n_failed"] == 6
+    labs = read_labels(root / "labels.jsonl")
+    assert all(lab.decisive_step == lab.injected_step for lab in labs.values())
+    origins = [json.loads(p.read_text())["origin"] for p in root.rglob("run_0.rollback_*.json")]
+    assert origins.count("sweep") == 6 and origins.count("label") == sum(lab.replays for lab in labs.values())
+
+    # earlier failures' labels (the module's sweep): a plain split, nothing relabelled here
+    assert _self_sweep(tmp_path, "later", "--rollback-labels", str(labelled), "--rollback-scorer", "position",
+                       tasks=2, seed=2) == 0
+    rec = json.loads((tmp_path / "later" / "rollback_sweep.json").read_text())
+    assert rec["labels"] == str(labelled.resolve()) and rec["label_tokens"] == 0 and rec["n_rolled_back"] == 2
+    (fold,) = rec["folds"]
+    assert fold["fold"] == "earlier" and fold["n_calibration"] + fold["n_selection"] == 3
+    assert not (tmp_path / "later" / "labels.jsonl").exists()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--rollback-labels", "x.jsonl"], "--rollback-labels: the labels calibrate --calibration self"),
+    (["--calibration", "self", "--rollback-labels", "missing.jsonl"], "missing.jsonl: file not found"),
+    (["--calibration", "self", "--rollback-label-samples", "0"], "at least 1"),
+])
+def test_bad_self_calibration_input_is_refused_before_any_run(tmp_path, capsys, extra, says):
+    argv = ["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--task-limit", "1",
+            "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none", "--rollback", "conformal",
+            *extra]
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err and not (tmp_path / "e" / "arith").exists()

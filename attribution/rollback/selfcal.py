@@ -5,7 +5,8 @@ until :mod:`attribution.rollback.labels` finds one by counterfactual replay.
 Two sources of such labels:
 
 - ``--rollback-labels FILE``: ``labels.jsonl`` of earlier failures of the same
-  system (``label-failures`` on an earlier sweep). The labelled runs are loaded
+  system (``label-failures`` on an earlier sweep;
+  :func:`attribution.rollback.sweep.earlier_labels_choices`). The labelled runs are loaded
   from their own directories; the trained scorer scores them cross-fitted, the
   conformal method is calibrated on those scores, and this sweep's failed runs
   are scored by the scorer trained on them (never on runs of a target's own
@@ -22,12 +23,8 @@ Two sources of such labels:
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
 
-from attribution.conformal import Aggregator, fit, predict
-from attribution.rollback.restart import Choice, set_choice
 from attribution.sources.labelfile import Label, apply_labels, read_labels
 from attribution.sources.loaders import MalformedFile, load_run
 from attribution.sources.trajectory import Trajectory
@@ -60,27 +57,6 @@ def labelled_runs(labels: dict[str, Label]) -> list[Trajectory]:
         (t,) = apply_labels([t.model_copy(update={"id": lab.run_id})], {lab.run_id: lab})
         out.append(t.model_copy(update={"id": str(run.prefix)}))
     return out
-
-
-async def earlier_labels_choices(todo: list[Trajectory], labels_path: str | Path,
-                                 opts: Any) -> tuple[dict[str, Choice], list[dict[str, Any]]]:
-    """Conformal choices for ``todo`` from a calibration on the earlier failures ``labels_path`` labels."""
-    from attribution.rollback.experiment import training_for
-    from attribution.rollback.sweep import _records, _scores
-
-    earlier = labelled_runs(read_labels(labels_path))
-    if len({t.id for t in earlier}) < 3:
-        raise UserError(f"--rollback-labels {labels_path}: {len(earlier)} labelled run(s); calibration needs three "
-                        "or more (label more failures with label-failures)")
-    cal_scores = await _scores(opts.scorer, earlier, earlier, opts)  # cross-fitted: none scored by a model that saw it
-    fitted = fit(_records(earlier, cal_scores, opts.scorer), opts.method, opts.alpha, Aggregator(), opts.seed)
-    scores = await _scores(opts.scorer, todo, training_for(todo, earlier), opts)
-    choices = {t.id: set_choice(predict(fitted, rec).steps, t.n_steps)
-               for t, rec in zip(todo, _records(todo, scores, opts.scorer), strict=True)}
-    info = [{"fold": "earlier", "labels": str(Path(labels_path).resolve()), "runs": [t.id for t in todo],
-             "n_calibration": fitted.n, "n_selection": fitted.n_selection, "method": fitted.resolved_method,
-             "q_hat": "inf" if math.isinf(fitted.q_hat) else fitted.q_hat}]
-    return choices, info
 
 
 async def own_labels(root: Path, failed: list[Trajectory], samples: int,

@@ -48,8 +48,8 @@ import structlog
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.sources.loaders import load_runs_dir
 from attribution.rollback.restart import Choice, choose_restart, rollback_one, run_of, set_choice
-from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs
-from attribution.rollback.selfcal import LABELS_NAME, SELF, earlier_labels_choices, own_labels
+from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs, training_for
+from attribution.rollback.selfcal import LABELS_NAME, SELF, labelled_runs, own_labels
 from attribution.sources.labelfile import read_labels
 from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord
 from attribution.scorers.crossfit import group_key
@@ -216,6 +216,24 @@ async def self_calibrated_choices(failed: list[Trajectory], todo: list[Trajector
         info.append({"fold": f, "runs": [t.id for t in test], "n_calibration": fitted.n,
                      "n_selection": fitted.n_selection, "method": fitted.resolved_method,
                      "q_hat": "inf" if math.isinf(fitted.q_hat) else fitted.q_hat})
+    return choices, info
+
+
+async def earlier_labels_choices(todo: list[Trajectory], labels_path: str | Path,
+                                 opts: Any) -> tuple[dict[str, Choice], list[dict[str, Any]]]:
+    """Conformal choices for ``todo`` from a calibration on the earlier failures ``labels_path`` labels."""
+    earlier = labelled_runs(read_labels(labels_path))
+    if len({t.id for t in earlier}) < 3:
+        raise UserError(f"--rollback-labels {labels_path}: {len(earlier)} labelled run(s); calibration needs three "
+                        "or more (label more failures with label-failures)")
+    cal_scores = await _scores(opts.scorer, earlier, earlier, opts)  # cross-fitted: none scored by a model that saw it
+    fitted = fit(_records(earlier, cal_scores, opts.scorer), opts.method, opts.alpha, Aggregator(), opts.seed)
+    scores = await _scores(opts.scorer, todo, training_for(todo, earlier), opts)
+    choices = {t.id: set_choice(predict(fitted, rec).steps, t.n_steps)
+               for t, rec in zip(todo, _records(todo, scores, opts.scorer), strict=True)}
+    info = [{"fold": "earlier", "labels": str(Path(labels_path).resolve()), "runs": [t.id for t in todo],
+             "n_calibration": fitted.n, "n_selection": fitted.n_selection, "method": fitted.resolved_method,
+             "q_hat": "inf" if math.isinf(fitted.q_hat) else fitted.q_hat}]
     return choices, info
 
 
