@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError, field_seriali
 from attribution.conformal._aggregators import INF, Aggregator
 from attribution.conformal._calibrate import Fitted, fit, predict
 from attribution.conformal._methods import base_methods, method_names
-from attribution.sources.labelfile import read_labels, relabel_records
+from attribution.sources.labelfile import apply_labels, read_labels
 from attribution.sources.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
@@ -109,7 +109,7 @@ def calibrate_file(
     by_run = read_labels(labels) if labels is not None else None
     records = read_score_file(scores_path)
     if by_run is not None:
-        records = relabel_records(records, by_run)
+        records = apply_labels(records, by_run)
     info = common_scorer(records, str(scores_path))
     f = fit(records, method, alpha, agg, seed, twf_fallback)
     cal = Calibration(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from attribution.sources.scorefile import ScoreRecord
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.untrusted import BadJson, parse_json
@@ -91,37 +92,23 @@ def read_labels(path: str | Path) -> dict[str, Label]:
     return out
 
 
-def _labelled_step(lab: Label | None, n_steps: int, rid: str) -> int | None:
-    """The label's decisive step for a run of ``n_steps`` steps (None unless labelled); other runs' labels refused."""
-    step = lab.decisive_step if lab is not None and lab.status == "labelled" else None
-    if lab is not None and lab.n_steps != n_steps:
-        raise UserError(f"label of {rid}: a run with {lab.n_steps} steps, but the run has {n_steps}: the labels "
-                        "are of other runs")
-    return step
+L = TypeVar("L", Trajectory, ScoreRecord)
 
 
-def relabel_records(records: Sequence[Any], labels: dict[str, Label]) -> list[Any]:
-    """Score records with the labels' decisive steps as ``mistake_step``/``mistake_agent`` (as :func:`apply_labels`)."""
-    out = []
-    for r in records:
-        lab = labels.get(r.id)
-        step = _labelled_step(lab, r.n_steps, r.id)
-        out.append(r.model_copy(update={"mistake_step": step,
-                                        "mistake_agent": lab.decisive_agent if step is not None else None}))
-    return out
-
-
-def apply_labels(trajs: Sequence[Trajectory], labels: dict[str, Label]) -> list[Trajectory]:
-    """``trajs`` with the labels' decisive steps as their ``mistake_step``/``mistake_agent``.
+def apply_labels(items: Sequence[L], labels: dict[str, Label]) -> list[L]:
+    """Trajectories or score records with the labels' decisive steps as their ``mistake_step``/``mistake_agent``.
 
     The labels replace any other label (an injected step): a run without a
     label, or whose label is not ``labelled``, gets none, so calibration skips it.
     A label made for a run of another length (another run under the same id) is a ``UserError``.
     """
     out = []
-    for t in trajs:
-        lab = labels.get(t.id)
-        step = _labelled_step(lab, t.n_steps, t.id)
-        out.append(t.model_copy(update={"mistake_step": step,
+    for x in items:
+        lab = labels.get(x.id)
+        if lab is not None and lab.n_steps != x.n_steps:
+            raise UserError(f"label of {x.id}: a run with {lab.n_steps} steps, but the run has {x.n_steps}: the "
+                            "labels are of other runs")
+        step = lab.decisive_step if lab is not None and lab.status == "labelled" else None
+        out.append(x.model_copy(update={"mistake_step": step,
                                         "mistake_agent": lab.decisive_agent if step is not None else None}))
     return out
