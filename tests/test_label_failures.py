@@ -193,7 +193,8 @@ def test_calibration_self_labels_the_sweeps_failures_by_replay_and_rolls_each_ba
     assert rec["label_tokens"] > 0 and rec["n_rolled_back"] == rec["n_failed"] == 6
     labs = read_labels(root / "labels.jsonl")
     assert all(lab.decisive_step == lab.injected_step for lab in labs.values())
-    origins = [json.loads(p.read_text())["origin"] for p in root.rglob("run_0.rollback_*.json")]
+    origins = [json.loads(p.read_text())["origin"] for p in root.rglob("run_0.rollback_*.json")
+               if p.name.count(".") == 2]  # run_0.rollback_<k>.json, not its .eval.json
     assert origins.count("sweep") == 6 and origins.count("label") == sum(lab.replays for lab in labs.values())
 
     # earlier failures' labels (the module's sweep): a plain split, nothing relabelled here

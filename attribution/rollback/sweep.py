@@ -221,7 +221,8 @@ async def self_calibrated_choices(failed: list[Trajectory], todo: list[Trajector
 
 async def earlier_labels_choices(todo: list[Trajectory], labels_path: str | Path,
                                  opts: Any) -> tuple[dict[str, Choice], list[dict[str, Any]]]:
-    """Conformal choices for ``todo`` from a calibration on the earlier failures ``labels_path`` labels."""
+    """Choices for ``todo`` from the earlier failures ``labels_path`` labels: conformal sets calibrated on them, or
+    (``top1``) the top step of the scorer trained on them."""
     earlier = labelled_runs(read_labels(labels_path))
     if len({t.id for t in earlier}) < 3:
         raise UserError(f"--rollback-labels {labels_path}: {len(earlier)} labelled run(s); calibration needs three "
@@ -229,7 +230,8 @@ async def earlier_labels_choices(todo: list[Trajectory], labels_path: str | Path
     cal_scores = await _scores(opts.scorer, earlier, earlier, opts)  # cross-fitted: none scored by a model that saw it
     fitted = fit(_records(earlier, cal_scores, opts.scorer), opts.method, opts.alpha, Aggregator(), opts.seed)
     scores = await _scores(opts.scorer, todo, training_for(todo, earlier), opts)
-    choices = {t.id: set_choice(predict(fitted, rec).steps, t.n_steps)
+    choices = {t.id: choose_restart("top1", rec, None) if opts.strategy == "top1" else
+               set_choice(predict(fitted, rec).steps, t.n_steps)
                for t, rec in zip(todo, _records(todo, scores, opts.scorer), strict=True)}
     info = [{"fold": "earlier", "labels": str(Path(labels_path).resolve()), "runs": [t.id for t in todo],
              "n_calibration": fitted.n, "n_selection": fitted.n_selection, "method": fitted.resolved_method,
