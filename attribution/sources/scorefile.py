@@ -27,7 +27,7 @@ import hashlib
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_serializer, model_validator
 
 from descriptor.errors import UserError
 from descriptor.untrusted import BadJson, parse_json
@@ -56,6 +56,13 @@ class TrainSource(BaseModel):
     train_dir: str | None = None
     labels: str | None = None
     """``labels.jsonl`` whose decisive steps label the scored source (``score-steps --labels``)."""
+
+    @model_serializer(mode="wrap")
+    def _without_null_labels(self, handler):  # files made without labels stay as they were
+        data = handler(self)
+        if data.get("labels") is None:
+            data.pop("labels", None)
+        return data
 
     def describe(self) -> str:
         """Short human-readable form for messages."""
