@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from attribution.llm.calls import server_tokenizer
 from attribution.evaluate import CaseRecord, attribute_all, attribution_metrics, scorer_metrics
+from attribution.sources.labelfile import apply_labels, read_labels
 from attribution.sources.loaders import LoadResult, load_train_dir, load_trajectories
 from attribution.sources.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSource
 from attribution.sources.trajectory import Trajectory
@@ -42,6 +43,8 @@ class SourceOptions(BaseModel):
     subset: Literal["algorithm_generated", "hand_crafted", "all"] = "all"
     max_cases: int | None = Field(default=None, ge=1)
     """Keep the first N cases of each subset (file order), for quick runs."""
+    labels: str | None = None
+    """``labels.jsonl`` of ``label-failures``: its decisive steps replace the runs' labels (``--runs-dir`` only)."""
 
 
 class ModelOptions(BaseModel):
@@ -74,8 +77,11 @@ class ScoreJob(SourceOptions, ModelOptions):
 
 def load_source(opts: SourceOptions) -> LoadResult:
     """Trajectories of the job, cut to ``max_cases`` per subset."""
+    if opts.labels is not None and opts.runs_dir is None:
+        raise UserError("--labels: counterfactual labels are of this project's runs; use it with --runs-dir")
+    by_run = read_labels(opts.labels) if opts.labels is not None else None
     loaded = load_trajectories(data_dir=opts.data_dir, runs_dir=opts.runs_dir, spans=opts.spans, subset=opts.subset)
-    trajs = loaded.trajectories
+    trajs = loaded.trajectories if by_run is None else apply_labels(loaded.trajectories, by_run)
     if opts.max_cases is not None:
         kept: list[Trajectory] = []
         per: dict[str, int] = {}
@@ -101,7 +107,8 @@ def scorer_info(job: ScoreJob) -> ScorerInfo:
         # Cross-fitting trains on the scored source itself, plus --train-dir.
         train = TrainSource(data_dir=_abspath(job.data_dir), runs_dir=_abspath(job.runs_dir),
                             spans=_abspath(job.spans), subset=job.subset,
-                            max_cases=job.max_cases, train_dir=_abspath(job.train_dir))
+                            max_cases=job.max_cases, train_dir=_abspath(job.train_dir),
+                            labels=_abspath(job.labels))
     # Trained scorers never see the reference answer, so the setting is recorded only where it matters.
     gt = None if job.scorer in TRAINED_SCORERS else job.with_ground_truth
     return ScorerInfo(scorer=job.scorer, scorer_route=job.model, scorer_with_ground_truth=gt, scorer_train=train)
@@ -112,7 +119,7 @@ def load_train_source(src: TrainSource) -> list[Trajectory]:
     trajs: list[Trajectory] = []
     if src.data_dir or src.runs_dir or src.spans:
         opts = SourceOptions(data_dir=src.data_dir, runs_dir=src.runs_dir, spans=src.spans,
-                             subset=src.subset, max_cases=src.max_cases)  # type: ignore[arg-type]
+                             subset=src.subset, max_cases=src.max_cases, labels=src.labels)  # type: ignore[arg-type]
         trajs += load_source(opts).trajectories
     if src.train_dir:
         trajs += load_train_dir(src.train_dir).trajectories
@@ -166,7 +173,8 @@ def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any], method: Any =
         what["method_settings"] = dict(method.settings)
     return {**what, "route": facts["route"], "model": facts["model_label"],
             "with_ground_truth": job.with_ground_truth, "seed": job.seed, "data_dir": _abspath(job.data_dir),
-            "runs_dir": _abspath(job.runs_dir), "spans": _abspath(job.spans), "subset": job.subset}
+            "runs_dir": _abspath(job.runs_dir), "spans": _abspath(job.spans), "subset": job.subset,
+            **({"labels": _abspath(job.labels)} if job.labels else {})}  # absent without: older files still resume
 
 
 def _read_lines(path: Path, parse: Callable[[str], Any]) -> list[Any]:

@@ -206,9 +206,9 @@ class RollbackRecord(_Record):
     """``error``: the rollback could not run to its end (a damaged checkpoint, a model call that failed for
     good): no outcome, left out of success rates and counted apart."""
     error: str | None = None
-    origin: Literal["manual", "sweep"] = "manual"
+    origin: Literal["manual", "sweep", "label"] = "manual"
     """``sweep``: made by ``run --rollback`` (summaries count only these, one per run); ``manual``: by ``rollback``
-    or ``rollback-experiment``."""
+    or ``rollback-experiment``; ``label``: a replay of ``label-failures``."""
 
 
 class RollbackSweepRecord(_Record):
@@ -219,7 +219,12 @@ class RollbackSweepRecord(_Record):
     strategy: str
     """conformal, top1, restart or oracle."""
     calibration: str | None = None
-    """The ``--calibration`` file; None: calibrated on the sweep's own failed runs, cross-fitted (see ``folds``)."""
+    """The ``--calibration`` file; ``self``: calibrated on replay labels (see ``labels``); None: on the sweep's own
+    injected labels, cross-fitted (see ``folds``)."""
+    labels: str | None = None
+    """``calibration: self``: the labels.jsonl of ``label-failures`` the calibration's decisive steps came from."""
+    label_tokens: int = 0
+    """``calibration: self`` on the sweep's own failures: tokens the labelling replays spent (beyond the rollbacks)."""
     scorer: str | None = None
     """Step scorer of conformal and top1."""
     method: str | None = None

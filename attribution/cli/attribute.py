@@ -17,6 +17,9 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subset", choices=("algorithm_generated", "hand_crafted", "all"), default="all",
                    help="Who&When subset (default all)")
     p.add_argument("--max-cases", type=positive_int, default=None, help="keep the first N cases of each subset")
+    p.add_argument("--labels", default=None,
+                   help="labels.jsonl of label-failures (with --runs-dir): its decisive steps replace the runs' "
+                        "labels; runs it does not label have none")
     p.add_argument("--model", default=None,
                    help="model route (embedded, scripted, or a [models.NAME] of --config); LLM methods need it")
     p.add_argument("--config", default=None, help="experiment TOML with the model routes (default: built-ins)")
@@ -31,7 +34,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 def _source_kwargs(args: argparse.Namespace) -> dict[str, object]:
     return {"data_dir": args.data_dir, "runs_dir": args.runs_dir, "spans": args.spans, "subset": args.subset,
-            "max_cases": args.max_cases, "model": args.model, "config": args.config, "seed": args.seed,
+            "max_cases": args.max_cases, "labels": args.labels, "model": args.model, "config": args.config, "seed": args.seed,
             "with_ground_truth": args.with_ground_truth, "concurrency": args.concurrency}
 
 

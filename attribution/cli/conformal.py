@@ -55,7 +55,8 @@ def _conformal(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from attribution.conformal import calibrate_file
 
-    cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback)
+    cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback,
+                         labels=args.labels)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
     scorer = cal.scorer or "an unrecorded scorer"
     chosen = f", the method chosen on {cal.n_selection} others" if cal.n_selection else ""
@@ -99,6 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_set_options(p)
     p.add_argument("--method", required=True, choices=method_names(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
+    p.add_argument("--labels", default=None,
+                   help="labels.jsonl of label-failures: its decisive steps replace the score file's mistake_step "
+                        "(records it does not label are skipped)")
     p.add_argument("--out", required=True, help="calibration.json to write")
     p.set_defaults(func=_calibrate)
 

@@ -1,4 +1,5 @@
-"""Commands: ``rollback`` (one failed run) and ``rollback-experiment`` (every failed run of a sweep)."""
+"""Commands: ``rollback`` (one failed run), ``rollback-experiment`` (every failed run of a sweep) and
+``label-failures`` (their decisive steps by replay)."""
 
 from __future__ import annotations
 
@@ -115,6 +116,26 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_label_failures(args: argparse.Namespace) -> int:
+    from attribution.rollback.labels import label_failures
+    from mas.cli import print_table
+
+    labels = asyncio.run(label_failures(args.experiment_root, samples=args.samples, out=args.out,
+                                        concurrency=args.concurrency))
+    done = [lab for lab in labels if lab.status == "labelled"]
+    known = [lab for lab in done if lab.injected_step is not None]
+    row = {"failed": len(labels), "labelled": len(done),
+           "unrepairable": sum(lab.status == "unrepairable" for lab in labels),
+           "errors": sum(lab.status == "error" for lab in labels),
+           "replays_mean": f"{sum(lab.replays for lab in labels) / len(labels):.2f}",
+           "tokens_mean": f"{sum(lab.tokens for lab in labels) / len(labels):.0f}"}
+    if known:  # scripted runs with an injected error: how often the replay finds it
+        row["equals_injected"] = f"{sum(lab.decisive_step == lab.injected_step for lab in known)}/{len(known)}"
+    print_table([row], "label-failures")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _add_scoring(p: argparse.ArgumentParser) -> None:
     """Scorer options; each defaults to what the calibration recorded about its scores."""
     p.add_argument("--scorer", default=None,
@@ -158,3 +179,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_rollback_experiment)
+
+    p = sub.add_parser("label-failures", help="find each failed run's decisive step by replay from its checkpoints",
+                       description="Restarts each failed run at step k (re-executing k onward, as a rollback does) "
+                                   "and re-evaluates it; the decisive step is the latest k whose restart succeeds, "
+                                   "found by bisection over the restart points (about log2(steps) + 1 probed points "
+                                   "per run). Writes one JSON line per failed run: run_id, status, decisive_step, "
+                                   "decisive_agent, flip_probability and its Wilson interval flip_ci, replays, "
+                                   "tokens, probes. score-steps --labels and calibrate --labels read it.")
+    p.add_argument("--experiment-root", required=True, help="the sweep whose failed runs are labelled")
+    p.add_argument("--samples", type=positive_int, default=1,
+                   help="replays per probed point, each with its own seed (default 1; more for a stochastic "
+                        "model: a point flips when any of its replays succeeds)")
+    p.add_argument("--concurrency", type=positive_int, default=2, help="runs labelled at once (default 2)")
+    p.add_argument("--out", required=True, help="labels.jsonl to write")
+    p.set_defaults(func=cmd_label_failures)

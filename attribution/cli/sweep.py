@@ -30,7 +30,8 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
 
     if args.rollback is None:
         given = [f for f, v in (("--calibration", args.calibration), ("--rollback-scorer", args.rollback_scorer),
-                                ("--rollback-method", args.rollback_method), ("--rollback-alpha", args.rollback_alpha))
+                                ("--rollback-method", args.rollback_method), ("--rollback-alpha", args.rollback_alpha),
+                                ("--rollback-labels", args.rollback_labels))
                  if v is not None]
         if given:
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
@@ -38,7 +39,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
 
     from attribution.rollback.sweep import SweepRollbackOptions, check_options
 
-    if args.calibration is not None:
+    if args.calibration is not None and args.calibration != "self":
         clash = [f for f, v in (("--rollback-scorer", args.rollback_scorer),
                                 ("--rollback-method", args.rollback_method),
                                 ("--rollback-alpha", args.rollback_alpha)) if v is not None]
@@ -48,7 +49,8 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
     opts = SweepRollbackOptions(
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
-        folds=args.rollback_folds, seed=req.cfg.seed)
+        folds=args.rollback_folds, seed=req.cfg.seed, labels=args.rollback_labels,
+        label_samples=args.rollback_label_samples)
     calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
     return lambda results: roll_back(req, opts, calibration)
 
@@ -92,8 +94,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                         "shows success before and after")
     g.add_argument("--calibration", metavar="FILE",
                    help="calibration.json from `calibrate` for --rollback conformal/top1 (it names the scorer); "
-                        "default: calibrate on the sweep's own failed runs, cross-fitted (needs --model scripted "
-                        "--inject-errors)")
+                        "self: calibrate on decisive steps found by replay (label-failures), of --rollback-labels "
+                        "or else of the sweep's own failed runs, cross-fitted; default: calibrate on the sweep's own "
+                        "injected errors, cross-fitted (needs --model scripted --inject-errors)")
     g.add_argument("--rollback-scorer", choices=("learned", "position"),
                    help="self-calibration: trained step scorer (default learned)")
     g.add_argument("--rollback-method",
@@ -103,6 +106,11 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                    help="self-calibration: miscoverage level, target coverage 1 - ALPHA (default 0.1)")
     g.add_argument("--rollback-folds", type=int, default=5, metavar="K",
                    help="self-calibration: cross-fitting folds (default 5)")
+    g.add_argument("--rollback-labels", metavar="FILE",
+                   help="--calibration self: labels.jsonl of label-failures on earlier failures of the same system "
+                        "(default: label this sweep's failed runs by replay, written to <root>/labels.jsonl)")
+    g.add_argument("--rollback-label-samples", type=int, default=1, metavar="M",
+                   help="--calibration self without --rollback-labels: replays per probed point (default 1)")
 
 
 ROLLBACK_HOOK = SWEEP_HOOKS.register("rollback", SweepHook(add_arguments=add_arguments, prepare=prepare),

@@ -11,6 +11,7 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError, field_seriali
 from attribution.conformal._aggregators import INF, Aggregator
 from attribution.conformal._calibrate import Fitted, fit, predict
 from attribution.conformal._methods import base_methods, method_names
+from attribution.sources.labelfile import apply_labels, read_labels
 from attribution.sources.scorefile import ScorerFields, common_scorer, fingerprint, read_score_file
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
@@ -71,6 +72,8 @@ class Calibration(ScorerFields):
     """auto only: mean inner-CV removal rate of each candidate."""
     auto_coverage: dict[str, float] | None = None
     """auto only: mean inner-CV coverage of each candidate."""
+    labels_path: str | None = None
+    """``labels.jsonl`` of ``label-failures`` whose decisive steps replaced the score file's ``mistake_step``."""
 
     @field_validator("q_hat")
     @classmethod
@@ -96,10 +99,17 @@ class Calibration(ScorerFields):
 
 def calibrate_file(
     scores_path: str | Path, method: str, alpha: float, agg: Aggregator, seed: int, out: str | Path,
-    twf_fallback: bool = False,
+    twf_fallback: bool = False, labels: str | Path | None = None,
 ) -> Calibration:
-    """Fit on a score file and write ``out`` (calibration.json) atomically, with the file's scorer."""
+    """Fit on a score file and write ``out`` (calibration.json) atomically, with the file's scorer.
+
+    ``labels`` (``labels.jsonl`` of ``label-failures``): its decisive steps replace the records' ``mistake_step``
+    (a record it does not label has none and is skipped).
+    """
+    by_run = read_labels(labels) if labels is not None else None
     records = read_score_file(scores_path)
+    if by_run is not None:
+        records = apply_labels(records, by_run)
     info = common_scorer(records, str(scores_path))
     f = fit(records, method, alpha, agg, seed, twf_fallback)
     cal = Calibration(
@@ -107,7 +117,8 @@ def calibrate_file(
         lam=agg.lam, beta=agg.beta, alpha=alpha, q_hat=f.q_hat, n=f.n, n_skipped=f.n_skipped,
         n_selection=f.n_selection, seed=seed, twf_fallback=twf_fallback,
         fingerprint=fingerprint(scores_path), scores_path=str(scores_path), auto_rates=f.auto_rates,
-        auto_coverage=f.auto_coverage, **info.model_dump(),
+        auto_coverage=f.auto_coverage, labels_path=None if labels is None else str(Path(labels).resolve()),
+        **info.model_dump(),
     )
     write_json_atomic(out, cal.model_dump(mode="json"))
     return cal

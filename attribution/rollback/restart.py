@@ -129,9 +129,10 @@ def next_rollback_index(run: RunPaths) -> int:
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
                        calibration: Calibration | None, scoring_nfe: int = 0,
                        choice: Choice | None = None, keep_going: bool = False,
-                       origin: str = "manual") -> RollbackRecord:
+                       origin: str = "manual", seed: int | None = None) -> RollbackRecord:
     """Choose the restart step for ``strategy`` (unless ``choice`` is given), restart the run, and write
-    ``rollback_<k>.json`` (``origin``: ``sweep`` for the automatic rollback of ``run --rollback``).
+    ``rollback_<k>.json`` (``origin``: ``sweep`` for the automatic rollback of ``run --rollback``, ``label`` for
+    a replay of ``label-failures``; ``seed``: another seed for the resumed part than the run's).
 
     A rollback that cannot start (a missing or damaged checkpoint) raises
     :class:`UserError`, or with ``keep_going`` returns a ``status: error``
@@ -155,7 +156,7 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
         if state_id is None:
             raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
         outcome = await resume_run(run, checkpoint_id=state_id, note=rollback_note(traj, restart), rollback_index=k,
-                                   first_step=restart)
+                                   first_step=restart, seed=seed)
     except UserError as err:
         if not keep_going:
             raise

@@ -48,7 +48,9 @@ import structlog
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.sources.loaders import load_runs_dir
 from attribution.rollback.restart import Choice, choose_restart, rollback_one, run_of, set_choice
-from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs
+from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs, training_for
+from attribution.rollback.selfcal import LABELS_NAME, SELF, labelled_runs, own_labels
+from attribution.sources.labelfile import read_labels
 from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord
 from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
@@ -83,6 +85,10 @@ class SweepRollbackOptions:
     folds: int = 5
     """Self-calibration: outer cross-fitting folds (and the scorer's inner ones)."""
     seed: int = 0
+    labels: str | None = None
+    """``calibration: self``: labels.jsonl of earlier failures of the system; None: label this sweep's own."""
+    label_samples: int = 1
+    """``calibration: self`` without ``labels``: replays per probed point when labelling this sweep's failures."""
 
 
 def _injects(cfg: ExperimentConfig, systems: list[str] | None) -> bool:
@@ -119,12 +125,20 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
                         "set it to 'failed' (the default) or 'all'")
     if opts.calibration is not None and opts.strategy not in SELF_CALIBRATED:
         raise UserError(f"--calibration is used by --rollback conformal or top1, not by {opts.strategy}")
-    if opts.calibration is not None:
+    if opts.labels is not None and opts.calibration != SELF:
+        raise UserError("--rollback-labels: the labels calibrate --calibration self; add it (or drop the labels)")
+    if opts.calibration == SELF:
+        if opts.labels is not None:
+            read_labels(opts.labels)  # a missing or bad file stops here, before any run
+        if opts.label_samples < 1:
+            raise UserError(f"--rollback-label-samples must be at least 1 (got {opts.label_samples})")
+    elif opts.calibration is not None:
         return load_calibration(opts.calibration)
-    if (opts.strategy in SELF_CALIBRATED or opts.strategy == "oracle") and not _injects(cfg, systems):
+    elif (opts.strategy in SELF_CALIBRATED or opts.strategy == "oracle") and not _injects(cfg, systems):
         raise UserError(f"--rollback {opts.strategy} without --calibration needs the failed runs' decisive steps, "
                         "which only the scripted model's injected errors give (--model scripted --inject-errors "
-                        "RATE); pass --calibration FILE (from `calibrate`) for other runs")
+                        "RATE); pass --calibration FILE (from `calibrate`) for other runs, or --calibration self to "
+                        "label the failures by replay")
     if opts.strategy in SELF_CALIBRATED and opts.scorer not in TRAINED_SCORERS:
         raise UserError(f"--rollback-scorer {opts.scorer!r}: self-calibration trains its scorer on the sweep's "
                         f"failed runs; expected one of {', '.join(sorted(TRAINED_SCORERS))}")
@@ -205,6 +219,26 @@ async def self_calibrated_choices(failed: list[Trajectory], todo: list[Trajector
     return choices, info
 
 
+async def earlier_labels_choices(todo: list[Trajectory], labels_path: str | Path,
+                                 opts: Any) -> tuple[dict[str, Choice], list[dict[str, Any]]]:
+    """Choices for ``todo`` from the earlier failures ``labels_path`` labels: conformal sets calibrated on them, or
+    (``top1``) the top step of the scorer trained on them."""
+    earlier = labelled_runs(read_labels(labels_path))
+    if len({t.id for t in earlier}) < 3:
+        raise UserError(f"--rollback-labels {labels_path}: {len(earlier)} labelled run(s); calibration needs three "
+                        "or more (label more failures with label-failures)")
+    cal_scores = await _scores(opts.scorer, earlier, earlier, opts)  # cross-fitted: none scored by a model that saw it
+    fitted = fit(_records(earlier, cal_scores, opts.scorer), opts.method, opts.alpha, Aggregator(), opts.seed)
+    scores = await _scores(opts.scorer, todo, training_for(todo, earlier), opts)
+    choices = {t.id: choose_restart("top1", rec, None) if opts.strategy == "top1" else
+               set_choice(predict(fitted, rec).steps, t.n_steps)
+               for t, rec in zip(todo, _records(todo, scores, opts.scorer), strict=True)}
+    info = [{"fold": "earlier", "labels": str(Path(labels_path).resolve()), "runs": [t.id for t in todo],
+             "n_calibration": fitted.n, "n_selection": fitted.n_selection, "method": fitted.resolved_method,
+             "q_hat": "inf" if math.isinf(fitted.q_hat) else fitted.q_hat}]
+    return choices, info
+
+
 async def _choices(failed: list[Trajectory], todo: list[Trajectory], opts: SweepRollbackOptions,
                    calibration: Calibration | None) -> tuple[dict[str, tuple[Choice, int]], list[dict[str, Any]],
                                                               str | None]:
@@ -221,6 +255,9 @@ async def _choices(failed: list[Trajectory], todo: list[Trajectory], opts: Sweep
         scores = await score_runs(todo, setup)
         return ({t.id: (choose_restart(s, sc, calibration), sc.nfe or 0) for t, sc in zip(todo, scores)}, [],
                 setup.scorer)
+    if opts.calibration == SELF and opts.labels is not None:
+        choices, info = await earlier_labels_choices(todo, opts.labels, opts)
+        return {k: (c, 0) for k, c in choices.items()}, info, opts.scorer
     if s == "top1":
         labelled = [t for t in failed if t.mistake_step is not None]
         scores = await _scores(opts.scorer, todo, labelled, opts)
@@ -248,6 +285,14 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         failed = load_runs_dir(root).trajectories
         # once per run: a run whose sweep rollback ran to its end is done; one that ended in an error is retried
         todo = [t for t in failed if (prev := sweep_rollback(run_of(t))) is None or prev.status == "error"]
+        labelling: dict[str, Any] = {}
+        if todo and opts.calibration == SELF and opts.labels is None:  # the sweep's own failures, labelled by replay
+            failed, label_tokens = await own_labels(root, failed, opts.label_samples, concurrency)
+            by_id = {t.id: t for t in failed}
+            todo = [by_id[t.id] for t in todo]
+            labelling = {"labels": str((root / LABELS_NAME).resolve()), "label_tokens": label_tokens}
+        elif opts.labels is not None:
+            labelling = {"labels": str(Path(opts.labels).resolve())}
         choices, folds, scorer = await _choices(failed, todo, opts, calibration) if todo else ({}, [], None)
         recs = await asyncio.gather(*(one(t) for t in todo if t.id in choices))
     errors = [f"{r.run}: {r.error}" for r in recs if r.status == "error"]
@@ -255,13 +300,14 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         log.warning("rollback failed", error=e)
     done = [r for r in recs if r.status != "error"]
     record = RollbackSweepRecord(
-        strategy=opts.strategy, calibration=None if opts.calibration is None else str(Path(opts.calibration).resolve()),
+        strategy=opts.strategy, calibration=opts.calibration if opts.calibration in (None, SELF) else str(
+            Path(opts.calibration).resolve()),
         scorer=scorer, method=calibration.method if calibration is not None else (
             opts.method if opts.strategy == "conformal" else None),
         alpha=calibration.alpha if calibration is not None else (opts.alpha if opts.strategy == "conformal" else None),
         folds=folds, n_failed=len(failed), n_rolled_back=len(done), n_already=len(failed) - len(todo),
         n_errors=len(errors), n_without_choice=len(todo) - len([t for t in todo if t.id in choices]),
-        errors=errors[:20], wall_time_s=time.perf_counter() - t0,
+        errors=errors[:20], wall_time_s=time.perf_counter() - t0, **labelling,
     )
     write_json_atomic(root / ROLLBACK_SWEEP_NAME, record)
     return record

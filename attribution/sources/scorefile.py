@@ -27,7 +27,7 @@ import hashlib
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_serializer, model_validator
 
 from descriptor.errors import UserError
 from descriptor.untrusted import BadJson, parse_json
@@ -54,12 +54,21 @@ class TrainSource(BaseModel):
     subset: str = "all"
     max_cases: int | None = None
     train_dir: str | None = None
+    labels: str | None = None
+    """``labels.jsonl`` whose decisive steps label the scored source (``score-steps --labels``)."""
+
+    @model_serializer(mode="wrap")
+    def _without_null_labels(self, handler):  # files made without labels stay as they were
+        data = handler(self)
+        if data.get("labels") is None:
+            data.pop("labels", None)
+        return data
 
     def describe(self) -> str:
         """Short human-readable form for messages."""
         parts = [f"--{k.replace('_', '-')} {v}" for k, v in
                  (("data_dir", self.data_dir), ("runs_dir", self.runs_dir), ("spans", self.spans),
-                  ("train_dir", self.train_dir)) if v]
+                  ("train_dir", self.train_dir), ("labels", self.labels)) if v]
         return " ".join(parts) or "nothing"
 
 

@@ -368,14 +368,14 @@ class ResumeOutcome:
 
 
 async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_index: int,
-                     first_step: int) -> ResumeOutcome:
+                     first_step: int, seed: int | None = None) -> ResumeOutcome:
     """Fork run ``run`` at checkpoint ``checkpoint_id``, tell its agents ``note``, run it to the end, evaluate.
 
     Writes ``run_<r>.rollback_<k>.trace.jsonl``, ``.eval.json`` and a copy of
     the checkpoint database (the original run's files are never touched).
     The resumed steps are numbered from ``first_step`` and marked
     ``payload.redo``. A scripted injection that already fired does not fire
-    again.
+    again. ``seed`` replaces the run's seed for the resumed part (another sample of a stochastic model).
     """
     try:
         meta = read_metadata(run)
@@ -397,7 +397,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
-    rt = run_context(cfg, bench, task, seed=meta.seed, injection=injection, options=meta.system_options)
+    rt = run_context(cfg, bench, task, seed=meta.seed if seed is None else seed, injection=injection,
+                     options=meta.system_options)
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()

@@ -1,0 +1,153 @@
+"""Counterfactual labels of the project's own failed runs: the decisive step, found by replay.
+
+Restarting a failed run at step ``k`` forks the checkpoint before ``k`` and
+re-executes ``k`` onward (:func:`attribution.rollback.restart.rollback_one`,
+with the same note a rollback gives), then re-evaluates the answer. The
+restart *flips* the outcome when the replay succeeds. The decisive step is the
+latest ``k`` whose restart flips it: every earlier restart redoes it too, every
+later one keeps it in the history. Restarts are only possible at super-step
+starts (steps sharing a checkpoint are redone together,
+:func:`~attribution.rollback.restart.superstep_start`), so the candidates are
+those and a label is always one of them.
+
+Assuming flips are monotone in ``k`` (a restart before the decisive step
+redoes it), the latest flipping candidate is found by bisection: about
+``log2(candidates) + 1`` probed points per failure instead of one per step.
+Each point is replayed ``samples`` times (each with its own seed, so a
+stochastic model draws again); a point flips when at least one replay
+succeeds, and the label carries the decisive point's flip share with its
+Wilson interval. A failure that not even a full restart flips has no
+decisive step (``status: unrepairable``), and is left out of calibration.
+
+The scripted double's injected error fires once per run: a resumed run whose
+injection already fired never injects again (:func:`mas.sweep.runner.resume_run`).
+So a restart at or before the injected step re-executes that step correctly and
+flips, and a later one keeps the wrong step: the label is the injected step's
+super-step start, the injected step itself when every step has its own checkpoint.
+
+Every replay is a rollback of the run (``rollback_<k>.json`` with ``origin:
+label``; the sweep summaries ignore it), so its tokens and answer stay on record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import structlog
+
+from attribution.rollback.restart import Choice, rollback_one, run_of
+from attribution.sources.labelfile import Label, Probe
+from attribution.sources.loaders import load_runs_dir
+from attribution.sources.trajectory import Trajectory
+from descriptor.errors import UserError
+from descriptor.io import write_text_atomic
+from descriptor.run_files import RunFileError, read_metadata
+from descriptor.stats import wilson_interval
+
+log = structlog.get_logger(__name__)
+
+SEED_STRIDE = 1_000_003
+"""Sample ``j`` of a point replays with the run's seed + j × this (sample 0 keeps the run's seed)."""
+
+
+def restart_points(traj: Trajectory) -> list[int]:
+    """The steps a restart can really start at: first steps of their super-step, with a checkpoint, ascending."""
+    seen: set[str] = set()
+    out = []
+    for s in traj.steps:
+        if s.state_id is not None and s.state_id not in seen:
+            seen.add(s.state_id)
+            out.append(s.index)
+    return out
+
+
+async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) -> Probe:
+    wins = done = errors = tokens = 0
+    for j in range(samples):  # one after another: each replay takes the run's next rollback index
+        rec = await rollback_one(traj, strategy="label", scores=None, calibration=None, keep_going=True,
+                                 choice=Choice(members=[step], step=step), origin="label",
+                                 seed=None if j == 0 or seed is None else seed + j * SEED_STRIDE)
+        tokens += rec.tokens
+        if rec.status == "error":
+            errors += 1
+            log.warning("label replay ended in an error", run=rec.run, step=step, error=(rec.error or "")[:300])
+            continue
+        done += 1
+        wins += rec.success
+    return Probe(step=step, successes=wins, samples=done, errors=errors, tokens=tokens)
+
+
+def _run_seed(traj: Trajectory) -> int | None:
+    try:
+        return read_metadata(run_of(traj)).seed
+    except RunFileError:
+        return None
+
+
+async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
+    """The decisive step of one failed run by bisection over its restart points (see the module docstring)."""
+    points = restart_points(traj)
+    probes: list[Probe] = []
+    common = {"run_id": traj.id, "run": str(run_of(traj).prefix), "n_steps": traj.n_steps, "candidates": len(points), "samples": samples,
+              "injected_step": traj.mistake_step}
+    if not points:
+        return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,
+                     flip_ci=None, replays=0, tokens=0, probes=[], error="no step has a checkpoint to restart from")
+    seed = _run_seed(traj)
+    by_index: dict[int, Probe] = {}
+
+    async def flips(i: int) -> bool:
+        p = await _probe(traj, points[i], samples, seed)
+        probes.append(p)
+        by_index[i] = p
+        if p.samples == 0:
+            raise _Unreplayable(p)
+        return p.flips
+
+    try:
+        lo, hi = 0, len(points)  # invariant: the decisive point is in [lo, hi); point 0 is presumed to flip
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if await flips(mid):
+                lo = mid
+            else:
+                hi = mid
+        if lo not in by_index:
+            await flips(lo)
+    except _Unreplayable:
+        return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,
+                     flip_ci=None, replays=sum(p.samples + p.errors for p in probes),
+                     tokens=sum(p.tokens for p in probes), probes=probes, error="every replay ended in an error")
+    best = by_index[lo]
+    total = {"replays": sum(p.samples + p.errors for p in probes), "tokens": sum(p.tokens for p in probes)}
+    if not best.flips:  # only possible at point 0: not even a full restart repairs the run
+        return Label(**common, **total, status="unrepairable", decisive_step=None, decisive_agent=None,
+                     flip_probability=0.0, flip_ci=wilson_interval(0, best.samples), probes=probes)
+    return Label(**common, **total, status="labelled", decisive_step=best.step,
+                 decisive_agent=traj.steps[best.step].agent, flip_probability=best.successes / best.samples,
+                 flip_ci=wilson_interval(best.successes, best.samples), probes=probes)
+
+
+class _Unreplayable(Exception):
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+
+async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: str | Path,
+                         concurrency: int = 2) -> list[Label]:
+    """Label every failed run under ``experiment_root``; write ``out`` (JSONL, one :class:`Label` a line) atomically."""
+    if samples < 1:
+        raise UserError(f"--samples must be at least 1 (got {samples})")
+    failed = load_runs_dir(experiment_root).trajectories
+    if not failed:
+        raise UserError(f"{experiment_root}: no failed run to label")
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(t: Trajectory) -> Label:
+        async with gate:  # runs in parallel; the replays of one run in sequence (bisection)
+            return await label_failure(t, samples=samples)
+
+    labels = await asyncio.gather(*(one(t) for t in failed))
+    write_text_atomic(out, "".join(lab.model_dump_json() + "\n" for lab in labels))
+    return list(labels)

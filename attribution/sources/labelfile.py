@@ -1,0 +1,114 @@
+"""``labels.jsonl`` of ``label-failures``: counterfactual decisive steps of failed runs, and applying them.
+
+Written by :mod:`attribution.rollback.labels`; read by ``score-steps --labels`` and ``calibrate --labels``
+(the labels replace the runs' ``mistake_step``), so conformal sets are calibrated on the system's own failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from attribution.sources.scorefile import ScoreRecord
+from attribution.sources.trajectory import Trajectory
+from descriptor.errors import UserError
+from descriptor.untrusted import BadJson, parse_json
+
+
+class Probe(BaseModel):
+    """The replays of one restart point."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    """Restart step (a super-step start)."""
+    successes: int
+    """Replays whose answer was judged correct."""
+    samples: int
+    """Replays that ran to their end (errored ones are left out)."""
+    errors: int = 0
+    """Replays that ended in an infrastructure error (no outcome)."""
+    tokens: int
+    """Tokens the replays at this point spent."""
+
+    @property
+    def flips(self) -> bool:
+        return self.successes > 0
+
+
+class Label(BaseModel):
+    """One line of ``labels.jsonl``: a failed run's counterfactual decisive step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    """The run's trajectory id (its path relative to the experiment root), as ``score-steps`` writes it."""
+    run: str | None = None
+    """Path prefix of the run (``.../task/run_<r>``), so the labelled run can be found from anywhere."""
+    status: Literal["labelled", "unrepairable", "error"]
+    """``unrepairable``: no restart flipped the outcome; ``error``: the run could not be replayed."""
+    decisive_step: int | None
+    """Latest restart step whose replay flips the outcome (a super-step start); null unless labelled."""
+    decisive_agent: str | None
+    """Agent of the decisive step."""
+    flip_probability: float | None
+    """Share of the decisive point's replays that succeeded."""
+    flip_ci: tuple[float, float] | None
+    """Wilson 95 % interval of ``flip_probability``."""
+    replays: int
+    """Replayed continuations (samples over every probed point, errored ones included)."""
+    tokens: int
+    """Tokens the replays spent, in total."""
+    n_steps: int
+    """Trajectory steps of the failed run."""
+    candidates: int
+    """Restart points (super-step starts) the bisection chose among."""
+    samples: int
+    """Replays per probed point."""
+    probes: list[Probe]
+    """Every probed point, in probing order."""
+    injected_step: int | None = None
+    """The scripted double's injected step, when the run has one (for checking the label; not used by it)."""
+    error: str | None = None
+
+
+def read_labels(path: str | Path) -> dict[str, Label]:
+    """``labels.jsonl`` by run id; a bad line is a ``UserError`` naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"--labels {path}: file not found (write it with `label-failures`)")
+    out: dict[str, Label] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            lab = Label.model_validate(parse_json(line))
+        except (BadJson, ValidationError) as err:
+            raise UserError(f"{path}:{n}: not a label line of label-failures ({str(err).splitlines()[0]})") from None
+        out[lab.run_id] = lab
+    return out
+
+
+L = TypeVar("L", Trajectory, ScoreRecord)
+
+
+def apply_labels(items: Sequence[L], labels: dict[str, Label]) -> list[L]:
+    """Trajectories or score records with the labels' decisive steps as their ``mistake_step``/``mistake_agent``.
+
+    The labels replace any other label (an injected step): a run without a
+    label, or whose label is not ``labelled``, gets none, so calibration skips it.
+    A label made for a run of another length (another run under the same id) is a ``UserError``.
+    """
+    out = []
+    for x in items:
+        lab = labels.get(x.id)
+        if lab is not None and lab.n_steps != x.n_steps:
+            raise UserError(f"label of {x.id}: a run with {lab.n_steps} steps, but the run has {x.n_steps}: the "
+                            "labels are of other runs")
+        step = lab.decisive_step if lab is not None and lab.status == "labelled" else None
+        out.append(x.model_copy(update={"mistake_step": step,
+                                        "mistake_agent": lab.decisive_agent if step is not None else None}))
+    return out

@@ -1,0 +1,220 @@
+"""label-failures: a failed run's decisive step by counterfactual replay from its checkpoints, and its use by
+score-steps and calibrate."""
+
+import asyncio
+import json
+import math
+
+import pytest
+
+from attribution.rollback import labels as labels_mod
+from attribution.rollback.labels import label_failure, restart_points
+from attribution.sources.labelfile import Probe, apply_labels, read_labels
+from attribution.sources.trajectory import Step, Trajectory
+from descriptor.errors import UserError
+from descriptor.records import RollbackRecord
+from main import main
+
+
+@pytest.fixture(scope="module")
+def injected_sweep(tmp_path_factory):
+    """Three scripted sas runs on arith, each with one injected wrong step (uniform position)."""
+    root = tmp_path_factory.mktemp("labels")
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--inject-position", "uniform", "--task-limit", "3", "--seed", "3", "--output-root", str(root),
+                 "--experiment-id", "e", "--progress", "none"]) == 0
+    return root / "e"
+
+
+@pytest.fixture(scope="module")
+def labelled(injected_sweep):
+    out = injected_sweep.parent / "labels.jsonl"
+    assert main(["label-failures", "--experiment-root", str(injected_sweep), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.slow  # a scripted sweep and its labelling: ~40 s on a loaded machine
+def test_the_label_is_the_injected_step_within_the_bisection_budget(labelled):
+    lines = [json.loads(x) for x in labelled.read_text().splitlines()]
+    assert len(lines) == 3
+    for lab in lines:
+        assert lab["status"] == "labelled" and lab["decisive_step"] == lab["injected_step"]
+        assert lab["decisive_agent"] == "solver"
+        assert lab["flip_probability"] == 1.0 and lab["flip_ci"][1] == 1.0 and lab["flip_ci"][0] < 1.0
+        assert lab["replays"] <= 2 * math.log2(lab["n_steps"]) + 2
+        assert lab["replays"] == len(lab["probes"]) and lab["tokens"] == sum(p["tokens"] for p in lab["probes"]) > 0
+        # the bisection's evidence: the decisive point flips, the next restart point (if probed) does not
+        flips = {p["step"]: p["successes"] > 0 for p in lab["probes"]}
+        assert flips[lab["decisive_step"]] and not any(f for s, f in flips.items() if s > lab["decisive_step"])
+
+
+@pytest.mark.slow  # a scripted sweep and its labelling: ~40 s on a loaded machine
+def test_replays_are_kept_as_label_rollbacks_that_the_sweep_summaries_ignore(labelled, injected_sweep):
+    from descriptor.layout import RunPaths
+    from descriptor.rollback_summary import sweep_rollback
+
+    run = RunPaths(next(p.parent for p in injected_sweep.rglob("run_0.result.json")), 0)
+    recs = [RollbackRecord.model_validate_json(run.for_rollback(k).rollback_record.read_text())
+            for k in run.rollbacks()]
+    assert recs and all(r.origin == "label" and r.strategy == "label" for r in recs)
+    assert sweep_rollback(run) is None
+
+
+@pytest.mark.slow  # a scripted sweep and its labelling: ~40 s on a loaded machine
+def test_score_steps_and_calibrate_take_the_labels_in_place_of_the_injected_steps(labelled, injected_sweep, tmp_path):
+    labs = read_labels(labelled)
+    first, second, third = sorted(labs)
+    # move one label, and leave another run unlabelled: the labels, not the injection, must reach the records
+    moved = labs[first].model_copy(update={"decisive_step": 0, "decisive_agent": "moved"})
+    unlabelled = labs[second].model_copy(update={"status": "unrepairable", "decisive_step": None})
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(x.model_dump_json() + "\n" for x in (moved, unlabelled, labs[third])))
+    scores = tmp_path / "scores.jsonl"
+    assert main(["score-steps", "--runs-dir", str(injected_sweep), "--labels", str(path), "--scorer", "position",
+                 "--out", str(scores)]) == 0
+    rows = {r["id"]: r for r in map(json.loads, scores.read_text().splitlines())}
+    assert rows[first]["mistake_step"] == 0 and rows[first]["mistake_agent"] == "moved"
+    assert rows[second]["mistake_step"] is None
+    assert rows[third]["mistake_step"] == labs[third].decisive_step
+    assert rows[first]["scorer_train"]["labels"] == str(path.resolve())  # a rollback retrains on the same labels
+
+    # calibrate --labels relabels a score file made without them
+    plain = tmp_path / "plain.jsonl"
+    assert main(["score-steps", "--runs-dir", str(injected_sweep), "--scorer", "position", "--out", str(plain)]) == 0
+    cal = tmp_path / "cal.json"
+    assert main(["calibrate", "--scores", str(plain), "--labels", str(path), "--method", "rf", "--alpha", "0.5",
+                 "--out", str(cal)]) == 0
+    c = json.loads(cal.read_text())
+    assert c["n"] + c["n_selection"] == 2 and c["n_skipped"] == 1 and c["labels_path"] == str(path.resolve())
+
+
+@pytest.mark.slow  # a scripted sweep and its labelling: ~40 s on a loaded machine
+def test_labels_of_other_runs_and_bad_lines_are_refused(labelled, tmp_path, capsys):
+    labs = read_labels(labelled)
+    rid = next(iter(labs))
+    traj = Trajectory(id=rid, query="q", steps=[Step(index=0, agent="a", content="x")])
+    with pytest.raises(UserError, match="labels are of other runs"):
+        apply_labels([traj], labs)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(labelled.read_text() + '{"run_id": "x"}\n')
+    scores = tmp_path / "s.jsonl"
+    scores.write_text("")
+    assert main(["calibrate", "--scores", str(scores), "--labels", str(bad), "--method", "rf", "--alpha", "0.2",
+                 "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4" in err and "label-failures" in err
+    assert main(["score-steps", "--data-dir", str(tmp_path), "--labels", str(labelled), "--scorer", "position",
+                 "--out", str(scores)]) == 2
+    assert "--runs-dir" in capsys.readouterr().err
+
+
+def _traj(n, shared=()):
+    """A trajectory of ``n`` steps, each with its own checkpoint except the ``shared`` (step, with_step) pairs."""
+    ids = [f"c{i}" for i in range(n)]
+    for s, w in shared:
+        ids[s] = ids[w]
+    return Trajectory(id="t", query="q", source_path="/nowhere/task/run_0.trace.jsonl", steps=[Step(index=i, agent=f"a{i}", content="x", state_id=ids[i])
+                                                for i in range(n)])
+
+
+def _fake_probes(monkeypatch, decisive, calls):
+    """Replays that succeed exactly when they restart at or before ``decisive`` (None: never)."""
+
+    async def probe(traj, step, samples, seed):
+        calls.append(step)
+        ok = decisive is not None and step <= decisive
+        return Probe(step=step, successes=samples if ok else 0, samples=samples, tokens=10 * samples)
+
+    monkeypatch.setattr(labels_mod, "_probe", probe)
+    monkeypatch.setattr(labels_mod, "_run_seed", lambda t: 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 16, 40])
+def test_bisection_finds_every_decisive_step_in_log_replays(monkeypatch, n):
+    for d in range(n):
+        calls: list[int] = []
+        _fake_probes(monkeypatch, d, calls)
+        lab = asyncio.run(label_failure(_traj(n)))
+        assert lab.decisive_step == d and lab.decisive_agent == f"a{d}"
+        assert lab.replays == len(calls) <= math.ceil(math.log2(n)) + 1 <= 2 * math.log2(max(n, 1)) + 2
+        assert len(set(calls)) == len(calls)  # no point probed twice
+
+
+def test_a_failure_no_restart_repairs_is_unrepairable(monkeypatch):
+    calls: list[int] = []
+    _fake_probes(monkeypatch, None, calls)
+    lab = asyncio.run(label_failure(_traj(8), samples=3))
+    assert lab.status == "unrepairable" and lab.decisive_step is None and 0 in calls
+    assert lab.flip_probability == 0.0 and lab.replays == 3 * len(calls) and lab.tokens == 30 * len(calls)
+    assert apply_labels([_traj(8)], {"t": lab})[0].mistake_step is None
+
+
+def test_labels_are_restart_points_so_a_superstep_is_labelled_by_its_first_step(monkeypatch):
+    traj = _traj(6, shared=[(3, 2)])  # steps 2 and 3 run from one checkpoint: a restart at 3 redoes 2
+    assert restart_points(traj) == [0, 1, 2, 4, 5]
+    calls: list[int] = []
+    _fake_probes(monkeypatch, 3, calls)  # the error is step 3; only a restart at 2 redoes it
+    lab = asyncio.run(label_failure(traj))
+    assert lab.decisive_step == 2 and lab.candidates == 5 and 3 not in calls
+
+
+def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
+    seen = []
+
+    async def rollback_one(traj, *, seed, origin, choice, **kw):
+        seen.append((choice.step, seed, origin))
+        return RollbackRecord(run="r", rollback_index=len(seen), strategy="label", set=[choice.step], chosen_step=0,
+                              restart_step=choice.step, n_steps=traj.n_steps, cost=0.5, steps_redone=1, tokens=7,
+                              success=len(seen) % 2 == 0, answer="", wall_time_s=0.0, origin=origin,
+                              decisive_step=None, covered=None)
+
+    monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
+    probe = asyncio.run(labels_mod._probe(_traj(4), 2, 4, seed=5))
+    assert probe.samples == 4 and probe.successes == 2 and probe.tokens == 28
+    seeds = [s for _, s, _ in seen]
+    assert seeds[0] is None and len(set(seeds)) == 4 and {o for *_, o in seen} == {"label"}
+
+
+
+def _self_sweep(root, name, *extra, tasks, seed):
+    return main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--inject-position", "uniform", "--task-limit", str(tasks), "--seed", str(seed), "--output-root",
+                 str(root), "--experiment-id", name, "--progress", "none", "--rollback", "conformal",
+                 "--calibration", "self", *extra])
+
+
+@pytest.mark.slow  # two scripted sweeps with labelling and rollback: ~2 min on a loaded machine
+def test_calibration_self_labels_the_sweeps_failures_by_replay_and_rolls_each_back(tmp_path, labelled):
+    assert _self_sweep(tmp_path, "own", "--rollback-scorer", "position", "--rollback-folds", "3", tasks=6,
+                       seed=1) == 0
+    root = tmp_path / "own"
+    rec = json.loads((root / "rollback_sweep.json").read_text())
+    assert rec["calibration"] == "self" and rec["labels"] == str((root / "labels.jsonl").resolve())
+    assert rec["label_tokens"] > 0 and rec["n_rolled_back"] == rec["n_failed"] == 6
+    labs = read_labels(root / "labels.jsonl")
+    assert all(lab.decisive_step == lab.injected_step for lab in labs.values())
+    origins = [json.loads(p.read_text())["origin"] for p in root.rglob("run_0.rollback_*.json")
+               if p.name.count(".") == 2]  # run_0.rollback_<k>.json, not its .eval.json
+    assert origins.count("sweep") == 6 and origins.count("label") == sum(lab.replays for lab in labs.values())
+
+    # earlier failures' labels (the module's sweep): a plain split, nothing relabelled here
+    assert _self_sweep(tmp_path, "later", "--rollback-labels", str(labelled), "--rollback-scorer", "position",
+                       tasks=2, seed=2) == 0
+    rec = json.loads((tmp_path / "later" / "rollback_sweep.json").read_text())
+    assert rec["labels"] == str(labelled.resolve()) and rec["label_tokens"] == 0 and rec["n_rolled_back"] == 2
+    (fold,) = rec["folds"]
+    assert fold["fold"] == "earlier" and fold["n_calibration"] + fold["n_selection"] == 3
+    assert not (tmp_path / "later" / "labels.jsonl").exists()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--rollback-labels", "x.jsonl"], "--rollback-labels: the labels calibrate --calibration self"),
+    (["--calibration", "self", "--rollback-labels", "missing.jsonl"], "missing.jsonl: file not found"),
+    (["--calibration", "self", "--rollback-label-samples", "0"], "at least 1"),
+])
+def test_bad_self_calibration_input_is_refused_before_any_run(tmp_path, capsys, extra, says):
+    argv = ["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--task-limit", "1",
+            "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none", "--rollback", "conformal",
+            *extra]
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err and not (tmp_path / "e" / "arith").exists()
