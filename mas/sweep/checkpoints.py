@@ -1,11 +1,13 @@
 """Where a run's LangGraph checkpoints live, and which are kept.
 
-Checkpoints exist so a failed run can be rolled back and resumed. By
-default (``storage.checkpoints = "failed"``) every run writes them to its
-``run_<r>.checkpoints.sqlite`` and a run that succeeded deletes them when it
-ends; ``all`` keeps every run's, ``none`` keeps them in memory only. The
-stock LangGraph schema and serializer format are used, so LangGraph's own
-``SqliteSaver`` reads a kept database.
+Checkpoints exist so a failed run can be rolled back and resumed. A sweep's
+run checkpoints into memory and, when it ends, writes them to its
+``run_<r>.checkpoints.sqlite`` only if the storage policy keeps them
+(:func:`persist_thread`): by default (``storage.checkpoints = "failed"``) a
+run that did not succeed, ``all`` every run, ``none`` none. A rollback
+(``resume_run``) forks a copy of that database and checkpoints into SQLite
+as it goes. The stock LangGraph schema and serializer format are used, so
+LangGraph's own ``SqliteSaver`` reads a kept database.
 
 Checkpoints hold graph state: model replies, tool outputs, error messages.
 A key a model echoed, or one inside an endpoint's error body, would land in
