@@ -7,8 +7,8 @@ from pathlib import Path
 import aiosqlite
 from langgraph.graph.state import StateGraph
 
-from attribution.loaders import load_run
-from attribution.rollback import rollback_note, superstep_start
+from attribution.sources.loaders import load_run
+from attribution.rollback.restart import rollback_note, superstep_start
 from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import parse_config
