@@ -120,6 +120,8 @@ def finished_result(spec: RunSpec) -> RunResult | None:
 
 def clear_partial(spec: RunSpec) -> None:
     """Remove an unfinished run's leftovers so it can be redone from scratch."""
+    if not spec.paths.task_dir.is_dir():  # a fresh sweep: one stat instead of an unlink per run file
+        return
     for path in spec.paths.all_files():
         path.unlink(missing_ok=True)
 
