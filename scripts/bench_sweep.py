@@ -6,7 +6,7 @@
    set-up), each run traced and untraced back to back, over ``--repeats``
    rounds of ``--overhead-tasks`` runs; wall time per LLM call (medians) and
    the overhead: the median over all pairs of ``on / off - 1``, with its
-   95 % confidence interval (target <= 5 %). Then the same for OpenTelemetry
+   95 % confidence interval (target <= 3 %). Then the same for OpenTelemetry
    export: traced runs exporting their spans over OTLP/HTTP to a receiver in
    another local process against traced runs that do not (target <= 5 %).
 2. **Sweep efficiency**: the scripted model sleeps ``--latency-ms`` per call
@@ -58,6 +58,8 @@ from mas.sweep.experiment import ExperimentRequest, plan_runs, run_experiment, v
 from mas.sweep.runner import execute_run  # noqa: E402
 
 EFFICIENCY_TARGET, OVERHEAD_TARGET, SATURATION_TARGET = 0.90, 0.05, 0.85
+TRACING_TARGET = 0.03
+"""JSONL tracing's own overhead (issue 33: <= 3 %; OpenTelemetry export keeps OVERHEAD_TARGET)."""
 
 
 def trace_calls_and_tokens(root: Path) -> tuple[int, int]:
@@ -345,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embedded-tasks", type=int, default=64, help="GSM8K runs of the saturation sweep (default 64, "
                    "7-9 min on 2 cores)")
     p.add_argument("--skip-embedded", action="store_true", help="skip the embedded-model saturation figure")
+    p.add_argument("--tracing-only", action="store_true", help="only the JSONL tracing overhead (the first figure)")
     args = p.parse_args(argv)
     if args.efficiency_repeats < 1:
         p.error(f"--efficiency-repeats must be at least 1 (got {args.efficiency_repeats})")
@@ -355,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tracing overhead ({system}, {o['pairs']} traced/untraced pairs of runs, {o['calls']} calls per "
               f"{args.overhead_tasks} runs): median {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call "
               f"untraced, overhead {o['overhead'] * 100:+.1f} % (95 % CI {o['overhead_lo'] * 100:+.1f} to "
-              f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= OVERHEAD_TARGET, '5 %')}]")
+              f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= TRACING_TARGET, '3 %')}]; "
+              f"load avg {os.getloadavg()[0]:.1f}")
+    if args.tracing_only:
+        return 0
     with otlp_receiver_process() as url:
         for system in ("sas", "debate"):
             o = measure_overhead(system, tasks=args.overhead_tasks, repeats=args.repeats, export_url=url)

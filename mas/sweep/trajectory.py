@@ -112,7 +112,8 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     rows = trajectory(events)
     # Compact: the Markdown transcript is the one people read; indentation was half of this file's bytes.
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
-                                              "evaluation": evaluation, "error": error, "events": rows}, indent=None)
+                                              "evaluation": evaluation, "error": error, "events": rows}, indent=None,
+                      durable=False)  # result.json, written after it with an fsync, is the run's commit
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
     if reference is not None:
         lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]
@@ -129,4 +130,4 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     if error is not None:
         lines += [f"**Run error:** {_clip(error, 500)}", ""]
     lines += [_verdict_line(evaluation), ""]
-    write_text_atomic(paths.trajectory_md, "\n".join(lines))
+    write_text_atomic(paths.trajectory_md, "\n".join(lines), durable=False)

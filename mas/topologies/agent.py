@@ -99,6 +99,11 @@ class RunContext:
         persona = (self.personas or {}).get(agent.name)
         return agent if persona is None else dataclasses.replace(agent, persona=persona)
 
+    def with_models(self, models: ModelSet) -> RunContext:
+        """A copy of this context calling ``models`` (a graph compiled once holds a stand-in, not this object:
+        copy through here, not with ``dataclasses.replace``)."""
+        return dataclasses.replace(self, models=models)
+
     def toolbox(self, environment: Any = None) -> Toolbox:
         """The tools of an agent acting on ``environment`` (None: the built-in calculator and Python)."""
         return toolbox_for(self.cfg.sandbox, environment)

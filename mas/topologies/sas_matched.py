@@ -10,7 +10,6 @@ near the named system's (see :func:`mas.sweep.matching.matched_k`), and handed t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -65,7 +64,7 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
         sync_step_counter(task["steps_done"])
         i = task["index"]
         agent = rt.specialise(SOLVER_ROLE.agent(names[i]))
-        own = dataclasses.replace(rt, models=rt.models.reseeded(i * SEED_STRIDE)) if i else rt
+        own = rt.with_models(rt.models.reseeded(i * SEED_STRIDE)) if i else rt
         env = rt.environment(task.get("envs"), agent.name)  # each sample acts on its own branch
         tools = rt.toolbox(env)
         res = await agent_turn(own, agent, opening_messages(own, agent, "\n".join(task["notes"]), tools),
