@@ -54,7 +54,8 @@ def wait_for(cond, timeout_s: float = 120) -> None:
 
 
 def test_a_second_sweep_on_the_same_id_is_refused_and_a_killed_one_resumes(tmp_path):
-    cfg = config(tmp_path, latency_ms=150)
+    cfg = config(tmp_path, latency_ms=300)
+    # 300 ms a call: the sweep must outlast the start-up of a second process on a loaded machine (runs got faster)
     root = tmp_path / "e"
     first = subprocess.Popen(cli(tmp_path, cfg, "e"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
