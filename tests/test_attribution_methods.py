@@ -49,7 +49,7 @@ from mas.llm.models import BoundModel
 from mas.scripted.model import ScriptedChatModel
 from tests.model_errors import prompt_too_long_error
 
-LLM_METHODS = [m for m in METHODS if m != "random"]  # every registered method that asks a model
+LLM_METHODS = [m for m in METHODS if m not in {"random", "learned"}]  # every registered method that asks a model (learned is a trained classifier: tests/test_attribution_learned_method.py)
 
 
 def make_traj(agents: list[str], error_at: int, *, tid: str = "t", filler: str = "", gt: str | None = "42") -> Trajectory:

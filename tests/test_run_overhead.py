@@ -12,6 +12,7 @@ from attribution.rollback.restart import rollback_note, superstep_start
 from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import parse_config
+from mas.sweep.checkpoints import PACKED_SUFFIX
 from mas.sweep.runner import RunSpec, execute_run, resume_run
 
 
@@ -33,16 +34,19 @@ async def test_with_the_default_policy_only_a_failed_run_writes_checkpoints_and_
     bench = get_benchmark("arith", None)
     ok = spec(tmp_path, "sas", 0)
     assert (await execute_run(ok, config(), bench)).success
-    assert not ok.paths.checkpoints.exists() and not any("checkpoints" in p for p in opened)  # not even for a while
+    packed = ok.paths.checkpoints.with_name(ok.paths.checkpoints.name + PACKED_SUFFIX)
+    assert not ok.paths.checkpoints.exists() and not packed.exists()
+    assert not any("checkpoints" in p for p in opened)  # not even for a while
 
     failed_cfg = config(inject={"agent": "solver", "step": 1})
     failed = spec(tmp_path, "sas", 1)
     assert not (await execute_run(failed, failed_cfg, bench)).success
     # a crash right before result.json: the next sweep redoes the run from scratch
     failed.paths.result.unlink()
-    failed.paths.checkpoints.unlink()
+    kept = failed.paths.checkpoints.with_name(failed.paths.checkpoints.name + PACKED_SUFFIX)  # gzipped at the end
+    kept.unlink()
     assert not (await execute_run(failed, failed_cfg, bench)).success
-    assert failed.paths.checkpoints.is_file()
+    assert kept.is_file() and not failed.paths.checkpoints.exists()
     traj = load_run(failed.paths.task_dir, 0)
     j = traj.mistake_step
     outcome = await resume_run(failed.paths, checkpoint_id=traj.steps[j].state_id, note=rollback_note(traj, j),
