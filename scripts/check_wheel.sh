@@ -78,7 +78,8 @@ step "the example plugin (examples/plugin) next to the wheel: its provider, benc
 "$tmp/venv/bin/python" -m pip install -q --no-deps --no-index "$tmp"/plugindist/*.whl >>"$tmp/plugin.log" 2>&1 \
   || { cat "$tmp/plugin.log" >&2; fail "pip install examples/plugin"; }
 printf '[models.default]\nprovider = "digits"\nmodel = "digit-adder"\n' >plugin.toml
-run "$bin/mas-econ" list-benchmarks | grep -qw digit_sum || fail "list-benchmarks misses the plugin's digit_sum"
+run "$bin/mas-econ" list-benchmarks >benchmarks.txt  # to a file: grep -q stops reading at its first match
+grep -qw digit_sum benchmarks.txt || fail "list-benchmarks misses the plugin's digit_sum"
 run "$bin/mas-econ" run --config plugin.toml --benchmark digit_sum --systems round_robin,sas --task-limit 2 \
   --output-root out --experiment-id p --progress none >"$tmp/plugin-run.log" 2>&1 \
   || { cat "$tmp/plugin-run.log" >&2; fail "mas-econ run with the plugin's provider"; }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -172,4 +173,8 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
 
 def console() -> None:
     """The ``mas-econ`` console script."""
-    sys.exit(main(prog="mas-econ"))
+    try:
+        sys.exit(main(prog="mas-econ"))
+    except BrokenPipeError:  # the reader went away (`mas-econ list-benchmarks | head -1`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
+        sys.exit(141)  # what a shell reports for a writer killed by SIGPIPE
