@@ -127,6 +127,13 @@ class MasSettings(_Strict):
     """Outer plan-work-critique cycles of ``orchestrator``."""
     max_tool_iterations: int = Field(default=6, ge=1)
     """Tool calls an agent may make in one turn before it must answer."""
+    builtin_tools: bool = True
+    """Whether agents on a benchmark without an environment get the calculator and Python. ``false``: every answer
+    is one call, schema-constrained on routes that constrain JSON (the embedded model), so shorter and cheaper;
+    an environment's tools (WorkBench, BrowseComp) are never switched off."""
+    reasoning_max_chars: int = Field(default=800, ge=40)
+    """Upper bound on an answer's ``reasoning`` (characters), enforced by the JSON schema on routes that constrain
+    it (the embedded model): the concise-answer lever, about 4 characters a token."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     final_vote_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     """How a topology whose last stage chooses among candidates (debate, representative_exchange) chooses."""

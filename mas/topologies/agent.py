@@ -44,8 +44,8 @@ from mas.topologies.environment import (
     branch_environment,
 )
 from mas.topologies.prompts import (
-    ANSWER_SCHEMA,
     GENERIC_BRIEF,
+    answer_schema as _answer_schema,
     force_answer_note,
     system_prompt,
     task_message,
@@ -106,7 +106,7 @@ class RunContext:
 
     def toolbox(self, environment: Any = None) -> Toolbox:
         """The tools of an agent acting on ``environment`` (None: the built-in calculator and Python)."""
-        return toolbox_for(self.cfg.sandbox, environment)
+        return toolbox_for(self.cfg.sandbox, environment, builtin=self.cfg.mas.builtin_tools)
 
     def environment(self, envs: dict[str, ActionLog] | None, branch: str, base: str = MAIN) -> Any:
         """Branch ``branch`` of the run's environment rebuilt from graph state (forked from ``base`` when new);
@@ -218,7 +218,7 @@ async def agent_step(
     payload: dict[str, Any] | None = None,
     contract: str = "agent.turn",
     toolbox: Toolbox | None = None,
-    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    answer_schema: dict[str, Any] | None = None,
     redo_revise: bool = False,
     hints: Mapping[str, Any] | None = None,
 ) -> StepOutcome:
@@ -232,7 +232,8 @@ async def agent_step(
     in ``routing_calls`` for the graph to route, never executed here.
     ``toolbox``: the agent's tools (default: the built-in ones).
     ``answer_schema``: the JSON the answer must follow (it must hold
-    ``answer_artifact``; further fields come back in ``StepOutcome.parsed``).
+    ``answer_artifact``; further fields come back in ``StepOutcome.parsed``;
+    default: :func:`~mas.topologies.prompts.answer_schema` with ``mas.reasoning_max_chars``).
     ``redo_revise``: a ``revise`` answer redoes earlier work (a revise after a
     critique) and is marked ``payload.redo``. ``hints``: facts the caller
     knows about this call (the roster, the reports shown), sent as invoke
@@ -244,7 +245,9 @@ async def agent_step(
     own_tools = (toolbox or rt.toolbox()).tools if agent.tools else ()
     tools = [*own_tools, *route_tools] if allow_tools else []
     # an agent with tools that may not use them any more is told to answer now
-    messages = history if tools or not agent.tools else [*history, HumanMessage(force_answer_note())]
+    messages = history if tools or not own_tools else [*history, HumanMessage(force_answer_note())]
+    if answer_schema is None:
+        answer_schema = _answer_schema(rt.cfg.mas.reasoning_max_chars)
     res = await call_llm(rt.models.for_role(agent.role), messages, contract=contract, actor=agent.name,
                          step=tracer.next_step, tools=tools or None, json_schema=None if tools else answer_schema,
                          metadata={"mas_role": agent.role, **({"hints": dict(hints)} if hints else {})})
@@ -353,7 +356,7 @@ async def agent_turn(
     payload: dict[str, Any] | None = None,
     contract: str = "agent.turn",
     toolbox: Toolbox | None = None,
-    answer_schema: dict[str, Any] = ANSWER_SCHEMA,
+    answer_schema: dict[str, Any] | None = None,
     redo_revise: bool = False,
     hints: Mapping[str, Any] | None = None,
 ) -> TurnResult:

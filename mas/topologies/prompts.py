@@ -6,18 +6,25 @@ schema puts ``reasoning`` first.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # Bounded so a constrained small model finishes its JSON before the token limit (it did not).
-        "reasoning": {"type": "string", "maxLength": 800},
-        "answer_artifact": {"type": "string"},
-        "confidence": {"type": "number"},
-    },
-    "required": ["reasoning", "answer_artifact", "confidence"],
-}
+@functools.cache  # one dict per bound: callers must not change it
+def answer_schema(reasoning_max_chars: int = 800) -> dict[str, Any]:
+    """The answer's JSON schema, its ``reasoning`` at most ``reasoning_max_chars`` characters (``mas.reasoning_max_chars``):
+    bounded so a constrained small model finishes its JSON before the token limit (it did not, unbounded)."""
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string", "maxLength": reasoning_max_chars},
+            "answer_artifact": {"type": "string"},
+            "confidence": {"type": "number"},
+        },
+        "required": ["reasoning", "answer_artifact", "confidence"],
+    }
+
+
+ANSWER_SCHEMA: dict[str, Any] = answer_schema()
 
 GENERIC_BRIEF = "You are a careful problem solver."
 """The brief of an agent made without a declared role (tests, probes); topologies declare their roles' briefs."""

@@ -49,8 +49,8 @@ class Toolbox:
     """An agent's tools: LangChain tools to bind, their text-protocol description, and a way to run them."""
 
     tools: tuple[Any, ...]
-    protocol: str
-    """The system prompt's description of the tools and of the text protocol."""
+    protocol: str | None
+    """The system prompt's description of the tools and of the text protocol (None: no tools)."""
     sandbox: SandboxSettings
     environment: Environment | None = None
 
@@ -70,9 +70,12 @@ def describe_tool(tool: Any) -> str:
     return f"- {tool.name}: {tool.description} Arguments: {json.dumps(args, ensure_ascii=False)}"
 
 
-def toolbox_for(sandbox: SandboxSettings, environment: Environment | None = None) -> Toolbox:
-    """The environment's tools when there is one, else the built-in calculator and Python."""
+def toolbox_for(sandbox: SandboxSettings, environment: Environment | None = None, *, builtin: bool = True) -> Toolbox:
+    """The environment's tools when there is one, else the built-in calculator and Python (none when not
+    ``builtin``: ``mas.builtin_tools = false``)."""
     if environment is None:
+        if not builtin:
+            return Toolbox(tools=(), protocol=None, sandbox=sandbox)
         return Toolbox(tools=tuple(TOOLS), protocol=TOOL_PROTOCOL, sandbox=sandbox)
     tools = tuple(environment.tools())
     return Toolbox(tools=tools, protocol=ENVIRONMENT_PROTOCOL.format(tools="\n".join(map(describe_tool, tools))),
