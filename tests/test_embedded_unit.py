@@ -471,3 +471,18 @@ def test_cli_reports_a_server_that_fails_to_start_without_a_traceback(tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: llama-server (pid 1234) exited with code 1")
     assert "Traceback" not in err
+
+
+def test_install_binary_only_builds_and_never_needs_the_models_packages(tmp_path, monkeypatch):
+    # scripts/install.sh builds llama-server beside pip, before the model's packages are installed
+    import mas.serving.server as server
+    from mas.config import EmbeddedSettings
+
+    built, assembled = [], []
+    monkeypatch.setattr(server, "build_server", lambda paths, say: built.append(paths) or tmp_path / "llama-server")
+    monkeypatch.setattr(server, "ensure_model", lambda settings, say: assembled.append(settings) or tmp_path / "m")
+    settings = EmbeddedSettings(cache_dir=str(tmp_path))
+    result = server.install(settings, progress=None, binary_only=True)
+    assert built and not assembled and result.model_file is None
+    result = server.install(settings, progress=None)
+    assert assembled and result.model_file == str(tmp_path / "m")

