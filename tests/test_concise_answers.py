@@ -73,5 +73,5 @@ async def test_by_default_agents_get_the_calculator_and_its_protocol(tmp_path, s
 
 def test_the_quickstart_config_is_valid_and_pulls_the_levers():
     cfg = load_config(ROOT / "config" / "quickstart.toml")
-    assert cfg.route("embedded").provider == "embedded" and cfg.route("embedded").max_tokens == 512
+    assert cfg.route("default").provider == "embedded" and cfg.route("default").max_tokens == 512
     assert cfg.mas.builtin_tools is False and cfg.mas.reasoning_max_chars <= 400 and cfg.mas.max_rounds == 1
