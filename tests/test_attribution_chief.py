@@ -180,3 +180,16 @@ def test_compare_predictions_script_puts_two_runs_side_by_side_on_common_cases(t
     capsys.readouterr()
     assert script.main([str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     assert "old" in capsys.readouterr().out
+
+
+def test_retrieval_ranks_exemplars_by_tf_idf_so_words_every_exemplar_shares_do_not_decide() -> None:
+    def ex(i: str, log: str) -> dict:
+        return {"id": f"pool/{i}", "question": "", "agents": [], "log": log, "subtasks": [[0, 0]]}
+
+    pool = (ex("A", "the agent wrote the code for the table"), ex("B", "awning sunset design for the clients"),
+            ex("C", "the agent read the table and the agent ran the code"), ex("D", "the agent checked the table"))
+    case = Trajectory(id="case", query="the agent counted the awning clients in the table",
+                      steps=[Step(index=0, agent="x", content="")])
+    ranked = retrieve(case, k=4, pool=pool)
+    # The rare words (awning, clients) decide; the earlier cosine of log-scaled counts ranked D first.
+    assert ranked[0][0]["id"] == "pool/B"

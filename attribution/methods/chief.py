@@ -4,7 +4,7 @@ Pipeline per case (model calls in brackets):
 
 1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
    most similar decompositions retrieved from a pool built from the Who&When
-   dev split's training part (:mod:`._chief_exemplars`: lexical similarity,
+   dev split's training part (:mod:`._chief_exemplars`: TF-IDF similarity,
    never the case's own record or question) as few-shot; the reply is
    repaired into contiguous ranges covering every step once (at most
    MAX_SUBTASKS = 8).
