@@ -19,7 +19,7 @@ from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
 from tests.test_attribution_data import DEV, needs_dev
-from tests.test_attribution_methods import TRAJS, RecordingModel, bound, make_traj
+from tests.test_attribution_methods import TRAJS, RecordingModel, bound, make_traj, shown_lines
 
 
 async def test_chief_builds_its_causal_graph_with_a_model_call() -> None:
@@ -193,3 +193,16 @@ def test_retrieval_ranks_exemplars_by_tf_idf_so_words_every_exemplar_shares_do_n
     ranked = retrieve(case, k=4, pool=pool)
     # The rare words (awning, clients) decide; the earlier cosine of log-scaled counts ranked D first.
     assert ranked[0][0]["id"] == "pool/B"
+
+
+async def test_the_oracle_is_synthesised_without_the_steps_and_judged_in_a_call_of_its_own() -> None:
+    model = RecordingModel(seed=0)
+    traj = TRAJS[1]
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model)))
+    synthesis = [p for m, p in model.seen if m["contract"] == "attribution.chief.oracle"]
+    verdict = [p for m, p in model.seen if m["contract"] == "attribution.chief.verdict"]
+    assert len(synthesis) == 1 and len(verdict) == 1
+    assert not shown_lines(synthesis[0]) and "ERROR" not in synthesis[0]  # criteria written before reading the steps
+    assert shown_lines(verdict[0]) and "acceptance: no ERROR" in verdict[0]  # the steps judged against the oracle
+    assert [o["satisfied"] for o in pred.details["oracles"]] == [True, False]
+    assert pred.details["oracles"][0]["acceptance"] == "no ERROR" and pred.step == traj.mistake_step

@@ -46,14 +46,23 @@ def _chief_graph(ctx: ScriptedContext) -> str:
 
 @responder("attribution.chief.oracle")
 def _chief_oracle(ctx: ScriptedContext) -> str:
-    # One oracle per listed subtask ([index, first step, last step]); a subtask holding the marker failed.
-    hits = [s for s, _ in marked(ctx)]
+    # One oracle per listed subtask ([index, first step, last step]), written without the steps.
     oracles = [
         {"subtask": i, "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
-         "acceptance": "no ERROR", "satisfied": "no" if any(lo <= s <= hi for s in hits) else "yes"}
-        for i, lo, hi in ctx.metadata.get("attr_subtasks", [])
+         "acceptance": "no ERROR"}
+        for i, _, _ in ctx.metadata.get("attr_subtasks", [])
     ]
     return json.dumps({"oracles": oracles})
+
+
+@responder("attribution.chief.verdict")
+def _chief_verdict(ctx: ScriptedContext) -> str:
+    # A subtask holding the marker failed its oracle.
+    hits = [s for s, _ in marked(ctx)]
+    verdicts = [{"subtask": i, "reason": "marker" if any(lo <= s <= hi for s in hits) else "clean",
+                 "satisfied": "no" if any(lo <= s <= hi for s in hits) else "yes"}
+                for i, lo, hi in ctx.metadata.get("attr_subtasks", [])]
+    return json.dumps({"verdicts": verdicts})
 
 
 @responder("attribution.chief.agent")

@@ -14,11 +14,12 @@ Pipeline per case (model calls in brackets):
    edges. When the model's graph is unusable the regex graph
    (:func:`._chief_graph.build_graph`) stands in, recorded in
    ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
-3. [1 to #subtasks] a virtual oracle for *every* subtask: goal,
-   preconditions, key evidence, acceptance criteria, and whether the
-   subtask met them. Oracles are batched (:func:`oracle_batches`): one call
-   covers consecutive subtasks as long as their oracles fit the reply (5 at
-   512 reply tokens) and their logs fit the prompt whole.
+3. [1 to #subtasks, twice] a virtual oracle for *every* subtask
+   (:mod:`._chief_oracle`): synthesised from the task and the decomposition
+   alone (goal, preconditions, key evidence, acceptance criteria; 5 a call
+   at 512 reply tokens), then judged in calls of their own against the
+   subtasks' steps (whether they met the criteria; batched as the reply and
+   the prompt allow, a long subtask alone).
 4. Oracle-guided backtracking, top-down and in reverse (:func:`backtrack`):
    from the last subtask that failed its oracle, the walk moves back along
    the graph's subtask edges (sequential and data) to a failed parent, the
@@ -39,8 +40,8 @@ Pipeline per case (model calls in brackets):
    guard); MAX_WALK_CALLS caps the calls as a cost guard (recorded as
    ``walk_stop: "budget"`` when it cuts a walk).
 
-Model calls per case: at most 1 + G + #subtasks + 2 + MAX_WALK_CALLS, with
-G graph calls (1 on short logs, at most #subtasks); typically 5-8 on a log
+Model calls per case: at most 1 + G + 2 * #subtasks + 2 + MAX_WALK_CALLS, with
+G graph calls (1 on short logs, at most #subtasks); typically 6-9 on a log
 that fits the window. Re-sends after a length refusal or a transient failure
 are counted too. ``attribute`` leaves the exemplar pool's own records out of
 an evaluation (``run.is_training_record``).
@@ -66,6 +67,7 @@ from attribution.methods._chief_graph import (
     self_corrected,
 )
 from attribution.methods._chief_model_graph import model_graph
+from attribution.methods._chief_oracle import _oracle_items, oracle_batches, oracles, yes  # noqa: F401  (re-exported)
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.llm.prompting import (
@@ -87,27 +89,12 @@ from mas.llm.confidence import parse_confidence
 
 MAX_WALK_CALLS = 8
 """Cost guard on counterfactual calls per case (one per visited step of the data-flow walk)."""
-ORACLE_FIELDS = ("goal", "preconditions", "key_evidence", "acceptance")
-ORACLE_FIELD_CHARS = 60
-ORACLE_REPLY_TOKENS = 100
-"""Reply tokens one oracle takes (four 60-character fields, a verdict, JSON syntax): sets the batch size."""
-ORACLE_FIXED_TOKENS = 350
-"""Tokens of an oracle prompt's fixed text besides the header (subtask listing, instructions)."""
 CF_SOURCES_SHOWN = 4
 """Direct data sources of a step shown with it in a counterfactual prompt (the latest ones)."""
 SYSTEM = (
     "You analyse the log of a multi-agent team that failed its task, to find the decisive error: the earliest "
     "step whose mistake caused the failure. Be brief. Answer in JSON only."
 )
-
-
-def _yes(value: Any, text: str = "") -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip():
-        return value.strip().lower().startswith(("y", "true"))
-    m = re.search(r"\b(yes|no)\b", text or "", re.I)
-    return None if not m else m.group(1).lower() == "yes"
 
 
 def _log(traj: Trajectory, indices: range | list[int], budget: int, focus: set[int] | None = None) -> tuple[str, Any]:
@@ -151,106 +138,6 @@ async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
         return subs, "model"
     ledger.note_fallback("decompose", "equal_chunks")
     return fallback_subtasks(traj), "equal_chunks"
-
-
-def oracle_batches(
-    subtasks: list[Subtask], reply_tokens: int, sizes: list[int] | None = None, budget: int | None = None
-) -> list[list[Subtask]]:
-    """Consecutive subtasks grouped so that one call holds all their oracles.
-
-    A batch takes at most ``reply_tokens // ORACLE_REPLY_TOKENS`` subtasks
-    (their oracles must fit the reply) and, when ``sizes`` (tokens of each
-    subtask's full log) and ``budget`` (tokens for steps in a prompt) are
-    given, only as many as fit whole together: a long subtask gets a call of
-    its own, so its log is compressed no more than when judged alone.
-
-    >>> from attribution.methods._chief_graph import Subtask
-    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(5)]
-    >>> [len(b) for b in oracle_batches(subs, 256)]
-    [2, 2, 1]
-    >>> [len(b) for b in oracle_batches(subs, 512, sizes=[10, 10, 95, 10, 10], budget=100)]
-    [2, 1, 2]
-    """
-    per_call = max(1, reply_tokens // ORACLE_REPLY_TOKENS)
-    sizes = sizes or [0] * len(subtasks)
-    limit = budget if budget is not None else float("inf")
-    batches: list[list[Subtask]] = []
-    used = 0
-    for sub, size in zip(subtasks, sizes, strict=True):
-        if batches and len(batches[-1]) < per_call and used + size <= limit:
-            batches[-1].append(sub)
-            used += size
-        else:
-            batches.append([sub])
-            used = size
-    return batches
-
-
-def _oracle_items(obj: dict[str, Any], batch: list[Subtask]) -> dict[int, dict[str, Any]]:
-    """Subtask index -> its reply item, matched by the item's ``subtask`` number, else by position."""
-    items = obj.get("oracles")
-    if not isinstance(items, list):
-        items = [obj] if len(batch) == 1 else []  # a one-subtask batch may answer with a flat object
-    wanted = {s.index for s in batch}
-    out: dict[int, dict[str, Any]] = {}
-    for pos, item in enumerate(i for i in items if isinstance(i, dict)):
-        idx = resolve_index(item.get("subtask"), wanted)
-        if idx is None and pos < len(batch):
-            idx = batch[pos].index
-        if idx is not None:
-            out.setdefault(idx, item)
-    return out
-
-
-def resolve_index(value: Any, allowed: set[int]) -> int | None:
-    """``value`` as one of ``allowed`` integers, or None."""
-    if isinstance(value, bool):
-        return None
-    m = re.search(r"-?\d+", str(value)) if value is not None else None
-    return int(m.group()) if m and int(m.group()) in allowed else None
-
-
-async def oracle_batch(ledger: CaseLedger, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
-    """The virtual oracles of the subtasks in ``batch`` (one call), each with its verdict (``satisfied``)."""
-    listing = "\n".join(f"{s.index}. '{s.name}' = steps {s.start}-{s.end}" for s in batch)
-    ask = (
-        f"Subtasks:\n{listing}\n"
-        "For EACH subtask above, state what it had to achieve (goal, preconditions, key evidence, acceptance "
-        "criteria), then judge whether its steps met the criteria. Reply with JSON only:\n"
-        '{"oracles": [{"subtask": <number>, "goal": "<short>", "preconditions": "<short>", "key_evidence": "<short>", '
-        '"acceptance": "<criteria>", "satisfied": "yes" or "no"}]}'
-    )
-    shown = range(batch[0].start, batch[-1].end + 1)
-
-    def build(budget: int):
-        text, report = _log(traj, shown, budget - ORACLE_FIXED_TOKENS)
-        return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
-
-    item = contract("Oracle", subtask=one_of([s.index for s in batch]),
-                    **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS}, satisfied=YesNo)
-    schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("oracle", build, meta=meta, schema=schema)
-    items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
-    out = []
-    for sub in batch:
-        raw = items.get(sub.index)
-        if raw is None:
-            ledger.note_fallback("oracle", f"missing_subtask_{sub.index}")
-        raw = raw or {}
-        verdict = {k: clip(str(raw.get(k, "")), 200) for k in ORACLE_FIELDS}
-        out.append({"subtask": sub.index, **verdict, "satisfied": _yes(raw.get("satisfied"))})
-    return out
-
-
-async def oracles(ledger: CaseLedger, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
-    """A virtual oracle and verdict for every subtask, in order, batched as the reply and prompt budgets allow."""
-    sizes = [estimate_tokens(render_steps(step_views(traj, sub.steps), 10**9)[0]) for sub in subtasks]
-    budget = ledger.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
-    out: list[dict[str, Any]] = []
-    for batch in oracle_batches(subtasks, ledger.reply_tokens, sizes, budget):
-        out += await oracle_batch(ledger, traj, header, batch)
-    return out
 
 
 async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
@@ -337,8 +224,8 @@ async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, grap
     src = resolve_step(traj, obj.get("source_step"))
     return {
         "step": step,
-        "fix_here_succeeds": _yes(obj.get("fix_here_succeeds")),
-        "input_was_wrong": _yes(obj.get("input_was_wrong")),
+        "fix_here_succeeds": yes(obj.get("fix_here_succeeds")),
+        "input_was_wrong": yes(obj.get("input_was_wrong")),
         "source_step": src if src in ancestors else None,
         "confidence": parse_confidence(obj.get("confidence"), None),
     }
@@ -424,7 +311,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exempl
         graph, graph_source = await model_graph(ledger, traj, header, subtasks)
     else:
         graph, graph_source = build_graph(traj, subtasks), "regex"
-    verdicts = await oracles(ledger, traj, header, subtasks)
+    verdicts = await oracles(ledger, traj, SYSTEM, header, subtasks)
     failed, walk = backtrack(subtasks, verdicts, graph)
     if not walk:
         # No subtask admitted failure: the last one did not deliver the right answer.
