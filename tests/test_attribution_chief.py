@@ -206,3 +206,61 @@ async def test_the_oracle_is_synthesised_without_the_steps_and_judged_in_a_call_
     assert shown_lines(verdict[0]) and "acceptance: no ERROR" in verdict[0]  # the steps judged against the oracle
     assert [o["satisfied"] for o in pred.details["oracles"]] == [True, False]
     assert pred.details["oracles"][0]["acceptance"] == "no ERROR" and pred.step == traj.mistake_step
+
+
+class ReflectModel(ScriptedChatModel):
+    """Answers every contract as scripted, except the reflection, which it answers with ``reflection``."""
+
+    reflection: str = ""
+
+    def _respond(self, messages, meta, kwargs):
+        if meta.get("contract") != "attribution.chief.reflect":
+            return super()._respond(messages, meta, kwargs)
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.reflection))])
+
+
+async def test_reflection_is_a_model_call_whose_corrected_subtasks_are_used_and_the_repair_its_fallback() -> None:
+    traj = TRAJS[1]  # the scripted decomposition overlaps at step 3 and misses step 6
+    fixed = json.dumps({"problems": "overlap", "subtasks": [{"name": "a", "start": 0, "end": 1},
+                                                            {"name": "b", "start": 2, "end": 6}]})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection=fixed))))
+    assert [(s["start"], s["end"]) for s in pred.details["subtasks"]] == [(0, 1), (2, 6)]
+    assert pred.details["decomposition"] == "reflected" and pred.step == traj.mistake_step
+    prose = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection="Looks fine."))))
+    assert [(s["start"], s["end"]) for s in prose.details["subtasks"]] == [(0, 3), (4, 6)]  # the repaired proposal
+    assert prose.details["decomposition"] == "model"
+    assert {"stage": "reflect", "kind": "repair"} in prose.details["fallbacks"]
+    no_call = await METHODS["chief"](reflect=False)(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert no_call.nfe == pred.nfe - 1 and no_call.details["decomposition"] == "model"
+
+
+def with_texts(traj: Trajectory, texts: dict[int, str]) -> Trajectory:
+    steps = [s.model_copy(update={"content": texts[s.index]}) if s.index in texts else s for s in traj.steps]
+    return traj.model_copy(update={"steps": steps})
+
+
+async def test_a_rejected_candidate_sends_the_search_back_to_the_next_agent_then_the_next_subtask() -> None:
+    # Subtasks (0-3) and (4-6) both fail their oracles; the origin's marked step did no harm.
+    traj = with_texts(make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 5),
+                      {2: "ERROR HARMLESS: a warning that changed nothing."})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert pred.details["backtrack"] == [1, 0] and pred.details["candidate_subtasks"] == [0, 1]
+    tried = [(t["subtask"], t["agent"], t["start"], t["stop"]) for t in pred.details["search"]]
+    assert tried == [(0, "Coder", 2, "rejected"), (0, "Planner", 1, "rejected"),
+                     (1, "Verifier", 5, "no_earlier_corruption")]
+    assert (pred.agent, pred.step) == ("Verifier", 5)
+
+
+async def test_an_executor_that_followed_a_wrong_plan_hands_the_blame_to_the_planner() -> None:
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Verifier"]
+    traj = with_texts(make_traj(agents, 2), {1: "Plan: BADPLAN, step 1: sum the 2019 sheet.",
+                                              2: "ERROR PLANNED: summing the 2019 sheet as planned gives 17."})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    hops = pred.details["counterfactuals"]
+    assert hops[0]["plan_step"] == 1 and hops[0]["hop"] == "planner"
+    assert (pred.agent, pred.step) == ("Planner", 1)
+    deviated = with_texts(traj, {2: "ERROR: I used the 2018 sheet instead and got 17."})  # a plan, not followed
+    kept = await METHODS["chief"]()(deviated, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert kept.details["counterfactuals"][0]["followed_plan"] is False
+    assert (kept.agent, kept.step) == ("Coder", 2)

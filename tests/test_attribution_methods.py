@@ -377,8 +377,9 @@ async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> Non
     assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
     assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
     assert set(pred.details["oracles"][0]) >= {"goal", "preconditions", "key_evidence", "acceptance"}
-    # decompose, the graph, 2 oracles in one call, their 2 verdicts in one call, agent, counterfactual (single-step agent)
-    assert pred.step == 5 and pred.nfe == 6
+    # decompose, reflect, the graph, 2 oracles in one call, their 2 verdicts in one call, agent, counterfactual
+    # (single-step agent)
+    assert pred.step == 5 and pred.nfe == 7
 
 
 async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:

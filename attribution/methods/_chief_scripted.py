@@ -19,6 +19,13 @@ def _chief_decompose(ctx: ScriptedContext) -> str:
     return json.dumps({"reason": "two phases", "subtasks": subs})
 
 
+@responder("attribution.chief.reflect")
+def _chief_reflect(ctx: ScriptedContext) -> str:
+    # The reflection keeps the proposed ranges as they are: the deterministic repair then makes them a cover.
+    spans = [{"name": f"part {i + 1}", "start": a, "end": b} for i, (a, b) in enumerate(ctx.metadata.get("attr_proposed", []))]
+    return json.dumps({"problems": "none found", "subtasks": spans})
+
+
 _VALUE_RE = re.compile(r"\b\d{2,}\b")
 
 
@@ -77,13 +84,22 @@ def _chief_step(ctx: ScriptedContext) -> str:
 
 @responder("attribution.chief.counterfactual")
 def _chief_counterfactual(ctx: ScriptedContext) -> str:
-    # A step saying STALE used corrupted data: point one data edge back (its latest data source).
+    # A step saying STALE used corrupted data: point one data edge back (its latest data source). A step saying
+    # HARMLESS did no harm (fixing it would not help). A step saying PLANNED followed the plan of the plan step
+    # (``attr_plan_step``), and that plan was wrong when its line says BADPLAN.
     step = int(ctx.metadata.get("attr_step", -1))
-    text = next((t for i, _, t in lines(ctx) if i == step), "")
+    shown = {i: t for i, _, t in lines(ctx)}
+    text = shown.get(step, "")
     stale = "STALE" in text
     sources = [s for s in ctx.metadata.get("attr_sources", []) if s < step]
     source = sources[-1] if stale and sources else None
-    return json.dumps({
-        "reason": "marker", "fix_here_succeeds": "yes" if ("ERROR" in text or "SOURCE" in text) and not stale else "no",
+    decisive = ("ERROR" in text or "SOURCE" in text or "BADPLAN" in text) and not stale and "HARMLESS" not in text
+    reply = {
+        "reason": "marker", "fix_here_succeeds": "yes" if decisive else "no",
         "input_was_wrong": "yes" if source is not None else "no", "source_step": source, "confidence": 0.8,
-    })
+    }
+    plan = ctx.metadata.get("attr_plan_step")
+    if plan is not None:
+        reply |= {"followed_plan": "yes" if "PLANNED" in text else "no",
+                  "plan_was_wrong": "yes" if "BADPLAN" in shown.get(plan, "") else "no"}
+    return json.dumps(reply)
