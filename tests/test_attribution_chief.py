@@ -13,7 +13,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import main
 from attribution.methods import METHODS, MethodContext
 from attribution.methods._chief_exemplars import is_pool_record, load_pool, retrieve
-from attribution.methods._chief_graph import CausalGraph, Subtask
+from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
 from attribution.methods.chief import backtrack
 from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
@@ -264,3 +264,20 @@ async def test_an_executor_that_followed_a_wrong_plan_hands_the_blame_to_the_pla
     kept = await METHODS["chief"]()(deviated, MethodContext(model=bound(RecordingModel(seed=0))))
     assert kept.details["counterfactuals"][0]["followed_plan"] is False
     assert (kept.agent, kept.step) == ("Coder", 2)
+
+
+async def test_the_data_flow_walk_does_not_follow_an_edge_whose_counterfactual_pattern_is_corrects() -> None:
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier"]
+    texts = {2: "SOURCE value 1717 computed from the wrong sheet.",
+             4: "ERROR total is 1717 using the STALE value."}
+    passed_on = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    assert passed_on.step == 2 and passed_on.details["edge_patterns"]["propagates"] >= 1
+    texts[4] = "ERROR total is 1717 using the STALE value; CORRECTS it after checking the sheet."
+    caught = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    assert caught.details["edge_patterns"]["corrects"] >= 1
+    assert caught.details["counterfactuals"][0]["source_step"] is None and caught.step == 4
+    # The regex graph reads the pattern from a correction cue in the later step.
+    traj = with_texts(make_traj(agents, 4), {2: "The value is 1717.", 4: "I corrected 1717 to 1771 after checking."})
+    graph = build_graph(traj, repair_subtasks([{"start": 0, "end": 5}], traj.n_steps))
+    assert {(e["src"], e["dst"], e["pattern"]) for e in graph.edges if e["level"] == "step"} == {(2, 4, "corrects")}
+    assert graph.data_ancestors(4) == [] and corrected_downstream(graph, 2) == 4

@@ -5,7 +5,8 @@ attribution via a progressive causal screening strategy to distinguish true
 root causes from propagated symptoms"), in order:
 
 1. deviation-aware pruning (:func:`screen_candidates`): an error the agent
-   corrected itself later, with no error after the fix, is dropped while
+   corrected itself later, with no error after the fix, or whose output a
+   later step corrected (a ``corrects`` edge of the graph), is dropped while
    other candidates remain;
 2. planning control: a step inside a loop moves to the loop's first step
    (:func:`screen_candidates`); and the planner-vs-executor rule: when the
@@ -18,7 +19,8 @@ root causes from propagated symptoms"), in order:
    (:func:`counterfactual`): would fixing this step have made the team
    succeed, or was its input already wrong, and in which earlier step? The
    walk (:func:`walk`) follows data edges back (the source must be a data
-   ancestor) and plan hops, each hop strictly earlier and every step visited
+   ancestor along ``propagates`` edges: the counterfactual pattern on the
+   graph's edges) and plan hops, each hop strictly earlier and every step visited
    once, until a step's input was fine. A walk whose last step the
    counterfactual rejects (fixing it would not have helped, its input was
    fine) is ``rejected``, and the search backtracks to the next candidate
@@ -33,7 +35,7 @@ from typing import Any
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompting import ENVIRONMENT_KEYS, messages, render_steps, resolve_step, step_views
 from attribution.llm.replies import YesNo, contract, one_of, schema_of, text, unit
-from attribution.methods._chief_graph import CausalGraph, loop_start, self_corrected
+from attribution.methods._chief_graph import PROPAGATES, CausalGraph, corrected_downstream, loop_start, self_corrected
 from attribution.methods._chief_model_graph import SYSTEM
 from attribution.methods._chief_oracle import yes
 from attribution.sources.trajectory import Trajectory
@@ -75,6 +77,10 @@ def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int
         if fix is not None and len(candidates) > 1:
             log.append({"step": c, "rule": "pruned_self_corrected", "by": fix})
             continue
+        caught = corrected_downstream(graph, c)
+        if caught is not None and len(candidates) > 1:
+            log.append({"step": c, "rule": "pruned_corrected_downstream", "by": caught})
+            continue
         kept.append(c)
     kept = kept or list(candidates)
     out = []
@@ -93,7 +99,7 @@ async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, grap
     (reachable back along data edges), so the walk follows the data flow.
     """
     ancestors = graph.data_ancestors(step)
-    sources = graph.step_sources(step, "data")[-CF_SOURCES_SHOWN:]
+    sources = graph.step_sources(step, "data", PROPAGATES)[-CF_SOURCES_SHOWN:]
     plan = plan_step(traj, step)
     plan_ask = "" if plan is None else (
         f"Step {plan} laid out a plan. Did step {step} follow that plan faithfully, and was the plan itself wrong? ")

@@ -32,7 +32,8 @@ _VALUE_RE = re.compile(r"\b\d{2,}\b")
 @responder("attribution.chief.graph")
 def _chief_graph(ctx: ScriptedContext) -> str:
     # OTAR per asked (subtask, agent) pair; a data edge from the first line holding a number (2+ digits) to
-    # each later line reusing it, a control edge to a line repeating an earlier line of the same agent.
+    # each later line reusing it (pattern "corrects" when the later line says CORRECTS), a control edge to a line
+    # repeating an earlier line of the same agent.
     lo, hi = ctx.metadata.get("attr_range", [0, 0])
     shown = lines(ctx)
     nodes = [{"subtask": sub, "agent": agent, "observation": "the previous step", "thought": "what to do next",
@@ -44,10 +45,11 @@ def _chief_graph(ctx: ScriptedContext) -> str:
         for v in sorted(set(_VALUE_RE.findall(text))):
             src = first.setdefault(v, i)
             if src != i and lo <= i <= hi:
-                edges.append({"src": src, "dst": i, "type": "data"})
+                edges.append({"src": src, "dst": i, "type": "data",
+                              "pattern": "corrects" if "CORRECTS" in text else "propagates"})
         same = [j for j, a, t in shown if j < i and a == agent and t == text]
         if same and lo <= i <= hi:
-            edges.append({"src": same[-1], "dst": i, "type": "control"})
+            edges.append({"src": same[-1], "dst": i, "type": "control", "pattern": "repeats"})
     return json.dumps({"reason": "values passed on", "nodes": nodes, "edges": edges[:8]})
 
 

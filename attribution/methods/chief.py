@@ -17,8 +17,9 @@ not the full text, which the stored copies do not reach). Pipeline per case
    step once, at most MAX_SUBTASKS = 8) stays the fallback when the
    reflection is unusable, and makes any reply a cover.
 3. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
-   tuples per agent and subtask, step ``data``/``control`` edges
-   (:mod:`._chief_model_graph`), plus the structural handoff and subtask
+   tuples per agent and subtask, step ``data``/``control`` edges, each with
+   its counterfactual pattern (``propagates``, ``corrects``, ``repeats``;
+   :mod:`._chief_model_graph`), plus the structural handoff and subtask
    edges. When the model's graph is unusable the regex graph
    (:func:`._chief_graph.build_graph`) stands in, recorded in
    ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
@@ -225,6 +226,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exempl
         "walk_stop": found["stop"],
         "search": [{k: t[k] for k in ("subtask", "agent", "start", "step", "stop")} for t in found["tried"]],
         "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
+        "edge_patterns": dict(Counter(e["pattern"] for e in graph.edges if "pattern" in e)),
     }
     return finish(ledger, traj, agent, step, _confidence(found["hops"]), details)
 
