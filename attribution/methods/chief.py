@@ -248,6 +248,8 @@ def chief(graph: str = "model", exemplars: int = 2, reflect: bool = True) -> Met
         raise ValueError(f"chief: graph must be 'model' or 'regex', got {graph!r}")
     if exemplars < 0:
         raise ValueError(f"chief: exemplars must be >= 0, got {exemplars}")
+    if not isinstance(reflect, bool):
+        raise ValueError(f"chief: reflect must be true or false, got {reflect!r}")
 
     async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
         return await _chief(traj, ctx, graph, exemplars, reflect)
