@@ -13,13 +13,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import main
 from attribution.methods import METHODS, MethodContext
 from attribution.methods._chief_exemplars import is_pool_record, load_pool, retrieve
-from attribution.methods._chief_graph import CausalGraph, Subtask
+from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
 from attribution.methods.chief import backtrack
 from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
 from tests.test_attribution_data import DEV, needs_dev
-from tests.test_attribution_methods import TRAJS, RecordingModel, bound, make_traj
+from tests.test_attribution_methods import TRAJS, RecordingModel, bound, make_traj, shown_lines
 
 
 async def test_chief_builds_its_causal_graph_with_a_model_call() -> None:
@@ -180,3 +180,104 @@ def test_compare_predictions_script_puts_two_runs_side_by_side_on_common_cases(t
     capsys.readouterr()
     assert script.main([str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     assert "old" in capsys.readouterr().out
+
+
+def test_retrieval_ranks_exemplars_by_tf_idf_so_words_every_exemplar_shares_do_not_decide() -> None:
+    def ex(i: str, log: str) -> dict:
+        return {"id": f"pool/{i}", "question": "", "agents": [], "log": log, "subtasks": [[0, 0]]}
+
+    pool = (ex("A", "the agent wrote the code for the table"), ex("B", "awning sunset design for the clients"),
+            ex("C", "the agent read the table and the agent ran the code"), ex("D", "the agent checked the table"))
+    case = Trajectory(id="case", query="the agent counted the awning clients in the table",
+                      steps=[Step(index=0, agent="x", content="")])
+    ranked = retrieve(case, k=4, pool=pool)
+    # The rare words (awning, clients) decide; the earlier cosine of log-scaled counts ranked D first.
+    assert ranked[0][0]["id"] == "pool/B"
+
+
+async def test_the_oracle_is_synthesised_without_the_steps_and_judged_in_a_call_of_its_own() -> None:
+    model = RecordingModel(seed=0)
+    traj = TRAJS[1]
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model)))
+    synthesis = [p for m, p in model.seen if m["contract"] == "attribution.chief.oracle"]
+    verdict = [p for m, p in model.seen if m["contract"] == "attribution.chief.verdict"]
+    assert len(synthesis) == 1 and len(verdict) == 1
+    assert not shown_lines(synthesis[0]) and "ERROR" not in synthesis[0]  # criteria written before reading the steps
+    assert shown_lines(verdict[0]) and "acceptance: no ERROR" in verdict[0]  # the steps judged against the oracle
+    assert [o["satisfied"] for o in pred.details["oracles"]] == [True, False]
+    assert pred.details["oracles"][0]["acceptance"] == "no ERROR" and pred.step == traj.mistake_step
+
+
+class ReflectModel(ScriptedChatModel):
+    """Answers every contract as scripted, except the reflection, which it answers with ``reflection``."""
+
+    reflection: str = ""
+
+    def _respond(self, messages, meta, kwargs):
+        if meta.get("contract") != "attribution.chief.reflect":
+            return super()._respond(messages, meta, kwargs)
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.reflection))])
+
+
+async def test_reflection_is_a_model_call_whose_corrected_subtasks_are_used_and_the_repair_its_fallback() -> None:
+    traj = TRAJS[1]  # the scripted decomposition overlaps at step 3 and misses step 6
+    fixed = json.dumps({"problems": "overlap", "subtasks": [{"name": "a", "start": 0, "end": 1},
+                                                            {"name": "b", "start": 2, "end": 6}]})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection=fixed))))
+    assert [(s["start"], s["end"]) for s in pred.details["subtasks"]] == [(0, 1), (2, 6)]
+    assert pred.details["decomposition"] == "reflected" and pred.step == traj.mistake_step
+    prose = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection="Looks fine."))))
+    assert [(s["start"], s["end"]) for s in prose.details["subtasks"]] == [(0, 3), (4, 6)]  # the repaired proposal
+    assert prose.details["decomposition"] == "model"
+    assert {"stage": "reflect", "kind": "repair"} in prose.details["fallbacks"]
+    no_call = await METHODS["chief"](reflect=False)(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert no_call.nfe == pred.nfe - 1 and no_call.details["decomposition"] == "model"
+
+
+def with_texts(traj: Trajectory, texts: dict[int, str]) -> Trajectory:
+    steps = [s.model_copy(update={"content": texts[s.index]}) if s.index in texts else s for s in traj.steps]
+    return traj.model_copy(update={"steps": steps})
+
+
+async def test_a_rejected_candidate_sends_the_search_back_to_the_next_agent_then_the_next_subtask() -> None:
+    # Subtasks (0-3) and (4-6) both fail their oracles; the origin's marked step did no harm.
+    traj = with_texts(make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 5),
+                      {2: "ERROR HARMLESS: a warning that changed nothing."})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert pred.details["backtrack"] == [1, 0] and pred.details["candidate_subtasks"] == [0, 1]
+    tried = [(t["subtask"], t["agent"], t["start"], t["stop"]) for t in pred.details["search"]]
+    assert tried == [(0, "Coder", 2, "rejected"), (0, "Planner", 1, "rejected"),
+                     (1, "Verifier", 5, "no_earlier_corruption")]
+    assert (pred.agent, pred.step) == ("Verifier", 5)
+
+
+async def test_an_executor_that_followed_a_wrong_plan_hands_the_blame_to_the_planner() -> None:
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Verifier"]
+    traj = with_texts(make_traj(agents, 2), {1: "Plan: BADPLAN, step 1: sum the 2019 sheet.",
+                                              2: "ERROR PLANNED: summing the 2019 sheet as planned gives 17."})
+    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    hops = pred.details["counterfactuals"]
+    assert hops[0]["plan_step"] == 1 and hops[0]["hop"] == "planner"
+    assert (pred.agent, pred.step) == ("Planner", 1)
+    deviated = with_texts(traj, {2: "ERROR: I used the 2018 sheet instead and got 17."})  # a plan, not followed
+    kept = await METHODS["chief"]()(deviated, MethodContext(model=bound(RecordingModel(seed=0))))
+    assert kept.details["counterfactuals"][0]["followed_plan"] is False
+    assert (kept.agent, kept.step) == ("Coder", 2)
+
+
+async def test_the_data_flow_walk_does_not_follow_an_edge_whose_counterfactual_pattern_is_corrects() -> None:
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier"]
+    texts = {2: "SOURCE value 1717 computed from the wrong sheet.",
+             4: "ERROR total is 1717 using the STALE value."}
+    passed_on = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    assert passed_on.step == 2 and passed_on.details["edge_patterns"]["propagates"] >= 1
+    texts[4] = "ERROR total is 1717 using the STALE value; CORRECTS it after checking the sheet."
+    caught = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    assert caught.details["edge_patterns"]["corrects"] >= 1
+    assert caught.details["counterfactuals"][0]["source_step"] is None and caught.step == 4
+    # The regex graph reads the pattern from a correction cue in the later step.
+    traj = with_texts(make_traj(agents, 4), {2: "The value is 1717.", 4: "I corrected 1717 to 1771 after checking."})
+    graph = build_graph(traj, repair_subtasks([{"start": 0, "end": 5}], traj.n_steps))
+    assert {(e["src"], e["dst"], e["pattern"]) for e in graph.edges if e["level"] == "step"} == {(2, 4, "corrects")}
+    assert graph.data_ancestors(4) == [] and corrected_downstream(graph, 2) == 4

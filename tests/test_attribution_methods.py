@@ -377,8 +377,9 @@ async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> Non
     assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
     assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
     assert set(pred.details["oracles"][0]) >= {"goal", "preconditions", "key_evidence", "acceptance"}
-    # decompose, the graph, 2 oracles in one call, agent, counterfactual (single-step agent)
-    assert pred.step == 5 and pred.nfe == 5
+    # decompose, reflect, the graph, 2 oracles in one call, their 2 verdicts in one call, agent, counterfactual
+    # (single-step agent)
+    assert pred.step == 5 and pred.nfe == 7
 
 
 async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
@@ -448,7 +449,8 @@ async def test_chief_judges_long_subtasks_in_calls_of_their_own(graph: str) -> N
     model = RecordingModel(seed=0)
     pred = await METHODS["chief"](graph=graph)(traj, MethodContext(model=bound(model), context_window=2048,
                                                                    max_output_tokens=256))
-    assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == 2
+    assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == 1  # no log: both in one
+    assert sum(m["contract"] == "attribution.chief.verdict" for m, _ in model.seen) == 2
     assert [v["satisfied"] for v in pred.details["oracles"]] == [False, True]  # the marker at 61 stayed in view
     if graph == "regex":
         # The regex loop edges send the 43 look-alike candidates to their loop start; the walk then reaches 61.

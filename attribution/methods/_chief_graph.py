@@ -13,6 +13,14 @@ when the model's graph is unusable or with ``chief(graph="regex")``.
 - Typed edges: subtask ``sequential``/``data``; agent ``handoff``; step
   ``data`` (a value first written in one step reused in a later one) and
   ``control`` (a step repeating an earlier step of the same agent: a loop).
+- A counterfactual pattern on every step edge (``pattern``): ``propagates``
+  (an error in the earlier step would have reached the later one),
+  ``corrects`` (the later step checked or fixed the earlier one's output, so
+  an error there would have been caught) or ``repeats`` (a control edge). The
+  data-flow walk follows ``propagates`` edges only (:meth:`CausalGraph.data_ancestors`),
+  and screening prunes a candidate a later step corrected
+  (:func:`corrected_downstream`). The regex graph reads ``corrects`` from a
+  correction cue in the later step (:data:`CORRECTION_RE`).
 - Deviation-aware pruning helpers (:func:`self_corrected`).
 """
 
@@ -28,6 +36,9 @@ from attribution.llm.prompting import ENVIRONMENT_KEYS, ERROR_CUE_RE, clip, disp
 from attribution.sources.trajectory import Trajectory
 
 MAX_SUBTASKS = 8
+PROPAGATES, CORRECTS, REPEATS = "propagates", "corrects", "repeats"
+PATTERNS = (PROPAGATES, CORRECTS, REPEATS)
+"""Counterfactual patterns of a step edge (see the module docstring)."""
 LOOP_SIMILARITY = 0.6
 """Word-set Jaccard similarity above which a step repeats an earlier one (a loop)."""
 _VALUE_RE = re.compile(r"\b\d[\d,.]*\d\b|\b\d{2,}\b|\b[\w-]+\.(?:csv|xlsx|json|txt|py|pdf|html?)\b|\"[^\"\n]{3,40}\"")
@@ -58,16 +69,18 @@ class CausalGraph:
     edges: list[dict[str, Any]] = field(default_factory=list)
     """{"level": subtask|agent|step, "src", "dst", "type"}."""
 
-    def step_sources(self, step: int, kind: str = "data") -> list[int]:
-        """Steps with a ``kind`` edge into ``step``, in step order."""
-        return sorted({e["src"] for e in self.edges if e["level"] == "step" and e["type"] == kind and e["dst"] == step})
+    def step_sources(self, step: int, kind: str = "data", pattern: str | None = None) -> list[int]:
+        """Steps with a ``kind`` edge into ``step`` (of counterfactual ``pattern`` when given), in step order."""
+        return sorted({e["src"] for e in self.edges if e["level"] == "step" and e["type"] == kind and e["dst"] == step
+                       and (pattern is None or e.get("pattern", PROPAGATES) == pattern)})
 
     def data_ancestors(self, step: int) -> list[int]:
-        """Steps ``step`` takes data from, directly or through intermediate steps (data edges followed back)."""
+        """Steps ``step`` takes data from, directly or through intermediate steps (``propagates`` data edges
+        followed back: a step that corrected its input does not inherit the input's error)."""
         seen: set[int] = set()
         stack = [step]
         while stack:  # data edges point forward in time, but ``seen`` guards against any cycle anyway
-            for src in self.step_sources(stack.pop(), "data"):
+            for src in self.step_sources(stack.pop(), "data", PROPAGATES):
                 if src not in seen and src != step:
                     seen.add(src)
                     stack.append(src)
@@ -188,16 +201,17 @@ def regex_step_edges(traj: Trajectory) -> list[dict[str, Any]]:
     first_seen: dict[str, int] = {}
     words = [_words(s.content) for s in traj.steps]
     for s in traj.steps:
+        pattern = CORRECTS if CORRECTION_RE.search(s.content or "") else PROPAGATES
         for v in sorted(_values(s.content)):
             src = first_seen.setdefault(v, s.index)
             if src != s.index:
-                edges.append({"level": "step", "src": src, "dst": s.index, "type": "data"})
+                edges.append({"level": "step", "src": src, "dst": s.index, "type": "data", "pattern": pattern})
         for j in range(s.index - 1, -1, -1):
             prev = traj.steps[j]
             if prev.agent_key == s.agent_key and words[j] and words[s.index]:
                 sim = len(words[j] & words[s.index]) / len(words[j] | words[s.index])
                 if sim >= LOOP_SIMILARITY:
-                    edges.append({"level": "step", "src": j, "dst": s.index, "type": "control"})
+                    edges.append({"level": "step", "src": j, "dst": s.index, "type": "control", "pattern": REPEATS})
                     break
     return edges
 
@@ -250,6 +264,13 @@ def loop_start(graph: CausalGraph, step: int) -> int:
     return cur
 
 
+def corrected_downstream(graph: CausalGraph, step: int) -> int | None:
+    """The first later step whose ``corrects`` data edge leaves ``step`` (it caught ``step``'s output), or None."""
+    later = sorted(e["dst"] for e in graph.edges
+                   if e["level"] == "step" and e["type"] == "data" and e["src"] == step and e.get("pattern") == CORRECTS)
+    return later[0] if later else None
+
+
 def self_corrected(traj: Trajectory, step: int, horizon: int = 6) -> int | None:
     """A later step of the same agent that corrects ``step`` and is not itself followed by an error.
 
@@ -280,6 +301,7 @@ __all__ = [
     "actors",
     "assemble_graph",
     "build_graph",
+    "corrected_downstream",
     "fallback_subtasks",
     "loop_start",
     "regex_otar",

@@ -25,6 +25,10 @@ from typing import Any
 
 from attribution.llm.calls import CaseLedger
 from attribution.methods._chief_graph import (
+    CORRECTS,
+    PATTERNS,
+    PROPAGATES,
+    REPEATS,
     CausalGraph,
     Subtask,
     actors,
@@ -75,11 +79,13 @@ def _ask(pairs: list[tuple[Subtask, str]], lo: int, hi: int) -> str:
         f"Build the causal graph of steps {lo}-{hi}.\nFor each subtask and agent below, state its Observation (what it "
         "saw), Thought (what it concluded), Action (what it did) and Result (what came of it):\n"
         f"{listing}\nThen list causal edges between steps that end in steps {lo}-{hi}: \"data\" when a step uses a "
-        "value or result an earlier step produced, \"control\" when a step repeats an earlier step (a loop). "
-        "Reply with JSON only:\n"
+        "value or result an earlier step produced, \"control\" when a step repeats an earlier step (a loop); and for "
+        "each edge its counterfactual pattern: \"propagates\" when an error in the earlier step would have reached "
+        "the later one, \"corrects\" when the later step checked or fixed the earlier one's output, \"repeats\" for "
+        "a loop. Reply with JSON only:\n"
         '{"reason": "<one sentence>", "nodes": [{"subtask": <number>, "agent": "<name>", "observation": "<short>", '
         '"thought": "<short>", "action": "<short>", "result": "<short>"}], "edges": [{"src": <earlier step>, '
-        '"dst": <later step>, "type": "data" or "control"}]}'
+        '"dst": <later step>, "type": "data" or "control", "pattern": "propagates", "corrects" or "repeats"}]}'
     )
 
 
@@ -88,7 +94,8 @@ def graph_contract(traj: Trajectory, pairs: list[tuple[Subtask, str]], lo: int, 
     node = contract("OtarNode", subtask=one_of(sorted({s.index for s, _ in pairs})),
                     agent=one_of(list(dict.fromkeys(name for _, name in pairs))),
                     **{f: text(OTAR_CHARS) for f in OTAR_FIELDS})
-    edge = contract("GraphEdge", src=step_in(0, max(0, hi - 1)), dst=step_in(lo, hi), type=one_of(["data", "control"]))
+    edge = contract("GraphEdge", src=step_in(0, max(0, hi - 1)), dst=step_in(lo, hi), type=one_of(["data", "control"]),
+                    pattern=one_of(list(PATTERNS)))
     return contract("GraphReply", reason=text(), nodes=many(node, len(pairs), 1), edges=many(edge, MAX_EDGES))
 
 
@@ -113,7 +120,12 @@ def _edges(traj: Trajectory, obj: dict[str, Any], lo: int, hi: int) -> list[dict
             continue
         src, dst = resolve_step(traj, item.get("src")), resolve_step(traj, item.get("dst"))
         if src is not None and dst is not None and src < dst and lo <= dst <= hi:
-            out.append({"level": "step", "src": src, "dst": dst, "type": item["type"]})
+            pattern = item.get("pattern")
+            if item["type"] == "control":
+                pattern = REPEATS
+            elif pattern not in (PROPAGATES, CORRECTS):
+                pattern = PROPAGATES  # a data edge without a usable pattern passes its data on
+            out.append({"level": "step", "src": src, "dst": dst, "type": item["type"], "pattern": pattern})
     return out
 
 

@@ -19,13 +19,21 @@ def _chief_decompose(ctx: ScriptedContext) -> str:
     return json.dumps({"reason": "two phases", "subtasks": subs})
 
 
+@responder("attribution.chief.reflect")
+def _chief_reflect(ctx: ScriptedContext) -> str:
+    # The reflection keeps the proposed ranges as they are: the deterministic repair then makes them a cover.
+    spans = [{"name": f"part {i + 1}", "start": a, "end": b} for i, (a, b) in enumerate(ctx.metadata.get("attr_proposed", []))]
+    return json.dumps({"problems": "none found", "subtasks": spans})
+
+
 _VALUE_RE = re.compile(r"\b\d{2,}\b")
 
 
 @responder("attribution.chief.graph")
 def _chief_graph(ctx: ScriptedContext) -> str:
     # OTAR per asked (subtask, agent) pair; a data edge from the first line holding a number (2+ digits) to
-    # each later line reusing it, a control edge to a line repeating an earlier line of the same agent.
+    # each later line reusing it (pattern "corrects" when the later line says CORRECTS), a control edge to a line
+    # repeating an earlier line of the same agent.
     lo, hi = ctx.metadata.get("attr_range", [0, 0])
     shown = lines(ctx)
     nodes = [{"subtask": sub, "agent": agent, "observation": "the previous step", "thought": "what to do next",
@@ -37,23 +45,33 @@ def _chief_graph(ctx: ScriptedContext) -> str:
         for v in sorted(set(_VALUE_RE.findall(text))):
             src = first.setdefault(v, i)
             if src != i and lo <= i <= hi:
-                edges.append({"src": src, "dst": i, "type": "data"})
+                edges.append({"src": src, "dst": i, "type": "data",
+                              "pattern": "corrects" if "CORRECTS" in text else "propagates"})
         same = [j for j, a, t in shown if j < i and a == agent and t == text]
         if same and lo <= i <= hi:
-            edges.append({"src": same[-1], "dst": i, "type": "control"})
+            edges.append({"src": same[-1], "dst": i, "type": "control", "pattern": "repeats"})
     return json.dumps({"reason": "values passed on", "nodes": nodes, "edges": edges[:8]})
 
 
 @responder("attribution.chief.oracle")
 def _chief_oracle(ctx: ScriptedContext) -> str:
-    # One oracle per listed subtask ([index, first step, last step]); a subtask holding the marker failed.
-    hits = [s for s, _ in marked(ctx)]
+    # One oracle per listed subtask ([index, first step, last step]), written without the steps.
     oracles = [
         {"subtask": i, "goal": "produce the right number", "preconditions": "data loaded", "key_evidence": "the marker",
-         "acceptance": "no ERROR", "satisfied": "no" if any(lo <= s <= hi for s in hits) else "yes"}
-        for i, lo, hi in ctx.metadata.get("attr_subtasks", [])
+         "acceptance": "no ERROR"}
+        for i, _, _ in ctx.metadata.get("attr_subtasks", [])
     ]
     return json.dumps({"oracles": oracles})
+
+
+@responder("attribution.chief.verdict")
+def _chief_verdict(ctx: ScriptedContext) -> str:
+    # A subtask holding the marker failed its oracle.
+    hits = [s for s, _ in marked(ctx)]
+    verdicts = [{"subtask": i, "reason": "marker" if any(lo <= s <= hi for s in hits) else "clean",
+                 "satisfied": "no" if any(lo <= s <= hi for s in hits) else "yes"}
+                for i, lo, hi in ctx.metadata.get("attr_subtasks", [])]
+    return json.dumps({"verdicts": verdicts})
 
 
 @responder("attribution.chief.agent")
@@ -68,13 +86,22 @@ def _chief_step(ctx: ScriptedContext) -> str:
 
 @responder("attribution.chief.counterfactual")
 def _chief_counterfactual(ctx: ScriptedContext) -> str:
-    # A step saying STALE used corrupted data: point one data edge back (its latest data source).
+    # A step saying STALE used corrupted data: point one data edge back (its latest data source). A step saying
+    # HARMLESS did no harm (fixing it would not help). A step saying PLANNED followed the plan of the plan step
+    # (``attr_plan_step``), and that plan was wrong when its line says BADPLAN.
     step = int(ctx.metadata.get("attr_step", -1))
-    text = next((t for i, _, t in lines(ctx) if i == step), "")
+    shown = {i: t for i, _, t in lines(ctx)}
+    text = shown.get(step, "")
     stale = "STALE" in text
     sources = [s for s in ctx.metadata.get("attr_sources", []) if s < step]
     source = sources[-1] if stale and sources else None
-    return json.dumps({
-        "reason": "marker", "fix_here_succeeds": "yes" if ("ERROR" in text or "SOURCE" in text) and not stale else "no",
+    decisive = ("ERROR" in text or "SOURCE" in text or "BADPLAN" in text) and not stale and "HARMLESS" not in text
+    reply = {
+        "reason": "marker", "fix_here_succeeds": "yes" if decisive else "no",
         "input_was_wrong": "yes" if source is not None else "no", "source_step": source, "confidence": 0.8,
-    })
+    }
+    plan = ctx.metadata.get("attr_plan_step")
+    if plan is not None:
+        reply |= {"followed_plan": "yes" if "PLANNED" in text else "no",
+                  "plan_was_wrong": "yes" if "BADPLAN" in shown.get(plan, "") else "no"}
+    return json.dumps(reply)

@@ -4,21 +4,36 @@ The step pass builds it per candidate step (the focus is that one step); the
 agent pass uses it around :func:`hotspots` only when the whole log does not
 fit the window.
 
-Levels, by a step's distance ``d`` to the nearest focus step:
+Levels, by a step's distance ``d`` to the nearest focus step, as ECHO's
+paper defines them (Banerjee, Nair, Borogovac, "Where Did It All Go Wrong?",
+arXiv 2510.04886, section 3, "Hierarchical Context Representation"):
 
-- L1 (``d <= 1``): the full content;
-- L2 (``d <= 3``): key decisions, i.e. the sentences that match the step's
-  context type (below), up to 400 characters;
-- L3 (``d <= 6``): a summary, the first sentence plus the sentences carrying
-  error cues or numbers, up to 160 characters;
-- L4 (farther): every step as a milestone line, 70 characters, marked with
-  its context type; a "general" step is kept too (the paper compresses the
+- L1 (``d <= 1``, immediate): the full content;
+- L2 (``d <= 3``, local): "key reasoning chains", "filtering routine
+  operations" (:func:`local_context`): the sentences that carry reasoning
+  (because, therefore, I will, the result is ...) or the step's context type,
+  with code blocks and tool boilerplate (exit codes, "let me run it") left out;
+- L3 (``d <= 6``, distant): "concise outcome summaries, critical assumptions
+  and warning signals" (:func:`distant_context`): the outcome sentence, then
+  the assumption and warning sentences, in step order;
+- L4 (the rest, global): "milestone-based representations, retaining
+  strategically significant decision points and major state transitions"
+  (:func:`milestone`): one line per step, its decision or transition sentence
+  (a handoff, an error, a final answer), marked with its context type; a
+  "general" step keeps its first sentence (the paper compresses the
   remainder, it does not drop it).
+
+The extraction is by regular expressions, as the paper says. Its appendix
+A.3 (the exact patterns and length limits) was not available here: the
+stored copies of the paper (arxiv.org/html/2510.04886v1 and v2) reach the
+search corpus only from their beginning, and no implementation by the
+authors is public. The character limits per level (LEVEL_LIMITS) are this
+project's choice, and so are the word lists below.
 
 Context types, by regular expressions over the step text: ``error_propagation``
 (error cues), ``handoff`` (the speaker changed and the text addresses someone
 or passes control), ``decision_quality`` (plans, choices, conclusions) and
-``general``. The type decides which sentences L2 keeps.
+``general``. The type decides which sentences L2 keeps beside the reasoning.
 """
 
 from __future__ import annotations
@@ -39,10 +54,39 @@ DECISION_RE = re.compile(
     r"the answer is|result is|choos\w*|assum\w*|verified|correct)\b",
     re.I,
 )
+REASONING_RE = re.compile(
+    r"\b(because|since|therefore|thus|hence|so that|which means|this means|as a result|given that|i will|i'll|"
+    r"we will|we should|we need|let's|decid\w*|conclu\w*|the answer is|result(?:s)? (?:is|are|shows?)|"
+    r"final answer|plan\w*|choos\w*|instead)\b",
+    re.I,
+)
+"""L2: a sentence that carries reasoning (a cause, a consequence, a decision or a conclusion)."""
+ROUTINE_RE = re.compile(
+    r"^(?:exitcode: 0\b|code output:|let(?:'s| me| us) (?:run|execute|check the output)|(?:please )?run the "
+    r"(?:code|script|above)|terminate\.?$|ok(?:ay)?[,.!]?$|thanks?\b|thank you\b|sure[,.!]?$|great[,.!]?$)",
+    re.I,
+)
+"""L2: a routine operation (tool boilerplate, acknowledgements), filtered out."""
+ASSUMPTION_RE = re.compile(r"\b(assum\w*|suppos\w*|presum\w*|expect\w*|likely|probably|should be|must be|if we)\b", re.I)
+"""L3: a critical assumption."""
+WARNING_RE = re.compile(r"\b(warn\w*|however|but|caution|careful|note that|unclear|not sure|uncertain|might|missing)\b",
+                        re.I)
+"""L3: a warning signal (besides the error cues)."""
+OUTCOME_RE = re.compile(
+    r"\b(result\w*|answer|output|total|found|returns?|gives?|equals?|is \d|are \d|succeeded|completed|done|verified|"
+    r"confirm\w*)\b|=",
+    re.I,
+)
+"""L3: the step's outcome."""
+TRANSITION_RE = re.compile(r"\b(final answer|the answer is|terminate|succeeded|resolved|completed|verified|confirm\w*)\b",
+                           re.I)
+"""L4: a major state transition besides handoffs and errors (a result settled, the run ended)."""
 _NUMBER_RE = re.compile(r"\d")
+_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.S)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 LEVEL_LIMITS = {2: 400, 3: 160, 4: 70}
-"""Characters kept per step at levels L2-L4 (L1 keeps everything)."""
+"""Characters kept per step at levels L2-L4 (L1 keeps everything): this project's choice, the paper's appendix A.3
+not being available here (see the module docstring)."""
 LEVEL_WEIGHTS = {1: 3.0, 2: 1.5, 3: 1.0, 4: 0.6}
 """Share of the prompt budget per level when texts must be cut further."""
 
@@ -73,7 +117,8 @@ def sentences(text: str) -> list[str]:
 
 
 def key_decisions(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[2]) -> str:
-    """Sentences matching ``ctype`` (general: the ones with numbers), first sentence always kept."""
+    """Sentences matching ``ctype`` (general: the ones with numbers), first sentence always kept: CHIEF's regex
+    OTAR "thought" (:mod:`._chief_graph`); ECHO's L2 is :func:`local_context`."""
     sents = sentences(text)
     if not sents:
         return ""
@@ -83,7 +128,8 @@ def key_decisions(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[2]) -> st
 
 
 def summary(text: str, max_chars: int = LEVEL_LIMITS[3]) -> str:
-    """First sentence plus error-cue sentences, then numeric ones, within ``max_chars``."""
+    """First sentence plus error-cue sentences, then numeric ones, within ``max_chars``: CHIEF's regex OTAR
+    observation and result (:mod:`._chief_graph`); ECHO's L3 is :func:`distant_context`."""
     sents = sentences(text)
     if not sents:
         return ""
@@ -95,6 +141,60 @@ def summary(text: str, max_chars: int = LEVEL_LIMITS[3]) -> str:
         if s not in out:
             out += " " + s
     return clip(out, max_chars)
+
+
+def prose(text: str) -> str:
+    """``text`` without its code blocks (routine operations for L2-L4; L1 shows them)."""
+    return _FENCE_RE.sub(" ", text or "")
+
+
+def local_context(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[2]) -> str:
+    """L2: the key reasoning chain, routine operations filtered out (see the module docstring).
+
+    >>> local_context("```python\\nprint(x)\\n``` Let me run it. The total is 12 because the list has 12 rows.", "general")
+    'The total is 12 because the list has 12 rows.'
+    """
+    sents = [s for s in sentences(prose(text)) if not ROUTINE_RE.search(s)]
+    if not sents:
+        return ""
+    pattern = _TYPE_RE.get(ctype)
+    picked = [s for s in sents if REASONING_RE.search(s) or (pattern is not None and pattern.search(s))]
+    return clip(" ".join(picked or sents[:1]), max_chars)
+
+
+def distant_context(text: str, max_chars: int = LEVEL_LIMITS[3]) -> str:
+    """L3: the outcome, then critical assumptions and warning signals, within ``max_chars``, in step order.
+
+    >>> distant_context("Loading the file now. I assume the column is in dollars. Result: the total is 42.")
+    'I assume the column is in dollars. Result: the total is 42.'
+    """
+    sents = [s for s in sentences(prose(text)) if not ROUTINE_RE.search(s)]
+    if not sents:
+        return ""
+    outcome = [i for i, s in enumerate(sents) if OUTCOME_RE.search(s)]
+    ranked = [outcome[-1] if outcome else len(sents) - 1]
+    ranked += [i for i, s in enumerate(sents) if ASSUMPTION_RE.search(s)]
+    ranked += [i for i, s in enumerate(sents) if ERROR_CUE_RE.search(s) or WARNING_RE.search(s)]
+    kept: list[int] = []
+    for i in dict.fromkeys(ranked):
+        if sum(len(sents[j]) + 1 for j in kept) + len(sents[i]) > max_chars and kept:
+            continue
+        kept.append(i)
+    return clip(" ".join(sents[i] for i in sorted(kept)), max_chars)
+
+
+def milestone(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[4]) -> str:
+    """L4: the step's decision point or state transition (its first sentence for a general step).
+
+    >>> milestone("Thanks for the update on loading the data for this task. We decide to use the 2019 table.", "decision_quality")
+    'We decide to use the 2019 table.'
+    """
+    sents = sentences(prose(text)) or sentences(text)
+    if not sents:
+        return ""
+    pattern = {"error_propagation": ERROR_CUE_RE, "handoff": HANDOFF_RE, "decision_quality": DECISION_RE}.get(ctype)
+    hits = [s for s in sents if TRANSITION_RE.search(s)] + ([s for s in sents if pattern.search(s)] if pattern else [])
+    return clip(" ".join((hits or sents)[0].split()), max_chars)
 
 
 def step_types(traj: Trajectory) -> list[str]:
@@ -123,11 +223,11 @@ def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
         level = level_of(s.index, focus)
         text = s.content or ""
         if level == 2:
-            text = f"(key {SHORT_TYPE[ctype]}) " + key_decisions(text, ctype)
+            text = f"(key {SHORT_TYPE[ctype]}) " + local_context(text, ctype)
         elif level == 3:
-            text = "(summary) " + summary(text)
+            text = "(summary) " + distant_context(text)
         elif level == 4:
-            text = f"(milestone {SHORT_TYPE[ctype]}) " + clip(" ".join(text.split()), LEVEL_LIMITS[4])
+            text = f"(milestone {SHORT_TYPE[ctype]}) " + milestone(text, ctype)
         views.append(StepView(index=s.index, agent=display_agent(s.agent), text=text, weight=LEVEL_WEIGHTS[level]))
     return views
 

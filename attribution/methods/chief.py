@@ -1,120 +1,90 @@
 """CHIEF: hierarchical causal graph, virtual oracles, top-down backtracking, counterfactual screening.
 
-Pipeline per case (model calls in brackets):
+After CHIEF's paper (Wang, Wu, Wang, Wang, "From Flat Logs to Causal Graphs:
+Hierarchical Failure Attribution for LLM-based Multi-Agent Systems", arXiv
+2602.23701; read here: the abstract and the public summaries of its method,
+not the full text, which the stored copies do not reach). Pipeline per case
+(model calls in brackets):
 
 1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
    most similar decompositions retrieved from a pool built from the Who&When
-   dev split's training part (:mod:`._chief_exemplars`: lexical similarity,
-   never the case's own record or question) as few-shot; the reply is
-   repaired into contiguous ranges covering every step once (at most
-   MAX_SUBTASKS = 8).
-2. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
-   tuples per agent and subtask, step ``data``/``control`` edges
-   (:mod:`._chief_model_graph`), plus the structural handoff and subtask
+   dev split's training part (:mod:`._chief_exemplars`: TF-IDF similarity,
+   never the case's own record or question) as few-shot.
+2. [1, ``reflect=True``] reflection: the model reviews its decomposition
+   against the log (every step covered once by consecutive ranges, one goal
+   per subtask) and returns it corrected; the deterministic repair
+   (:func:`._chief_graph.repair_subtasks`: contiguous ranges covering every
+   step once, at most MAX_SUBTASKS = 8) stays the fallback when the
+   reflection is unusable, and makes any reply a cover.
+3. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
+   tuples per agent and subtask, step ``data``/``control`` edges, each with
+   its counterfactual pattern (``propagates``, ``corrects``, ``repeats``;
+   :mod:`._chief_model_graph`), plus the structural handoff and subtask
    edges. When the model's graph is unusable the regex graph
    (:func:`._chief_graph.build_graph`) stands in, recorded in
    ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
-3. [1 to #subtasks] a virtual oracle for *every* subtask: goal,
-   preconditions, key evidence, acceptance criteria, and whether the
-   subtask met them. Oracles are batched (:func:`oracle_batches`): one call
-   covers consecutive subtasks as long as their oracles fit the reply (5 at
-   512 reply tokens) and their logs fit the prompt whole.
-4. Oracle-guided backtracking, top-down and in reverse (:func:`backtrack`):
-   from the last subtask that failed its oracle, the walk moves back along
-   the graph's subtask edges (sequential and data) to a failed parent, the
-   latest first, until no parent failed; that subtask is the origin (the
-   last subtask when none admits failure). Then top-down inside it: [≤ 1]
-   the responsible agent (skipped when only one agent acts there), [≤ 1] its
-   candidate steps (skipped for a single step).
-5. Counterfactual screening of the candidates, in order:
-   deviation-aware pruning (an error the agent corrected itself later, with
-   no error after the fix, is dropped while other candidates remain);
-   planning-control (a step inside a loop is moved to the loop's first
-   step); [1 per visited step] local + data-flow counterfactual: "would
-   fixing this step have made the team succeed, or was its input already
-   wrong, and in which earlier step?". The walk follows data edges back
-   (the source must be a data ancestor of the step) until a step's input
-   was not corrupted, so it ends at the first corrupted data. Every step is
-   visited at most once and each hop moves strictly earlier (the loop
-   guard); MAX_WALK_CALLS caps the calls as a cost guard (recorded as
-   ``walk_stop: "budget"`` when it cuts a walk).
+4. [1 to #subtasks, twice] a virtual oracle for *every* subtask
+   (:mod:`._chief_oracle`): synthesised from the task and the decomposition
+   alone, then judged in calls of their own against the subtasks' steps.
+5. Oracle-guided backtracking over candidate sets per level
+   (:mod:`._chief_levels`, :func:`locate`): the failed subtasks reachable back
+   from the last failed one (the origin first), inside a subtask [≤ 1] its
+   ranked agents, for an agent [≤ 1] its ranked steps; a candidate step goes
+   through the counterfactual screening (:mod:`._chief_counterfactual`:
+   deviation-aware pruning, planning control with loops and the
+   planner-vs-executor rule, [1 per visited step] the local + data-flow
+   counterfactual walk). A rejected candidate sends the search back to the
+   next candidate of its level, then of the level above (LEVEL_WIDTH = 2 per
+   level); when every candidate is rejected, the first walk's step stands
+   (``walk_stop: "all_rejected"``). MAX_WALK_CALLS caps the counterfactual
+   calls of the whole search (``walk_stop: "budget"``).
 
-Model calls per case: at most 1 + G + #subtasks + 2 + MAX_WALK_CALLS, with
-G graph calls (1 on short logs, at most #subtasks); typically 5-8 on a log
-that fits the window. Re-sends after a length refusal or a transient failure
-are counted too. ``attribute`` leaves the exemplar pool's own records out of
-an evaluation (``run.is_training_record``).
+Model calls per case: at most 2 + G + 2 * #subtasks + 2 * LEVEL_WIDTH +
+LEVEL_WIDTH ** 2 + MAX_WALK_CALLS, with G graph calls (1 on short logs, at most
+#subtasks); typically 7-10 on a log that fits the window, when the first
+candidate holds. Re-sends after a length refusal or a transient failure are
+counted too. ``attribute`` leaves the exemplar pool's own records out of an
+evaluation (``run.is_training_record``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from typing import Any
 
 from attribution.methods import _chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
+from attribution.methods._chief_counterfactual import screen_candidates, walk
 from attribution.methods._chief_exemplars import is_pool_record, retrieve
-from attribution.methods._chief_graph import (
-    CausalGraph,
-    Subtask,
-    actors,
-    build_graph,
-    fallback_subtasks,
-    loop_start,
-    repair_subtasks,
-    self_corrected,
-)
-from attribution.methods._chief_model_graph import model_graph
+from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks
+from attribution.methods._chief_levels import LEVEL_WIDTH, backtrack, candidate_subtasks, pick_agent, pick_steps
+from attribution.methods._chief_model_graph import SYSTEM, model_graph
+from attribution.methods._chief_oracle import _oracle_items, oracle_batches, oracles  # noqa: F401  (re-exported)
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.llm.prompting import (
     case_header,
-    clip,
     display_agent,
     estimate_tokens,
     finish,
     messages,
     render_steps,
-    resolve_agent,
-    resolve_step,
     step_views,
-    steps_of,
 )
-from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
-from attribution.sources.trajectory import Trajectory, normalize_agent
-from mas.llm.confidence import parse_confidence
+from attribution.llm.replies import contract, many, schema_of, step_in, text
+from attribution.sources.trajectory import Trajectory
 
 MAX_WALK_CALLS = 8
-"""Cost guard on counterfactual calls per case (one per visited step of the data-flow walk)."""
-ORACLE_FIELDS = ("goal", "preconditions", "key_evidence", "acceptance")
-ORACLE_FIELD_CHARS = 60
-ORACLE_REPLY_TOKENS = 100
-"""Reply tokens one oracle takes (four 60-character fields, a verdict, JSON syntax): sets the batch size."""
-ORACLE_FIXED_TOKENS = 350
-"""Tokens of an oracle prompt's fixed text besides the header (subtask listing, instructions)."""
-CF_SOURCES_SHOWN = 4
-"""Direct data sources of a step shown with it in a counterfactual prompt (the latest ones)."""
-SYSTEM = (
-    "You analyse the log of a multi-agent team that failed its task, to find the decisive error: the earliest "
-    "step whose mistake caused the failure. Be brief. Answer in JSON only."
-)
+"""Cost guard on counterfactual calls per case (one per visited step, over every candidate the search tries)."""
+
+__all__ = ["backtrack", "chief", "screen_candidates"]
 
 
-def _yes(value: Any, text: str = "") -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip():
-        return value.strip().lower().startswith(("y", "true"))
-    m = re.search(r"\b(yes|no)\b", text or "", re.I)
-    return None if not m else m.group(1).lower() == "yes"
+def _log(traj: Trajectory, indices: range | list[int], budget: int) -> tuple[str, Any]:
+    return render_steps(step_views(traj, list(indices)), budget)
 
 
-def _log(traj: Trajectory, indices: range | list[int], budget: int, focus: set[int] | None = None) -> tuple[str, Any]:
-    return render_steps(step_views(traj, list(indices), focus=focus), budget, focus=focus)
-
-
-# ------------------------------------------------------------------ stages
+# ------------------------------------------------------------------ decomposition and reflection
 
 
 def exemplar_text(exemplars: list[tuple[dict[str, Any], float]]) -> str:
@@ -126,315 +96,119 @@ def exemplar_text(exemplars: list[tuple[dict[str, Any], float]]) -> str:
     return "\n\n".join(parts)
 
 
+def _spans_schema(traj: Trajectory, name: str, first: str) -> dict[str, Any]:
+    last = traj.n_steps - 1
+    span = contract("Span", name=text(40), start=step_in(0, last), end=step_in(0, last))
+    return schema_of(contract(name, **{first: text()}, subtasks=many(span, 6, 1)))
+
+
+SPANS = '{"name": "<short>", "start": <first step>, "end": <last step>}'
+
+
 async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
-                    exemplars: list[tuple[dict[str, Any], float]]) -> tuple[list[Subtask], str]:
-    """Subtasks from the model (``exemplars`` as few-shot), repaired; equal chunks when the reply is unusable."""
+                    exemplars: list[tuple[dict[str, Any], float]]) -> Any:
+    """The model's proposed subtasks (``exemplars`` as few-shot), as it replied (None when unusable)."""
     shown = exemplar_text(exemplars)
     ask = (
         "Split the log into 2-6 subtasks of consecutive steps that together cover every step. Reply with JSON only:\n"
-        '{"reason": "<one sentence>", "subtasks": [{"name": "<short>", "start": <first step>, "end": <last step>}]}'
+        f'{{"reason": "<one sentence>", "subtasks": [{SPANS}]}}'
     )
 
     def build(budget: int):
-        text, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(shown))
-        user = f"{shown}\n\n{header}\n\nLog:\n{text}\n\n{ask}" if shown else f"{header}\n\nLog:\n{text}\n\n{ask}"
+        log, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(shown))
+        user = f"{shown}\n\n{header}\n\nLog:\n{log}\n\n{ask}" if shown else f"{header}\n\nLog:\n{log}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    last = traj.n_steps - 1
-    span = contract("Span", name=text(40), start=step_in(0, last), end=step_in(0, last))
-    schema = schema_of(contract("DecomposeReply", reason=text(), subtasks=many(span, 6, 1)))
     meta = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
-    reply = await ledger.ask("decompose", build, meta=meta, schema=schema)
-    obj = ledger.parse("decompose", reply) or {}
-    subs = repair_subtasks(obj.get("subtasks"), traj.n_steps)
+    reply = await ledger.ask("decompose", build, meta=meta, schema=_spans_schema(traj, "DecomposeReply", "reason"))
+    return (ledger.parse("decompose", reply) or {}).get("subtasks")
+
+
+async def reflect(ledger: CaseLedger, traj: Trajectory, header: str, proposed: Any) -> Any:
+    """The model's review of its ``proposed`` subtasks against the log, corrected (None when unusable)."""
+    items = [i for i in proposed if isinstance(i, dict)] if isinstance(proposed, list) else []
+    listing = "\n".join(f"- '{i.get('name', '')}': steps {i.get('start')}-{i.get('end')}" for i in items) or "(none)"
+    ask = (
+        f"A first decomposition of this log into subtasks:\n{listing}\n"
+        "Check it: the subtasks must be consecutive ranges that cover every step exactly once (no gap, no overlap), "
+        "each with one coherent goal. Reply with the corrected subtasks (the same ones when they are right), "
+        f'JSON only:\n{{"problems": "<one sentence>", "subtasks": [{SPANS}]}}'
+    )
+
+    def build(budget: int):
+        log, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(listing))
+        return messages(SYSTEM, f"{header}\n\nLog:\n{log}\n\n{ask}"), report
+
+    meta = {"attr_n_steps": traj.n_steps, "attr_proposed": [[i.get("start"), i.get("end")] for i in items]}
+    reply = await ledger.ask("reflect", build, meta=meta, schema=_spans_schema(traj, "ReflectReply", "problems"))
+    return (ledger.parse("reflect", reply) or {}).get("subtasks")
+
+
+async def subtasks_of(ledger: CaseLedger, traj: Trajectory, header: str, exemplars: list[tuple[dict[str, Any], float]],
+                      reflection: bool) -> tuple[list[Subtask], str]:
+    """Subtasks and their source: ``reflected``, ``model`` (the proposal repaired), or ``equal_chunks``."""
+    proposed = await decompose(ledger, traj, header, exemplars)
+    if reflection:
+        subs = repair_subtasks(await reflect(ledger, traj, header, proposed), traj.n_steps)
+        if subs:
+            return subs, "reflected"
+        ledger.note_fallback("reflect", "repair")
+    subs = repair_subtasks(proposed, traj.n_steps)
     if subs:
         return subs, "model"
     ledger.note_fallback("decompose", "equal_chunks")
     return fallback_subtasks(traj), "equal_chunks"
 
 
-def oracle_batches(
-    subtasks: list[Subtask], reply_tokens: int, sizes: list[int] | None = None, budget: int | None = None
-) -> list[list[Subtask]]:
-    """Consecutive subtasks grouped so that one call holds all their oracles.
-
-    A batch takes at most ``reply_tokens // ORACLE_REPLY_TOKENS`` subtasks
-    (their oracles must fit the reply) and, when ``sizes`` (tokens of each
-    subtask's full log) and ``budget`` (tokens for steps in a prompt) are
-    given, only as many as fit whole together: a long subtask gets a call of
-    its own, so its log is compressed no more than when judged alone.
-
-    >>> from attribution.methods._chief_graph import Subtask
-    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(5)]
-    >>> [len(b) for b in oracle_batches(subs, 256)]
-    [2, 2, 1]
-    >>> [len(b) for b in oracle_batches(subs, 512, sizes=[10, 10, 95, 10, 10], budget=100)]
-    [2, 1, 2]
-    """
-    per_call = max(1, reply_tokens // ORACLE_REPLY_TOKENS)
-    sizes = sizes or [0] * len(subtasks)
-    limit = budget if budget is not None else float("inf")
-    batches: list[list[Subtask]] = []
-    used = 0
-    for sub, size in zip(subtasks, sizes, strict=True):
-        if batches and len(batches[-1]) < per_call and used + size <= limit:
-            batches[-1].append(sub)
-            used += size
-        else:
-            batches.append([sub])
-            used = size
-    return batches
+# ------------------------------------------------------------------ the search
 
 
-def _oracle_items(obj: dict[str, Any], batch: list[Subtask]) -> dict[int, dict[str, Any]]:
-    """Subtask index -> its reply item, matched by the item's ``subtask`` number, else by position."""
-    items = obj.get("oracles")
-    if not isinstance(items, list):
-        items = [obj] if len(batch) == 1 else []  # a one-subtask batch may answer with a flat object
-    wanted = {s.index for s in batch}
-    out: dict[int, dict[str, Any]] = {}
-    for pos, item in enumerate(i for i in items if isinstance(i, dict)):
-        idx = resolve_index(item.get("subtask"), wanted)
-        if idx is None and pos < len(batch):
-            idx = batch[pos].index
-        if idx is not None:
-            out.setdefault(idx, item)
-    return out
+async def locate(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, subtasks: list[Subtask],
+                 verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Backtracking over the candidate sets of each level (see the module docstring); the outcome and its log."""
+    visited: set[int] = set()
+    tried: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    for sub_index in candidate_subtasks(subtasks, verdicts, graph)[:LEVEL_WIDTH]:
+        sub = subtasks[sub_index]
+        agents, agent_how = await pick_agent(ledger, traj, header, graph, sub, verdicts[sub_index])
+        for agent in agents[:LEVEL_WIDTH]:
+            candidates = await pick_steps(ledger, traj, header, sub, agent)
+            screened, screen_log = screen_candidates(traj, graph, candidates)
+            for start in [c for c in screened if c not in visited][:LEVEL_WIDTH]:
+                budget = MAX_WALK_CALLS - sum(len(t["hops"]) for t in tried)
+                step, hops, stop = await walk(ledger, traj, header, graph, start, budget, visited)
+                tried.append({"subtask": sub_index, "agent": agent, "agent_choice": agent_how, "candidates": candidates,
+                              "screening": screen_log, "start": start, "step": step, "hops": hops, "stop": stop})
+                first = first or tried[-1]
+                if stop == "budget":
+                    ledger.note_fallback("counterfactual", "walk_budget")
+                if stop != "rejected" or sum(len(t["hops"]) for t in tried) >= MAX_WALK_CALLS:
+                    return {**tried[-1], "tried": tried}
+    if first is None:  # no candidate left to try (cannot happen with a non-empty subtask)
+        sub = subtasks[-1]
+        return {"subtask": sub.index, "agent": None, "agent_choice": "none", "candidates": [], "screening": [],
+                "start": sub.end, "step": sub.end, "hops": [], "stop": "no_candidate", "tried": []}
+    return {**first, "stop": "all_rejected", "tried": tried}
 
 
-def resolve_index(value: Any, allowed: set[int]) -> int | None:
-    """``value`` as one of ``allowed`` integers, or None."""
-    if isinstance(value, bool):
-        return None
-    m = re.search(r"-?\d+", str(value)) if value is not None else None
-    return int(m.group()) if m and int(m.group()) in allowed else None
-
-
-async def oracle_batch(ledger: CaseLedger, traj: Trajectory, header: str, batch: list[Subtask]) -> list[dict[str, Any]]:
-    """The virtual oracles of the subtasks in ``batch`` (one call), each with its verdict (``satisfied``)."""
-    listing = "\n".join(f"{s.index}. '{s.name}' = steps {s.start}-{s.end}" for s in batch)
-    ask = (
-        f"Subtasks:\n{listing}\n"
-        "For EACH subtask above, state what it had to achieve (goal, preconditions, key evidence, acceptance "
-        "criteria), then judge whether its steps met the criteria. Reply with JSON only:\n"
-        '{"oracles": [{"subtask": <number>, "goal": "<short>", "preconditions": "<short>", "key_evidence": "<short>", '
-        '"acceptance": "<criteria>", "satisfied": "yes" or "no"}]}'
-    )
-    shown = range(batch[0].start, batch[-1].end + 1)
-
-    def build(budget: int):
-        text, report = _log(traj, shown, budget - ORACLE_FIXED_TOKENS)
-        return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
-
-    item = contract("Oracle", subtask=one_of([s.index for s in batch]),
-                    **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS}, satisfied=YesNo)
-    schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("oracle", build, meta=meta, schema=schema)
-    items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
-    out = []
-    for sub in batch:
-        raw = items.get(sub.index)
-        if raw is None:
-            ledger.note_fallback("oracle", f"missing_subtask_{sub.index}")
-        raw = raw or {}
-        verdict = {k: clip(str(raw.get(k, "")), 200) for k in ORACLE_FIELDS}
-        out.append({"subtask": sub.index, **verdict, "satisfied": _yes(raw.get("satisfied"))})
-    return out
-
-
-async def oracles(ledger: CaseLedger, traj: Trajectory, header: str, subtasks: list[Subtask]) -> list[dict[str, Any]]:
-    """A virtual oracle and verdict for every subtask, in order, batched as the reply and prompt budgets allow."""
-    sizes = [estimate_tokens(render_steps(step_views(traj, sub.steps), 10**9)[0]) for sub in subtasks]
-    budget = ledger.prompt_budget - estimate_tokens(SYSTEM + header) - ORACLE_FIXED_TOKENS
-    out: list[dict[str, Any]] = []
-    for batch in oracle_batches(subtasks, ledger.reply_tokens, sizes, budget):
-        out += await oracle_batch(ledger, traj, header, batch)
-    return out
-
-
-async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, sub: Subtask, verdict: dict[str, Any]) -> tuple[str, str]:
-    """The responsible agent inside ``sub``, and how it was chosen."""
-    names = actors(traj, sub)
-    if len(names) == 1:
-        return names[0], "only_agent"
-    tuples = "\n".join(
-        f"- {name}: " + "; ".join(f"{k}: {v}" for k, v in graph.otar.get((sub.index, normalize_agent(name)), {}).items())
-        for name in names
-    )
-    ask = (
-        f"This subtask failed. Goal: {verdict.get('goal') or sub.name}. Acceptance: {verdict.get('acceptance') or 'n/a'}.\n"
-        f"Which of these agents caused the failure: {', '.join(names)}? Reply with JSON only:\n"
-        '{"reason": "<one sentence>", "agent": "<name>"}'
-    )
-
-    def build(budget: int):
-        text, report = _log(traj, sub.steps, budget - 350 - len(tuples) // 4)
-        user = f"{header}\n\nAgents' observation/thought/action/result:\n{tuples}\n\nSteps:\n{text}\n\n{ask}"
-        return messages(SYSTEM, user), report
-
-    schema = schema_of(contract("AgentReply", reason=text(), agent=one_of(names)))
-    reply = await ledger.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
-    obj = ledger.parse("agent", reply) or {}
-    agent = resolve_agent(traj, obj.get("agent"))
-    if agent in names:
-        return agent, "model"
-    ledger.note_fallback("agent", "first_actor")
-    return names[0], "first_actor"
-
-
-async def pick_steps(ledger: CaseLedger, traj: Trajectory, header: str, sub: Subtask, agent: str) -> list[int]:
-    """Candidate steps of ``agent`` in ``sub``, the model's choice first, then its alternatives, then the rest."""
-    own = steps_of(traj, agent, sub.steps)
-    if len(own) <= 1:
-        return own or [sub.start]
-    ask = (
-        f"Which step of {agent} (steps {', '.join(map(str, own))}) is the decisive error? Reply with JSON only:\n"
-        '{"reason": "<one sentence>", "step": <step number>, "alternatives": [<step number>]}'
-    )
-
-    def build(budget: int):
-        text, report = _log(traj, sub.steps, budget - 250, focus=set(own))
-        return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
-
-    schema = schema_of(contract("StepReply", reason=text(), step=one_of(own), alternatives=many(one_of(own), 2)))
-    reply = await ledger.ask("step", build, meta={"attr_candidates": own}, schema=schema)
-    obj = ledger.parse("step", reply) or {}
-    alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
-    picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]
-    if not picked:
-        ledger.note_fallback("step", "agent_steps_in_order")
-    return list(dict.fromkeys([s for s in picked if s in own] + own))
-
-
-async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, step: int) -> dict[str, Any]:
-    """Local + data-flow counterfactual on ``step``: would fixing it succeed, or was its input wrong, and where?
-
-    ``source_step`` is kept only when it is a data ancestor of ``step``
-    (reachable back along data edges), so the walk follows the data flow.
-    """
-    ancestors = graph.data_ancestors(step)
-    sources = graph.step_sources(step, "data")[-CF_SOURCES_SHOWN:]
-    ask = (
-        f"Candidate decisive error: step {step}. Steps it takes data from: {sources or 'none'}.\n"
-        f"If step {step} had been done correctly, would the team have succeeded? Or was the data it used already "
-        "wrong in an earlier step? Reply with JSON only:\n"
-        '{"reason": "<one sentence>", "fix_here_succeeds": "yes" or "no", "input_was_wrong": "yes" or "no", '
-        '"source_step": <earlier step number or null>, "confidence": <0-1>}'
-    )
-
-    def build(budget: int):
-        shown = sorted({*sources, *range(max(0, step - 2), min(traj.n_steps, step + 3))})
-        text, report = _log(traj, shown, budget - 300, focus={step})
-        return messages(SYSTEM, f"{header}\n\nSteps:\n{text}\n\n{ask}"), report
-
-    source = one_of(ancestors) | None if ancestors else None
-    schema = schema_of(contract("CounterfactualReply", reason=text(), fix_here_succeeds=YesNo, input_was_wrong=YesNo,
-                                source_step=source, confidence=unit()))
-    meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors}
-    reply = await ledger.ask("counterfactual", build, meta=meta, schema=schema)
-    obj = ledger.parse("counterfactual", reply) or {}
-    src = resolve_step(traj, obj.get("source_step"))
-    return {
-        "step": step,
-        "fix_here_succeeds": _yes(obj.get("fix_here_succeeds")),
-        "input_was_wrong": _yes(obj.get("input_was_wrong")),
-        "source_step": src if src in ancestors else None,
-        "confidence": parse_confidence(obj.get("confidence"), None),
-    }
-
-
-# ------------------------------------------------------------------ screening
-
-
-def screen_candidates(traj: Trajectory, graph: CausalGraph, candidates: list[int]) -> tuple[list[int], list[dict[str, Any]]]:
-    """Deviation-aware pruning, then planning-control for loops; returns the screened order and a log."""
-    log: list[dict[str, Any]] = []
-    kept = []
-    for c in candidates:
-        fix = self_corrected(traj, c)
-        if fix is not None and len(candidates) > 1:
-            log.append({"step": c, "rule": "pruned_self_corrected", "by": fix})
-            continue
-        kept.append(c)
-    kept = kept or list(candidates)
-    out = []
-    for c in kept:
-        start = loop_start(graph, c)
-        if start != c:
-            log.append({"step": c, "rule": "loop_to_first_iteration", "to": start})
-        out.append(start)
-    return list(dict.fromkeys(out)), log
-
-
-async def _counterfactual_walk(
-    ledger: CaseLedger, traj: Trajectory, header: str, graph: CausalGraph, screened: list[int]
-) -> tuple[int, list[dict[str, Any]], str]:
-    """Follow corrupted inputs back along data edges to the first corrupted data; returns (step, hops, why it stopped).
-
-    A rejected first candidate (fixing it would not have helped, and its
-    input was fine) hands over to the next screened candidate once.
-    """
-    step, hops, visited = screened[0], [], set()
-    while len(hops) < MAX_WALK_CALLS:
-        visited.add(step)
-        cf = await counterfactual(ledger, traj, header, graph, step)
-        hops.append(cf)
-        src = cf["source_step"]
-        if cf["input_was_wrong"] and src is not None and src not in visited:
-            step = src  # data-flow: move to where the corrupted data came from
-            continue
-        if cf["fix_here_succeeds"] is False and len(hops) == 1 and len(screened) > 1:
-            step = screened[1]  # the local counterfactual rejects it: next candidate
-            continue
-        return step, hops, "no_earlier_corruption"
-    ledger.note_fallback("counterfactual", "walk_budget")
-    return step, hops, "budget"
-
-
-def backtrack(subtasks: list[Subtask], verdicts: list[dict[str, Any]], graph: CausalGraph) -> tuple[Subtask, list[int]]:
-    """The origin subtask and the walk to it: top-down, in reverse (see the module docstring).
-
-    >>> subs = [Subtask(index=i, name="s", start=i, end=i) for i in range(3)]
-    >>> g = CausalGraph(subtasks=subs, otar={}, edges=[{"level": "subtask", "src": 0, "dst": 1, "type": "sequential"},
-    ...                                               {"level": "subtask", "src": 1, "dst": 2, "type": "sequential"}])
-    >>> sat = lambda *v: [{"subtask": i, "satisfied": x} for i, x in enumerate(v)]
-    >>> [(o.index, path) for o, path in [backtrack(subs, sat(False, True, False), g), backtrack(subs, sat(True, False, False), g)]]
-    [(2, [2]), (1, [2, 1])]
-    """
-    failed = {v["subtask"] for v in verdicts if v["satisfied"] is False}
-    start = next((sub for sub in reversed(subtasks) if sub.index in failed), None)
-    if start is None:
-        return subtasks[-1], []
-    cur, path = start, [start.index]
-    while True:
-        parent = next((p for p in reversed(graph.subtask_parents(cur.index)) if p in failed and p not in path), None)
-        if parent is None:
-            return cur, path
-        cur = subtasks[parent]
-        path.append(parent)
-
-
-async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exemplars: int) -> Prediction:
+async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exemplars: int, reflection: bool) -> Prediction:
     ledger = new_ledger(ctx, "chief")
     header = case_header(traj, ctx.with_ground_truth)
     exemplars = retrieve(traj, n_exemplars)
-    subtasks, how = await decompose(ledger, traj, header, exemplars)
+    subtasks, how = await subtasks_of(ledger, traj, header, exemplars, reflection)
     if graph_mode == "model":
         graph, graph_source = await model_graph(ledger, traj, header, subtasks)
     else:
         graph, graph_source = build_graph(traj, subtasks), "regex"
-    verdicts = await oracles(ledger, traj, header, subtasks)
-    failed, walk = backtrack(subtasks, verdicts, graph)
-    if not walk:
+    verdicts = await oracles(ledger, traj, SYSTEM, header, subtasks)
+    origin, path = backtrack(subtasks, verdicts, graph)
+    if not path:
         # No subtask admitted failure: the last one did not deliver the right answer.
         ledger.note_fallback("oracle", "no_failed_subtask_last")
-    verdict = verdicts[failed.index]
-    agent, agent_how = await pick_agent(ledger, traj, header, graph, failed, verdict)
-    candidates = await pick_steps(ledger, traj, header, failed, agent)
-    screened, screen_log = screen_candidates(traj, graph, candidates)
-    step, hops, stop = await _counterfactual_walk(ledger, traj, header, graph, screened)
-    agent = display_agent(traj.steps[step].agent)  # data-flow hops may leave the agent picked above
+    found = await locate(ledger, traj, header, graph, subtasks, verdicts)
+    step = found["step"]
+    agent = display_agent(traj.steps[step].agent)  # data-flow and planner hops may leave the agent picked
     details = {
         "exemplars": [{"id": ex["id"], "similarity": round(sim, 4)} for ex, sim in exemplars],
         "decomposition": how,
@@ -442,16 +216,19 @@ async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exempl
         "graph_source": graph_source,
         "otar": {f"{sub}:{agent_key}": t for (sub, agent_key), t in graph.otar.items()},
         "oracles": verdicts,
-        "backtrack": walk,
-        "failed_subtask": failed.index,
-        "agent_choice": agent_how,
-        "candidates": candidates,
-        "screening": screen_log,
-        "counterfactuals": hops,
-        "walk_stop": stop,
+        "backtrack": path,
+        "failed_subtask": origin.index,
+        "candidate_subtasks": candidate_subtasks(subtasks, verdicts, graph),
+        "agent_choice": found["agent_choice"],
+        "candidates": found["candidates"],
+        "screening": found["screening"],
+        "counterfactuals": found["hops"],
+        "walk_stop": found["stop"],
+        "search": [{k: t[k] for k in ("subtask", "agent", "start", "step", "stop")} for t in found["tried"]],
         "edges": dict(Counter(f"{e['level']}:{e['type']}" for e in graph.edges)),
+        "edge_patterns": dict(Counter(e["pattern"] for e in graph.edges if "pattern" in e)),
     }
-    return finish(ledger, traj, agent, step, _confidence(hops), details)
+    return finish(ledger, traj, agent, step, _confidence(found["hops"]), details)
 
 
 def _confidence(hops: list[dict[str, Any]]) -> float:
@@ -463,17 +240,21 @@ def _confidence(hops: list[dict[str, Any]]) -> float:
 
 
 @register_method("chief")
-def chief(graph: str = "model", exemplars: int = 2) -> Method:
+def chief(graph: str = "model", exemplars: int = 2, reflect: bool = True) -> Method:
     """CHIEF (see the module docstring). ``graph``: ``model`` (default; the regex graph when the model's is
-    unusable) or ``regex``; ``exemplars``: decompositions retrieved as few-shot (0 for none)."""
+    unusable) or ``regex``; ``exemplars``: decompositions retrieved as few-shot (0 for none); ``reflect``: the
+    reflection call on the decomposition (false: the deterministic repair alone, one call fewer)."""
     if graph not in ("model", "regex"):
         raise ValueError(f"chief: graph must be 'model' or 'regex', got {graph!r}")
     if exemplars < 0:
         raise ValueError(f"chief: exemplars must be >= 0, got {exemplars}")
+    if not isinstance(reflect, bool):
+        raise ValueError(f"chief: reflect must be true or false, got {reflect!r}")
 
     async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
-        return await _chief(traj, ctx, graph, exemplars)
+        return await _chief(traj, ctx, graph, exemplars, reflect)
 
-    run.settings = {"graph": graph, "exemplars": exemplars, "backtrack": "reverse"}  # type: ignore[attr-defined]
+    run.settings = {"graph": graph, "exemplars": exemplars, "reflect": reflect,  # type: ignore[attr-defined]
+                    "backtrack": "candidate_sets"}
     run.is_training_record = is_pool_record  # type: ignore[attr-defined]
     return run

@@ -16,7 +16,8 @@ with the seed from six roles, each with its own temperature):
    the earliest; the project's earlier default was 3). Every
    analyst judges every candidate separately, each time seeing the
    hierarchical context centred on *that* step: L1 (±1) full content, L2
-   (±2-3) key decisions, L3 (±4-6) summaries, L4 (the rest) milestones. A
+   (±2-3) key reasoning chains, L3 (±4-6) outcome, assumptions and warnings,
+   L4 (the rest) milestones (:mod:`._echo_context`). A
    judgment says whether the step is the decisive error, with a confidence;
    "yes" judgments vote for their step. An agent with a single step skips
    this pass.
