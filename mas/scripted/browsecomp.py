@@ -25,7 +25,6 @@ its grading prompt from, :meth:`benchmark.base.Benchmark.judge_fields`).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 

@@ -26,7 +26,7 @@ JUDGING_VARIANTS = ("scripted:judge", "scripted:nojudge")
 @PROVIDERS.register("scripted")
 def scripted_provider(req: ProviderRequest) -> BoundModel:
     """The deterministic double; the route's ``model`` picks the variant (see :mod:`mas.scripted.model`)."""
-    import mas.scripted.responders  # noqa: F401  (registers every contract's answers)
+    import mas.scripted.responders  # noqa: F401  (registers the double's own answers: agents' turns, grading)
 
     route = req.route
     variant = route.model if route.model.startswith("scripted") else "scripted"
