@@ -100,6 +100,12 @@ class Benchmark(ABC):
         """The task a record made by :meth:`recorded_task` stands for (default: the record itself)."""
         return recorded
 
+    def judge_fields(self, task: Task, answer: str) -> dict[str, str]:
+        """What :meth:`judge_prompt` is filled with, by name (BrowseComp: ``response``, ``correct_answer``); {} by
+        default. The runtime sends them with the grading call as its hints, so a test double grades without
+        reading the prompt back; no real model sees them."""
+        return {}
+
     def judge_prompt(self, task: Task, answer: str) -> str | None:
         """The prompt an LLM judge grades ``answer`` by, or None (the default: :meth:`evaluate` alone decides).
 

@@ -9,7 +9,10 @@ factory for every run with the run's config, so each run gets its own
 models and its own :class:`~mas.topologies.agent.RunContext`:
 
 - **input**: ``{"question": "...", "answer_kind": "text"}`` (``answer_kind``
-  optional: ``text``, ``number``, ``code``, ...);
+  optional: ``text``, ``number``, ``code``, ...), or a benchmark's task by id,
+  ``{"benchmark": "arith", "task_id": "arith_0_0000"}`` (its question, answer
+  kind and environment, and the task's fields for the scripted double, which
+  plays a task from them and never from a typed question);
 - **settings** (the assistant's or run's ``configurable``): ``model`` (a route:
   ``scripted``, ``embedded`` or a ``[models.NAME]`` of the config file),
   ``config`` (an experiment TOML; default ``$MAS_CONFIG``, else the built-in
@@ -35,8 +38,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from benchmark.registry import BENCHMARKS
 from mas.config import ConfigError, ExperimentConfig, apply_overrides, load_config
 from mas.llm.models import ModelSet
+from mas.sweep.benchmarks import run_benchmark
+from mas.sweep.runner import run_context
 from mas.systems import SYSTEMS
 from mas.topologies.agent import RunContext
 
@@ -47,8 +53,11 @@ __all__ = ["StudioInput", "build_studio_graph", "langgraph_spec", "studio_settin
 
 
 class StudioInput(TypedDict):
-    question: str
+    question: NotRequired[str]
     answer_kind: NotRequired[str]
+    benchmark: NotRequired[str]
+    """With ``task_id``: run that task of this benchmark (options from the config) instead of a question."""
+    task_id: NotRequired[str]
 
 
 class StudioOutput(TypedDict, total=False):
@@ -75,6 +84,21 @@ def studio_settings(config: RunnableConfig | None) -> tuple[ExperimentConfig, in
     return cfg, seed
 
 
+def benchmark_run(cfg: ExperimentConfig, seed: int, state: StudioInput) -> RunContext:
+    """The run context of the benchmark task the input names (``benchmark``, ``task_id``), as a sweep's run of it
+    would have; ValueError naming the input field when there is no such benchmark or task."""
+    name, task_id = state.get("benchmark"), state.get("task_id")
+    if not isinstance(name, str) or name not in BENCHMARKS:
+        raise ValueError(f"input.benchmark: expected a registered benchmark ({', '.join(BENCHMARKS.names())}), "
+                         f"got {name!r}")
+    bench = run_benchmark(cfg, name)
+    task = next((t for t in bench.load_tasks() if t.task_id == task_id), None)
+    if task is None:
+        raise ValueError(f"input.task_id: {name} has no task {task_id!r} (its first: "
+                         f"{', '.join(t.task_id for t in bench.load_tasks(limit=3))})")
+    return run_context(cfg, bench, task, seed=seed, injection=None)
+
+
 def build_studio_graph(system: str, config: RunnableConfig | None = None) -> CompiledStateGraph:
     """``system``'s graph for one run: ``task`` then the system as a subgraph (input :class:`StudioInput`)."""
     if system not in SYSTEMS:
@@ -84,6 +108,11 @@ def build_studio_graph(system: str, config: RunnableConfig | None = None) -> Com
     rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=seed), question=str(conf.get("question") or ""))
 
     async def task(state: StudioInput) -> dict[str, Any]:
+        if state.get("benchmark") is not None or state.get("task_id") is not None:
+            played = benchmark_run(cfg, seed, state)
+            rt.question, rt.answer_kind, rt.new_environment = played.question, played.answer_kind, played.new_environment
+            rt.models = played.models
+            return {"question": rt.question, "answer_kind": rt.answer_kind}
         question = state.get("question")
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"input.question: expected a non-empty string, got {question!r}")

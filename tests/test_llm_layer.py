@@ -158,9 +158,10 @@ async def test_injection_fires_only_on_a_step_whose_output_it_changes():
 
     plan = InjectionPlan(step=0)
     cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
-    question = get_benchmark("arith").load_tasks(1)[0].question
-    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, provider_args={"scripted": {"injection": plan}}),
-                    question=question, injection=plan)
+    task = get_benchmark("arith").load_tasks(1)[0]
+    played = {"benchmark": "arith", "task": task.metadata}  # the double plays the task from its record
+    rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=0, provider_args={"scripted": {"injection": plan, **played}}),
+                    question=task.question, injection=plan)
     planner, solver = AgentSpec(name="planner", role="planner", tools=False), AgentSpec(name="solver", role="solver")
     sink = ListCollector()
     with use_tracer(Tracer("t", [sink])):
@@ -168,7 +169,7 @@ async def test_injection_fires_only_on_a_step_whose_output_it_changes():
         assert not plan.fired and plan.fired_at is None
         out = await agent_step(rt, solver, opening_messages(rt, solver))
     assert plan.fired and plan.fired_at == {"agent": "solver", "step": 1}
-    honest = await ModelSet(cfg, seed=0).for_role("solver").model.ainvoke(
+    honest = await ModelSet(cfg, seed=0, provider_args={"scripted": played}).for_role("solver").model.ainvoke(
         opening_messages(rt, solver), config={"metadata": {"contract": "agent.turn", "mas_actor": "solver",
                                                          "mas_step": 1}}, tools=["calculator"])
     assert out.tool_calls[0].arguments != honest.tool_calls[0]["args"]  # the recorded step really is wrong

@@ -10,10 +10,11 @@ from langchain_core.messages import HumanMessage
 from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import parse_config
-import mas.scripted.responders  # noqa: F401  (the double's answers, which these tests spy on)
-from mas.llm.scripting import RESPONDERS
+from mas.scripted.agents import agent_turn
 from mas.sweep.runner import RunSpec, execute_run
 from mas.systems import SYSTEMS
+from mas.topologies.decomposition import scripted_critique, scripted_plan
+from mas.topologies.supervisor import scripted_supervisor
 
 
 async def run(tmp_path: Path, system: str, provider: str):
@@ -27,7 +28,7 @@ async def run(tmp_path: Path, system: str, provider: str):
 
 async def test_the_supervisors_double_routes_and_answers_without_reading_the_prompt(tmp_path, scripted_provider):
     assert "supervisor" in SYSTEMS
-    real = RESPONDERS.get("supervisor.route").answer
+    real = scripted_supervisor
     seen = []
 
     def blind(ctx):  # the registered answer, shown an empty prompt: only the hints say who and what
@@ -45,8 +46,10 @@ async def test_the_supervisors_double_routes_and_answers_without_reading_the_pro
 async def test_the_orchestrators_calls_tell_the_worker_count_subtask_and_parts(tmp_path, scripted_provider):
     seen: dict[str, list] = {}
 
+    answers = {"orchestrator.plan": scripted_plan, "orchestrator.critique": scripted_critique, "agent.turn": agent_turn}
+
     def spy(contract):
-        real = RESPONDERS.get(contract).answer
+        real = answers[contract]
 
         def answer(ctx):
             seen.setdefault(contract, []).append(ctx.metadata.get("hints") or {})
@@ -65,7 +68,7 @@ async def test_the_orchestrators_calls_tell_the_worker_count_subtask_and_parts(t
 
 
 async def test_a_debaters_discussion_turn_tells_its_own_and_its_peers_answers(tmp_path, scripted_provider):
-    real = RESPONDERS.get("agent.turn").answer
+    real = agent_turn
     seen = []
 
     def spy(ctx):

@@ -45,13 +45,13 @@ def test_langgraph_json_names_a_factory_for_every_system():
 
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
-def test_a_studio_graph_takes_its_question_from_the_input(system):
+def test_a_studio_graph_takes_a_benchmark_task_from_the_input(system):
     bench, task = _arith_task()
     config = {"configurable": {"model": "scripted", "thread_id": f"t-{system}", "set": {"mas.agents": 2}}}
     graph = build_studio_graph(system, config).copy(update={"checkpointer": InMemorySaver()})
 
     async def go():
-        out = await graph.ainvoke({"question": task.question, "answer_kind": bench.answer_kind}, config)
+        out = await graph.ainvoke({"benchmark": "arith", "task_id": task.task_id}, config)
         history = [s async for s in graph.aget_state_history(config)]
         return out, history
 
@@ -70,6 +70,10 @@ def test_studio_settings_are_checked():
     graph = build_studio_graph("sas", {"configurable": {"model": "scripted"}})
     with pytest.raises(ValueError, match="input.question"):
         asyncio.run(graph.ainvoke({"question": "  "}))
+    with pytest.raises(ValueError, match="input.benchmark: expected a registered benchmark"):
+        asyncio.run(graph.ainvoke({"benchmark": "nope", "task_id": "x"}))
+    with pytest.raises(ValueError, match="input.task_id: arith has no task 'arith_9'.*arith_0_0000"):
+        asyncio.run(graph.ainvoke({"benchmark": "arith", "task_id": "arith_9"}))
 
 
 def _free_port() -> int:
@@ -105,7 +109,7 @@ def test_langgraph_dev_serves_debate_and_its_checkpoint_history(tmp_path):
             bench, task = _arith_task()
             thread = c.post("/threads", json={}).json()["thread_id"]
             run = c.post(f"/threads/{thread}/runs/wait", json={
-                "assistant_id": "debate", "input": {"question": task.question, "answer_kind": bench.answer_kind},
+                "assistant_id": "debate", "input": {"benchmark": "arith", "task_id": task.task_id},
                 "config": {"configurable": {"model": "scripted"}}})
             assert run.status_code == 200, run.text
             answer = run.json()["answer"]

@@ -17,7 +17,6 @@ from descriptor.events import read_trace
 from descriptor.layout import RunKey
 from descriptor.run_files import read_result
 from mas.config import parse_config
-import mas.scripted.responders  # noqa: F401  (registered before a test replaces one)
 from mas.sweep.experiment import ExperimentRequest, run_experiment
 from mas.sweep.runner import RunSpec, execute_run, resume_run
 from mas.systems import SYSTEMS

@@ -144,6 +144,10 @@ class BrowseCompBenchmark(Benchmark):
             return "Explanation: no document in the corpus states the answer.\nExact Answer: not found\nConfidence: 0%"
         return f"Explanation: document {found[0]} states it.\nExact Answer: {found[1]}\nConfidence: 100%"
 
+    def judge_fields(self, task: Task, answer: str) -> dict[str, str]:
+        """The grader's ``response`` and ``correct_answer``, as :meth:`judge_prompt` fills them in."""
+        return {"response": answer, "correct_answer": self._clear(task, "answer")}
+
     def judge_prompt(self, task: Task, answer: str) -> str | None:
         """Upstream's grading prompt for ``answer`` (the runtime sends it to the ``judge`` route when one is set)."""
         return grader_prompt(self._clear(task, "problem"), answer, self._clear(task, "answer"))

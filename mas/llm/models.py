@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mas.config import ExperimentConfig, ModelRoute, register_route_secrets
-from mas.llm.providers import PROVIDERS, BoundModel, MalformedReplyError, ProviderRequest, check_provider
+from mas.llm.providers import PROVIDERS, BoundModel, MalformedReplyError, ProviderRequest, args_key, check_provider
 
 __all__ = ["BoundModel", "MalformedReplyError", "ModelSet", "make_chat_model"]
 
@@ -46,7 +46,7 @@ class ModelSet:
         self.seed = seed
         self.provider_args = dict(provider_args or {})
         """Provider name -> that provider's own per-run arguments (the scripted double's injection plan and
-        oracle actions, say); a provider reads only its own."""
+        the task's fields, say); a provider reads only its own (or, wrapping another, that one's: ``args_of``)."""
         self._cache: dict[str, BoundModel] = {}
 
     def reseeded(self, offset: int) -> ModelSet:
@@ -60,8 +60,9 @@ class ModelSet:
         name = self.cfg.route_name_for_role(role)
         if name not in self._cache:
             route = self.cfg.route(name)
+            check_provider(name, route)
             self._cache[name] = make_chat_model(self.cfg, name, seed=self.seed, route=route,
-                                                provider_args=self.provider_args.get(route.provider))
+                                                provider_args=self.provider_args.get(args_key(route.provider)))
         return self._cache[name]
 
     def labels(self) -> dict[str, str]:

@@ -91,6 +91,12 @@ PROVIDERS: Registry[Provider] = Registry("provider", "mas_econ.providers")
 """Provider name (a route's ``provider``) -> the function building its chat model."""
 
 
+def args_key(provider: str) -> str:
+    """Whose per-run arguments ``provider`` receives: its own, or those of the provider it wraps (a provider
+    function's ``args_of`` attribute: a test's own scripted provider takes the ``scripted`` double's)."""
+    return str(getattr(PROVIDERS.get(provider), "args_of", provider))
+
+
 def check_provider(route_name: str, route: ModelRoute) -> None:
     """:class:`ConfigError` when no registered provider answers to ``route.provider``, naming the known ones.
 

@@ -42,8 +42,10 @@ class ScriptedContext:
     """Write tool calls as fenced JSON text instead of native tool_calls."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra invoke kwargs (e.g. bound ``tools``, ``response_format``)."""
-    oracle_actions: list[dict[str, Any]] | None = None
-    """The task's reference actions (``{"name", "args"}``) on a benchmark solved by acting; None otherwise."""
+    player: Any = None
+    """The double's play of this run's task (its own object, built by :mod:`mas.scripted` from the task's
+    structured fields); None outside a benchmark's run. A responder whose answer depends on the task asks it
+    through a protocol of its own (:class:`mas.topologies.decomposition.Decomposer`)."""
 
     @property
     def contract(self) -> str:

@@ -5,8 +5,11 @@ prompts) through responders registered per contract name
 (:data:`mas.llm.scripting.RESPONDERS`, filled by the modules that own the
 prompts). A test scripts its own instance instead: ``responders`` (contract ->
 answer) or :meth:`ScriptedChatModel.enqueue` (fixed replies in order). The
-contract, actor and step index reach it as invoke metadata, never inside the
-prompt, so real models see the same prompts.
+contract, actor, step index and the caller's hints reach it as invoke metadata,
+never inside the prompt, so real models see the same prompts. What it knows of
+the run's task is its ``player`` (:mod:`mas.scripted.players`: the benchmark's
+player, built from the task's structured fields), which every responder sees as
+``ctx.player``.
 
 It can inject one wrong step into a run (ground truth for attribution and
 rollback tests). Injection is one-shot: once fired it is recorded and never
@@ -74,8 +77,8 @@ class ScriptedChatModel(BaseChatModel):
     max_concurrent: int | None = None
     """The simulated endpoint's slots (``rate_limit.max_concurrent``): calls beyond it wait for a slot."""
     calls: int = Field(default=0)
-    oracle_actions: list[dict[str, Any]] | None = None
-    """The task's reference actions, which the double replays through the real tool loop (WorkBench)."""
+    player: Any = None
+    """The play of this run's task (:mod:`mas.scripted.players`; None: no benchmark named, or one it does not play)."""
     responders: dict[str, Answer] = Field(default_factory=dict)
     """This instance's own answers by contract, ahead of the registered ones (a test scripts its model here)."""
     _queued: dict[str, deque[str | AIMessage]] = PrivateAttr(default_factory=dict)
@@ -139,7 +142,7 @@ class ScriptedChatModel(BaseChatModel):
         def ask(inject: bool) -> AIMessage:
             return _as_message(answer(ScriptedContext(
                 messages=list(messages), metadata=dict(meta), rng=random.Random(seed), inject=inject,
-                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs, oracle_actions=self.oracle_actions,
+                text_tools=self.variant == "scripted:text-tools", kwargs=kwargs, player=self.player,
             )))
 
         honest = ask(False)

@@ -2,9 +2,11 @@
 ``mas_econ.providers`` like any installed provider; no production module imports it.
 
 Its own per-run arguments (:class:`mas.llm.models.ModelSet`'s ``provider_args["scripted"]``):
-``injection`` (the run's :class:`mas.llm.injection.InjectionPlan`, which it carries out) and
-``oracle_actions`` (the task's reference actions on a benchmark solved by acting, which it replays) and
-``responders`` (contract -> answer: a test's own script for this run's models, ahead of the registered ones).
+``injection`` (the run's :class:`mas.llm.injection.InjectionPlan`, which it carries out), ``benchmark`` (the
+benchmark's name, which picks the player) and ``task`` (the task's structured fields, ``Task.metadata``: arith's
+chain, ...), ``oracle_actions`` (the task's reference actions on a benchmark solved by acting, which it
+replays), and ``responders`` (contract -> answer: a test's own script for this run's models, ahead of the
+registered ones).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from mas.llm.providers import PROVIDERS, BoundModel, Provider, ProviderRequest
 from mas.llm.scripting import Answer
 from mas.scripted.model import ScriptedChatModel
+from mas.scripted.players import player_for
 
 JUDGING_VARIANTS = ("scripted:judge", "scripted:nojudge")
 """Variants that answer the judge's calls (``scripted`` itself leaves judging to the lexical fallback)."""
@@ -23,13 +26,14 @@ JUDGING_VARIANTS = ("scripted:judge", "scripted:nojudge")
 @PROVIDERS.register("scripted")
 def scripted_provider(req: ProviderRequest) -> BoundModel:
     """The deterministic double; the route's ``model`` picks the variant (see :mod:`mas.scripted.model`)."""
-    import mas.scripted.responders  # noqa: F401  (registers every contract's answers)
+    import mas.scripted.responders  # noqa: F401  (registers the double's own answers: agents' turns, grading)
 
     route = req.route
     variant = route.model if route.model.startswith("scripted") else "scripted"
     model = ScriptedChatModel(seed=req.seed, variant=variant, latency_ms=route.scripted_latency_ms,
                               injection=req.args.get("injection"), max_concurrent=route.rate_limit.max_concurrent,
-                              oracle_actions=req.args.get("oracle_actions"),
+                              player=player_for(req.args.get("benchmark"), req.args.get("task"),
+                                                req.args.get("oracle_actions")),
                               responders=dict(req.args.get("responders") or {}))
     return BoundModel(name=req.route_name, route=route, model=model, model_label=variant,
                       judges=variant in JUDGING_VARIANTS)
@@ -44,4 +48,5 @@ def scripted_with(responders: Mapping[str, Answer]) -> Provider:
         own = {**responders, **(req.args.get("responders") or {})}
         return scripted_provider(dataclasses.replace(req, args={**req.args, "responders": own}))
 
+    provider.args_of = "scripted"  # type: ignore[attr-defined]  (the run's task and injection, as the double's)
     return provider

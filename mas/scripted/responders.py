@@ -1,3 +1,5 @@
-"""Registers every scripted responder (imported once, when a scripted route is built)."""
+"""Registers the double's own responders (imported once, when a scripted route is built): the agents' turns
+and BrowseComp's grading. The orchestrator's plan and critique are registered beside their prompts
+(:mod:`mas.topologies.decomposition`)."""
 
-from mas.scripted import agents, browsecomp, orchestrator  # noqa: F401  (each registers)
+from mas.scripted import agents, browsecomp  # noqa: F401  (each registers)

@@ -64,7 +64,8 @@ async def grade(bench: Benchmark, task: Task, rt: RunContext, answer: str | None
         return Grading()
     bound = rt.models.for_role("judge")
     try:
-        res = await call_llm(bound, [HumanMessage(prompt)], contract=GRADE_CONTRACT, actor=GRADER_ACTOR, temperature=0.0)
+        res = await call_llm(bound, [HumanMessage(prompt)], contract=GRADE_CONTRACT, actor=GRADER_ACTOR, temperature=0.0,
+                             metadata={"hints": bench.judge_fields(task, answer or "")})
     except LLMCallError as err:
         return Grading(error=f"grading judge failed: {err}")
     return Grading(reply=res.text, details={"judge_model": res.model_label, "judge_tokens": res.token_in + res.token_out,

@@ -132,15 +132,18 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
                 injection: InjectionPlan | None, options: dict[str, Any] | None = None) -> RunContext:
     """What the graph of one run of ``task`` needs: config, models, the question, and its environment if any.
 
-    The injection plan and, on a benchmark solved by acting, the task's reference actions are the scripted
-    provider's own arguments: it carries out the one and replays the other through the real tool loop.
+    The injection plan, the benchmark's name, the task's structured fields (``Task.metadata``) and, on a
+    benchmark solved by acting, the task's reference actions are the scripted provider's own arguments: it
+    carries out the injection and plays the task from its fields (replaying the actions through the real tool
+    loop), never reading the task back from the prompt.
     """
     new_environment: EnvironmentFactory | None = None
     oracle = None
     if bench.make_environment(task) is not None:
         new_environment = functools.partial(bench.make_environment, task)
         oracle = [{"name": a.name, "args": dict(a.args)} for a in bench.reference_actions(task)]
-    models = ModelSet(cfg, seed=seed, provider_args={"scripted": {"injection": injection, "oracle_actions": oracle}})
+    models = ModelSet(cfg, seed=seed, provider_args={"scripted": {
+        "injection": injection, "benchmark": bench.name, "task": dict(task.metadata), "oracle_actions": oracle}})
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
                       new_environment=new_environment, injection=injection, system_options=dict(options or {}))
 

@@ -190,7 +190,8 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                         state_id_of(config))
             notes.append(f"Changes now in the environment: {changes_text(env)}")
         hints = {"parts": part_hints(round_artifacts(history, names, c)),
-                 "changes_now": changes_text(env) if env is not None else None}
+                 "critique": {"answer": str(critique["answer_artifact"]).strip(), "rejected": list(rejected)}
+                 if critique else None, "changes_now": changes_text(env) if env is not None else None}
         if rejected:
             notes.append(f"The critic rejected the parts of: {', '.join(rejected)}.")
         tools = rt.toolbox(env)
