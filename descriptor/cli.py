@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from descriptor.summaries import ExperimentSummary, summarize_experiment
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from descriptor.summaries import ExperimentSummary
 
 
 def _fmt(v: object, spec: str) -> str:
@@ -104,6 +107,8 @@ def _run(args: argparse.Namespace) -> int:
 
         written.append(write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
                                     cost_unit=args.cost_unit, seed=args.seed))
+
+    from descriptor.summaries import summarize_experiment  # ~0.6 s of imports other commands skip
 
     summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
                                    baseline=args.baseline, seed=args.seed, plots=not args.no_plots,

@@ -30,6 +30,7 @@ SUFFIXES: dict[str, str] = {
     "trajectory_md": ".trajectory.md",
     "checkpoints": ".checkpoints.sqlite",
     "checkpoints_packed": ".checkpoints.sqlite.gz",
+    "page": ".page.json.gz",
     "result": ".result.json",
 }
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -147,6 +148,7 @@ class RunPaths:
     trajectory_json = property(lambda self: self.file("trajectory_json"))
     trajectory_md = property(lambda self: self.file("trajectory_md"))
     checkpoints = property(lambda self: self.file("checkpoints"))
+    page = property(lambda self: self.file("page"))
     result = property(lambda self: self.file("result"))
 
     @property

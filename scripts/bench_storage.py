@@ -17,13 +17,18 @@ fail (failed runs keep their checkpoints, so they cost more disk). Figures:
 
 Targets (issue 24): <= 40 KB per run, start-up <= 1.5 s, <= 1.0 ms per additional run; issue 33, with
 ``--inject-rate 0.3``: <= 30 KB per run, start-up <= 1.0 s, <= 1.0 ms per run. The load average is printed before
-and after: on a shared machine the times follow it.
+and after: on a shared machine the wall times follow it, so the same intercept and slope are also given in CPU
+time (user + system of the command and the processes it forks and waits for: the plots, the report's workers),
+which a neighbour's load moves much less. Then where the bytes are: KB per run by kind of file, and the files
+of one successful and one failed run.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,15 +71,44 @@ def clear_summaries(root: Path) -> None:
     shutil.rmtree(root / "report", ignore_errors=True)
 
 
-def summarize(root: Path, *, plots: bool = True, report: bool = True) -> float:
+def summarize(root: Path, *, plots: bool = True, report: bool = True) -> tuple[float, float]:
+    """Wall time and CPU time (s) of one ``summarize-experiment`` process (CPU: user + system, with its children)."""
     cmd = [sys.executable, "main.py", "summarize-experiment", "--experiment-root", str(root)]
     if not plots:
         cmd.append("--no-plots")
     if not report:
         cmd.append("--no-report")
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def kind(root: Path, path: Path) -> str:
+    """A file's kind: ``run_*.<suffix>`` for run files, ``report/<part>``, else its name."""
+    rel = path.relative_to(root)
+    if path.name.startswith(RUN_FILE_PREFIX):
+        return "run_*." + path.name.split(".", 1)[1] if "." in path.name else path.name
+    return f"report/{rel.parts[1]}" if rel.parts[0] == "report" and len(rel.parts) > 1 else path.name
+
+
+def where_the_bytes_are(root: Path, n: int) -> None:
+    """KB per run by kind of file (the largest), and one successful and one failed run's files."""
+    sizes: collections.Counter[str] = collections.Counter()
+    for p in root.rglob("*"):
+        if p.is_file():
+            sizes[kind(root, p)] += p.lstat().st_size
+    print("  KB/run by kind: " + ", ".join(f"{k} {v / n / 1024:.2f}" for k, v in sizes.most_common(14)))
+    results = sorted(root.rglob("run_*.result.json"))
+    for label, ok in (("a successful", True), ("a failed", False)):
+        found = next((p for p in results if ('"success":true' in p.read_text()) == ok), None)
+        if found is not None:
+            prefix = found.name.removesuffix(".result.json") + "."
+            files = sorted(found.parent.glob(prefix + "*"))
+            print(f"  {label} run ({found.parent.parent.name}): " + ", ".join(
+                f"{f.name.removeprefix(prefix)} {f.stat().st_size / 1024:.1f}" for f in files) + " KB")
 
 
 def n_runs(root: Path) -> int:
@@ -98,32 +132,42 @@ def main() -> int:
         # The sizes and variants interleaved, repeat by repeat: the machine's drift then moves all of them
         # alike instead of tilting the slope between the two sizes.
         times: dict[tuple[int, str], list[float]] = {}
+        cpu: dict[tuple[int, str], list[float]] = {}
         variants = {"all": {}, "no plots": {"plots": False}, "no report": {"report": False}}
         for _ in range(args.repeats):
             for n, root in roots.items():
                 for name, opts in variants.items():
                     clear_summaries(root)
-                    times.setdefault((n, name), []).append(summarize(root, **opts))
-        rows = {}
+                    wall, used = summarize(root, **opts)
+                    times.setdefault((n, name), []).append(wall)
+                    cpu.setdefault((n, name), []).append(used)
+        rows, cpu_rows = {}, {}
         for n, root in roots.items():
             summarize(root)
-            warm = summarize(root)
+            warm = summarize(root)[0]
             rows[n] = tuple(statistics.median(times[n, name]) for name in variants)
+            cpu_rows[n] = tuple(statistics.median(cpu[n, name]) for name in variants)
             print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all, "
                   f"{(apparent(root) - apparent(root / 'report')) / n / 1024:.1f} without the report "
                   f"({apparent(root, runs_only=True) / n / 1024:.1f} KB/run of run files); "
                   f"summarize-experiment cold {rows[n][0]:.2f} s ({rows[n][1]:.2f} s without plots, "
-                  f"{rows[n][2]:.2f} s without the report), again unchanged {warm:.2f} s")
-        (n1, (c1, p1, r1)), (n2, (c2, p2, r2)) = sorted(rows.items())
-        slope, slope_np, slope_nr = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1), (r2 - r1) / (n2 - n1)
-        print(f"summarize-experiment cold: start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms per run "
-              f"(without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run; without the "
-              f"report: {r1 - slope_nr * n1:.2f} s, {slope_nr * 1000:.2f} ms per run)")
+                  f"{rows[n][2]:.2f} s without the report), again unchanged {warm:.2f} s; "
+                  f"CPU cold {cpu_rows[n][0]:.2f} s")
+            where_the_bytes_are(root, n)
+        for label, table in (("wall", rows), ("CPU", cpu_rows)):
+            (n1, (c1, p1, r1)), (n2, (c2, p2, r2)) = sorted(table.items())
+            slope, slope_np, slope_nr = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1), (r2 - r1) / (n2 - n1)
+            print(f"summarize-experiment cold, {label} time: start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms "
+                  f"per run (without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run; without "
+                  f"the report: {r1 - slope_nr * n1:.2f} s, {slope_nr * 1000:.2f} ms per run); load avg "
+                  f"{os.getloadavg()[0]:.1f}")
+        (n1, (c1, _, _)), (n2, (c2, _, _)) = sorted(rows.items())
+        slope = (c2 - c1) / (n2 - n1)
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
         summarize(root)
         sweep(out, "s100", 25, 4, args.inject_rate)
-        t = summarize(root)
+        t = summarize(root)[0]
         added = n_runs(root) - n1
         print(f"incremental: {added} runs added to a summarised {n1}-run experiment, summarize-experiment "
               f"{t:.2f} s = start-up + {(t - (c1 - slope * n1)) / added * 1000:.2f} ms per added run")
@@ -132,10 +176,11 @@ def main() -> int:
             sweep(out, "big", tasks, 1, args.inject_rate)
             root = out / "big"
             n = n_runs(root)
-            t_cold = summarize(root)
-            t_warm = summarize(root)
+            t_cold = summarize(root)[0]
+            t_warm = summarize(root)[0]
             print(f"{n} runs: disk {apparent(root) / n / 1024:.1f} KB/run in all; summarize-experiment cold "
                   f"{t_cold:.1f} s ({t_cold / n * 1000:.2f} ms/run), again unchanged {t_warm:.1f} s")
+    print(f"load avg at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -444,3 +444,42 @@ def test_out_never_replaces_a_directory_of_other_files(tmp_path, capsys):
     assert main(["report", "--experiment-root", str(tmp_path / "x"), "--out", str(tmp_path / "r")]) == 0
     assert main(["report", "--experiment-root", str(tmp_path / "x"), "--out", str(tmp_path / "r")]) == 0  # its own
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "r", "x"]
+
+
+def _all_views(report: Path) -> dict[str, dict]:
+    return {str(p.relative_to(report)): read_task_js(p.read_text(encoding="utf-8"))[1]
+            for p in sorted((report / "data").glob("*/*/*.js"))}
+
+
+def test_the_report_takes_each_runs_page_data_and_parses_a_trace_only_when_its_page_data_does_not_match(
+        experiment, tmp_path, monkeypatch):
+    """Every run of a sweep has its report data written at its end, so the report parses no run's trace (only
+    rollbacks'); a page file that is missing or belongs to another trace is ignored, and the views are the ones
+    the parsed traces give."""
+    import shutil
+
+    from descriptor import run_files
+
+    root = tmp_path / "e1"
+    shutil.copytree(experiment, root, ignore=shutil.ignore_patterns("report"))
+    attribution = [experiment.parent / "elsewhere" / "random"]
+    parsed: list[str] = []
+    checked = run_files.read_trace_checked
+    monkeypatch.setattr(run_files, "read_trace_checked", lambda path: (parsed.append(path.name), checked(path))[1])
+
+    write_report(root, out=tmp_path / "pages", attribution=attribution)
+    assert parsed and all(".rollback_" in name for name in parsed), parsed
+    pages = _all_views(tmp_path / "pages")
+
+    task = root / "arith" / "debate" / "arith_0_0001"
+    shutil.copy(task / "run_1.page.json.gz", task / "run_0.page.json.gz")  # another trace's page data
+    (task / "run_2.page.json.gz").unlink()
+    parsed.clear()
+    write_report(root, out=tmp_path / "stale", attribution=attribution)
+    assert sorted(n for n in parsed if ".rollback_" not in n) == ["run_0.trace.jsonl", "run_2.trace.jsonl"]
+    assert _all_views(tmp_path / "stale") == pages
+
+    for p in root.rglob("run_*.page.json.gz"):
+        p.unlink()
+    write_report(root, out=tmp_path / "traces", attribution=attribution)
+    assert _all_views(tmp_path / "traces") == pages

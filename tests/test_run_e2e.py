@@ -46,6 +46,19 @@ def test_scripted_run_writes_every_artifact(tmp_path, capsys):
             assert meta["injected_error"] is None
 
 
+def test_machine_files_are_compact_and_trajectory_events_leave_out_empty_fields(tmp_path):
+    """The manifest is one line of JSON, and a trajectory event carries no null or empty field (issue 33: bytes
+    per run); the Markdown transcript still has every step."""
+    assert run_cli(tmp_path) == 0
+    assert len((tmp_path / "t1" / "manifest.json").read_text().splitlines()) == 1
+    d = next(p for p in (tmp_path / "t1" / "arith" / "sas").iterdir() if p.is_dir())
+    events = json.loads((d / "run_0.trajectory.json").read_text())["events"]
+    assert events and all(v is not None and v != [] for e in events for v in e.values())
+    assert {"seq", "actor", "event_type", "tokens", "latency_ms", "summary"} <= set(events[0])
+    steps = [e for e in events if "step_index" in e]
+    assert steps and len(steps) == (d / "run_0.trajectory.md").read_text().count("[step ")
+
+
 def test_rerun_skips_finished_runs(tmp_path, capsys):
     assert run_cli(tmp_path) == 0
     f = next((tmp_path / "t1" / "arith" / "sas").glob("*/run_0.result.json"))

@@ -18,6 +18,7 @@ from typing import Any
 
 from descriptor.events import Event
 from descriptor.layout import SUFFIXES, RunPaths, find_task_dirs
+from descriptor.report.page_file import read_page_file
 from descriptor.records import EvalRecord, RollbackRecord, RunMetadata, RunResult
 from descriptor.run_files import (
     RunFileError,
@@ -28,6 +29,7 @@ from descriptor.run_files import (
     read_metadata,
     read_record,
     read_result,
+    read_run,
     read_trace_prefix,
 )
 from descriptor.untrusted import parse_index
@@ -81,6 +83,9 @@ class RunData:
     files: dict[str, str]
     """Kind (see :data:`LINKED_FILES`) -> file name, for the files present."""
     rollbacks: list[RollbackData] = field(default_factory=list)
+    page: dict[str, Any] | None = None
+    """The run's page data file (:mod:`descriptor.report.page_file`) when it matches the trace; None: the
+    record's events are used."""
 
     @property
     def key(self) -> str:
@@ -177,12 +182,38 @@ def _rollbacks(paths: RunPaths, names: frozenset[str]) -> list[RollbackData]:
     return out
 
 
+def _with_page(paths: RunPaths, rec: RunRecord | None,
+               identity: tuple[str, str, str]) -> tuple[RunRecord | None, dict[str, Any] | None, list[RunIssue]]:
+    """The run's page data if its file matches the trace; else the record with its events (parsed now when
+    the record was read from the trace's digest), and any issues that parse met."""
+    if rec is None or rec.events:
+        return rec, None, []
+    if (page := read_page_file(paths.page, rec.digest.sha256)) is not None:
+        return rec, page, []
+    reread, issues = read_run(paths, identity)
+    return reread, None, issues
+
+
 def load_task(td: TaskDir, root: Path) -> TaskRuns:
-    """Every finished run of ``td``; a run the summaries skip still gets a :class:`RunData` (record None)."""
-    records, issues = load_task_runs(td.path, (td.benchmark, td.system, td.task_id))
+    """Every finished run of ``td``; a run the summaries skip still gets a :class:`RunData` (record None).
+
+    Runs are read from their traces' digests and page data files when those match the traces (no trace is
+    parsed then), else from the traces, under the one damage rule either way."""
+    identity = (td.benchmark, td.system, td.task_id)
+    records, issues = load_task_runs(td.path, identity, events=False)
+    by_index = {rec.run_index: rec for rec in records}
+    pages: dict[int, dict[str, Any]] = {}
+    for r, rec in list(by_index.items()):
+        rec, page, found = _with_page(RunPaths(td.path, r), rec, identity)
+        issues += found
+        if rec is None:
+            del by_index[r]
+        else:
+            by_index[r] = rec
+        if page is not None:
+            pages[r] = page
     # Paths relative to the root, as in the summaries' issue lists.
     issues = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in issues]
-    by_index = {rec.run_index: rec for rec in records}
     runs = []
     for r in td.finished:
         paths = RunPaths(td.path, r)
@@ -194,7 +225,8 @@ def load_task(td: TaskDir, root: Path) -> TaskRuns:
             eval=rec.eval if rec is not None else _lenient(read_eval, paths),
             metadata=_lenient(read_metadata, paths),
             files={k: name for k in LINKED_FILES if (name := paths.name(k)) in td.names},
-            rollbacks=_rollbacks(paths, td.names) if any(n.startswith(f"run_{r}.rollback_") for n in td.names) else []))
+            rollbacks=_rollbacks(paths, td.names) if any(n.startswith(f"run_{r}.rollback_") for n in td.names) else [],
+            page=pages.get(r)))
     return TaskRuns(dir=td, runs=runs, issues=issues)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from descriptor.events import Event
 from descriptor.records import RollbackRecord
 from descriptor.report.attribution_inputs import RunAttribution
 from descriptor.report.collect import RollbackData, RunData
 from descriptor.report.render import json_text
-from descriptor.report.run_view import cut, step_marks, step_positions, transcript
+from descriptor.report.page_file import page_data
+from descriptor.report.run_view import cut, step_marks, step_positions, transcript, with_marks
 
 
 def reference(run: RunData) -> str:
@@ -80,24 +80,21 @@ _UNKNOWN = RollbackRecord.model_construct(strategy="?", set=[], fallback=False, 
 """Shown for a rollback whose record is unreadable (its problem is listed beside it)."""
 
 
-def _attribution_panel(events: Sequence[Event], positions: dict[int, int], attr: RunAttribution | None,
-                       marks: dict[int, list], notes: list[str], run: RunData) -> dict[str, Any] | None:
+def _attribution_panel(steps: Sequence[Sequence[Any]], attr: RunAttribution | None, marks: dict[int, list],
+                       notes: list[str], run: RunData) -> dict[str, Any] | None:
     if attr is None and not run.rollbacks:
         return None
     labels = [label for label, _ in attr.scores] if attr else []
     scores = dict(attr.scores) if attr else {}
     rows = []
-    for ev in events:
-        pos = positions.get(ev.seq)
-        if pos is None:
-            continue
+    for pos, (_, actor, event_type) in enumerate(steps):
         vals = [scores[label][pos] if pos < len(scores[label]) else None for label in labels]
-        rows.append({"step": pos, "agent": ev.actor, "type": ev.event_type, "scores": vals,
+        rows.append({"step": pos, "agent": actor, "type": event_type, "scores": vals,
                      "marks": marks.get(pos, []), "cls": "marked" if marks.get(pos) else ""})
     summary = []
     if attr:
         for label, members in attr.sets:
-            summary.append(f"{label} set: steps {', '.join(map(str, members)) or '(empty)'} ({len(members)} of {len(positions)})")
+            summary.append(f"{label} set: steps {', '.join(map(str, members)) or '(empty)'} ({len(members)} of {len(steps)})")
         for label, s in attr.scores:
             if s:
                 top = max(range(len(s)), key=lambda i: (s[i], -i))
@@ -116,10 +113,15 @@ def _attribution_panel(events: Sequence[Event], positions: dict[int, int], attr:
 
 
 def run_view(run: RunData, attr: RunAttribution | None) -> dict[str, Any]:
-    """Everything the viewer shows of ``run`` (its own view; the task's other runs come from the runs index)."""
-    events = list(run.record.events) if run.record is not None else []
-    positions = step_positions(events)
-    marks, notes = step_marks(events, positions, attr, run.rollbacks, run.injected)
+    """Everything the viewer shows of ``run`` (its own view; the task's other runs come from the runs index).
+
+    The trace's part comes from the run's page data file when it matches the trace (:attr:`RunData.page`),
+    else from the parsed events."""
+    page = run.page
+    if page is None:
+        page = page_data(run.record.events if run.record is not None else ())
+    steps = page["steps"]
+    marks, notes = step_marks(steps, attr, run.rollbacks, run.injected)
     cls, badge, text = verdict(run)
     details = run.eval.details if run.eval is not None else None
     return {
@@ -127,11 +129,11 @@ def run_view(run: RunData, attr: RunAttribution | None) -> dict[str, Any]:
         "reference": reference(run),
         "error": cut(run.result.error, 4000) if run.result is not None and run.result.error else None,
         "eval_details": json_text(details) if details else None, "question": cut(run.question, 8000),
-        "facts": _facts(run, len(positions)), "issues": [i.warning().removeprefix("warning: ") for i in run.issues],
+        "facts": _facts(run, len(steps)), "issues": [i.warning().removeprefix("warning: ") for i in run.issues],
         "files": list(run.files.values()), "trace": run.files.get("trace"), "rollback_of": None,
-        "attribution": _attribution_panel(events, positions, attr, marks, notes, run),
+        "attribution": _attribution_panel(steps, attr, marks, notes, run),
         "rollbacks": [_rollback_row(rb) for rb in run.rollbacks],
-        "rows": transcript(events, marks, positions), "n_events": len(events), "n_steps": len(positions),
+        "rows": with_marks(page["rows"], marks), "n_events": page["n_events"], "n_steps": len(steps),
     }
 
 

@@ -217,11 +217,14 @@ def transcript(events: Sequence[Event], marks: dict[int, list[tuple[str, str]]],
     return rows
 
 
-def step_marks(events: Sequence[Event], positions: dict[int, int], attribution: RunAttribution | None,
-               rollbacks: Sequence[Any], injected: dict[str, Any] | None) -> tuple[dict[int, list[tuple[str, str]]], list[str]]:
+def step_marks(steps: Sequence[Sequence[Any]], attribution: RunAttribution | None, rollbacks: Sequence[Any],
+               injected: dict[str, Any] | None) -> tuple[dict[int, list[tuple[str, str]]], list[str]]:
     """Step position -> marks from attribution outputs, rollbacks and the scripted injected error; and notes
-    about records that do not fit this trace (their step count differs)."""
-    n = len(positions)
+    about records that do not fit this trace (their step count differs).
+
+    ``steps``: per step position, ``[step_index, actor, event_type]`` (:func:`descriptor.report.page_file.page_data`).
+    """
+    n = len(steps)
     marks: dict[int, list[tuple[str, str]]] = {}
     notes: list[str] = []
 
@@ -230,7 +233,7 @@ def step_marks(events: Sequence[Event], positions: dict[int, int], attribution: 
             marks.setdefault(pos, []).append((cls, text))
 
     if injected and step_index_value(injected.get("step")) is not None:
-        by_index = {ev.step_index: positions[ev.seq] for ev in events if ev.seq in positions}
+        by_index = {step[0]: pos for pos, step in enumerate(steps)}
         add(by_index.get(injected["step"]), "truth", f"injected error ({injected.get('agent') or 'agent'})")
     if attribution is not None:
         bad = {label for label, m in attribution.n_steps if m != n}
@@ -251,6 +254,14 @@ def step_marks(events: Sequence[Event], positions: dict[int, int], attribution: 
         if rb.record is not None:
             add(rb.record.restart_step, "rollback", f"rollback {rb.index} restarts here")
     return marks, notes
+
+
+def with_marks(rows: Sequence[dict[str, Any]], marks: dict[int, list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """:func:`transcript` rows made without marks, with ``marks`` (step position -> marks) on their steps, as
+    :func:`transcript` would have placed them."""
+    if not marks:
+        return list(rows)
+    return [{**row, "marks": marks[row["step"]]} if row.get("step") in marks else row for row in rows]
 
 
 def step_index_value(v: Any) -> int | None:

@@ -21,11 +21,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.untrusted import parse_json
-from mas.config import EmbeddedSettings
+
+if TYPE_CHECKING:  # annotations only: the config models are ~0.3 s of every command's start-up
+    from mas.config import EmbeddedSettings
 
 Progress = Callable[[str], None]
 """Receives one human-readable progress line (no trailing newline)."""

@@ -10,12 +10,18 @@ import argparse
 import json
 import sys
 
-from mas.config import EmbeddedSettings, apply_overrides, load_config
+from typing import TYPE_CHECKING
+
 from mas.logging import configure_logging
 from mas.serving.catalogue import CATALOGUE
 
+if TYPE_CHECKING:
+    from mas.config import EmbeddedSettings
+
 
 def _settings(args: argparse.Namespace) -> EmbeddedSettings:
+    from mas.config import apply_overrides, load_config  # here: the config models are ~0.3 s of start-up
+
     configure_logging()  # structlog to stderr: stdout carries only results (serve prints base_url)
     cfg = load_config(args.config)
     overrides = {

@@ -2,7 +2,7 @@
 
 Files of run ``r`` in ``<root>/<experiment>/<benchmark>/<system>/<task_id>/``
 are written in this order: metadata (status running), the trace (streamed),
-answer, eval, trace metrics, trajectory, final metadata, and ``result.json``
+answer, eval, trace metrics, the report's page data, trajectory, final metadata, and ``result.json``
 last and atomically. A run with a ``result.json`` is finished and never
 redone; any other leftovers of a run are cleared before it runs again.
 """
@@ -33,6 +33,7 @@ from descriptor.records import (
     TraceMetricsRecord,
 )
 from descriptor.run_files import RunFileError, read_metadata, read_result
+from descriptor.report.page_file import write_page_file
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.trace_digest import trace_digest
 from mas.config import ExperimentConfig
@@ -337,11 +338,13 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
                                              score=evaluation.score, details=evaluation.details), indent=None,
                       durable=False)
     metrics = compute_run_metrics(events)
+    # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
+    digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
         success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state),
-        # the trace is closed by now: its digest spares every summary and report a parse (issue 33)
-        digest=trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None), indent=None,
-        durable=False)
+        digest=digest), indent=None, durable=False)
+    if digest is not None:
+        write_page_file(paths.page, events, digest.sha256)
     recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
     write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
                      evaluation={"success": evaluation.success, "score": evaluation.score})

@@ -111,9 +111,11 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     """Write the trajectory as JSON and as a Markdown transcript."""
     rows = trajectory(events)
     # Compact: the Markdown transcript is the one people read; indentation was half of this file's bytes.
+    # An event's null or empty fields (step_index, role, round, to) are left out: they were a sixth of the file.
+    compact = [{k: v for k, v in r.items() if v is not None and v != []} for r in rows]
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
-                                              "evaluation": evaluation, "error": error, "events": rows}, indent=None,
-                      durable=False)  # result.json, written after it with an fsync, is the run's commit
+                                              "evaluation": evaluation, "error": error, "events": compact},
+                      indent=None, durable=False)  # result.json, written after it with an fsync, is the run's commit
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
     if reference is not None:
         lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]
