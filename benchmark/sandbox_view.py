@@ -58,14 +58,19 @@ def ro_binds() -> tuple[str, ...]:
 def masked_dirs() -> tuple[str, ...]:
     """Package directories inside the bound installation that the view covers with an empty tmpfs (real paths).
 
-    Every ``site-packages``/``dist-packages`` of this interpreter, of its venv and of the system Pythons, and any
-    other ``sys.path`` entry that is not the standard library.
+    Every ``site-packages``/``dist-packages`` of this interpreter, of its venv, of the venv's base interpreter and
+    of the system Pythons, and any other ``sys.path`` entry that is not the standard library.
     """
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
     user_site = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
     candidates = [*site.getsitepackages(), *([user_site] if user_site else []), *sys.path]
     for pattern in _SYSTEM_SITE_GLOBS:
         candidates += glob.glob(pattern)
+    # A venv's base interpreter is bound too, and its own site-packages may hold the same answer keys (a venv made
+    # from a Python that has the benchmark packages installed): site.getsitepackages() names only the venv's.
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)):
+        candidates += glob.glob(os.path.join(prefix, "lib*", "python3*", "*-packages"))
+        candidates += glob.glob(os.path.join(prefix, "local", "lib*", "python3*", "*-packages"))
     binds = [os.path.realpath(b) for b in ro_binds()]
     out: list[str] = []
     for p in dict.fromkeys(os.path.realpath(c) for c in candidates if c and os.path.isabs(c)):
