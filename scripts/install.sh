@@ -23,9 +23,10 @@ fi
 # a temporary file printed when it ends (and ~/.cache/mas-econ/logs), and it is stopped if this script stops.
 echo "==> building llama-server in the background (once; cached afterwards)"
 BUILD_LOG="$(mktemp -t mas-econ-build.XXXXXX)"
-"$PY" main.py model install --binary-only >"$BUILD_LOG" 2>&1 &
+# its own process group (setsid), so stopping it stops cmake and the compilers too, not only Python
+setsid "$PY" main.py model install --binary-only >"$BUILD_LOG" 2>&1 &
 BUILD_PID=$!
-trap 'kill "$BUILD_PID" 2>/dev/null || true' EXIT
+trap 'kill -- -"$BUILD_PID" 2>/dev/null || true' EXIT
 
 echo "==> installing the test integrations (Phoenix, OpenInference, langgraph-cli) and the langchain provider"
 pip_install -e ".[dev,integrations,langchain]"
