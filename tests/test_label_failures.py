@@ -176,6 +176,36 @@ def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
 
 
 
+def test_a_rerun_reads_the_finished_replays_an_interrupted_labelling_left_instead_of_replaying(monkeypatch, tmp_path):
+    task = tmp_path / "task"
+    task.mkdir()
+    traj = _traj(4).model_copy(update={"source_path": str(task / "run_0.trace.jsonl")})
+
+    def record(k, step, *, status="finished", origin="label", success=True):
+        rec = RollbackRecord(run=str(task / "run_0"), rollback_index=k, strategy="label", set=[step], chosen_step=step,
+                             restart_step=step, n_steps=4, cost=0.5, steps_redone=1, tokens=100 + k, success=success,
+                             answer="", wall_time_s=0.0, origin=origin, status=status, decisive_step=None, covered=None)
+        (task / f"run_0.rollback_{k}.json").write_text(rec.model_dump_json())
+
+    record(0, 2)                     # sample 0 at step 2: finished before the interruption
+    record(1, 2, status="error")     # an infrastructure error: replayed again
+    record(2, 1)                     # another point
+    record(3, 2, origin="sweep")     # a rollback of the sweep, not a label replay
+    seen = []
+
+    async def rollback_one(traj, *, seed, origin, choice, **kw):
+        seen.append(seed)
+        return RollbackRecord(run="r", rollback_index=9, strategy="label", set=[choice.step], chosen_step=0,
+                              restart_step=choice.step, n_steps=4, cost=0.5, steps_redone=1, tokens=7,
+                              success=False, answer="", wall_time_s=0.0, origin=origin, decisive_step=None,
+                              covered=None)
+
+    monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
+    probe = asyncio.run(labels_mod._probe(traj, 2, 3, seed=5))
+    assert seen == [5 + labels_mod.SEED_STRIDE, 5 + 2 * labels_mod.SEED_STRIDE]  # samples 1 and 2 only
+    assert probe.samples == 3 and probe.successes == 1 and probe.tokens == 100 + 7 + 7
+
+
 def _self_sweep(root, name, *extra, tasks, seed):
     return main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
                  "--inject-position", "uniform", "--task-limit", str(tasks), "--seed", str(seed), "--output-root",

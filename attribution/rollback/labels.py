@@ -26,7 +26,8 @@ flips, and a later one keeps the wrong step: the label is the injected step's
 super-step start, the injected step itself when every step has its own checkpoint.
 
 Every replay is a rollback of the run (``rollback_<k>.json`` with ``origin:
-label``; the sweep summaries ignore it), so its tokens and answer stay on record.
+label``; the sweep summaries ignore it), so its tokens and answer stay on record, and a rerun after an
+interruption reads the finished replays instead of redoing them (:func:`earlier_replays`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from attribution.sources.loaders import load_runs_dir
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_text_atomic
-from descriptor.run_files import RunFileError, read_metadata
+from descriptor.records import RollbackRecord
+from descriptor.run_files import RunFileError, read_metadata, read_record
 from descriptor.stats import wilson_interval
 
 log = structlog.get_logger(__name__)
@@ -62,12 +64,32 @@ def restart_points(traj: Trajectory) -> list[int]:
     return out
 
 
+def earlier_replays(traj: Trajectory, step: int) -> list[RollbackRecord]:
+    """This run's finished label replays restarted at ``step``, oldest first (sample 0, 1, ...).
+
+    An interrupted ``label-failures`` left them on disk; bisection takes the same path again given the same
+    outcomes, so a rerun reads them instead of replaying (an unreadable or errored record is replayed again).
+    """
+    paths = run_of(traj)
+    out = []
+    for k in paths.rollbacks():
+        try:
+            rec = read_record(paths.for_rollback(k).rollback_record, RollbackRecord)
+        except RunFileError:
+            continue
+        if rec.origin == "label" and rec.restart_step == step and rec.status != "error":
+            out.append(rec)
+    return out
+
+
 async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) -> Probe:
     wins = done = errors = tokens = 0
+    kept = earlier_replays(traj, step)
     for j in range(samples):  # one after another: each replay takes the run's next rollback index
-        rec = await rollback_one(traj, strategy="label", scores=None, calibration=None, keep_going=True,
-                                 choice=Choice(members=[step], step=step), origin="label",
-                                 seed=None if j == 0 or seed is None else seed + j * SEED_STRIDE)
+        rec = kept[j] if j < len(kept) else await rollback_one(
+            traj, strategy="label", scores=None, calibration=None, keep_going=True,
+            choice=Choice(members=[step], step=step), origin="label",
+            seed=None if j == 0 or seed is None else seed + j * SEED_STRIDE)
         tokens += rec.tokens
         if rec.status == "error":
             errors += 1
