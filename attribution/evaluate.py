@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 from pydantic import BaseModel, Field
 from sklearn.metrics import roc_auc_score
 
@@ -28,8 +27,9 @@ from attribution.methods.base import Method, MethodContext, Prediction
 from attribution.scorers.base import StepScores
 from attribution.sources.trajectory import Trajectory, normalize_agent
 from descriptor.errors import UserError
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 TOLERANCES: tuple[int, ...] = (1, 2, 3, 4, 5)
 

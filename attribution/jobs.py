@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
 from pydantic import BaseModel, Field
 
 from attribution.llm.calls import server_tokenizer
@@ -27,8 +26,9 @@ from descriptor.errors import UserError
 from descriptor.io import read_json, write_json_atomic, write_text_atomic
 from descriptor.redact import may_hold_secret, redact
 from descriptor.untrusted import parse_json
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class SourceOptions(BaseModel):

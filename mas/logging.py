@@ -11,12 +11,10 @@ wraps stdout and stderr themselves (:func:`redacted_std_streams`), so no
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import logging
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from types import ModuleType, TracebackType
 from typing import Any, TextIO
 
@@ -77,42 +75,55 @@ def _configure_structlog(structlog: ModuleType, level: str) -> None:
     )
 
 
-class _ConfigureOnImport(importlib.abc.MetaPathFinder):
-    """Configures structlog right after its first import, wherever that happens.
+_WANTED: str | None = None
+"""The level :func:`configure_logging` asked for (None: never called; structlog keeps its own defaults)."""
+_APPLIED: str | None = None
+"""The level structlog was last configured with by this module."""
 
+
+def _structlog() -> ModuleType:
+    """structlog, configured as :func:`configure_logging` asked the first time it is needed."""
+    global _APPLIED
+    import structlog
+
+    if _WANTED is not None and _APPLIED != _WANTED:
+        _configure_structlog(structlog, _WANTED)
+        _APPLIED = _WANTED
+    return structlog
+
+
+class _Logger:
+    """A structlog logger made on first use (:func:`get_logger`)."""
+
+    __slots__ = ("_name", "_inner")
+
+    def __init__(self, name: str) -> None:
+        self._name, self._inner = name, None
+
+    def __getattr__(self, attr: str) -> Any:  # info, warning, bind, ...
+        if self._inner is None:
+            self._inner = _structlog().get_logger(self._name)
+        return getattr(self._inner, attr)
+
+
+def get_logger(name: str) -> Any:
+    """The project's logger for module ``name`` (structlog's, with its methods: ``info``, ``warning``, ``bind``).
+
+    structlog is imported, and configured as :func:`configure_logging` asked, when the logger is first used.
     Why: importing structlog costs ~0.3 s of CPU (it loads rich for tracebacks), a third of the start-up of a
-    command that never logs through it (``summarize-experiment``, ``report``); the commands that do import it
-    with the modules they run, after :func:`configure_logging`, and log only later (issue 33)."""
-
-    def __init__(self, level: str) -> None:
-        self.level = level
-
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if name != "structlog":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        run, level = spec.loader.exec_module, self.level  # type: ignore[union-attr]
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            _configure_structlog(module, level)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]  (this spec's own loader object)
-        return spec
+    command that never logs through it (``summarize-experiment``, ``report``) (issue 33).
+    """
+    return _Logger(name)
 
 
 def configure_logging(level: str = "INFO") -> None:
     """Configure structlog and the standard library's logging once for the CLI; library code only calls
-    ``structlog.get_logger``. structlog is configured when it is first imported (at once if it already is)."""
-    for old in [f for f in sys.meta_path if isinstance(f, _ConfigureOnImport)]:
-        sys.meta_path.remove(old)
+    :func:`get_logger`. structlog is configured when a logger is first used (at once if it is already imported:
+    a caller of ``structlog.get_logger`` then gets the same set-up)."""
+    global _WANTED, _APPLIED
+    _WANTED, _APPLIED = level, None
     if "structlog" in sys.modules:
-        _configure_structlog(sys.modules["structlog"], level)
-    else:
-        sys.meta_path.insert(0, _ConfigureOnImport(level))
+        _structlog()
     handler = _StderrHandler()
     handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

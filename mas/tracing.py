@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import merge_configs, var_child_runnable_config
 
@@ -36,9 +35,10 @@ from descriptor.events import (
     event_line,
 )
 from descriptor.redact import may_hold_secret, redact
+from mas.logging import get_logger
 from mas.spans import ChatSpans, ambient_node, new_span_id
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def utc_now_iso() -> str:

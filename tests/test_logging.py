@@ -8,7 +8,9 @@ printed a "Logging error" traceback, ``ValueError: I/O operation on closed file`
 from __future__ import annotations
 
 import io
+import json
 import logging
+import subprocess
 import sys
 
 import structlog
@@ -29,3 +31,14 @@ def test_logs_reach_the_current_stderr_after_the_one_they_were_set_up_with_close
     out = second.getvalue()
     assert "library says hi" in out and "bound says hi" in out
     assert "Logging error" not in out
+
+
+def test_a_module_logger_imports_structlog_at_its_first_record_and_logs_as_configured():
+    probe = ("import sys\nfrom mas.logging import configure_logging, get_logger\nlog = get_logger('m')\n"
+             "configure_logging()\nassert 'structlog' not in sys.modules\nlog.warning('hello', k=1)\n"
+             "log.debug('not shown')\nprint('structlog' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    (line,) = out.stderr.splitlines()  # INFO level: the debug record is dropped
+    record = json.loads(line)  # off a terminal: one JSON object a line
+    assert (record["event"], record["k"], record["level"]) == ("hello", 1, "warning")

@@ -35,6 +35,35 @@ COMMAND_MODULES = (
     "attribution.cli.sweep",
 )
 
+COMMANDS = {
+    "list-benchmarks": "benchmark.cli", "benchmark-info": "benchmark.cli", "benchmark-check": "benchmark.cli",
+    "list-systems": "mas.cli", "studio-config": "mas.cli", "run": "mas.cli", "init-config": "mas.cli",
+    "cache": "mas.llm.cache_cli", "model": "mas.serving.cli", "export-otel": "mas.otel.cli",
+    "summarize-experiment": "descriptor.cli", "plan": "descriptor.plan_cli", "report": "descriptor.report.cli",
+    "attribute": "attribution.cli.attribute", "score-steps": "attribution.cli.attribute",
+    "conformal": "attribution.cli.conformal", "calibrate": "attribution.cli.conformal",
+    "predict-set": "attribution.cli.conformal",
+    "rollback": "attribution.cli.rollback", "rollback-experiment": "attribution.cli.rollback",
+    "label-failures": "attribution.cli.rollback",
+}
+"""Command -> the module registering it: a command's parser is built from its own module only. Why: importing
+all of :data:`COMMAND_MODULES` (numpy and pydantic models for the conformal and rollback options) was ~0.6 s of
+CPU of every command's start-up, half of ``summarize-experiment`` on a small experiment (issue 33).
+``tests/test_cli.py`` checks this table against the modules."""
+
+HOOKED = {"mas.cli": ("attribution.cli.sweep",)}
+"""Modules whose commands take options from hooks, with the modules registering those hooks when imported."""
+
+
+def command_modules(argv: list[str]) -> tuple[str, ...]:
+    """The modules to import for ``argv``: its command's (and their hooks'), or all for ``--help`` or an unknown
+    command (the full parser then lists the commands or names the wrong one)."""
+    # The top-level parser has no option taking a value once --plugin is removed: the first word is the command.
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name not in COMMANDS:
+        return COMMAND_MODULES
+    return (COMMANDS[name], *HOOKED.get(COMMANDS[name], ()))
+
 
 class OneLineErrors(argparse.ArgumentParser):
     """Bad flags end like every other user error: one line naming the option and what was expected, exit 2."""
@@ -69,7 +98,8 @@ def version_text() -> str:
     return f"mas-econ {version} (git {sha})" if sha else f"mas-econ {version} (git commit unknown: {reason})"
 
 
-def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
+def build_parser(prog: str = "main.py", modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of the commands ``modules`` register (all by default)."""
     parser = OneLineErrors(
         prog=prog,
         description="LangGraph multi-agent runtime: experiments, descriptors, failure attribution.",
@@ -80,8 +110,8 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                              "installed registering benchmarks, systems, methods or scorers; the config key "
                              "plugins does the same")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = [importlib.import_module(name) for name in COMMAND_MODULES]  # hooks register on import
-    for module in modules:
+    loaded = [importlib.import_module(name) for name in modules]  # hooks register on import
+    for module in loaded:
         if hasattr(module, "register"):
             module.register(sub)
     return parser
@@ -155,7 +185,7 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
     try:
         try:
             rest = load_plugin_options(sys.argv[1:] if argv is None else argv)  # before the parser: they extend it
-            args = build_parser(prog).parse_args(rest)
+            args = build_parser(prog, command_modules(rest)).parse_args(rest)
         except SystemExit as done:  # --help, or a bad flag (already reported in one line)
             return done.code if isinstance(done.code, int) else 2
         with redacted_std_streams():

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import structlog
 
 from attribution.conformal import Calibration
 from attribution.sources.loaders import load_runs_dir
@@ -21,8 +20,9 @@ from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
 from descriptor.stats import bootstrap_mean_ci, wilson_interval
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -35,8 +35,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import structlog
-
 from attribution.rollback.restart import Choice, rollback_one, run_of
 from attribution.sources.labelfile import Label, Probe
 from attribution.sources.loaders import load_runs_dir
@@ -46,8 +44,9 @@ from descriptor.io import write_text_atomic
 from descriptor.records import RollbackRecord
 from descriptor.run_files import RunFileError, read_metadata, read_record
 from descriptor.stats import wilson_interval
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SEED_STRIDE = 1_000_003
 """Sample ``j`` of a point replays with the run's seed + j × this (sample 0 keeps the run's seed)."""

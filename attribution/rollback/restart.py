@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterable
 from typing import Literal
 
-import structlog
 from pydantic import BaseModel
 
 from attribution.conformal import Calibration, predict
@@ -32,9 +31,10 @@ from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import RunPaths
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
+from mas.logging import get_logger
 from mas.sweep.runner import resume_run
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Strategy = Literal["conformal", "top1", "restart", "oracle"]
 UNSCORED: frozenset[str] = frozenset({"restart", "oracle"})

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.sources.loaders import load_runs_dir
 from attribution.rollback.restart import Choice, choose_restart, rollback_one, run_of, set_choice
@@ -61,9 +59,10 @@ from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord, RollbackSwee
 from descriptor.rollback_summary import sweep_rollback
 from descriptor.run_files import RunFileError, read_record
 from mas.config import ExperimentConfig
+from mas.logging import get_logger
 from mas.sweep.lock import sweep_lock
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SELF_CALIBRATED = ("conformal", "top1")
 """Strategies that need scores, hence a calibration file or labelled failed runs to fit on."""

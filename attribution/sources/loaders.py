@@ -22,7 +22,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
 from pydantic import ValidationError
 
 from attribution.sources.load_result import LoadResult, MalformedFile, SkippedFile
@@ -33,8 +32,9 @@ from descriptor.layout import SUFFIXES, RunPaths, run_indices
 from descriptor.records import RunMetadata
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from descriptor.untrusted import BadJson, parse_index, parse_json
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SUBSETS: tuple[str, ...] = ("algorithm_generated", "hand_crafted")
 Subset = Literal["algorithm_generated", "hand_crafted", "all"]

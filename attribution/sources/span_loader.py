@@ -38,14 +38,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from attribution.sources.load_result import LoadResult, MalformedFile, SkippedFile
 from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.untrusted import BadJson, parse_index, parse_json
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _RESULT_CHARS = 2000  # tool output kept per step (characters), as for this project's own runs

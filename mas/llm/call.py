@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
-import structlog
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult as LCResult
@@ -31,9 +30,10 @@ from mas.llm.meter import METER
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.sanitize import clean_message
 from mas.llm.tokens import count_tokens
+from mas.logging import get_logger
 from mas.tracing import call_config, current_tracer, utc_now_iso
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class LLMCallError(RuntimeError):

@@ -38,15 +38,14 @@ import threading
 from pathlib import Path
 from typing import IO
 
-import structlog
-
 from descriptor.events import Event
 from descriptor.io import json_bytes
 from descriptor.records import RunMetadata
 from descriptor.redact import registered_secret_env
+from mas.logging import get_logger
 from mas.tracing import utc_now_iso
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 QUEUE_RUNS = 1000

@@ -18,14 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from descriptor.errors import UserError
 from descriptor.io import write_text_atomic
+from mas.logging import get_logger
 from mas.serving.catalogue import CachePaths
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 POLL_S = 0.25  # readiness poll interval (s)
 STOP_TIMEOUT_S = 10.0  # SIGTERM grace before SIGKILL (s)

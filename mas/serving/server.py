@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import structlog
 from pydantic import BaseModel
 
 from mas.config import EmbeddedSettings
+from mas.logging import get_logger
 from mas.serving.build import build_server
 from mas.serving.catalogue import (
     CachePaths,
@@ -72,7 +72,7 @@ __all__ = [
     "stop_server",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import structlog
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -50,8 +49,9 @@ from descriptor.errors import UserError
 from descriptor.io import write_bytes_atomic
 from descriptor.layout import SUFFIXES, database_files
 from descriptor.redact import mask_secret_bytes
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class RedactingSerializer:

@@ -40,16 +40,15 @@ from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import structlog
-
 from benchmark.base import Benchmark
 from descriptor.errors import UserError
 from descriptor.records import RunResult
 from descriptor.registry import load_plugins
 from mas.config import ExperimentConfig
+from mas.logging import get_logger
 from mas.sweep.runner import RunSpec, execute_run
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ExecutorName = Literal["local", "dask"]
 OnDone = Callable[[RunSpec, RunResult | None, BaseException | None], None]

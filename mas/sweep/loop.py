@@ -29,19 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from descriptor.errors import UserError, disk_full, disk_full_message
 from descriptor.records import RunResult
 from descriptor.run_index import append_entries, entry, read_index
 from mas.llm.meter import METER
+from mas.logging import get_logger
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress
 from mas.sweep.runner import RunSpec, clear_partial, finished_result
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -14,14 +14,13 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-import structlog
-
 from descriptor.errors import UserError
 from descriptor.io import write_derived_json
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MATCH_FILE = "sas_matched.json"
 K_MAX = 64

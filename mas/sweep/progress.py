@@ -16,12 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-import structlog
-
 from descriptor.records import RunResult
 from mas.llm.meter import METER, MeterReading
+from mas.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ProgressMode = Literal["auto", "bar", "log", "none"]
 

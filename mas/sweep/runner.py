@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmark.base import Benchmark, Evaluation, Task
@@ -41,6 +40,7 @@ from mas.llm.cache import use_cache
 from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.limits_run import RunLimitReached, use_budget
 from mas.llm.models import ModelSet
+from mas.logging import get_logger
 import mas.otel  # noqa: F401  (the package's own trace processor, the OpenTelemetry exporter, registers)
 from mas.llm.injection import InjectionPlan
 from mas.sweep.benchmarks import check_isolation, run_benchmark
@@ -65,7 +65,7 @@ from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
 from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

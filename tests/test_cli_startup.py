@@ -1,0 +1,52 @@
+"""A command's start-up imports its own command module, not every stage's (issue 33).
+
+``summarize-experiment`` spent ~0.6 s of CPU importing the conformal and rollback commands' modules (numpy,
+pydantic models) and ~0.3 s importing structlog, which it never logs through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from attribution.cli.main import COMMAND_MODULES, COMMANDS, HOOKED, command_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_command_table_names_the_module_registering_each_command():
+    registered = {}
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        if hasattr(module, "register"):
+            sub = argparse.ArgumentParser().add_subparsers()
+            module.register(sub)
+            registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == COMMANDS
+
+
+def test_a_command_builds_its_own_module_with_its_hooks_and_help_builds_all():
+    assert command_modules(["summarize-experiment", "--experiment-root", "x"]) == ("descriptor.cli",)
+    assert command_modules(["run", "--benchmark", "arith"]) == ("mas.cli", *HOOKED["mas.cli"])
+    assert command_modules(["--help"]) == COMMAND_MODULES
+    assert command_modules(["no-such-command"]) == COMMAND_MODULES
+
+
+def test_summarize_experiment_starts_without_structlog_or_the_other_commands_modules(tmp_path):
+    probe = ("import sys\nfrom attribution.cli.main import main\n"
+             f"code = main(['summarize-experiment', '--experiment-root', {str(tmp_path / 'none')!r}])\n"
+             "print(code, *sorted(m for m in ('structlog', 'attribution.conformal', 'attribution.cli.sweep',"
+             " 'mas.serving.catalogue') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2"]  # a root without runs is bad input; no other command's module was imported
+
+
+def test_run_still_takes_the_rollback_hooks_options():
+    from attribution.cli.main import build_parser
+
+    args = build_parser(modules=command_modules(["run", "--rollback", "restart"])).parse_args(
+        ["run", "--rollback", "restart"])
+    assert args.rollback == "restart"
