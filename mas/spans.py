@@ -26,10 +26,8 @@ node, ``parent_span_id`` the root), or of the root outside any node.
 from __future__ import annotations
 
 import os
-from typing import Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import var_child_runnable_config
 
@@ -74,26 +72,24 @@ def input_messages(messages: list[BaseMessage]) -> list[InputMessage]:
     return out
 
 
-class ChatSpans(BaseCallbackHandler):
+class ChatSpans:
     """Notes each chat model call of a run: its span id under its node, and its input messages if asked.
 
-    Added to every model call of a traced run (see :func:`mas.tracing.call_config`); the event that
-    records the call's output, emitted right after it in the same node, takes the call's span id.
-    Synchronous and inline: no thread hop per call.
+    :func:`mas.tracing.call_config` notes every model call of a traced run as it is made (the call's
+    LangChain run id is chosen there); the event that records the call's output, emitted right after it in
+    the same node, takes the call's span id. Not a callback handler: a handler on every call made LangChain
+    run its callback machinery for each (run managers, the handlers' events), ~13 % of a scripted debate
+    run's CPU with the usage handler it replaced (issue 33).
     """
-
-    run_inline = True
 
     def __init__(self, *, record_inputs: bool = False) -> None:
         self.record_inputs = record_inputs
         self.last: dict[str | None, tuple[str, list[InputMessage] | None]] = {}
         """Node span (None: no node) -> (span id, input messages not yet recorded) of its latest call."""
 
-    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID,
-                            parent_run_id: UUID | None = None, **kwargs: Any) -> None:
-        node = span_hex(parent_run_id) if parent_run_id is not None else None
-        inputs = input_messages(messages[0]) if self.record_inputs and messages else None
-        self.last[node] = (span_hex(run_id), inputs)
+    def started(self, node: str | None, run_id: UUID, messages: list[BaseMessage]) -> None:
+        """A model call with LangChain run id ``run_id`` starts in ``node`` (:func:`ambient_node`) on ``messages``."""
+        self.last[node] = (span_hex(run_id), input_messages(messages) if self.record_inputs else None)
 
     def claim(self, node: str | None) -> tuple[str | None, list[InputMessage] | None]:
         """The span of the latest call made in ``node`` and its input messages (handed out once)."""

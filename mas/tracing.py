@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import merge_configs, var_child_runnable_config
 
 from descriptor.events import (
@@ -244,20 +243,24 @@ class Tracer:
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("mas_tracer", default=None)
 
 
-def call_config(handler: BaseCallbackHandler, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The LangChain config of one model call: the callbacks it inherits, plus ``handler`` and the run's own.
+def call_config(metadata: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+    """The LangChain config of one model call on ``messages``: the config it inherits from its graph node, plus
+    ``metadata`` and a run id of its own, which a traced run notes as the call's ``chat`` span (:mod:`mas.spans`).
 
-    A config of ``{"callbacks": [handler]}`` would replace the callback manager the call inherits from its
-    graph node, cutting off handlers attached to the graph (Langfuse) and the parent run of global ones
-    (LangSmith); the inherited manager is copied and extended instead, and ``metadata`` is merged into the
-    node's (``langgraph_node``, thread id, ...).
+    The inherited config is extended, not replaced, so handlers attached to the graph (Langfuse) and global
+    ones (LangSmith) see the call under its node, and ``metadata`` is merged into the node's
+    (``langgraph_node``, thread id, ...). No handler of the project's own is added: tokens and latency come
+    from the reply and a clock around the call (:func:`mas.llm.call.call_llm`).
     """
+    run_id = uuid.uuid4()
     tracer = _current.get()
-    handlers = [handler, tracer.chat_spans] if tracer is not None and tracer.enabled else [handler]
+    if tracer is not None and tracer.enabled:
+        tracer.chat_spans.started(ambient_node(), run_id, messages)
+    own: dict[str, Any] = {"metadata": metadata, "run_id": run_id}
     inherited = var_child_runnable_config.get()
     if not inherited:
-        return {"callbacks": handlers, "metadata": metadata}
-    return dict(merge_configs(inherited, {"callbacks": handlers, "metadata": metadata}))
+        return own
+    return dict(merge_configs(inherited, own))
 
 
 def current_tracer() -> Tracer:

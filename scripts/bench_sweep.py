@@ -96,10 +96,11 @@ Variant = tuple[ExperimentConfig, bool, Callable[[], object] | None]
 
 
 async def _paired_round(a: Variant, b: Variant, exp: str, *, system: str, tasks: int, flip: bool,
-                        block: int = 1) -> list[tuple[float, float]]:
+                        block: int = 1) -> list[tuple[float, float, float, float]]:
     """Each of ``tasks`` runs twice, as ``a`` and as ``b``, in blocks of ``block`` runs back to back (the
-    order of a and b flipped every other block); the (a, b) wall times (s) of each block pair. ``a``'s
-    ``finish`` runs once after each of its blocks, inside its time.
+    order of a and b flipped every other block); the (a, b) wall times (s) of each block pair, then their
+    (a, b) CPU times (s, every thread of this process: ``time.process_time``). ``a``'s ``finish`` runs once
+    after each of its blocks, inside its time.
 
     Only the runs are timed, not the sweep around them: its fixed costs (graph pictures, manifest,
     progress) are the same in both modes.
@@ -113,17 +114,17 @@ async def _paired_round(a: Variant, b: Variant, exp: str, *, system: str, tasks:
     by_key = {"a": a, "b": b}
     pairs = []
     for n, first in enumerate(range(0, tasks, block)):
-        wall = {}
+        wall, cpu = {}, {}
         for key in (("a", "b") if (n % 2 == 0) != flip else ("b", "a")):
             plan, bench, cfg, tracing = specs[key]
             finish = by_key[key][2]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(first, min(first + block, tasks)):
                 await execute_run(plan[i], cfg, bench, tracing=tracing)
             if finish is not None:
                 await asyncio.to_thread(finish)
-            wall[key] = time.perf_counter() - t0
-        pairs.append((wall["a"], wall["b"]))
+            wall[key], cpu[key] = time.perf_counter() - t0, time.process_time() - c0
+        pairs.append((wall["a"], wall["b"], cpu["a"], cpu["b"]))
     return pairs
 
 
@@ -197,10 +198,14 @@ def measure_overhead(system: str, *, tasks: int, repeats: int, export_url: str |
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     per_call_ms = 1000 * tasks / calls / block  # a pair times one run, or a block of runs
-    overhead, lo, hi = median_ci([on / off - 1 for on, off in pairs])
-    return {"calls": calls, "pairs": len(pairs), "on_ms": statistics.median(on for on, _ in pairs) * per_call_ms,
-            "off_ms": statistics.median(off for _, off in pairs) * per_call_ms,
-            "overhead": overhead, "overhead_lo": lo, "overhead_hi": hi}
+    overhead, lo, hi = median_ci([on / off - 1 for on, off, _, _ in pairs])
+    cpu, cpu_lo, cpu_hi = median_ci([on / off - 1 for _, _, on, off in pairs if off > 0])
+    return {"calls": calls, "pairs": len(pairs), "on_ms": statistics.median(p[0] for p in pairs) * per_call_ms,
+            "off_ms": statistics.median(p[1] for p in pairs) * per_call_ms,
+            "overhead": overhead, "overhead_lo": lo, "overhead_hi": hi,
+            "cpu_on_ms": statistics.median(p[2] for p in pairs) * per_call_ms,
+            "cpu_off_ms": statistics.median(p[3] for p in pairs) * per_call_ms,
+            "cpu_overhead": cpu, "cpu_overhead_lo": cpu_lo, "cpu_overhead_hi": cpu_hi}
 
 
 def measure_efficiency(*, runs: int, concurrency: int, latency_ms: float, system: str,
@@ -359,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.overhead_tasks} runs): median {o['on_ms']:.2f} ms/call traced vs {o['off_ms']:.2f} ms/call "
               f"untraced, overhead {o['overhead'] * 100:+.1f} % (95 % CI {o['overhead_lo'] * 100:+.1f} to "
               f"{o['overhead_hi'] * 100:+.1f} %) [{_verdict(o['overhead'] <= TRACING_TARGET, '3 %')}]; "
+              f"CPU time (this process's, less at the mercy of other processes than wall time on a shared "
+              f"machine) {o['cpu_on_ms']:.2f} vs {o['cpu_off_ms']:.2f} ms/call, overhead "
+              f"{o['cpu_overhead'] * 100:+.1f} % (95 % CI {o['cpu_overhead_lo'] * 100:+.1f} to "
+              f"{o['cpu_overhead_hi'] * 100:+.1f} %) [{_verdict(o['cpu_overhead'] <= TRACING_TARGET, '3 %')}]; "
               f"load avg {os.getloadavg()[0]:.1f}")
     if args.tracing_only:
         return 0

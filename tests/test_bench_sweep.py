@@ -18,6 +18,9 @@ def test_bench_sweep_prints_overhead_and_three_efficiency_variants(capsys):
     assert [system for system, *_ in overheads] == ["sas", "debate"]
     for _, median, lo, hi in overheads:
         assert float(lo) <= float(median) <= float(hi)
+    cpu = re.findall(r"^tracing overhead .*; CPU time .* ms/call, overhead ([-+0-9.]+) % \(95 % CI ([-+0-9.]+) to "
+                     r"([-+0-9.]+) %\)", out, re.M)
+    assert len(cpu) == 2 and all(float(lo) <= float(median) <= float(hi) for median, lo, hi in cpu)
     exports = re.findall(r"^export overhead \((sas|debate), 1 exported/unexported pairs of blocks of 2 traced runs, OTLP/HTTP "
                          r"to a local receiver process\).*overhead ([-+0-9.]+) % \(95 % CI ([-+0-9.]+) to ([-+0-9.]+) %\)",
                          out, re.M)

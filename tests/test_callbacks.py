@@ -103,3 +103,18 @@ def test_a_globally_registered_handler_sees_every_model_call_with_its_parent_run
     root = next(r for r, c in rec.chains.items() if c["parent"] is None and c["name"] == "LangGraph")
     assert root.hex == __import__("json").loads(spec.paths.metadata.read_text())["otel_trace_id"]
     _check(rec, events, root)
+
+
+def test_a_model_call_adds_no_handler_and_its_run_id_is_the_traced_chat_span():
+    # A handler of the project's own on every call made LangChain run its callback machinery per call (issue 33).
+    from langchain_core.messages import HumanMessage
+
+    from mas.spans import span_hex
+    from mas.tracing import call_config, use_tracer
+
+    tracer = Tracer("no-handlers", [], record_inputs=True)
+    with use_tracer(tracer):
+        config = call_config({"contract": "x"}, [HumanMessage("hi")])
+    assert "callbacks" not in config and config["metadata"] == {"contract": "x"}
+    span_id, inputs = tracer.chat_spans.claim(None)
+    assert span_id == span_hex(config["run_id"]) and [m.content for m in inputs] == ["hi"]

@@ -216,6 +216,15 @@ def test_graph_pictures_are_written_offline(tmp_path, system):
     assert paths[1].stat().st_mtime_ns == before
 
 
+def test_a_second_sweep_directory_gets_the_same_pictures_without_drawing_them_again(tmp_path, monkeypatch):
+    import mas.topologies.pictures as pictures
+
+    first = write_graph_pictures(tmp_path / "a", "debate", config())
+    monkeypatch.setattr(pictures, "layout", lambda *a, **k: pytest.fail("drew a picture already drawn"))
+    second = write_graph_pictures(tmp_path / "b", "debate", config())
+    assert [p.read_bytes() for p in second] == [p.read_bytes() for p in first]
+
+
 async def test_lexical_modes_and_personas(tmp_path):
     cfg = config(mas={"termination_consensus_mode": "lexical", "final_vote_mode": "lexical",
                       "personas": ["a careful accountant", "a sceptical checker"]})

@@ -1,8 +1,8 @@
 """One LLM call as the runtime makes it: limits, retries, usage, tool calls, JSON.
 
 Every agent, judge and attribution call goes through :func:`call_llm`, so
-retries are traced as ``error`` events, tokens and latency come from a
-callback per call, and small local models' quirks (tool calls written as
+retries are traced as ``error`` events, tokens come from the reply's usage and
+latency from a clock around the call, and small local models' quirks (tool calls written as
 text, chatty JSON) are handled in one place.
 """
 
@@ -18,9 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
-from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import LLMResult as LCResult
 
 from descriptor.events import ErrorInfo
 from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
@@ -93,26 +91,6 @@ def _length_cut_reply(err: BaseException) -> AIMessage | None:
         msg.usage_metadata = {"input_tokens": usage.prompt_tokens or 0, "output_tokens": usage.completion_tokens or 0,
                               "total_tokens": usage.total_tokens or 0}
     return msg
-
-
-class UsageCallback(AsyncCallbackHandler):
-    """Captures start time, end time and ``usage_metadata`` of one LLM call."""
-
-    def __init__(self) -> None:
-        self.t0 = 0.0
-        self.latency_ms = 0.0
-        self.usage: dict[str, int] | None = None
-
-    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
-        self.t0 = time.perf_counter()
-
-    async def on_llm_end(self, response: LCResult, **kwargs: Any) -> None:
-        self.latency_ms = (time.perf_counter() - self.t0) * 1000
-        try:
-            msg = response.generations[0][0].message  # type: ignore[attr-defined]
-            self.usage = getattr(msg, "usage_metadata", None) or None
-        except (IndexError, AttributeError):
-            self.usage = None
 
 
 def _retryable(err: BaseException) -> bool:
@@ -342,12 +320,12 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
     attempts, max_retries = 0, bound.route.max_retries
     while True:
         attempts += 1
-        cb = UsageCallback()
         start = utc_now_iso()
         t0 = time.perf_counter()
         try:
             # rate_limit.max_concurrent is held by the model's transport, only while the request is at the endpoint.
-            msg = await runnable.ainvoke(messages, config=call_config(cb, meta))
+            msg = await runnable.ainvoke(messages, config=call_config(meta, messages))
+            latency_ms = (time.perf_counter() - t0) * 1000
             break
         except Exception as err:
             cut = _length_cut_reply(err)
@@ -355,6 +333,7 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
                 # A schema-constrained reply that hit max_tokens: the tokens were
                 # spent, so it is a reply (cut short), parsed tolerantly by the caller.
                 msg = cut
+                latency_ms = (time.perf_counter() - t0) * 1000
                 break
             retry = _retryable(err) and attempts <= max_retries
             down = await _server_down(bound, err, final=not retry)
@@ -381,7 +360,7 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
     end = utc_now_iso()
     msg = clean_message(msg)  # model output enters here: nothing it holds may fail the run when stored
     text, calls = _reply_parts(msg, tools, tool_names)
-    usage = cb.usage or getattr(msg, "usage_metadata", None)
+    usage = getattr(msg, "usage_metadata", None)  # the reply's own: what a callback's on_llm_end saw too
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
         (token_in, token_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
         source = "provider"
@@ -398,7 +377,7 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
         message=msg, text=text, tool_calls=calls,
         parsed=None if calls else parse_json_object(text),
         token_in=token_in, token_out=token_out,
-        latency_ms=cb.latency_ms or (time.perf_counter() - t0) * 1000,
+        latency_ms=latency_ms,
         cost_usd=bound.route.cost_usd(token_in, token_out),
         usage_source=source, start=start, end=end, model_label=bound.model_label, route=bound.name,
         attempts=attempts,
