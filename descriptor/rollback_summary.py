@@ -16,7 +16,7 @@ average them over tasks like every other field, except ``rolled_back``, which th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,16 @@ def rolled_back_experiment(root: Path) -> bool:
     return (Path(root) / ROLLBACK_SWEEP_NAME).is_file()
 
 
+def readable_rollbacks(paths: RunPaths) -> Iterator[RollbackRecord]:
+    """Run ``paths``'s rollback records, oldest first; an unreadable one (interrupted before its record was
+    written whole) is skipped."""
+    for k in paths.rollbacks():
+        try:
+            yield read_record(paths.for_rollback(k).rollback_record, RollbackRecord)
+        except RunFileError:
+            continue
+
+
 def sweep_rollback(paths: RunPaths) -> RollbackRecord | None:
     """Run ``paths``'s automatic rollback (``origin: sweep``): the one that ran to its end, else the last that ended
     in an error (a later invocation retries those); None when there is none.
@@ -40,11 +50,7 @@ def sweep_rollback(paths: RunPaths) -> RollbackRecord | None:
     Unreadable rollback records are skipped (a rollback interrupted before its record was written has none).
     """
     errored = None
-    for k in paths.rollbacks():
-        try:
-            rec = read_record(paths.for_rollback(k).rollback_record, RollbackRecord)
-        except RunFileError:
-            continue
+    for rec in readable_rollbacks(paths):
         if rec.origin == "sweep":
             if rec.status != "error":
                 return rec

@@ -49,7 +49,7 @@ COMMANDS = {
 """Command -> the module registering it: a command's parser is built from its own module only. Why: importing
 all of :data:`COMMAND_MODULES` (numpy and pydantic models for the conformal and rollback options) was ~0.6 s of
 CPU of every command's start-up, half of ``summarize-experiment`` on a small experiment (issue 33).
-``tests/test_cli.py`` checks this table against the modules."""
+``tests/test_cli_startup.py`` checks this table against the modules."""
 
 HOOKED = {"mas.cli": ("attribution.cli.sweep",)}
 """Modules whose commands take options from hooks, with the modules registering those hooks when imported."""

@@ -42,7 +42,8 @@ from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_text_atomic
 from descriptor.records import RollbackRecord
-from descriptor.run_files import RunFileError, read_metadata, read_record
+from descriptor.rollback_summary import readable_rollbacks
+from descriptor.run_files import RunFileError, read_metadata
 from descriptor.stats import wilson_interval
 from mas.logging import get_logger
 
@@ -69,16 +70,8 @@ def earlier_replays(traj: Trajectory, step: int) -> list[RollbackRecord]:
     An interrupted ``label-failures`` left them on disk; bisection takes the same path again given the same
     outcomes, so a rerun reads them instead of replaying (an unreadable or errored record is replayed again).
     """
-    paths = run_of(traj)
-    out = []
-    for k in paths.rollbacks():
-        try:
-            rec = read_record(paths.for_rollback(k).rollback_record, RollbackRecord)
-        except RunFileError:
-            continue
-        if rec.origin == "label" and rec.restart_step == step and rec.status != "error":
-            out.append(rec)
-    return out
+    return [rec for rec in readable_rollbacks(run_of(traj))
+            if rec.origin == "label" and rec.restart_step == step and rec.status != "error"]
 
 
 async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) -> Probe:
