@@ -325,7 +325,6 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
         try:
             # rate_limit.max_concurrent is held by the model's transport, only while the request is at the endpoint.
             msg = await runnable.ainvoke(messages, config=call_config(meta, messages))
-            latency_ms = (time.perf_counter() - t0) * 1000
             break
         except Exception as err:
             cut = _length_cut_reply(err)
@@ -333,7 +332,6 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
                 # A schema-constrained reply that hit max_tokens: the tokens were
                 # spent, so it is a reply (cut short), parsed tolerantly by the caller.
                 msg = cut
-                latency_ms = (time.perf_counter() - t0) * 1000
                 break
             retry = _retryable(err) and attempts <= max_retries
             down = await _server_down(bound, err, final=not retry)
@@ -357,6 +355,7 @@ async def _call(bound: BoundModel, runnable: Any, messages: list[BaseMessage], t
             if not retry:
                 raise LLMCallError(f"{bound.name} route ({bound.model_label}): {cause}") from err
             await asyncio.sleep(wait or 0.0)
+    latency_ms = (time.perf_counter() - t0) * 1000  # t0 is the last attempt's: the one that replied
     end = utc_now_iso()
     msg = clean_message(msg)  # model output enters here: nothing it holds may fail the run when stored
     text, calls = _reply_parts(msg, tools, tool_names)
