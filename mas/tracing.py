@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from langchain_core.runnables.config import merge_configs, var_child_runnable_config
+from langchain_core.runnables.config import var_child_runnable_config
 
 from descriptor.events import (
     ActEvent,
@@ -256,11 +256,12 @@ def call_config(metadata: dict[str, Any], messages: list[Any]) -> dict[str, Any]
     tracer = _current.get()
     if tracer is not None and tracer.enabled:
         tracer.chat_spans.started(ambient_node(), run_id, messages)
-    own: dict[str, Any] = {"metadata": metadata, "run_id": run_id}
     inherited = var_child_runnable_config.get()
     if not inherited:
-        return own
-    return dict(merge_configs(inherited, own))
+        return {"metadata": metadata, "run_id": run_id}
+    # What merge_configs(inherited, own) gives for these two keys, without its copy of every key and of the
+    # node's callback manager (the model's own ensure_config copies what it keeps): 0.1 ms a call (issue 33).
+    return {**inherited, "metadata": {**(inherited.get("metadata") or {}), **metadata}, "run_id": run_id}
 
 
 def current_tracer() -> Tracer:

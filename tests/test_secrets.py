@@ -67,6 +67,28 @@ def test_checkpoints_never_hold_a_secret(monkeypatch, tmp_path):
         assert conn.execute("SELECT count(*) FROM writes").fetchone()[0] == 1
 
 
+def test_a_runs_in_memory_checkpoints_are_masked_when_they_are_written_out(monkeypatch, tmp_path):
+    from mas.sweep.checkpoints import memory_saver, persist_thread
+
+    key = f"opaque~{uuid.uuid4().hex}"
+    monkeypatch.setenv("ROUTE_SESAME_4", key)
+    register_secret_env(["ROUTE_SESAME_4"])
+    memory = memory_saver()
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    checkpoint = {"v": 1, "id": "1", "ts": "2024-01-01T00:00:00+00:00", "channel_values":
+                  {"answer": f"the key is {key}", "n": 3}, "channel_versions": {"answer": 1, "n": 1},
+                  "versions_seen": {}}
+    saved = memory.put(config, checkpoint, {"source": "loop", "note": key}, {"answer": 1, "n": 1})
+    memory.put_writes(saved, [("answer", f"again {key}")], task_id="task")
+    db = tmp_path / "c.sqlite"
+    persist_thread(memory, "t", db)
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert key.split("~")[1].encode() not in raw
+    with sqlite3.connect(db) as conn:  # everything was written out, masked in place
+        assert conn.execute("SELECT count(*) FROM writes").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 1
+
+
 def test_namespaces_unavailable_refuses_to_run_code_unless_opted_out(monkeypatch):
     import benchmark.sandbox as sandbox
     from descriptor.errors import UserError
