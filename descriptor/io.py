@@ -40,13 +40,21 @@ def _unchanged(path: Path, data: bytes) -> bool:
         return False
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, staged: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically (mode 0644); ``durable`` fsyncs before the rename.
 
     Bytes are written as given (pictures); text and JSON go through
     :func:`write_text_atomic` and :func:`write_json_atomic`, which redact.
+
+    ``staged``: a new run file written before its run's commit record (``result.json``). No reader trusts
+    it before that record exists, and an unfinished run's files are removed before it is redone, so it is
+    written in place: a temp file and a rename were half of the ~0.25 ms each of a run's files cost.
     """
     p = Path(path)
+    if staged:
+        with open(p, "wb") as fh:
+            fh.write(data)
+        return p
     if _unchanged(p, data):
         return p
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -67,11 +75,11 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
     return p
 
 
-def write_text_atomic(path: str | Path, text: str | bytes, *, durable: bool = True) -> Path:
+def write_text_atomic(path: str | Path, text: str | bytes, *, durable: bool = True, staged: bool = False) -> Path:
     """:func:`write_bytes_atomic` of ``text`` as UTF-8, secrets redacted."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    return write_bytes_atomic(path, redact(text).encode("utf-8"), durable=durable)
+    return write_bytes_atomic(path, redact(text).encode("utf-8"), durable=durable, staged=staged)
 
 
 def _sorted(data: Any) -> Any:
@@ -105,10 +113,12 @@ def to_jsonable(data: Any) -> Any:
 
 
 def write_json_atomic(path: str | Path, data: Any, *, durable: bool = True, sort_keys: bool = False,
-                      indent: int | None = 2) -> Path:
+                      indent: int | None = 2, staged: bool = False) -> Path:
     """Atomically write ``data`` as :func:`json_bytes` (``sort_keys`` for byte-stable derived files; ``indent=None``
-    for machine-read files where the whitespace would be a third of the bytes)."""
-    return write_bytes_atomic(path, json_bytes(data, sort_keys=sort_keys, indent=indent), durable=durable)
+    for machine-read files where the whitespace would be a third of the bytes; ``staged``: see
+    :func:`write_bytes_atomic`)."""
+    return write_bytes_atomic(path, json_bytes(data, sort_keys=sort_keys, indent=indent), durable=durable,
+                              staged=staged)
 
 
 def write_derived_json(path: str | Path, data: Any, *, indent: int | None = 2) -> Path:

@@ -35,3 +35,16 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
         write_json_atomic(path, {"new": 1})
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_a_staged_run_file_is_written_in_place_with_its_secrets_redacted(tmp_path, monkeypatch):
+    import tempfile
+
+    def no_temp_file(*_a, **_k):
+        raise AssertionError("a staged run file needs no temp file")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp_file)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abcdefghijklmnopqrstuvwx0123")
+    path = write_json_atomic(tmp_path / "run_0.eval.json", {"details": "sk-abcdefghijklmnopqrstuvwx0123"},
+                             indent=None, durable=False, staged=True)
+    assert json.loads(path.read_text()) == {"details": "[REDACTED]"} and os.listdir(tmp_path) == ["run_0.eval.json"]

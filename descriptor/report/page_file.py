@@ -38,12 +38,13 @@ def page_data(events: Sequence[Event]) -> dict[str, Any]:
     return {"rows": transcript(events, {}, positions), "steps": steps, "n_events": len(events)}
 
 
-def write_page_file(path: Path, events: Sequence[Event], sha256: str) -> None:
+def write_page_file(path: Path, events: Sequence[Event], sha256: str, *, staged: bool = False) -> None:
     """Write ``events``' :func:`page_data` for the trace whose hash is ``sha256`` (secrets redacted as in every
     JSON artifact; gzip without a timestamp, so equal data gives equal bytes; not fsynced: see
-    :func:`mas.sweep.runner.finish_run`)."""
+    :func:`mas.sweep.runner.finish_run`; ``staged``: see :func:`descriptor.io.write_bytes_atomic`)."""
     data = {"format": PAGE_FORMAT, "sha256": sha256, **page_data(events)}
-    write_bytes_atomic(path, gzip.compress(json_bytes(data, indent=None), compresslevel=6, mtime=0), durable=False)
+    write_bytes_atomic(path, gzip.compress(json_bytes(data, indent=None), compresslevel=6, mtime=0), durable=False,
+                       staged=staged)
 
 
 def read_page_file(path: Path, sha256: str) -> dict[str, Any] | None:

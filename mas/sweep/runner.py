@@ -327,27 +327,29 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     The run's JSON files are written compact (``jq .`` shows them indented): indentation was a third of
     ``metadata.json`` and is repeated in every run of a sweep. Only ``result.json`` is fsynced: it is the
     run's commit record, written last, and a run without it is redone. The files before it survive a crash
-    of the process (the kernel holds their pages); fsyncing each was ~6 ms of a 70 ms scripted run."""
+    of the process (the kernel holds their pages); fsyncing each was ~6 ms of a 70 ms scripted run. The
+    run's new files before it are written in place (``staged``: see :func:`descriptor.io.write_bytes_atomic`);
+    ``metadata.json``, which exists since the run started, is replaced atomically."""
     paths = spec.paths
     models = rt.models
     answer = final_answer(state) if error is None else None
     completion = is_completed(answer, error)
     evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure, grading=grading)
-    write_text_atomic(paths.answer, answer or "", durable=False)
+    write_text_atomic(paths.answer, answer or "", durable=False, staged=True)
     write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
                                              score=evaluation.score, details=evaluation.details), indent=None,
-                      durable=False)
+                      durable=False, staged=True)
     metrics = compute_run_metrics(events)
     # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
     digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None
     write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
         success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state),
-        digest=digest), indent=None, durable=False)
+        digest=digest), indent=None, durable=False, staged=True)
     if digest is not None:
-        write_page_file(paths.page, events, digest.sha256)
+        write_page_file(paths.page, events, digest.sha256, staged=True)
     recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
     write_trajectory(paths, events, recorded.question, answer, reference=recorded.reference, error=error,
-                     evaluation={"success": evaluation.success, "score": evaluation.score})
+                     evaluation={"success": evaluation.success, "score": evaluation.score}, staged=True)
     keep = cfg.storage.checkpoints == "all" or (cfg.storage.checkpoints == "failed" and not evaluation.success)
     if keep and checkpoints is not None:
         persist_thread(checkpoints, spec.run_id, paths.checkpoints)

@@ -107,15 +107,16 @@ def _verdict_line(evaluation: dict[str, Any] | None) -> str:
 
 def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer: str | None, *,
                      reference: Any = None, evaluation: dict[str, Any] | None = None,
-                     error: str | None = None) -> None:
-    """Write the trajectory as JSON and as a Markdown transcript."""
+                     error: str | None = None, staged: bool = False) -> None:
+    """Write the trajectory as JSON and as a Markdown transcript (``staged``: see
+    :func:`descriptor.io.write_bytes_atomic`)."""
     rows = trajectory(events)
     # Compact: the Markdown transcript is the one people read; indentation was half of this file's bytes.
     # An event's null or empty fields (step_index, role, round, to) are left out: they were a sixth of the file.
     compact = [{k: v for k, v in r.items() if v is not None and v != []} for r in rows]
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
                                               "evaluation": evaluation, "error": error, "events": compact},
-                      indent=None, durable=False)  # result.json, written after it with an fsync, is the run's commit
+                      indent=None, durable=False, staged=staged)  # result.json, written after it with an fsync, is the run's commit
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
     if reference is not None:
         lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]
@@ -132,4 +133,4 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     if error is not None:
         lines += [f"**Run error:** {_clip(error, 500)}", ""]
     lines += [_verdict_line(evaluation), ""]
-    write_text_atomic(paths.trajectory_md, "\n".join(lines), durable=False)
+    write_text_atomic(paths.trajectory_md, "\n".join(lines), durable=False, staged=staged)
