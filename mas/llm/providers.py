@@ -63,10 +63,22 @@ class BoundModel:
     """False: this model does not play the LLM judge; the runtime's judge decides lexically without calling it
     (a test double's mock mode, see :mod:`mas.topologies.judge`)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    tool_bindings: dict[tuple[int, ...], tuple[Any, list[Any]]] = field(default_factory=dict, init=False, repr=False,
+                                                                     compare=False)
+    """:meth:`with_tools`' bindings by the tools' ids (each kept with its tools, so no id is reused)."""
 
     @property
     def provider(self) -> str:
         return self.route.provider
+
+    def with_tools(self, tools: list[Any]) -> Any:
+        """:attr:`model` with ``tools`` bound for native tool calls, bound once per list of tool objects: binding
+        converts every tool's schema, and an agent offers the same tools on each of its calls."""
+        key = tuple(map(id, tools))
+        hit = self.tool_bindings.get(key)
+        if hit is None:
+            hit = self.tool_bindings[key] = (self.model.bind_tools(tools), list(tools))
+        return hit[0]
 
     def structured_output_mode(self) -> str:
         """How to ask for JSON (see :attr:`json_mode`)."""
