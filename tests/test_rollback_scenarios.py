@@ -11,8 +11,9 @@ from attribution.rollback.restart import choose_restart
 from attribution.rollback.experiment import aggregate
 from benchmark.registry import get_benchmark
 from descriptor.errors import UserError
-from descriptor.layout import RunKey
+from descriptor.layout import RunKey, RunPaths
 from descriptor.records import RollbackRecord
+from descriptor.run_config import read_metadata_with_config
 from main import main
 from mas.config import ExperimentConfig, apply_overrides
 from mas.sweep.injection import POSITIONS, injection_plan, place
@@ -29,7 +30,9 @@ def sweep(root, name, *extra, tasks=12, systems="sas", seed=0):
 
 
 def metadata(root):
-    return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("run_0.metadata.json"))]
+    """Each run's metadata with its config (stored once per experiment, by hash) filled in."""
+    return [read_metadata_with_config(RunPaths.parse(p)).model_dump(mode="json")
+            for p in sorted(Path(root).rglob("run_0.metadata.json"))]
 
 
 def test_arith_takes_a_number_of_operations():
