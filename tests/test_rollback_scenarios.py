@@ -106,7 +106,8 @@ def test_the_step_count_is_of_the_honest_run(tmp_path):
     honest = sweep(tmp_path, "honest", *LONG, tasks=3)
     placed = sweep(tmp_path, "placed", "--inject-errors", "1.0", "--inject-position", "uniform", *LONG, tasks=3)
     for h, p in zip(sorted(honest.rglob("run_0.trajectory.json")), sorted(placed.rglob("run_0.metadata.json"))):
-        steps = [e for e in json.loads(h.read_text())["events"] if e.get("step_index") is not None]
+        table = json.loads(h.read_text())["events"]
+        steps = [row for row in table["data"] if row[table["columns"].index("step_index")] is not None]
         assert json.loads(p.read_text())["injection_plan"]["probe_steps"] == len(steps)
 
 
