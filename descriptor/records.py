@@ -78,7 +78,7 @@ class RunMetadata(RunIdentity):
     """The LangGraph thread id of the run's checkpoints."""
     checkpoint_db: str | None = None
     """File name of the checkpoint database beside the run's files; None when it was not kept."""
-    config_sha256: str | None = None
+    config_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """SHA-256 of the effective experiment config (routes name env variables, never keys), stored once per
     experiment as ``<root>/configs/<config_sha256>.json`` (:mod:`descriptor.run_config`); None in older runs."""
     config: dict[str, Any] | None = None

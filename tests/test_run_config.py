@@ -69,3 +69,11 @@ async def test_a_run_with_its_config_inline_still_resumes(failed_run):
     shutil.rmtree(failed_run.experiment_root / "configs")
     rec = await rollback_one(load_run(failed_run.task_dir, 0), strategy="restart", scores=None, calibration=None)
     assert rec.status == "finished" and rec.success and rec.restart_step == 0
+
+
+def test_a_config_hash_that_is_no_hash_is_refused_before_any_file_is_opened(failed_run):
+    """The hash becomes a file name: a metadata naming ``../../x`` would otherwise read outside the experiment."""
+    raw = json.loads(failed_run.metadata.read_text())
+    failed_run.metadata.write_text(json.dumps({**raw, "config_sha256": "../../../etc/passwd"}))
+    with pytest.raises(RunFileError, match=f"{failed_run.metadata}: field config_sha256"):
+        read_metadata_with_config(failed_run)
