@@ -44,6 +44,9 @@ MANIFEST_NAME = "manifest.json"
 SUMMARY_CACHE_NAME = ".summary_cache.json"
 """Task descriptors by their run files' fingerprint, so a summary re-reads only the tasks that changed."""
 LOCK_NAME = ".sweep.lock"
+CONFIGS_DIR = "configs"
+"""``<root>/configs/<sha256>.json``: the experiment configs its runs ran with, each named by its content's SHA-256
+(a run's metadata names its own by ``config_sha256``; see :mod:`descriptor.run_config`)."""
 
 
 def database_files(db: Path) -> list[Path]:
@@ -127,6 +130,11 @@ class RunPaths:
     def stem(self) -> str:
         base = f"run_{self.run_index}"
         return base if self.rollback is None else f"{base}.rollback_{self.rollback}"
+
+    @property
+    def experiment_root(self) -> Path:
+        """``<root>`` of ``<root>/<benchmark>/<system>/<task_id>``."""
+        return self.task_dir.parent.parent.parent
 
     @property
     def prefix(self) -> Path:

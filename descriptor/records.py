@@ -78,8 +78,11 @@ class RunMetadata(RunIdentity):
     """The LangGraph thread id of the run's checkpoints."""
     checkpoint_db: str | None = None
     """File name of the checkpoint database beside the run's files; None when it was not kept."""
-    config: dict[str, Any]
-    """The effective experiment config (routes name env variables, never keys)."""
+    config_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """SHA-256 of the effective experiment config (routes name env variables, never keys), stored once per
+    experiment as ``<root>/configs/<config_sha256>.json`` (:mod:`descriptor.run_config`); None in older runs."""
+    config: dict[str, Any] | None = None
+    """The effective config inline: only in runs written before ``config_sha256`` (issue 33), still read."""
     models: dict[str, str] = Field(default_factory=dict)
     """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
     injection_plan: InjectionPlanRecord | None = None

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from descriptor.layout import RunPaths
+from descriptor.run_config import read_metadata_with_config
 from mas.config import ConfigError, apply_overrides, load_config, parse_config, require_api_key
 from mas.systems import agent_roles
 
@@ -133,8 +135,8 @@ def test_run_cli_accepts_set(tmp_path):
                  "--output-root", str(tmp_path), "--experiment-id", "s", "--progress", "none",
                  "--set", "mas.agents=2", "--set", "mas.termination_consensus_mode=lexical"])
     assert code == 0
-    meta = json.loads(next((tmp_path / "s").rglob("run_0.metadata.json")).read_text())
-    assert meta["config"]["mas"]["agents"] == 2
+    meta = read_metadata_with_config(RunPaths.parse(next((tmp_path / "s").rglob("run_0.metadata.json"))))
+    assert meta.config["mas"]["agents"] == 2
 
 
 def test_request_timeout_defaults_by_provider():

@@ -117,6 +117,7 @@ def test_analysis_bottlenecks_and_stalls(experiment):
     assert stalls["count"] == sum(stalls["by_reason"].values())
     assert set(stalls["by_reason"]) <= {"no_progress"}
     assert len(a["evaluation"]["runs"]) == 4
+    assert "descriptor" not in a  # descriptor.json beside it holds the descriptor; no second copy (issue 33)
 
 
 def test_truncated_last_line_reported_and_rest_summarised(tmp_path, capsys):

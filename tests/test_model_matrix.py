@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from descriptor.layout import RunPaths
+from descriptor.run_config import read_metadata_with_config
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = """[models.default]
@@ -35,8 +38,9 @@ def test_two_routes_by_two_systems_are_four_units_in_summaries_and_report(tmp_pa
     assert cost["sas@a"] == 0 < cost["sas@b"], "each unit ran on its own route (only b is priced)"
     econ = json.loads((root / "economics.json").read_text())["rows"]
     assert sorted((e["system"], e["baseline"]) for e in econ) == [("debate@a", "sas@a"), ("debate@b", "sas@b")]
-    meta = json.loads(next((root / "arith" / "sas@b").rglob("run_0.metadata.json")).read_text())
-    assert meta["config"]["models"]["default"]["price_input_per_1m"] == 1.0
+    meta = read_metadata_with_config(RunPaths.parse(next((root / "arith" / "sas@b").rglob("run_0.metadata.json"))))
+    assert meta.config["models"]["default"]["price_input_per_1m"] == 1.0
+    assert len(list((root / "configs").iterdir())) == 2, "one config file per route: the units of a route share it"
     page = (root / "report" / "index.html").read_text()
     assert "debate@b solves" in page or "between debate@b and sas@b" in page
 

@@ -11,8 +11,9 @@ from attribution.rollback.restart import choose_restart
 from attribution.rollback.experiment import aggregate
 from benchmark.registry import get_benchmark
 from descriptor.errors import UserError
-from descriptor.layout import RunKey
+from descriptor.layout import RunKey, RunPaths
 from descriptor.records import RollbackRecord
+from descriptor.run_config import read_metadata_with_config
 from main import main
 from mas.config import ExperimentConfig, apply_overrides
 from mas.sweep.injection import POSITIONS, injection_plan, place
@@ -29,7 +30,9 @@ def sweep(root, name, *extra, tasks=12, systems="sas", seed=0):
 
 
 def metadata(root):
-    return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("run_0.metadata.json"))]
+    """Each run's metadata with its config (stored once per experiment, by hash) filled in."""
+    return [read_metadata_with_config(RunPaths.parse(p)).model_dump(mode="json")
+            for p in sorted(Path(root).rglob("run_0.metadata.json"))]
 
 
 def test_arith_takes_a_number_of_operations():
@@ -103,7 +106,8 @@ def test_the_step_count_is_of_the_honest_run(tmp_path):
     honest = sweep(tmp_path, "honest", *LONG, tasks=3)
     placed = sweep(tmp_path, "placed", "--inject-errors", "1.0", "--inject-position", "uniform", *LONG, tasks=3)
     for h, p in zip(sorted(honest.rglob("run_0.trajectory.json")), sorted(placed.rglob("run_0.metadata.json"))):
-        steps = [e for e in json.loads(h.read_text())["events"] if e.get("step_index") is not None]
+        table = json.loads(h.read_text())["events"]
+        steps = [row for row in table["data"] if row[table["columns"].index("step_index")] is not None]
         assert json.loads(p.read_text())["injection_plan"]["probe_steps"] == len(steps)
 
 

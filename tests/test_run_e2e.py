@@ -46,16 +46,18 @@ def test_scripted_run_writes_every_artifact(tmp_path, capsys):
             assert meta["injected_error"] is None
 
 
-def test_machine_files_are_compact_and_trajectory_events_leave_out_empty_fields(tmp_path):
-    """The manifest is one line of JSON, and a trajectory event carries no null or empty field (issue 33: bytes
-    per run); the Markdown transcript still has every step."""
+def test_machine_files_are_compact_and_trajectory_events_are_a_table_of_every_event(tmp_path):
+    """The manifest is one line of JSON, and the trajectory's events are a table, its column names once (issue 33:
+    bytes per run) and a row per trace event; the Markdown transcript has every step too."""
     assert run_cli(tmp_path) == 0
     assert len((tmp_path / "t1" / "manifest.json").read_text().splitlines()) == 1
     d = next(p for p in (tmp_path / "t1" / "arith" / "sas").iterdir() if p.is_dir())
-    events = json.loads((d / "run_0.trajectory.json").read_text())["events"]
-    assert events and all(v is not None and v != [] for e in events for v in e.values())
-    assert {"seq", "actor", "event_type", "tokens", "latency_ms", "summary"} <= set(events[0])
-    steps = [e for e in events if "step_index" in e]
+    table = json.loads((d / "run_0.trajectory.json").read_text())["events"]
+    assert {"seq", "step_index", "actor", "event_type", "tokens", "latency_ms", "summary"} <= set(table["columns"])
+    events = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+    trace = read_trace(d / "run_0.trace.jsonl")
+    assert [(e["seq"], e["actor"], e["event_type"]) for e in events] == [(e.seq, e.actor, e.event_type) for e in trace]
+    steps = [e for e in events if e["step_index"] is not None]
     assert steps and len(steps) == (d / "run_0.trajectory.md").read_text().count("[step ")
 
 

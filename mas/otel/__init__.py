@@ -59,7 +59,7 @@ def export_processors(cfg: ExperimentConfig, meta: RunMetadata) -> list[TracePro
         return []
     from mas.otel.sidecar import OtelRunExporter
 
-    return [OtelRunExporter(url, meta, record_inputs=cfg.tracing.record_inputs)]
+    return [OtelRunExporter(url, meta, config=cfg.redacted(), record_inputs=cfg.tracing.record_inputs)]
 
 
 TRACE_PROCESSORS.register("otel", export_processors)  # every traced sweep run exports through it when export is on

@@ -19,6 +19,7 @@ from pathlib import Path
 from descriptor.errors import UserError
 from descriptor.events import Event, read_trace_checked
 from descriptor.layout import RunPaths, find_task_dirs, run_indices
+from descriptor.run_config import run_config
 from descriptor.run_files import RunFileError, read_metadata, read_result
 from mas.otel.mapping import RunInfo, SpanData, run_spans
 
@@ -38,14 +39,20 @@ class Replay:
 
 
 def run_info(paths: RunPaths, events: list[Event]) -> RunInfo:
-    """The root span's facts of a run: from its metadata, else from its result (older runs)."""
+    """The root span's facts of a run: from its metadata, else from its result (older runs).
+
+    A metadata whose config file is missing raises :class:`RunFileError` naming that file (the run is skipped):
+    its spans would lose their providers."""
     try:
-        return RunInfo.from_metadata(read_metadata(paths))
+        meta = read_metadata(paths)
     except RunFileError as meta_err:
         try:
             res = read_result(paths)
         except RunFileError:
-            raise meta_err from None
+            raise RunFileError(f"{meta_err} (and no readable result.json)") from None
+    else:
+        meta.config = run_config(paths, meta)
+        return RunInfo.from_metadata(meta)
     experiment = res.run_id.split("/", 1)[0]
     end = max((e.timestamp_end for e in events), default=None)
     return RunInfo(trace_id=hashlib.sha256(res.run_id.encode()).hexdigest()[:32], identity=res,
@@ -73,7 +80,7 @@ def replay_experiment(root: str | Path, *, record_inputs: bool = False) -> Repla
             try:
                 run = run_info(paths, events)
             except RunFileError as err:
-                out.skipped.append(f"{err} (and no readable result.json)")
+                out.skipped.append(str(err))
                 continue
             out.runs.append(ReplayedRun(run_id=run.identity.run_id, trace_id=run.trace_id,
                                         spans=run_spans(events, run, record_inputs=record_inputs)))

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from descriptor.events import Event
 from descriptor.io import json_bytes
@@ -176,9 +176,13 @@ class OtelRunExporter:
     The node and root spans need the run's last event, so nothing is sent before then.
     """
 
-    def __init__(self, url: str, meta: RunMetadata, *, record_inputs: bool = False) -> None:
+    def __init__(self, url: str, meta: RunMetadata, *, config: dict[str, Any] | None = None,
+                 record_inputs: bool = False) -> None:
         self.url = url
         self.meta = meta
+        self.config = config
+        """The run's config, sent inline: the child names the spans' providers from its routes, and the metadata
+        holds only its hash (:mod:`descriptor.run_config`)."""
         self.record_inputs = record_inputs
         self.lines: list[str] = []
 
@@ -188,7 +192,8 @@ class OtelRunExporter:
     def close(self) -> None:
         # The metadata as metadata.json holds it (a task or an error may quote a secret: redacted by the one
         # writer's serializer); the lines are redacted already.
-        meta = json_bytes(self.meta, indent=None).rstrip(b"\n")
+        record = self.meta if self.config is None else self.meta.model_copy(update={"config": self.config})
+        meta = json_bytes(record, indent=None).rstrip(b"\n")
         tail = f',"end":"{utc_now_iso()}","record_inputs":{json.dumps(self.record_inputs)},"events":['
         frame = b'{"meta":' + meta + tail.encode() + ",".join(self.lines).encode() + b"]}\n"
         self.lines = []

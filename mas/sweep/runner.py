@@ -31,7 +31,8 @@ from descriptor.records import (
     RunResult,
     TraceMetricsRecord,
 )
-from descriptor.run_files import RunFileError, read_metadata, read_result
+from descriptor.run_config import read_metadata_with_config
+from descriptor.run_files import RunFileError, read_result
 from descriptor.report.page_file import write_page_file
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.trace_digest import trace_digest
@@ -399,7 +400,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     again. ``seed`` replaces the run's seed for the resumed part (another sample of a stochastic model).
     """
     try:
-        meta = read_metadata(run)
+        meta = read_metadata_with_config(run)  # an older run's inline config, else its experiment's config file
     except RunFileError as err:
         raise UserError(str(err)) from None
     cfg = ExperimentConfig.model_validate(meta.config)
