@@ -128,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rebuild descriptors, summaries, economics and plots from run files",
         description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
         "(re)write descriptor.json/.csv, analysis.json, task_summary.json per task, summary.json/.csv per system, "
-        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.png at the root, then "
+        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.svg at the root, then "
         "refreshes the HTML report DIR/report/index.html (see `report`). "
         "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).",
     )
@@ -138,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-unit", choices=("tokens", "usd"), default="tokens", help="cost C for economics (default tokens)")
     p.add_argument("--baseline", default=None, help="system every other system is compared against (default sas)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.png")
+    p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.svg")
     p.add_argument("--count-errors-as-failures", action="store_true",
                    help="count runs that ended in an infrastructure error as finished runs with completion and "
                         "success 0 in every metric (the seed's literal rule, for a final table); by default they "

@@ -7,7 +7,7 @@ Written (atomically, deterministically, so a rerun is byte-identical):
 - per system: ``<root>/<benchmark>/<system>/summary.json/.csv`` (one row per task);
 - per benchmark: ``<root>/<benchmark>/summary.json/.csv`` (one roll-up row per system, the best system);
 - at the root: ``experiment_summary.json/.csv`` (benchmark x system roll-ups),
-  ``economics.json/.csv``, ``topology.json`` and ``plots/*.png``.
+  ``economics.json/.csv``, ``topology.json`` and ``plots/*.svg``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from descriptor.layout import (
     is_rollback_record,
 )
 from descriptor.parallel import PARALLEL_MIN_TASKS, fork_map, usable_workers
-from descriptor.plot_job import PlotJob
+from descriptor.plots import PLOT_FILES, write_plots
 from descriptor.rollback_summary import (
     ROLLBACK_FIELDS,
     rolled_back_experiment,
@@ -319,8 +319,7 @@ def summarize_experiment(
     Raises :class:`UserError` when the root is not a directory, holds no
     run result, or has no system named ``baseline``, and
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
-    files disagree. ``alongside`` is called once the summary files are written,
-    while the plots are drawn in another process (:mod:`descriptor.plot_job`):
+    files disagree. ``alongside`` is called once the summary files and plots are written:
     the CLI writes the report there. ``count_errors_as_failures``: every
     run that ended in an infrastructure error counts as a finished run with
     completion and success 0 (the seed's literal rule, for a final table);
@@ -329,16 +328,11 @@ def summarize_experiment(
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
-    plotter = PlotJob() if plots else None  # forked now: matplotlib loads while the runs are read
-    try:
-        return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
-                          count_errors=count_errors_as_failures)
-    finally:
-        if plotter is not None:
-            plotter.cancel()
+    return _summarize(root, plots, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
+                      count_errors=count_errors_as_failures)
 
 
-def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], object] | None, *, lam: float | None,
+def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, *, lam: float | None,
                cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False) -> ExperimentSummary:
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
@@ -367,19 +361,15 @@ def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], obje
         "issues": [i.model_dump() for i in issues],
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
-    # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
+    # The plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()
-    draw = plotter is not None and bool(descriptors) and (cache.get(PLOTS_KEY) != plots_fp
-                                                           or not (root / "plots").is_dir())
-    if draw:
-        plotter.draw(root / "plots", descriptors, rollups, topology, settings)
+    drawn = all((root / "plots" / name).is_file() for name in PLOT_FILES)
+    if plots and descriptors and (cache.get(PLOTS_KEY) != plots_fp or not drawn):
+        write_plots(root / "plots", descriptors, rollups, topology, settings)
+        cache[PLOTS_KEY] = plots_fp
     if alongside is not None:
         alongside()
-    if plotter is not None:
-        plotter.wait()
-    if draw:
-        cache[PLOTS_KEY] = plots_fp
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
