@@ -100,23 +100,22 @@ def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    written: list[Path] = []
-
-    def report() -> None:  # written while the plots are drawn
-        from descriptor.report import write_report
-
-        written.append(write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
-                                    cost_unit=args.cost_unit, seed=args.seed))
-
     from descriptor.summaries import summarize_experiment  # ~0.6 s of imports other commands skip
 
-    summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
-                                   baseline=args.baseline, seed=args.seed, plots=not args.no_plots,
-                                   alongside=None if args.no_report else report,
-                                   count_errors_as_failures=args.count_errors_as_failures)
+    options = {"lam": args.lam, "cost_unit": args.cost_unit, "baseline": args.baseline, "seed": args.seed,
+               "plots": not args.no_plots, "count_errors_as_failures": args.count_errors_as_failures}
+    if args.no_report:
+        summary = summarize_experiment(args.experiment_root, **options)
+    else:
+        from descriptor.report.build import report_build
+
+        # One pass over the runs for both: the report's reads the runs the summaries describe.
+        with report_build(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
+                          cost_unit=args.cost_unit, seed=args.seed) as build:
+            summary = summarize_experiment(args.experiment_root, reader=build.read, **options)
     print_summary(summary)
-    for index in written:
-        print(f"report: {index}")
+    if not args.no_report:
+        print(f"report: {build.index}")
     sys.stdout.flush()
     return 0
 

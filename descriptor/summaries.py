@@ -39,7 +39,7 @@ from descriptor.rollback_summary import (
     rollup_rollback_fields,
     task_rollback_fields,
 )
-from descriptor.run_files import RunIssue, load_task_runs
+from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
@@ -153,14 +153,16 @@ def task_fingerprint(task_dir: Path, rolled_back: bool = False, count_errors: bo
                                 count_errors)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
-                   count_errors: bool = False) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
+def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool, count_errors: bool = False,
+                   read: tuple[list[RunRecord], list[RunIssue]] | None = None) -> Described:
     """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task.
 
     ``count_errors``: the seed's literal rule, an errored run is a finished one with completion and success 0.
+    ``read``: the task's runs as ``load_task_runs(events=False)`` returned them, when the caller read them.
     """
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-    records, found = load_task_runs(task_dir, identity, events=False)  # the traces' digests do
+    # the traces' digests do, without the events
+    records, found = read if read is not None else load_task_runs(task_dir, identity, events=False)
     # An infrastructure error is no task result: counted, and left out of every task metric (unless asked).
     runs = [r for r in records if count_errors or r.status != "error"]
     errored = [r.run_index for r in records if not count_errors and r.status == "error"]
@@ -177,13 +179,14 @@ def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
     return d, found, len(runs), len(errored)
 
 
-def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False) -> tuple[list[dict[str, Any]], list[RunIssue], int,
-                                                              dict[tuple[str, str], int]]:
+def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False,
+                    reader: Reader | None = None) -> tuple[list[dict[str, Any]], list[RunIssue], int,
+                                                           dict[tuple[str, str], int]]:
     """Every task's descriptor, the issues, the finished runs and the errored runs per (benchmark, system); a
     task whose run files are unchanged since the last summary is not re-read.
 
     ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run counts from the
-    last summary; it is updated in place.
+    last summary; it is updated in place. ``reader``: see :func:`summarize_experiment`.
     """
     descriptors: list[dict[str, Any]] = []
     issues: list[RunIssue] = []
@@ -199,10 +202,12 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
         if (hit := _cached(task_dir, cache.get(rel), rolled_back, count_errors)) is not None:
             hits[task_dir] = hit
     misses = [t for t in task_dirs if t not in hits]
-    workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
-    described = dict(zip(misses, fork_map(partial(_describe_task, root, rolled_back=rolled_back,
-                                                                  count_errors=count_errors), misses,
-                                          workers=workers), strict=True))
+    describe = partial(_describe_task, root, rolled_back=rolled_back, count_errors=count_errors)
+    if reader is not None:
+        described = reader(lambda task_dir, records, found: describe(task_dir, read=(records, found)), misses)
+    else:
+        workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
+        described = dict(zip(misses, fork_map(describe, misses, workers=workers), strict=True))
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
         if (hit := hits.get(task_dir)) is not None:
@@ -223,6 +228,13 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
     return descriptors, issues, n_runs, errors
 
 
+Described = tuple[dict[str, Any] | None, list[RunIssue], int, int]
+Reader = Callable[[Callable[[Path, list[RunRecord], list[RunIssue]], Described], Sequence[Path]], dict[Path, Described]]
+"""``reader(describe, task_dirs)``: reads every run of the experiment once for another purpose (the report), and
+calls ``describe(task_dir, records, issues)`` for each of ``task_dirs`` as ``load_task_runs(events=False)`` read
+it; returns what each call returned, by task directory."""
+
+
 class _CacheEntry(BaseModel):
     """One task in the summaries' cache (validated: a damaged cache only costs a re-read)."""
 
@@ -232,8 +244,7 @@ class _CacheEntry(BaseModel):
     n_errors: int
 
 
-def _cached(task_dir: Path, entry: Any, rolled_back: bool,
-            count_errors: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int] | None:
+def _cached(task_dir: Path, entry: Any, rolled_back: bool, count_errors: bool) -> Described | None:
     """What :func:`_describe_task` would return for a task whose run files are unchanged since the cached
     summary, else None (also when the cache entry or the task's ``descriptor.json`` is damaged: read again)."""
     try:
@@ -311,6 +322,7 @@ def summarize_experiment(
     plots: bool = True,
     alongside: Callable[[], object] | None = None,
     count_errors_as_failures: bool = False,
+    reader: Reader | None = None,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
@@ -323,21 +335,24 @@ def summarize_experiment(
     the CLI writes the report there. ``count_errors_as_failures``: every
     run that ended in an infrastructure error counts as a finished run with
     completion and success 0 (the seed's literal rule, for a final table);
-    by default such runs are left out of every metric and counted apart.
+    by default such runs are left out of every metric and counted apart. ``reader``: a pass over the runs
+    that another writer makes anyway (the report's, :meth:`descriptor.report.build.ReportBuild.read`), which
+    reads the runs of the tasks to describe for both, so they are read once.
     """
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     return _summarize(root, plots, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
-                      count_errors=count_errors_as_failures)
+                      count_errors=count_errors_as_failures, reader=reader)
 
 
 def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, *, lam: float | None,
-               cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False) -> ExperimentSummary:
+               cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False,
+               reader: Reader | None = None) -> ExperimentSummary:
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
-    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors)
+    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors, reader)
     n_errors = sum(errors.values())
     if not descriptors and not n_errors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
