@@ -179,6 +179,14 @@ def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool, count_error
     return d, found, len(runs), len(errored)
 
 
+def _describe_new_task(root: Path, task_dir: Path, *, rolled_back: bool, count_errors: bool = False,
+                       read: tuple[list[RunRecord], list[RunIssue]] | None = None) -> tuple[Described, str]:
+    """:func:`_describe_task` and the task's fingerprint, taken after its task files were written (by the worker
+    that wrote them: in the parent, one task after another, it was a serial share of a large summary)."""
+    described = _describe_task(root, task_dir, rolled_back=rolled_back, count_errors=count_errors, read=read)
+    return described, task_fingerprint(task_dir, rolled_back, count_errors)
+
+
 def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False,
                     reader: Reader | None = None) -> tuple[list[dict[str, Any]], list[RunIssue], int,
                                                            dict[tuple[str, str], int]]:
@@ -202,7 +210,7 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
         if (hit := _cached(task_dir, cache.get(rel), rolled_back, count_errors)) is not None:
             hits[task_dir] = hit
     misses = [t for t in task_dirs if t not in hits]
-    describe = partial(_describe_task, root, rolled_back=rolled_back, count_errors=count_errors)
+    describe = partial(_describe_new_task, root, rolled_back=rolled_back, count_errors=count_errors)
     if reader is not None:
         described = reader(lambda task_dir, records, found: describe(task_dir, read=(records, found)), misses)
     else:
@@ -213,10 +221,9 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
         if (hit := hits.get(task_dir)) is not None:
             d, found, n, n_err = hit
         else:
-            d, found, n, n_err = described[task_dir]
-            cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back, count_errors),
-                          "issues": [i.model_dump() for i in found],
-                          "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written
+            (d, found, n, n_err), fingerprint = described[task_dir]
+            cache[rel] = {"fingerprint": fingerprint, "issues": [i.model_dump() for i in found],
+                          "n_runs": n, "n_errors": n_err}
         group = (task_dir.parent.parent.name, task_dir.parent.name)
         errors[group] = errors.get(group, 0) + n_err
         issues.extend(found)
@@ -229,7 +236,7 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
 
 
 Described = tuple[dict[str, Any] | None, list[RunIssue], int, int]
-Reader = Callable[[Callable[[Path, list[RunRecord], list[RunIssue]], Described], Sequence[Path]], dict[Path, Described]]
+Reader = Callable[[Callable[[Path, list[RunRecord], list[RunIssue]], Any], Sequence[Path]], dict[Path, Any]]
 """``reader(describe, task_dirs)``: reads every run of the experiment once for another purpose (the report), and
 calls ``describe(task_dir, records, issues)`` for each of ``task_dirs`` as ``load_task_runs(events=False)`` read
 it; returns what each call returned, by task directory."""
