@@ -100,23 +100,22 @@ def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    written: list[Path] = []
-
-    def report() -> None:  # written while the plots are drawn
-        from descriptor.report import write_report
-
-        written.append(write_report(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
-                                    cost_unit=args.cost_unit, seed=args.seed))
-
     from descriptor.summaries import summarize_experiment  # ~0.6 s of imports other commands skip
 
-    summary = summarize_experiment(args.experiment_root, lam=args.lam, cost_unit=args.cost_unit,
-                                   baseline=args.baseline, seed=args.seed, plots=not args.no_plots,
-                                   alongside=None if args.no_report else report,
-                                   count_errors_as_failures=args.count_errors_as_failures)
+    options = {"lam": args.lam, "cost_unit": args.cost_unit, "baseline": args.baseline, "seed": args.seed,
+               "plots": not args.no_plots, "count_errors_as_failures": args.count_errors_as_failures}
+    if args.no_report:
+        summary = summarize_experiment(args.experiment_root, **options)
+    else:
+        from descriptor.report.build import report_build
+
+        # One pass over the runs for both: the report's reads the runs the summaries describe.
+        with report_build(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
+                          cost_unit=args.cost_unit, seed=args.seed) as build:
+            summary = summarize_experiment(args.experiment_root, reader=build.read, **options)
     print_summary(summary)
-    for index in written:
-        print(f"report: {index}")
+    if not args.no_report:
+        print(f"report: {build.index}")
     sys.stdout.flush()
     return 0
 
@@ -128,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rebuild descriptors, summaries, economics and plots from run files",
         description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
         "(re)write descriptor.json/.csv, analysis.json, task_summary.json per task, summary.json/.csv per system, "
-        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.png at the root, then "
+        "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.svg at the root, then "
         "refreshes the HTML report DIR/report/index.html (see `report`). "
         "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).",
     )
@@ -138,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-unit", choices=("tokens", "usd"), default="tokens", help="cost C for economics (default tokens)")
     p.add_argument("--baseline", default=None, help="system every other system is compared against (default sas)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.png")
+    p.add_argument("--no-plots", action="store_true", help="skip writing plots/*.svg")
     p.add_argument("--count-errors-as-failures", action="store_true",
                    help="count runs that ended in an infrastructure error as finished runs with completion and "
                         "success 0 in every metric (the seed's literal rule, for a final table); by default they "

@@ -59,7 +59,7 @@ class Send(BaseModel):
     """One directed message edge, recorded in the sender's event."""
 
     # Only the JSON key "from" (not the Python name "from_"): other tools read ``sends[i]["from"]``.
-    model_config = ConfigDict(extra="allow", populate_by_name=False, use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=False, defer_build=True)
     from_: str = Field(alias="from")
     """The sender (a system actor makes the edge system-mediated)."""
     to: str
@@ -69,7 +69,7 @@ class Send(BaseModel):
 class InputMessage(BaseModel):
     """One message a model was given (``payload.input_messages``)."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", defer_build=True)
     role: str
     """``system``, ``user``, ``assistant`` or ``tool``."""
     content: str
@@ -78,7 +78,7 @@ class InputMessage(BaseModel):
 class Payload(BaseModel):
     """What every payload may carry: its trajectory position, its messages, a redo flag."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", defer_build=True)
     step_index: Annotated[int, Field(strict=True, ge=0)] | None = None
     """Position of an agent output in the run's trajectory (0, 1, 2, ... in trace order); None: not a step."""
     sends: list[Send] | None = None
@@ -131,7 +131,7 @@ class PersonaAssignment(Payload):
 class Handoff(BaseModel):
     """A routing tool call that hands the task to other agents."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=False, use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=False, defer_build=True)
     from_: str = Field(alias="from")
     to: list[str]
 
@@ -286,7 +286,7 @@ class Event(BaseModel):
 
     # Numbers are strict (no "5", 5.0 or true for an int): a trace is data other tools recompute from;
     # an int is accepted as a float.
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", defer_build=True)
     version: int = Field(default=TRACE_VERSION, strict=True)
     """Schema version of this line (1 or 2)."""
     run_id: str = ""

@@ -22,7 +22,7 @@ RunStatus = Literal["running", "finished", "error"]
 
 class _Record(BaseModel):
     # Tolerant readers: a newer writer's extra keys are kept, never an error.
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")
 
 
 class RunIdentity(_Record):

@@ -16,11 +16,12 @@ average them over tasks like every other field, except ``rolled_back``, which th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from descriptor.layout import ROLLBACK_SWEEP_NAME, RunPaths
+from descriptor.layout import ROLLBACK_SWEEP_NAME, RunPaths, is_rollback_record
 from descriptor.records import RollbackRecord
 from descriptor.run_files import RunFileError, RunRecord, read_record
 
@@ -64,7 +65,9 @@ def _finished(rec: RollbackRecord) -> bool:
 
 def task_rollback_fields(runs: Sequence[RunRecord], *, enabled: bool) -> dict[str, Any]:
     """The ``ROLLBACK_FIELDS`` of one task's finished ``runs`` (None each when not ``enabled`` and no run has one)."""
-    recs = [sweep_rollback(r.paths) for r in runs]
+    # One listing of the task directory instead of a glob per run: most tasks were never rolled back.
+    rolled = bool(runs) and any(is_rollback_record(name) for name in os.listdir(runs[0].paths.task_dir))
+    recs = [sweep_rollback(r.paths) if rolled else None for r in runs]
     if not runs or (not enabled and not any(recs)):
         return dict.fromkeys(ROLLBACK_FIELDS)
     done = [rec is not None and _finished(rec) for rec in recs]

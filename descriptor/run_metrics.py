@@ -28,7 +28,7 @@ _WS = re.compile(r"\s+")
 class RunMetrics(BaseModel):
     """Run-level metrics of one trace (the ``run_<r>.trace_metrics.json`` core)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
     latency_total: float
     """Sum of ``latency_ms`` over all events (ms)."""
     tokens_total: int

@@ -7,7 +7,7 @@ Written (atomically, deterministically, so a rerun is byte-identical):
 - per system: ``<root>/<benchmark>/<system>/summary.json/.csv`` (one row per task);
 - per benchmark: ``<root>/<benchmark>/summary.json/.csv`` (one roll-up row per system, the best system);
 - at the root: ``experiment_summary.json/.csv`` (benchmark x system roll-ups),
-  ``economics.json/.csv``, ``topology.json`` and ``plots/*.png``.
+  ``economics.json/.csv``, ``topology.json`` and ``plots/*.svg``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from descriptor.layout import (
     is_rollback_record,
 )
 from descriptor.parallel import PARALLEL_MIN_TASKS, fork_map, usable_workers
-from descriptor.plot_job import PlotJob
+from descriptor.plots import PLOT_FILES, write_plots
 from descriptor.rollback_summary import (
     ROLLBACK_FIELDS,
     rolled_back_experiment,
     rollup_rollback_fields,
     task_rollback_fields,
 )
-from descriptor.run_files import RunIssue, load_task_runs
+from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
 from descriptor.task_descriptor import (
     DESCRIPTOR_FIELDS,
@@ -153,14 +153,16 @@ def task_fingerprint(task_dir: Path, rolled_back: bool = False, count_errors: bo
                                 count_errors)).encode()).hexdigest()[:32]
 
 
-def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
-                   count_errors: bool = False) -> tuple[dict[str, Any] | None, list[RunIssue], int, int]:
+def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool, count_errors: bool = False,
+                   read: tuple[list[RunRecord], list[RunIssue]] | None = None) -> Described:
     """(descriptor of the finished runs or None, issues, finished runs, errored runs) of one task.
 
     ``count_errors``: the seed's literal rule, an errored run is a finished one with completion and success 0.
+    ``read``: the task's runs as ``load_task_runs(events=False)`` returned them, when the caller read them.
     """
     identity = (task_dir.parent.parent.name, task_dir.parent.name, task_dir.name)
-    records, found = load_task_runs(task_dir, identity, events=False)  # the traces' digests do
+    # the traces' digests do, without the events
+    records, found = read if read is not None else load_task_runs(task_dir, identity, events=False)
     # An infrastructure error is no task result: counted, and left out of every task metric (unless asked).
     runs = [r for r in records if count_errors or r.status != "error"]
     errored = [r.run_index for r in records if not count_errors and r.status == "error"]
@@ -177,13 +179,22 @@ def _describe_task(root: Path, task_dir: Path, *, rolled_back: bool,
     return d, found, len(runs), len(errored)
 
 
-def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False) -> tuple[list[dict[str, Any]], list[RunIssue], int,
-                                                              dict[tuple[str, str], int]]:
+def _describe_new_task(root: Path, task_dir: Path, *, rolled_back: bool, count_errors: bool = False,
+                       read: tuple[list[RunRecord], list[RunIssue]] | None = None) -> tuple[Described, str]:
+    """:func:`_describe_task` and the task's fingerprint, taken after its task files were written (by the worker
+    that wrote them: in the parent, one task after another, it was a serial share of a large summary)."""
+    described = _describe_task(root, task_dir, rolled_back=rolled_back, count_errors=count_errors, read=read)
+    return described, task_fingerprint(task_dir, rolled_back, count_errors)
+
+
+def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False,
+                    reader: Reader | None = None) -> tuple[list[dict[str, Any]], list[RunIssue], int,
+                                                           dict[tuple[str, str], int]]:
     """Every task's descriptor, the issues, the finished runs and the errored runs per (benchmark, system); a
     task whose run files are unchanged since the last summary is not re-read.
 
     ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run counts from the
-    last summary; it is updated in place.
+    last summary; it is updated in place. ``reader``: see :func:`summarize_experiment`.
     """
     descriptors: list[dict[str, Any]] = []
     issues: list[RunIssue] = []
@@ -199,19 +210,20 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
         if (hit := _cached(task_dir, cache.get(rel), rolled_back, count_errors)) is not None:
             hits[task_dir] = hit
     misses = [t for t in task_dirs if t not in hits]
-    workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
-    described = dict(zip(misses, fork_map(partial(_describe_task, root, rolled_back=rolled_back,
-                                                                  count_errors=count_errors), misses,
-                                          workers=workers), strict=True))
+    describe = partial(_describe_new_task, root, rolled_back=rolled_back, count_errors=count_errors)
+    if reader is not None:
+        described = reader(lambda task_dir, records, found: describe(task_dir, read=(records, found)), misses)
+    else:
+        workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
+        described = dict(zip(misses, fork_map(describe, misses, workers=workers), strict=True))
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
         if (hit := hits.get(task_dir)) is not None:
             d, found, n, n_err = hit
         else:
-            d, found, n, n_err = described[task_dir]
-            cache[rel] = {"fingerprint": task_fingerprint(task_dir, rolled_back, count_errors),
-                          "issues": [i.model_dump() for i in found],
-                          "n_runs": n, "n_errors": n_err}  # fingerprinted after the task files were written
+            (d, found, n, n_err), fingerprint = described[task_dir]
+            cache[rel] = {"fingerprint": fingerprint, "issues": [i.model_dump() for i in found],
+                          "n_runs": n, "n_errors": n_err}
         group = (task_dir.parent.parent.name, task_dir.parent.name)
         errors[group] = errors.get(group, 0) + n_err
         issues.extend(found)
@@ -223,6 +235,13 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
     return descriptors, issues, n_runs, errors
 
 
+Described = tuple[dict[str, Any] | None, list[RunIssue], int, int]
+Reader = Callable[[Callable[[Path, list[RunRecord], list[RunIssue]], Any], Sequence[Path]], dict[Path, Any]]
+"""``reader(describe, task_dirs)``: reads every run of the experiment once for another purpose (the report), and
+calls ``describe(task_dir, records, issues)`` for each of ``task_dirs`` as ``load_task_runs(events=False)`` read
+it; returns what each call returned, by task directory."""
+
+
 class _CacheEntry(BaseModel):
     """One task in the summaries' cache (validated: a damaged cache only costs a re-read)."""
 
@@ -232,8 +251,7 @@ class _CacheEntry(BaseModel):
     n_errors: int
 
 
-def _cached(task_dir: Path, entry: Any, rolled_back: bool,
-            count_errors: bool) -> tuple[dict[str, Any] | None, list[RunIssue], int, int] | None:
+def _cached(task_dir: Path, entry: Any, rolled_back: bool, count_errors: bool) -> Described | None:
     """What :func:`_describe_task` would return for a task whose run files are unchanged since the cached
     summary, else None (also when the cache entry or the task's ``descriptor.json`` is damaged: read again)."""
     try:
@@ -311,6 +329,7 @@ def summarize_experiment(
     plots: bool = True,
     alongside: Callable[[], object] | None = None,
     count_errors_as_failures: bool = False,
+    reader: Reader | None = None,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
@@ -319,31 +338,28 @@ def summarize_experiment(
     Raises :class:`UserError` when the root is not a directory, holds no
     run result, or has no system named ``baseline``, and
     :class:`~descriptor.task_descriptor.PipelineError` when result and eval
-    files disagree. ``alongside`` is called once the summary files are written,
-    while the plots are drawn in another process (:mod:`descriptor.plot_job`):
+    files disagree. ``alongside`` is called once the summary files and plots are written:
     the CLI writes the report there. ``count_errors_as_failures``: every
     run that ended in an infrastructure error counts as a finished run with
     completion and success 0 (the seed's literal rule, for a final table);
-    by default such runs are left out of every metric and counted apart.
+    by default such runs are left out of every metric and counted apart. ``reader``: a pass over the runs
+    that another writer makes anyway (the report's, :meth:`descriptor.report.build.ReportBuild.read`), which
+    reads the runs of the tasks to describe for both, so they are read once.
     """
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
-    plotter = PlotJob() if plots else None  # forked now: matplotlib loads while the runs are read
-    try:
-        return _summarize(root, plotter, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
-                          count_errors=count_errors_as_failures)
-    finally:
-        if plotter is not None:
-            plotter.cancel()
+    return _summarize(root, plots, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
+                      count_errors=count_errors_as_failures, reader=reader)
 
 
-def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], object] | None, *, lam: float | None,
-               cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False) -> ExperimentSummary:
+def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, *, lam: float | None,
+               cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False,
+               reader: Reader | None = None) -> ExperimentSummary:
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
-    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors)
+    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors, reader)
     n_errors = sum(errors.values())
     if not descriptors and not n_errors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
@@ -367,19 +383,15 @@ def _summarize(root: Path, plotter: PlotJob | None, alongside: Callable[[], obje
         "issues": [i.model_dump() for i in issues],
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
-    # Drawing is most of a summary's time: the plots are redrawn only when what they show changed.
+    # The plots are redrawn only when what they show changed.
     plots_fp = hashlib.sha256(json_bytes([descriptors, rollups, topology, settings.model_dump()],
                                          sort_keys=True)).hexdigest()
-    draw = plotter is not None and bool(descriptors) and (cache.get(PLOTS_KEY) != plots_fp
-                                                           or not (root / "plots").is_dir())
-    if draw:
-        plotter.draw(root / "plots", descriptors, rollups, topology, settings)
+    drawn = all((root / "plots" / name).is_file() for name in PLOT_FILES)
+    if plots and descriptors and (cache.get(PLOTS_KEY) != plots_fp or not drawn):
+        write_plots(root / "plots", descriptors, rollups, topology, settings)
+        cache[PLOTS_KEY] = plots_fp
     if alongside is not None:
         alongside()
-    if plotter is not None:
-        plotter.wait()
-    if draw:
-        cache[PLOTS_KEY] = plots_fp
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,

@@ -12,6 +12,7 @@ import pytest
 
 import main
 from descriptor.io import csv_float
+from descriptor.plots import PLOT_FILES
 from descriptor.summaries import summarize_experiment
 from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PipelineError
 from descriptor.errors import UserError
@@ -205,7 +206,7 @@ def test_zero_step_run_and_single_task_single_system_with_plots(tmp_path):
     d = s.descriptors[0]
     assert d["P1_steps_total"] == 0.0 and d["P2_backtrack_rate"] == 0.0 and d["tokens_cv"] is None
     assert s.economics == []  # no MAS to compare
-    for name in ("quality_vs_cost.png", "success_ci.png", "pca.png"):
+    for name in PLOT_FILES:
         assert (tmp_path / "plots" / name).stat().st_size > 0
     assert verify(tmp_path).returncode == 0
 

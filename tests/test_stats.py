@@ -151,3 +151,21 @@ def test_each_statistic_is_defined_once():
     found = [str(p.relative_to(root)) for d in ("descriptor", "benchmark", "mas", "attribution", "scripts")
              for p in (root / d).rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]
     assert sorted(set(found) - allowed) == []
+
+
+def test_quantiles_are_numpys_linear_percentiles_bit_for_bit():
+    # descriptor.stats interpolates in floats instead of calling np.percentile (its first call imports numpy.ma):
+    # every summary number must stay the same, so the two are compared exactly, ties and odd sizes included.
+    import numpy as np
+
+    from descriptor.stats import percentile_interval, quantile
+
+    rng = np.random.default_rng(7)
+    for t in range(3000):
+        n = int(rng.integers(1, 60 if t % 2 else 2500))
+        x = [rng.random(n), rng.integers(0, 4, n) / 4, rng.normal(0, 1e4, n)][t % 3]
+        q = [0.95, 0.5, 0.025, 0.975, float(rng.random())][t % 5]
+        assert quantile(list(x), q) == float(np.percentile(x, 100 * q, method="linear"))
+        a = (1 - q) / 2 * 100  # as percentile_interval has always computed its bounds
+        lo, hi = np.percentile(x, [a, 100 - a], method="linear")
+        assert percentile_interval(x, q) == (float(lo), float(hi))

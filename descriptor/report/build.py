@@ -8,7 +8,9 @@ rows and task descriptors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from descriptor.report.render import (
     write_page,
 )
 from descriptor.report.run_data import index_js
-from descriptor.report.runs_pass import Pages, PassResult, read_all, read_experiment
+from descriptor.report.runs_pass import Also, Pages, PassResult, read_all, read_experiment
 from descriptor.report.svg import PALETTE
 from descriptor.stats import bootstrap_mean_ci
 from descriptor.topology_analysis import analyse_topology
@@ -60,6 +62,45 @@ def write_report(experiment_root: str | Path, *, out: str | Path | None = None, 
 
     >>> # write_report("artifacts/e1")  -> Path("artifacts/e1/report/index.html")
     """
+    with report_build(experiment_root, out=out, compare=compare, baseline=baseline, attribution=attribution,
+                      lam=lam, cost_unit=cost_unit, seed=seed) as build:
+        pass
+    return build.index
+
+
+@dataclass(kw_only=True, slots=True)
+class ReportBuild:
+    """A report being written (see :func:`report_build`): its pass over the runs, then its pages."""
+
+    root: Path
+    task_dirs: list[collect.TaskDir]
+    pages: Pages
+    settings: EconomicsSettings
+    others: list[Path]
+    out_dir: Path
+    result: PassResult | None = None
+
+    @property
+    def index(self) -> Path:
+        return self.out_dir / "index.html"
+
+    def read(self, also: Also | None = None, only: Sequence[Path] = ()) -> dict[Path, Any]:
+        """The report's one pass over every run (once); ``also`` is called with the runs of the task
+        directories ``only`` as they are read (the summaries' descriptors: the runs are read once for both),
+        and what it returned is returned by task directory."""
+        assert self.result is None, "the report's runs are read once"
+        self.result = read_all(self.root, self.task_dirs, self.pages,
+                               (also, frozenset(only)) if also is not None else None)
+        return self.result.also
+
+
+@contextlib.contextmanager
+def report_build(experiment_root: str | Path, *, out: str | Path | None = None, compare: Sequence[str | Path] = (),
+                 baseline: str = "sas", attribution: Sequence[str | Path] = (), lam: float | None = None,
+                 cost_unit: str = "tokens", seed: int = 0) -> Iterator[ReportBuild]:
+    """The report of :func:`write_report` as a context: its runs are read by :meth:`ReportBuild.read` (in the
+    body, or at its end when the body did not), its pages written when the body ends without an error, and
+    nothing is replaced when it raises. ``summarize-experiment`` reads the runs of its summaries through it."""
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
@@ -82,11 +123,15 @@ def write_report(experiment_root: str | Path, *, out: str | Path | None = None, 
         layout = Layout(out=stage, root=root)
         layout.plan_grid(tasks_by_bench)
         write_assets(stage)
-        result = read_all(root, task_dirs, Pages(layout=layout, attribution=attr))
+        build = ReportBuild(root=root, task_dirs=task_dirs, pages=Pages(layout=layout, attribution=attr),
+                            settings=settings, others=others, out_dir=out_dir)
+        yield build
+        if build.result is None:
+            build.read()
+        assert build.result is not None
         compared = [(c, read_experiment(c, None).descriptors) for c in others]
-        _write_index(layout, root, result, attr, settings, compared, out_dir)
-        _write_viewer(layout, root, result)
-    return out_dir / "index.html"
+        _write_index(layout, root, build.result, attr, settings, compared, out_dir)
+        _write_viewer(layout, root, build.result)
 
 
 def _colors(systems: Sequence[str], baseline: str) -> dict[str, str]:

@@ -194,13 +194,16 @@ def _with_page(paths: RunPaths, rec: RunRecord | None,
     return reread, None, issues
 
 
-def load_task(td: TaskDir, root: Path) -> TaskRuns:
+def load_task(td: TaskDir, root: Path,
+              read: tuple[list[RunRecord], list[RunIssue]] | None = None) -> TaskRuns:
     """Every finished run of ``td``; a run the summaries skip still gets a :class:`RunData` (record None).
 
     Runs are read from their traces' digests and page data files when those match the traces (no trace is
-    parsed then), else from the traces, under the one damage rule either way."""
+    parsed then), else from the traces, under the one damage rule either way. ``read``: what
+    ``load_task_runs(td.path, events=False)`` returned, when the caller has it already (the summaries)."""
     identity = (td.benchmark, td.system, td.task_id)
-    records, issues = load_task_runs(td.path, identity, events=False)
+    records, issues = read if read is not None else load_task_runs(td.path, identity, events=False)
+    issues = list(issues)
     by_index = {rec.run_index: rec for rec in records}
     pages: dict[int, dict[str, Any]] = {}
     for r, rec in list(by_index.items()):

@@ -7,18 +7,19 @@ Large experiments are read by forked workers (:mod:`descriptor.parallel`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from descriptor.parallel import PARALLEL_MIN_RUNS, fork_chunks, usable_workers
+from descriptor.parallel import PARALLEL_MIN_RUNS, PARALLEL_MIN_TASKS, fork_chunks, usable_workers
 from descriptor.report import collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
 from descriptor.report.render import Layout, run_name, write_file
 from descriptor.report.run_data import task_js
 from descriptor.report.run_page import reference, rollback_view, run_view
+from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.task_descriptor import check_consistency, compute_task_descriptor
 
 
@@ -32,6 +33,8 @@ class PassResult:
     models: set[str] = field(default_factory=set)
     tasks: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(benchmark, task) -> (expected answer, question) for the grid."""
+    also: dict[Path, Any] = field(default_factory=dict)
+    """Task directory -> what the pass's ``also`` function made of its runs (the summaries' descriptor)."""
 
     def extend(self, other: PassResult) -> None:
         self.rows += other.rows
@@ -40,6 +43,7 @@ class PassResult:
         self.models |= other.models
         for k, v in other.tasks.items():
             self.tasks.setdefault(k, v)
+        self.also.update(other.also)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -48,6 +52,10 @@ class Pages:
 
     layout: Layout
     attribution: AttributionIndex
+
+
+Also = Callable[[Path, list[RunRecord], list[RunIssue]], Any]
+"""Called in the pass with a task directory and its runs as ``load_task_runs(events=False)`` read them."""
 
 
 def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
@@ -79,11 +87,19 @@ def _write_task_data(task: collect.TaskRuns, pages: Pages) -> None:
                task_js((td.benchmark, td.system, td.task_id), layout.dir_rel(td.path), views))
 
 
-def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
-    """Read ``task_dirs`` in order; with ``pages``, write every task directory's run data on the way."""
+def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None,
+               also: tuple[Also, frozenset[Path]] | None = None) -> PassResult:
+    """Read ``task_dirs`` in order; with ``pages``, write every task directory's run data on the way.
+
+    ``also``: (function, task directories): the function is called with each of those directories' runs,
+    read once for both (:attr:`PassResult.also` keeps what it returns)."""
     out = PassResult()
     for td in task_dirs:
-        task = collect.load_task(td, root)
+        read = None
+        if also is not None and td.path in also[1]:
+            read = load_task_runs(td.path, (td.benchmark, td.system, td.task_id), events=False)
+            out.also[td.path] = also[0](td.path, *read)
+        task = collect.load_task(td, root, read)
         out.issues += [i.warning().removeprefix("warning: ") for i in task.issues]
         records = [r.record for r in task.runs if r.record is not None]
         if records:
@@ -101,11 +117,14 @@ def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | 
     return out
 
 
-def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None) -> PassResult:
-    """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments."""
-    many = sum(len(td.finished) for td in task_dirs) >= PARALLEL_MIN_RUNS
+def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None,
+             also: tuple[Also, frozenset[Path]] | None = None) -> PassResult:
+    """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments (or
+    when ``also`` has as many task directories as the summaries' own rule forks for)."""
+    many = (sum(len(td.finished) for td in task_dirs) >= PARALLEL_MIN_RUNS
+            or (also is not None and len(also[1]) >= PARALLEL_MIN_TASKS))
     out = PassResult()
-    for part in fork_chunks(lambda part: read_tasks(root, part, pages), task_dirs,
+    for part in fork_chunks(lambda part: read_tasks(root, part, pages, also), task_dirs,
                             workers=usable_workers() if many else 1):
         out.extend(part)
     return out
