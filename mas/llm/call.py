@@ -311,7 +311,7 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
                 contract: str, actor: str, tools: list[Any] | None, tool_names: set[str], temperature: float | None,
                 max_tokens: int | None, response_format: dict[str, Any] | None) -> LLMResult:
     """One call, from the cache or the endpoint (with retries)."""
-    rng: random.Random | None = None  # the retries' jitter, seeded per call; made on the first retry only
+    rng: random.Random | None = None  # the retries' jitter, seeded per call; made on the first backoff only
     cache = current_cache()
     key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta)
     if key is not None and cache is not None and cache.reads:
@@ -349,9 +349,10 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
                 # (judges, roles) must not carry on against a dead server.
                 raise EmbeddedServerError(f"{bound.name} route: {down}") from err
             asked = retry_after_s(err) if retry else None
-            if retry and asked is None and rng is None:
-                rng = random.Random(f"{tracer.run_id}|{contract}|{actor}|{meta['mas_step']}")
-            wait = asked if asked is not None else (backoff_s(attempts - 1, rng) if retry and rng else None)
+            wait = asked
+            if retry and asked is None:  # our own backoff, its jitter seeded on the call's first one
+                rng = rng or random.Random(f"{tracer.run_id}|{contract}|{actor}|{meta['mas_step']}")
+                wait = backoff_s(attempts - 1, rng)
             tracer.emit(actor, "error", ErrorInfo(
                 kind="llm_call", contract=contract, attempt=attempts, error=cause[:500], will_retry=retry,
                 retry_in_s=None if wait is None else round(wait, 3), retry_after=asked is not None or None,
