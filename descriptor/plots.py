@@ -15,6 +15,7 @@ start-up (issue 33); these cost a few ms and stay text (searchable, crisp).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ _OLD_FILES = ("quality_vs_cost.png", "success_ci.png", "pca.png")
 _CSS = Path(__file__).parent / "report" / "templates" / "report.css"
 
 
+@functools.cache  # read once per process, not once per plot
 def _style() -> str:
     """The report stylesheet's ``svg`` rules (the one place the charts' look is decided)."""
     rules = [line for line in _CSS.read_text(encoding="utf-8").splitlines() if line.startswith("svg ")]

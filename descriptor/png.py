@@ -1,6 +1,6 @@
 """Small PNGs: a matplotlib drawing re-encoded with a colour palette.
 
-Pictures and plots are flat line art on white: a palette of a few dozen
+The topology pictures are flat line art on white: a palette of a few dozen
 colours keeps them visually the same (anti-aliased edges included) at about
 a quarter of the bytes of matplotlib's 32-bit RGBA output (a 4-system sweep's
 topology pictures: 371 KB -> ~100 KB), which matters because every experiment
@@ -14,7 +14,7 @@ import io
 from PIL import Image
 
 PALETTE_COLOURS = 64
-"""Colours kept: enough for the plots' system colours and their anti-aliased edges."""
+"""Colours kept: enough for the pictures' colours and their anti-aliased edges."""
 
 
 def palette_png(png: bytes, colours: int = PALETTE_COLOURS) -> bytes:

@@ -121,9 +121,10 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     # ``pd.DataFrame(**data["events"])``): the names repeated in every event were a third of the file (issue 33,
     # 4.2 -> 2.9 KB a run of the scripted sweep), and no field is dropped.
     table = {"columns": list(TRAJECTORY_COLUMNS), "data": [[r[c] for c in TRAJECTORY_COLUMNS] for r in rows]}
+    # Not fsynced: result.json, written after it with an fsync, is the run's commit.
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,
                                               "evaluation": evaluation, "error": error, "events": table},
-                      indent=None, durable=False, staged=staged)  # result.json, written after it with an fsync, is the run's commit
+                      indent=None, durable=False, staged=staged)
     lines = ["# Trajectory", "", f"**Task:** {question}", ""]
     if reference is not None:
         lines += [f"**Expected:** {_clip(str(reference), 500)}", ""]
