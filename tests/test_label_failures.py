@@ -176,6 +176,22 @@ def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
 
 
 
+def test_a_run_whose_replays_all_fail_is_labelled_with_the_first_replays_error(monkeypatch):
+    async def rollback_one(traj, *, choice, origin, **kw):
+        return RollbackRecord(run="r", rollback_index=1, strategy="label", set=[choice.step], chosen_step=0,
+                              restart_step=choice.step, n_steps=traj.n_steps, cost=0.5, steps_redone=0, tokens=0,
+                              success=False, answer="", wall_time_s=0.0, origin=origin, decisive_step=None,
+                              covered=None, status="error", error="/x/configs/ab.json: config file not found")
+
+    monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
+    monkeypatch.setattr(labels_mod, "earlier_replays", lambda traj, step: [])
+    monkeypatch.setattr(labels_mod, "_run_seed", lambda t: 0)
+    lab = asyncio.run(label_failure(_traj(4)))
+    assert lab.status == "error"
+    assert lab.error == "every replay ended in an error: /x/configs/ab.json: config file not found"
+    assert lab.probes[0].error == "/x/configs/ab.json: config file not found"
+
+
 def test_a_rerun_reads_the_finished_replays_an_interrupted_labelling_left_instead_of_replaying(monkeypatch, tmp_path):
     task = tmp_path / "task"
     task.mkdir()

@@ -76,6 +76,7 @@ def earlier_replays(traj: Trajectory, step: int) -> list[RollbackRecord]:
 
 async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) -> Probe:
     wins = done = errors = tokens = 0
+    first_error: str | None = None
     kept = earlier_replays(traj, step)
     for j in range(samples):  # one after another: each replay takes the run's next rollback index
         rec = kept[j] if j < len(kept) else await rollback_one(
@@ -85,11 +86,12 @@ async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) ->
         tokens += rec.tokens
         if rec.status == "error":
             errors += 1
+            first_error = first_error or (rec.error or "")[:300] or None
             log.warning("label replay ended in an error", run=rec.run, step=step, error=(rec.error or "")[:300])
             continue
         done += 1
         wins += rec.success
-    return Probe(step=step, successes=wins, samples=done, errors=errors, tokens=tokens)
+    return Probe(step=step, successes=wins, samples=done, errors=errors, tokens=tokens, error=first_error)
 
 
 def _run_seed(traj: Trajectory) -> int | None:
@@ -129,10 +131,12 @@ async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
                 hi = mid
         if lo not in by_index:
             await flips(lo)
-    except _Unreplayable:
+    except _Unreplayable as stop:
+        cause = stop.probe.error
         return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,
                      flip_ci=None, replays=sum(p.samples + p.errors for p in probes),
-                     tokens=sum(p.tokens for p in probes), probes=probes, error="every replay ended in an error")
+                     tokens=sum(p.tokens for p in probes), probes=probes,
+                     error="every replay ended in an error" + (f": {cause}" if cause else ""))
     best = by_index[lo]
     total = {"replays": sum(p.samples + p.errors for p in probes), "tokens": sum(p.tokens for p in probes)}
     if not best.flips:  # only possible at point 0: not even a full restart repairs the run

@@ -31,6 +31,8 @@ class Probe(BaseModel):
     """Replays that ran to their end (errored ones are left out)."""
     errors: int = 0
     """Replays that ended in an infrastructure error (no outcome)."""
+    error: str | None = None
+    """The first of those errors (what to fix: a dead endpoint, a run's missing config file)."""
     tokens: int
     """Tokens the replays at this point spent."""
 
