@@ -53,6 +53,22 @@ def test_a_rollback_of_a_run_whose_config_file_is_missing_exits_2_naming_the_fil
     assert str(missing) in err and "config file not found" in err
 
 
+@pytest.mark.parametrize("command", ["label-failures", "rollback-experiment"])
+def test_labelling_or_rolling_back_an_experiment_whose_config_file_is_missing_exits_2_before_any_replay(
+        failed_run, capsys, command):
+    """Every replay would fail on the same missing file: the command says so once, naming it, and writes nothing
+    (before, label-failures wrote a label per run saying each replay had ended in an error, and exited 0)."""
+    root = failed_run.experiment_root
+    missing = config_path(root, read_metadata(failed_run).config_sha256)
+    missing.unlink()
+    out = root.parent / "labels.jsonl"
+    args = ["--out", str(out)] if command == "label-failures" else ["--strategies", "restart", "--out", str(out)]
+    assert main([command, "--experiment-root", str(root), *args]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "config file not found" in err
+    assert not out.exists() and failed_run.rollbacks() == []
+
+
 def test_a_config_file_that_no_longer_has_its_hash_is_refused_naming_it(failed_run):
     meta = read_metadata(failed_run)
     path = config_path(failed_run.experiment_root, meta.config_sha256)

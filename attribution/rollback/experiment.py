@@ -12,7 +12,7 @@ import numpy as np
 
 from attribution.conformal import Calibration
 from attribution.sources.loaders import load_runs_dir
-from attribution.rollback.restart import UNSCORED, Choice, rollback_one, set_choice
+from attribution.rollback.restart import UNSCORED, Choice, check_configs, rollback_one, set_choice
 from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
@@ -227,6 +227,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")
+    check_configs(failed)
     if any(s not in UNSCORED for s in strategies) and setup is None:
         raise UserError("strategies other than restart and oracle need a scorer")
     if "oracle" in strategies and all(t.mistake_step is None for t in failed):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from attribution.rollback.restart import Choice, rollback_one, run_of
+from attribution.rollback.restart import Choice, check_configs, rollback_one, run_of
 from attribution.sources.labelfile import Label, Probe
 from attribution.sources.loaders import load_runs_dir
 from attribution.sources.trajectory import Trajectory
@@ -160,6 +160,7 @@ async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: 
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to label")
+    check_configs(failed)
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(t: Trajectory) -> Label:

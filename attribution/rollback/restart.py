@@ -19,7 +19,7 @@ the resumed trace's step numbers count from there.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -31,6 +31,8 @@ from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.layout import RunPaths
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord
+from descriptor.run_config import run_config
+from descriptor.run_files import RunFileError, read_metadata
 from mas.logging import get_logger
 from mas.sweep.runner import resume_run
 
@@ -119,6 +121,29 @@ def rollback_note(traj: Trajectory, restart_step: int) -> str:
 def run_of(traj: Trajectory) -> RunPaths:
     """The run a trajectory of this project's traces was loaded from."""
     return RunPaths.parse(traj.source_path or traj.id)
+
+
+def check_configs(failed: Sequence[Trajectory]) -> None:
+    """Refuse with the file named (exit 2, before any replay) when a failed run's experiment config is missing,
+    unreadable or changed: every replay of those runs would end in the same error.
+
+    A run whose own metadata is unreadable is left to its replay, which records the error for that run only.
+    """
+    checked: set[tuple[str, str | None]] = set()
+    for traj in failed:
+        run = run_of(traj)
+        try:
+            meta = read_metadata(run)
+        except RunFileError:
+            continue
+        key = (str(run.experiment_root), meta.config_sha256)
+        if meta.config is not None or key in checked:
+            continue
+        try:
+            run_config(run, meta)
+        except RunFileError as err:
+            raise UserError(str(err)) from None
+        checked.add(key)
 
 
 def next_rollback_index(run: RunPaths) -> int:

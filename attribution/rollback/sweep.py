@@ -45,7 +45,7 @@ from typing import Any
 
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.sources.loaders import load_runs_dir
-from attribution.rollback.restart import Choice, choose_restart, rollback_one, run_of, set_choice
+from attribution.rollback.restart import Choice, check_configs, choose_restart, rollback_one, run_of, set_choice
 from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs, training_for
 from attribution.rollback.selfcal import LABELS_NAME, SELF, labelled_runs, own_labels
 from attribution.sources.labelfile import read_labels
@@ -284,6 +284,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         failed = load_runs_dir(root).trajectories
         # once per run: a run whose sweep rollback ran to its end is done; one that ended in an error is retried
         todo = [t for t in failed if (prev := sweep_rollback(run_of(t))) is None or prev.status == "error"]
+        check_configs(todo)
         labelling: dict[str, Any] = {}
         if todo and opts.calibration == SELF and opts.labels is None:  # the sweep's own failures, labelled by replay
             failed, label_tokens = await own_labels(root, failed, opts.label_samples, concurrency)
