@@ -13,7 +13,9 @@ fail (failed runs keep their checkpoints, so they cost more disk). Figures:
 - ``summarize-experiment`` (the CLI, a fresh process, plots and the HTML report included; also without plots,
   and without the report, ``--no-report``) on a cold experiment (no summary
   written yet; the sizes and variants interleaved, the median of ``--repeats``): its start-up is the intercept
-  and its cost per run the slope of the wall time over the two sizes; then the same command again after adding runs (incremental: only changed tasks are re-read).
+  and its cost per run the slope of the wall time over the two sizes; then the same command again after adding runs (incremental: only changed tasks are re-read);
+- the same slope when every run is a task of its own (100 and 400 task directories of one run each): the main
+  figure adds runs to the same task directories, so it leaves out the per-task files.
 
 Targets (issue 24): <= 40 KB per run, start-up <= 1.5 s, <= 1.0 ms per additional run; issue 33, with
 ``--inject-rate 0.3``: <= 30 KB per run, start-up <= 1.0 s, <= 1.0 ms per run. The load average is printed before
@@ -115,6 +117,31 @@ def n_runs(root: Path) -> int:
     return sum(1 for _ in root.rglob("run_*.result.json"))
 
 
+def per_task_slope(out: Path, small: Path, args: argparse.Namespace) -> None:
+    """The slope when every added run is a task of its own: the 100-run sweep (25 tasks x 4 systems, 1 run each)
+    against 400 runs of 100 tasks x 4 systems, 1 run each.
+
+    The main figure adds runs to the same 100 task directories (1 and 4 runs per task), so it leaves out what
+    summarising costs per task directory: its four per-task files and the report's data file for it. A sweep of
+    many tasks and one run each (the usual economics study) pays that for every run.
+    """
+    exp = "t400"
+    sweep(out, exp, 100, 1, args.inject_rate)
+    roots = {n_runs(small): small, n_runs(out / exp): out / exp}
+    times: dict[int, list[tuple[float, float]]] = {}
+    for _ in range(args.repeats):
+        for n, root in roots.items():
+            clear_summaries(root)
+            times.setdefault(n, []).append(summarize(root))
+    (n1, a), (n2, b) = sorted(times.items())
+    for label, i in (("wall", 0), ("CPU", 1)):
+        c1, c2 = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
+        slope = (c2 - c1) / (n2 - n1)
+        print(f"summarize-experiment cold, one run per task ({n1} and {n2} task directories), {label} time: "
+              f"start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms per run; load avg {os.getloadavg()[0]:.1f}")
+    shutil.rmtree(out / exp)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--big", type=int, default=0, help="also a sweep of about this many runs (multiple of 100)")
@@ -163,6 +190,7 @@ def main() -> int:
                   f"{os.getloadavg()[0]:.1f}")
         (n1, (c1, _, _)), (n2, (c2, _, _)) = sorted(rows.items())
         slope = (c2 - c1) / (n2 - n1)
+        per_task_slope(out, roots[n1], args)
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
         summarize(root)
