@@ -17,15 +17,17 @@ import math
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from descriptor.errors import UserError
 from descriptor.io import write_csv_atomic, write_derived_json
 from descriptor.layout import baseline_unit
 from descriptor.stats import percentile_interval, resample_indices
+
+if TYPE_CHECKING:  # imported where the bootstrap runs: the settings are needed before the runs are read, numpy after
+    import numpy as np
 
 DEFAULT_LAMBDA = {"tokens": 1e-5, "usd": 1.0}
 """Quality points given up per cost unit: 1e-5 per token (0.01 per 1k tokens), 1.0 per USD."""
@@ -71,6 +73,8 @@ class EconomicsSettings(BaseModel):
 
 
 def _shares(diff: np.ndarray, tol: float) -> tuple[float, float, float]:
+    import numpy as np
+
     n = len(diff)
     win, lose = int(np.sum(diff > tol)), int(np.sum(diff < -tol))
     return win / n, (n - win - lose) / n, lose / n
@@ -78,6 +82,8 @@ def _shares(diff: np.ndarray, tol: float) -> tuple[float, float, float]:
 
 def compare_pair(mas: Sequence[dict[str, Any]], sas: Sequence[dict[str, Any]], s: EconomicsSettings) -> dict[str, Any]:
     """Economics row of one MAS against the baseline; both lists are aligned by task."""
+    import numpy as np
+
     q_m = np.array([d["Q1_success_rate"] for d in mas], dtype=float)
     q_s = np.array([d["Q1_success_rate"] for d in sas], dtype=float)
     c_m = np.array([s.cost(d) for d in mas])

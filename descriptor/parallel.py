@@ -81,21 +81,33 @@ def _run_chunk(part: list[Any]) -> Any:
     return _FN(part)
 
 
-def fork_chunks(fn: Callable[[list[T]], R], items: Sequence[T], *, workers: int) -> list[R]:
+def fork_chunks(fn: Callable[[list[T]], R], items: Sequence[T], *, workers: int,
+                meanwhile: Callable[[], object] | None = None) -> list[R]:
     """``fn`` over :func:`chunks` of ``items``, one result per chunk in order, in ``workers`` forked processes
-    when more than one (else one call over all the items). The chunks and results are pickled, ``fn`` is not."""
+    when more than one (else one call over all the items). The chunks and results are pickled, ``fn`` is not.
+
+    ``meanwhile``: the caller's work that needs none of the results (the imports of what comes after the pass),
+    done in this process once the workers have forked, so it overlaps their work, or first when none fork.
+    """
     global _FN
     if workers <= 1 or len(items) < 2:
+        if meanwhile is not None:
+            meanwhile()
         return [fn(list(items))]
     _FN = fn  # set before the pool forks its workers (on the first task submitted)
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                  initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            return list(pool.map(_run_chunk, chunks(items, workers)))
+            results = pool.map(_run_chunk, chunks(items, workers))  # forks every worker (the fork context)
+            if meanwhile is not None:
+                meanwhile()
+            return list(results)
     finally:
         _FN = None
 
 
-def fork_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
+def fork_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
+             meanwhile: Callable[[], object] | None = None) -> list[R]:
     """``[fn(x) for x in items]``, over :func:`fork_chunks`."""
-    return [r for part in fork_chunks(lambda part: [fn(x) for x in part], items, workers=workers) for r in part]
+    return [r for part in fork_chunks(lambda part: [fn(x) for x in part], items, workers=workers,
+                                      meanwhile=meanwhile) for r in part]

@@ -188,13 +188,13 @@ def _describe_new_task(root: Path, task_dir: Path, *, rolled_back: bool, count_e
 
 
 def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = False,
-                    reader: Reader | None = None) -> tuple[list[dict[str, Any]], list[RunIssue], int,
-                                                           dict[tuple[str, str], int]]:
+                    reader: Reader | None = None, meanwhile: Callable[[], object] | None = None,
+                    ) -> tuple[list[dict[str, Any]], list[RunIssue], int, dict[tuple[str, str], int]]:
     """Every task's descriptor, the issues, the finished runs and the errored runs per (benchmark, system); a
     task whose run files are unchanged since the last summary is not re-read.
 
     ``cache`` maps a task directory (relative to the root) to its fingerprint, issues and run counts from the
-    last summary; it is updated in place. ``reader``: see :func:`summarize_experiment`.
+    last summary; it is updated in place. ``reader``, ``meanwhile``: see :func:`summarize_experiment`.
     """
     descriptors: list[dict[str, Any]] = []
     issues: list[RunIssue] = []
@@ -215,7 +215,7 @@ def _describe_tasks(root: Path, cache: dict[str, Any], count_errors: bool = Fals
         described = reader(lambda task_dir, records, found: describe(task_dir, read=(records, found)), misses)
     else:
         workers = usable_workers() if len(misses) >= PARALLEL_MIN_TASKS else 1
-        described = dict(zip(misses, fork_map(describe, misses, workers=workers), strict=True))
+        described = dict(zip(misses, fork_map(describe, misses, workers=workers, meanwhile=meanwhile), strict=True))
     for task_dir in task_dirs:
         rel = str(task_dir.relative_to(root))
         if (hit := hits.get(task_dir)) is not None:
@@ -330,6 +330,7 @@ def summarize_experiment(
     alongside: Callable[[], object] | None = None,
     count_errors_as_failures: bool = False,
     reader: Reader | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> ExperimentSummary:
     """Rebuild all task, system and experiment files under ``experiment_root``.
 
@@ -344,22 +345,24 @@ def summarize_experiment(
     completion and success 0 (the seed's literal rule, for a final table);
     by default such runs are left out of every metric and counted apart. ``reader``: a pass over the runs
     that another writer makes anyway (the report's, :meth:`descriptor.report.build.ReportBuild.read`), which
-    reads the runs of the tasks to describe for both, so they are read once.
+    reads the runs of the tasks to describe for both, so they are read once. ``meanwhile``: called while this
+    function's own forked workers read the runs (not with a ``reader``, which has its own; see
+    :func:`~descriptor.parallel.fork_chunks`).
     """
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
     return _summarize(root, plots, alongside, lam=lam, cost_unit=cost_unit, baseline=baseline, seed=seed,
-                      count_errors=count_errors_as_failures, reader=reader)
+                      count_errors=count_errors_as_failures, reader=reader, meanwhile=meanwhile)
 
 
 def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, *, lam: float | None,
                cost_unit: str, baseline: str | None, seed: int, count_errors: bool = False,
-               reader: Reader | None = None) -> ExperimentSummary:
+               reader: Reader | None = None, meanwhile: Callable[[], object] | None = None) -> ExperimentSummary:
     settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     cache = _read_cache(root)
     tasks = cache.setdefault("tasks", {})
-    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors, reader)
+    descriptors, issues, n_runs, errors = _describe_tasks(root, tasks, count_errors, reader, meanwhile)
     n_errors = sum(errors.values())
     if not descriptors and not n_errors:
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")

@@ -12,8 +12,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from descriptor.calibration import PAIRS_KEY, run_pairs
 from descriptor.errors import UserError
 from descriptor.run_files import RunRecord

@@ -18,11 +18,12 @@ Blank ``D1_tool_error_rate`` (no tool calls) is read as 0 here only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from descriptor.economics import EconomicsSettings
+
+if TYPE_CHECKING:  # imported where the analysis runs, after the runs are read (the summaries' workers skip it)
+    import numpy as np
 
 TOPOLOGY_FEATURES: tuple[str, ...] = (
     "Q1_success_rate", "Q2_completion_rate",
@@ -36,12 +37,16 @@ TOPOLOGY_FEATURES: tuple[str, ...] = (
 
 def feature_matrix(descriptors: Sequence[dict[str, Any]]) -> np.ndarray:
     """Rows = descriptors, columns = :data:`TOPOLOGY_FEATURES` (blank -> 0)."""
+    import numpy as np
+
     return np.array([[float(d[f] or 0.0) for f in TOPOLOGY_FEATURES] for d in descriptors], dtype=float).reshape(
         len(descriptors), len(TOPOLOGY_FEATURES))
 
 
 def zscore(x: np.ndarray) -> np.ndarray:
     """Column z-scores with population std; zero-variance columns become 0."""
+    import numpy as np
+
     mu = x.mean(axis=0)
     sd = x.std(axis=0)
     safe = np.where(sd > 0, sd, 1.0)
@@ -50,6 +55,8 @@ def zscore(x: np.ndarray) -> np.ndarray:
 
 def mahalanobis_matrix(z: np.ndarray, labels: Sequence[str]) -> dict[str, dict[str, float]]:
     """Pairwise distances between label means of ``z`` under the pooled pseudo-inverse covariance."""
+    import numpy as np
+
     names = sorted(set(labels))
     lab = np.array(labels)
     centers = {n: z[lab == n].mean(axis=0) for n in names}
@@ -92,6 +99,8 @@ def pca_embedding(z: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
 def pca_with_loadings(z: np.ndarray) -> tuple[np.ndarray, list[float] | None, np.ndarray]:
     """:func:`pca_embedding` plus the loadings: a (features x 2) array, column j = component j's unit vector
     (zeros when degenerate). A biplot draws feature i as the arrow ``loadings[i]``."""
+    import numpy as np
+
     n = len(z)
     coords = np.zeros((n, 2))
     loadings = np.zeros((z.shape[1] if z.ndim == 2 else 0, 2))
@@ -127,6 +136,8 @@ def umap_embedding(z: np.ndarray, seed: int) -> tuple[list[list[float]] | None, 
 
 def analyse_benchmark(descriptors: Sequence[dict[str, Any]], s: EconomicsSettings) -> dict[str, Any]:
     """Scaling, distances, frontier and embeddings for one benchmark's descriptors."""
+    import numpy as np
+
     ds = sorted(descriptors, key=lambda d: (d["system"], d["task_id"]))
     labels = [d["system"] for d in ds]
     z = zscore(feature_matrix(ds))

@@ -9,7 +9,7 @@ rows and task descriptors.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,13 +84,15 @@ class ReportBuild:
     def index(self) -> Path:
         return self.out_dir / "index.html"
 
-    def read(self, also: Also | None = None, only: Sequence[Path] = ()) -> dict[Path, Any]:
+    def read(self, also: Also | None = None, only: Sequence[Path] = (), *,
+             meanwhile: Callable[[], object] | None = None) -> dict[Path, Any]:
         """The report's one pass over every run (once); ``also`` is called with the runs of the task
         directories ``only`` as they are read (the summaries' descriptors: the runs are read once for both),
-        and what it returned is returned by task directory."""
+        and what it returned is returned by task directory. ``meanwhile``: see
+        :func:`~descriptor.parallel.fork_chunks`."""
         assert self.result is None, "the report's runs are read once"
         self.result = read_all(self.root, self.task_dirs, self.pages,
-                               (also, frozenset(only)) if also is not None else None)
+                               (also, frozenset(only)) if also is not None else None, meanwhile)
         return self.result.also
 
 

@@ -40,12 +40,13 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import jinja2
-
 from descriptor.errors import UserError
+
+if TYPE_CHECKING:  # imported by environment() only: the pass over the runs (forked workers) renders no template
+    import jinja2
 
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -101,17 +102,17 @@ def _share(v: float | None, n: int) -> str:
     return "–" if v is None else str(round(v * n))
 
 
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
-    """jinja2's per-user cache of compiled templates (in its private temp directory), never an error."""
-
-    def dump_bytecode(self, bucket: Any) -> None:
-        with contextlib.suppress(OSError):
-            super().dump_bytecode(bucket)
-
-
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """jinja2's per-user cache of compiled templates (in its private temp directory), never an error."""
+    import jinja2
+
+    class BytecodeCache(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: Any) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
     try:
-        return _BytecodeCache()
+        return BytecodeCache()
     except (OSError, RuntimeError):  # no safe directory: templates are compiled every time
         return None
 
@@ -122,6 +123,8 @@ def environment() -> jinja2.Environment:
 
     One per process, its compiled templates kept by jinja2's bytecode cache (keyed by the template's source):
     compiling the five templates was ~0.1 s of every report's start-up (issue 33)."""
+    import jinja2
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              bytecode_cache=_bytecode_cache())

@@ -118,14 +118,16 @@ def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | 
 
 
 def read_all(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | None,
-             also: tuple[Also, frozenset[Path]] | None = None) -> PassResult:
+             also: tuple[Also, frozenset[Path]] | None = None,
+             meanwhile: Callable[[], object] | None = None) -> PassResult:
     """:func:`read_tasks` over ``task_dirs``, in :func:`usable_workers` processes for large experiments (or
-    when ``also`` has as many task directories as the summaries' own rule forks for)."""
+    when ``also`` has as many task directories as the summaries' own rule forks for); ``meanwhile``: see
+    :func:`~descriptor.parallel.fork_chunks`."""
     many = (sum(len(td.finished) for td in task_dirs) >= PARALLEL_MIN_RUNS
             or (also is not None and len(also[1]) >= PARALLEL_MIN_TASKS))
     out = PassResult()
     for part in fork_chunks(lambda part: read_tasks(root, part, pages, also), task_dirs,
-                            workers=usable_workers() if many else 1):
+                            workers=usable_workers() if many else 1, meanwhile=meanwhile):
         out.extend(part)
     return out
 
