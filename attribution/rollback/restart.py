@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
@@ -129,15 +130,15 @@ def check_configs(failed: Sequence[Trajectory]) -> None:
 
     A run whose own metadata is unreadable is left to its replay, which records the error for that run only.
     """
-    checked: set[tuple[str, str | None]] = set()
+    checked: set[tuple[Path, str | None]] = set()  # the runs of one experiment and config share one file
     for traj in failed:
         run = run_of(traj)
         try:
             meta = read_metadata(run)
         except RunFileError:
             continue
-        key = (str(run.experiment_root), meta.config_sha256)
-        if meta.config is not None or key in checked:
+        key = (run.experiment_root, meta.config_sha256)
+        if key in checked:
             continue
         try:
             run_config(run, meta)
