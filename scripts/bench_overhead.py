@@ -6,7 +6,10 @@
    checkpointer, the same concurrency), interleaved over ``--repeats`` rounds; median ms per run and the ratio
    (goal <= 1.5x), in wall time and in CPU time (``time.process_time``: every thread of this process, the
    figure to trust beside other jobs on a shared machine), and the CPU breakdown of what the harness adds
-   (the project's sweep untraced between the two). The plain program has the same shape: the same model
+   (the project's graph alone, then its sweep untraced, between the two). Then the files a run leaves and
+   what creating one cost on the runs' disk, measured before and after the rounds: on the shared VM this
+   was written on, that moved between 0.07 and 1.8 ms of kernel CPU from one minute to the next, and a run
+   leaves ~10 files, so the ratio moves with the disk (``TMPDIR`` picks it). The plain program has the same shape: the same model
    calls and tool calls per run (4.3 and 3.3 a ``sas`` run, 15.9 and 9.9 a ``debate`` run, counted from the
    traces and the fake model), the same agents, rounds and stopping rule.
 2. **Against plain LangGraph, whole processes**: ``python main.py run`` (start-up, sweep, summaries, report) and
@@ -202,24 +205,82 @@ def project_sweep(system: str, n: int, root: Path, exp: str, *, tracing: bool = 
     return time.perf_counter() - t0
 
 
+def graph_sweep(system: str, n: int, root: Path, concurrency: int = 4) -> None:
+    """The project's graph alone for the same ``n`` runs: each run's graph with its models and an in-memory
+    checkpointer, untraced, ``concurrency`` at a time; no run files, records, evaluation or manifest."""
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.sweep.checkpoints import memory_saver
+    from mas.sweep.experiment import ExperimentRequest, plan_runs, validate_request
+    from mas.sweep.runner import RECURSION_LIMIT, run_context, run_graph
+    from mas.tracing import Tracer
+
+    cfg = ExperimentConfig(output_root=str(root), benchmarks={"arith": {"count": n}},
+                           models={"default": ModelRoute(provider="scripted", model="scripted")})
+    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=n, runs_per_task=1,
+                            experiment_id="graph_only", progress="none", tracing=False)
+    benches = validate_request(req)
+    bench = benches["arith"]
+
+    async def sweep() -> None:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(spec: Any) -> None:
+            async with gate:
+                rt = run_context(cfg, bench, spec.task, seed=spec.seed, injection=None)
+                _, error, _ = await run_graph(system, rt, memory_saver(), Tracer(spec.run_id, [], enabled=False),
+                                              config={"configurable": {"thread_id": spec.run_id},
+                                                      "recursion_limit": RECURSION_LIMIT})
+                assert error is None, f"{spec.run_id}: {error}"
+
+        await asyncio.gather(*(one(spec) for spec in plan_runs(req, benches)))
+
+    asyncio.run(sweep())
+
+
+def file_cost_ms(root: Path, files: int = 270, per_dir: int = 9) -> float:
+    """CPU ms (every thread of this process) to create one small file in a new directory under ``root``, as a
+    run creates its files; measured now, since on a shared VM it moved between 0.07 and 1.8 ms within minutes."""
+    probe = Path(tempfile.mkdtemp(prefix="probe_", dir=root))
+    try:
+        c0 = time.process_time()
+        for i in range(files // per_dir):
+            d = probe / f"t{i}"
+            d.mkdir()
+            for j in range(per_dir):
+                (d / f"f{j}.json").write_bytes(b"x" * 2000)
+        return (time.process_time() - c0) * 1000 / files
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def files_per_run(root: Path, n: int) -> float:
+    """Files the sweep under ``root`` created per run (its runs' files and the experiment's own)."""
+    return sum(1 for p in root.rglob("*") if p.is_file()) / n
+
+
 def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
     from mas.cli import freeze_startup_heap
 
     questions = arith_samples(n, tmp / "samples.jsonl")
     for system in systems:  # warm-up: imports, lazy caches, the compiled graphs
         project_sweep(system, 2, tmp, f"warm_{system}")
+        graph_sweep(system, 2, tmp)
         asyncio.run(plain_sweep(system, questions[:2]))
     freeze_startup_heap()  # as `main.py run` does
     for system in systems:
-        proj, plain, cpu = [], [], {"p": [], "u": [], "l": []}
+        proj, plain, cpu = [], [], {"p": [], "u": [], "g": [], "l": []}
+        probes, nfiles = [file_cost_ms(tmp)], 0.0
         for r in range(repeats):
-            for side in ("p", "u", "l")[r % 3:] + ("p", "u", "l")[:r % 3]:  # each side first in turn
+            for side in ("p", "u", "g", "l")[r % 4:] + ("p", "u", "g", "l")[:r % 4]:  # each side first in turn
                 c0 = time.process_time()  # CPU of every thread: less at the mercy of other processes than wall time
                 if side == "u":  # the breakdown's middle: the project's sweep untraced
                     project_sweep(system, n, tmp, f"{system}_u{r}", tracing=False)
                     shutil.rmtree(tmp / f"{system}_u{r}", ignore_errors=True)
+                elif side == "g":  # the project's graph alone
+                    graph_sweep(system, n, tmp)
                 elif side == "p":
                     proj.append(project_sweep(system, n, tmp, f"{system}_{r}") * 1000 / n)
+                    nfiles = files_per_run(tmp / f"{system}_{r}", n)
                     shutil.rmtree(tmp / f"{system}_{r}", ignore_errors=True)
                 else:
                     t0 = time.perf_counter()
@@ -227,18 +288,23 @@ def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
                     plain.append((time.perf_counter() - t0) * 1000 / n)
                     assert ok == n, f"plain {system}: {ok}/{n} runs answered"
                 cpu[side].append((time.process_time() - c0) * 1000 / n)
+        probes.append(file_cost_ms(tmp))
         p, q = statistics.median(proj), statistics.median(plain)
-        cp, cu, cq = (statistics.median(cpu[k]) for k in ("p", "u", "l"))
+        cp, cu, cg, cq = (statistics.median(cpu[k]) for k in ("p", "u", "g", "l"))
         verdict = "ok" if p / q <= GOAL_RATIO else f"ABOVE goal {GOAL_RATIO}x"
         print(f"in process, {system} ({n} scripted arith runs, concurrency 4, {repeats} interleaved rounds): project "
               f"{p:.1f} ms/run [{', '.join(f'{x:.1f}' for x in proj)}], plain LangGraph {q:.1f} ms/run "
               f"[{', '.join(f'{x:.1f}' for x in plain)}], ratio {p / q:.2f}x [{verdict}]; CPU {cp:.1f} vs "
               f"{cq:.1f} ms/run, {cp / cq:.2f}x [{'ok' if cp / cq <= GOAL_RATIO else f'ABOVE goal {GOAL_RATIO}x'}]"
               f"; {load()}")
-        print(f"  CPU breakdown, {system} (medians, ms/run): plain LangGraph {cq:.1f}; + the project's harness "
-              f"untraced (its graph, model-call layer, checkpoints, evaluation, result files, manifest) "
-              f"{cu - cq:+.1f}; + tracing and the files made from the trace (trace, trajectory, page data, "
-              f"digest) {cp - cu:+.1f}; = {cp:.1f}")
+        print(f"  CPU breakdown, {system} (medians, ms/run): plain LangGraph {cq:.1f}; + the project's graph and "
+              f"model-call layer (in-memory checkpoints, untraced, no files) {cg - cq:+.1f} (graph alone "
+              f"{cg / cq:.2f}x plain); + the run's files and records untraced (metadata, answer, evaluation, "
+              f"result, empty trace and trajectory, manifest, index) {cu - cg:+.1f}; + tracing and the files made "
+              f"from the trace (trace, trajectory, page data, digest) {cp - cu:+.1f}; = {cp:.1f}")
+        print(f"  the disk: a traced run leaves {nfiles:.1f} files; creating one here cost "
+              f"{' then '.join(f'{x:.2f}' for x in probes)} ms of CPU (before and after these rounds; "
+              f"{tmp.parent})")
 
 
 def timed(cmd: list[str], cwd: Path) -> float:

@@ -67,3 +67,31 @@ async def test_runs_of_one_shape_share_one_compiled_graph_and_another_shape_gets
         debaters.append(len({e.actor for e in read_trace(s.paths.trace) if e.actor.startswith("debater_")}))
     assert debaters == [3, 3, 2, 3]
     assert len(compiled) <= 2  # one per shape (none when an earlier test of this process compiled it already)
+
+
+async def test_a_benchmark_whose_evaluation_may_block_is_evaluated_off_the_event_loop_and_a_quick_one_on_it(
+        tmp_path, monkeypatch):
+    import threading
+
+    arith = type(get_benchmark("arith", None))
+    threads: list[tuple[str, bool]] = []
+
+    class Recording(arith):  # type: ignore[misc, valid-type]
+        def evaluate(self, task, answer, environment=None):
+            threads.append((type(self).__name__, threading.current_thread() is threading.main_thread()))
+            return super().evaluate(task, answer, environment)
+
+    class Blocking(Recording):
+        evaluation_blocks = True
+
+    class Quick(Recording):
+        evaluation_blocks = False
+
+    assert arith.evaluation_blocks is False and get_benchmark("scicode", None).evaluation_blocks is True
+    for i, bench in enumerate((Blocking(), Quick())):
+        s = spec(tmp_path, "sas", i, f"e{i}")
+        result = await execute_run(s, config(), bench)
+        assert result.success and s.paths.result.is_file()
+        traj = load_run(s.paths.task_dir, 0)
+        assert traj.steps  # the files written after the evaluation are all there either way
+    assert threads == [("Blocking", False), ("Quick", True)]

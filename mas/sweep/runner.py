@@ -13,9 +13,10 @@ import asyncio
 import functools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -67,6 +68,7 @@ from mas.topologies.personas import generate_personas
 from mas.tracing import JsonlWriter, ListCollector, TraceProcessor, Tracer, use_tracer
 
 log = get_logger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -292,11 +294,19 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     grading = await grade(bench, spec.task, rt, final_answer(state), error)
     if grading.error is not None:  # the answer could not be graded: no task result (see mas.sweep.grading)
         state, error, own_failure = {}, grading.error, False
-    # Evaluation may run code in a sandbox for seconds: keep it off the event loop.
-    return await asyncio.to_thread(finish_run, spec, cfg, bench, state=state, error=error, grading=grading,
-                                   infrastructure=error is not None and not own_failure, wall_s=wall_s,
-                                   rt=rt, plan=plan, meta=meta, tracing=tracing, totals=tracer.totals,
-                                   events=collected.events, checkpoints=saver)
+    return await evaluating(bench, finish_run, spec, cfg, bench, state=state, error=error, grading=grading,
+                            infrastructure=error is not None and not own_failure, wall_s=wall_s, rt=rt, plan=plan,
+                            meta=meta, tracing=tracing, totals=tracer.totals, events=collected.events,
+                            checkpoints=saver)
+
+
+async def evaluating(bench: Benchmark, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, work that evaluates a run on ``bench``: in a worker thread when the benchmark's
+    evaluation may take long (it may run code in a sandbox for seconds), else here, on the event loop (see
+    :attr:`benchmark.base.Benchmark.evaluation_blocks`)."""
+    if bench.evaluation_blocks:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
 
 
 async def honest_steps(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark) -> int:
@@ -435,8 +445,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     grading = await grade(bench, task, rt, answer, error)
     if grading.error is not None:
         answer, error, own_failure = None, grading.error, False
-    ev = await asyncio.to_thread(evaluate_run, bench, task, rt, state, answer, error,
-                                 infrastructure=not own_failure, grading=grading)
+    ev = await evaluating(bench, evaluate_run, bench, task, rt, state, answer, error, infrastructure=not own_failure,
+                          grading=grading)
     write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=is_completed(answer, error), score=ev.score,
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
