@@ -61,8 +61,9 @@ class Benchmark(ABC):
     evaluation_blocks: ClassVar[bool] = True
     """True (the default): :meth:`evaluate` may take long (it runs code, reads databases, calls a service), so
     the runner calls it, and writes the run's files after it, in a worker thread, off the sweep's event loop.
-    An adapter whose evaluation is a quick comparison of strings sets False and is evaluated on the loop:
-    the hop to a thread and back cost ~5 ms of CPU a run on 2 shared cores, more than such an evaluation."""
+    An adapter whose evaluation is a quick comparison of strings sets False: it is evaluated, and the run's files
+    (a failed run's checkpoints too) are written, on the loop, a few ms of blocking per finished run, where the
+    hop to a thread and back cost ~5 ms of CPU a run on 2 shared cores, more than such an evaluation."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

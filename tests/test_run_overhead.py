@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import aiosqlite
@@ -70,9 +71,7 @@ async def test_runs_of_one_shape_share_one_compiled_graph_and_another_shape_gets
 
 
 async def test_a_benchmark_whose_evaluation_may_block_is_evaluated_off_the_event_loop_and_a_quick_one_on_it(
-        tmp_path, monkeypatch):
-    import threading
-
+        tmp_path):
     arith = type(get_benchmark("arith", None))
     threads: list[tuple[str, bool]] = []
 
