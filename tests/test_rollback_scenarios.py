@@ -180,3 +180,50 @@ def test_oracle_without_known_decisive_steps_is_refused(tmp_path, capsys):
     code = main(["rollback-experiment", "--experiment-root", str(tmp_path / "n"), "--strategies", "oracle",
                  "--out", str(tmp_path / "o")])
     assert code == 2 and "drop oracle" in capsys.readouterr().err
+
+
+def test_rollback_experiment_run_again_with_the_same_out_reuses_the_rollbacks_it_finished(tmp_path, monkeypatch):
+    import attribution.rollback.experiment as experiment
+    from attribution.rollback.progress import PROGRESS_FILE
+
+    root = sweep(tmp_path, "e", "--inject-errors", "1.0", "--inject-position", "mid", *LONG, tasks=4)
+    out = tmp_path / "out"
+    argv = ["rollback-experiment", "--experiment-root", str(root), "--strategies", "oracle,restart", "--out", str(out)]
+    assert main(argv) == 0
+    first = json.loads((out / "rollback_results.json").read_text())
+    assert first["restart"]["n"] == first["oracle"]["n"] == 4
+    calls: list[str] = []
+    real = experiment.rollback_one
+
+    async def counting(traj, **kw):
+        calls.append(kw["strategy"])
+        return await real(traj, **kw)
+
+    monkeypatch.setattr(experiment, "rollback_one", counting)
+    assert main(argv) == 0  # everything finished: nothing is redone, the same figures come out
+    assert calls == []
+    assert json.loads((out / "rollback_results.json").read_text()) == first
+    # an invocation killed after three rollbacks, the fourth line cut short: the other five are redone
+    progress = out / PROGRESS_FILE
+    lines = progress.read_text().splitlines()
+    progress.write_text("\n".join(lines[:4]) + "\n" + lines[4][:40])
+    assert main(argv) == 0
+    assert len(calls) == 5
+    again = json.loads((out / "rollback_results.json").read_text())
+    assert [r["run"] for r in again["restart"]["runs"]] == [r["run"] for r in first["restart"]["runs"]]
+    # a rollback whose record file is gone is redone too, not reported from the progress file alone
+    calls.clear()
+    gone = Path(again["restart"]["runs"][0]["run"] + f".rollback_{again['restart']['runs'][0]['rollback_index']}.json")
+    gone.unlink()
+    assert main(argv) == 0 and calls == ["restart"]
+
+
+def test_rollback_experiment_refuses_an_out_holding_another_experiments_rollbacks(tmp_path, capsys):
+    a = sweep(tmp_path, "a", "--inject-errors", "1.0", tasks=2)
+    b = sweep(tmp_path, "b", "--inject-errors", "1.0", tasks=2)
+    out = tmp_path / "out"
+    assert main(["rollback-experiment", "--experiment-root", str(a), "--strategies", "restart", "--out", str(out)]) == 0
+    before = (out / "rollbacks.jsonl").read_text()
+    code = main(["rollback-experiment", "--experiment-root", str(b), "--strategies", "restart", "--out", str(out)])
+    assert code == 2 and "another experiment" in capsys.readouterr().err
+    assert (out / "rollbacks.jsonl").read_text() == before

@@ -177,7 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "step only; default conformal,top1,restart)")
     _add_scoring(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="directory for rollback_results.json and rollbacks.jsonl (the "
+                   "rollbacks finished so far: the same command run again reuses them)")
     p.set_defaults(func=cmd_rollback_experiment)
 
     p = sub.add_parser("label-failures", help="find each failed run's decisive step by replay from its checkpoints",

@@ -12,7 +12,8 @@ import numpy as np
 
 from attribution.conformal import Calibration
 from attribution.sources.loaders import load_runs_dir
-from attribution.rollback.restart import UNSCORED, Choice, check_configs, rollback_one, set_choice
+from attribution.rollback.progress import RollbackProgress
+from attribution.rollback.restart import UNSCORED, Choice, check_configs, rollback_one, run_of, set_choice
 from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
@@ -217,7 +218,9 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     """Roll back every failed run under ``experiment_root`` with each strategy; write ``rollback_results.json``.
 
     ``setup`` (from :func:`resolve_scoring`) says how to score the runs; it
-    may be None when only ``restart`` is asked for.
+    may be None when only ``restart`` is asked for. Rollbacks an earlier,
+    interrupted invocation with the same ``out`` finished are reused, not
+    redone (:mod:`attribution.rollback.progress`).
     """
     if concurrency < 1:
         raise UserError(f"--concurrency must be at least 1 (got {concurrency})")
@@ -240,16 +243,27 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     scores = await score_runs(failed, setup) if needs_scores and setup else [None] * len(failed)
     choices = early or [None] * len(failed)
     gate = asyncio.Semaphore(concurrency)
+    progress = RollbackProgress(out, experiment_root)
+    # What chose each strategy's restart steps: a rollback made on the same basis is reused (see progress.py).
+    scoring = setup.info().model_dump(mode="json") if setup else None
+    fingerprint = None if calibration is None else calibration.fingerprint
+    bases = {s: {} if s in UNSCORED else {"scoring": scoring, "calibration": fingerprint if s == "conformal" else None}
+             for s in strategies}
 
     async def one(i: int, strategy: str) -> RollbackRecord:
         t, sc = failed[i], scores[i]
+        if (done := progress.get(strategy, bases[strategy], str(run_of(t).prefix))) is not None:
+            return done
         async with gate:
             if strategy == "conformal" and choices[i] is not None:
                 choice, nfe = choices[i]
-                return await rollback_one(t, strategy=strategy, scores=None, calibration=calibration,
-                                          scoring_nfe=nfe, choice=choice, keep_going=True)
-            return await rollback_one(t, strategy=strategy, scores=sc, calibration=calibration,
-                                      scoring_nfe=(sc.nfe or 0) if sc else 0, keep_going=True)
+                rec = await rollback_one(t, strategy=strategy, scores=None, calibration=calibration,
+                                         scoring_nfe=nfe, choice=choice, keep_going=True)
+            else:
+                rec = await rollback_one(t, strategy=strategy, scores=sc, calibration=calibration,
+                                         scoring_nfe=(sc.nfe or 0) if sc else 0, keep_going=True)
+        progress.add(strategy, bases[strategy], rec)
+        return rec
 
     results: dict[str, Any] = {}
     for strategy in strategies:
