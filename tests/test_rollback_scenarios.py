@@ -227,3 +227,12 @@ def test_rollback_experiment_refuses_an_out_holding_another_experiments_rollback
     code = main(["rollback-experiment", "--experiment-root", str(b), "--strategies", "restart", "--out", str(out)])
     assert code == 2 and "another experiment" in capsys.readouterr().err
     assert (out / "rollbacks.jsonl").read_text() == before
+
+
+def test_rollback_experiment_with_a_file_as_out_exits_2(tmp_path, capsys):
+    root = sweep(tmp_path, "e", "--inject-errors", "1.0", tasks=2)
+    out = tmp_path / "out.json"
+    out.write_text("{}")
+    code = main(["rollback-experiment", "--experiment-root", str(root), "--strategies", "restart", "--out", str(out)])
+    assert code == 2 and "expected a directory" in capsys.readouterr().err
+    assert not list(root.rglob("*.rollback_*"))  # nothing rolled back

@@ -153,3 +153,20 @@ def test_the_exporter_process_gets_its_url_outside_argv():
     finally:
         car.close(timeout_s=20)
     assert b"pw-in-argv" not in cmdline and b"mas.otel.sidecar" in cmdline
+
+
+def test_the_rollback_progress_file_holds_no_secret(monkeypatch, tmp_path):
+    from attribution.rollback.progress import PROGRESS_FILE, RollbackProgress
+    from descriptor.records import RollbackRecord
+
+    key = f"opaque~{uuid.uuid4().hex}"
+    monkeypatch.setenv("ROUTE_SESAME_3", key)
+    register_secret_env(["ROUTE_SESAME_3"])
+    rec = RollbackRecord(run=str(tmp_path / "t" / "run_0"), rollback_index=0, strategy="restart", set=[0],
+                         restart_step=0, n_steps=1, steps_redone=1, cost=1.0, tokens=5, success=False,
+                         answer=f"the key is {key}", decisive_step=None, covered=None, wall_time_s=0.1,
+                         error=None)
+    progress = RollbackProgress(tmp_path / "out", tmp_path)
+    progress.add("restart", {}, rec)
+    text = (tmp_path / "out" / PROGRESS_FILE).read_text()
+    assert key not in text and REDACTED in text

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from descriptor.errors import UserError
+from descriptor.io import json_bytes
 from descriptor.layout import RunPaths
 from descriptor.records import RollbackRecord
 from descriptor.run_files import RunFileError, read_record
@@ -35,11 +36,14 @@ class RollbackProgress:
         self.path = Path(out) / PROGRESS_FILE
         self.key = {"experiment_root": str(Path(experiment_root).resolve())}
         self.done: dict[tuple[str, str, str], RollbackRecord] = {}
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise UserError(f"--out {out}: expected a directory (for rollback_results.json and {PROGRESS_FILE}), "
+                            "found a file")
         if self.path.is_file():
             self._read()
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps({"key": self.key}) + "\n", encoding="utf-8")
+            self.path.write_bytes(json_bytes({"key": self.key}, indent=None))
 
     def _read(self) -> None:
         text = self.path.read_text(encoding="utf-8")
@@ -74,8 +78,9 @@ class RollbackProgress:
         """Append ``rec`` when it ran to its end (an error is tried again by the next invocation)."""
         if rec.status != "finished":
             return
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"strategy": strategy, "basis": basis, "record": rec.model_dump(mode="json")}) + "\n")
+        with self.path.open("ab") as fh:  # redacted like the rollback's own record file
+            fh.write(json_bytes({"strategy": strategy, "basis": basis, "record": rec.model_dump(mode="json")},
+                                indent=None))
         self.done[(strategy, rec.run, _basis_key(basis))] = rec
 
 
