@@ -324,6 +324,7 @@ def whole_processes(systems: list[str], sizes: tuple[int, int], repeats: int, tm
     arith_samples(max(sizes), tmp / "samples.jsonl")
     for system in systems:
         walls: dict[tuple[str, int], list[float]] = {}
+        probes = [file_cost_ms(tmp)]
         for r in range(repeats):
             order = [(side, n) for n in sizes for side in ("p", "l")]
             for side, n in (order if r % 2 == 0 else order[::-1]):
@@ -338,12 +339,17 @@ def whole_processes(systems: list[str], sizes: tuple[int, int], repeats: int, tm
         for side in ("p", "l"):
             lo, hi = statistics.median(walls[(side, a)]), statistics.median(walls[(side, b)])
             slopes[side] = ((hi - lo) * 1000 / (b - a), lo - (hi - lo) / (b - a) * a)
-        ratio = slopes["p"][0] / slopes["l"][0]
-        verdict = "ok" if ratio <= GOAL_RATIO else f"ABOVE goal {GOAL_RATIO}x"
+        ratio = slopes["p"][0] / slopes["l"][0] if slopes["l"][0] > 0 else float("nan")
+        verdict = ("no verdict: a slope is not positive, the noise is larger than the runs (use larger --sizes)"
+                   if slopes["p"][0] <= 0 or slopes["l"][0] <= 0 else
+                   "ok" if ratio <= GOAL_RATIO else f"ABOVE goal {GOAL_RATIO}x")
         print(f"whole processes, {system} (sweeps of {a} and {b} runs, median of {repeats} interleaved): project "
               f"slope {slopes['p'][0]:.1f} ms/run, start-up {slopes['p'][1]:.2f} s; plain LangGraph slope "
               f"{slopes['l'][0]:.1f} ms/run, start-up {slopes['l'][1]:.2f} s; ratio of slopes {ratio:.2f}x "
               f"[{verdict}]; {load()}")
+        probes.append(file_cost_ms(tmp))
+        print(f"  the disk: creating a file here cost {' then '.join(f'{x:.2f}' for x in probes)} ms of CPU (before "
+              f"and after these sweeps; {tmp.parent})")
 
 
 INSPECT_TASK = '''from inspect_ai import Task, task
