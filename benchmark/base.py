@@ -59,9 +59,10 @@ class Benchmark(ABC):
     option_names: ClassVar[tuple[str, ...]] = ()
     """Options the adapter accepts from ``[benchmarks.<name>]`` in the config."""
     evaluation_blocks: ClassVar[bool] = True
-    """True (the default): :meth:`evaluate` may take long (it runs code, reads databases, calls a service), so
-    the runner calls it, and writes the run's files after it, in a worker thread, off the sweep's event loop.
-    An adapter whose evaluation is a quick comparison of strings sets False: it is evaluated, and the run's files
+    """True (the default): :meth:`evaluate` may take long (it runs code, reads databases, calls a service; with an
+    environment, the run's actions are replayed into a fresh one first), so the runner calls it, and writes the
+    run's files after it, in a worker thread, off the sweep's event loop. An adapter without an environment whose
+    evaluation is a quick comparison of strings sets False: it is evaluated, and the run's files
     (a failed run's checkpoints too) are written, on the loop, a few ms of blocking per finished run, where the
     hop to a thread and back cost ~5 ms of CPU a run on 2 shared cores, more than such an evaluation."""
 

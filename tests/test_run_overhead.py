@@ -94,3 +94,21 @@ async def test_a_benchmark_whose_evaluation_may_block_is_evaluated_off_the_event
         traj = load_run(s.paths.task_dir, 0)
         assert traj.steps  # the files written after the evaluation are all there either way
     assert threads == [("Blocking", False), ("Quick", True)]
+
+    # A run with an environment has its actions replayed for the evaluation: off the loop even when the adapter
+    # says its own evaluation does not block.
+    workbench = type(get_benchmark("workbench", None))
+
+    class QuickWithEnvironment(workbench):  # type: ignore[misc, valid-type]
+        evaluation_blocks = False
+
+        def evaluate(self, task, answer, environment=None):
+            threads.append((type(self).__name__, threading.current_thread() is threading.main_thread()))
+            return super().evaluate(task, answer, environment)
+
+    bench = QuickWithEnvironment()
+    task = bench.load_tasks(1)[0]
+    s = RunSpec(experiment_id="wb", output_root=Path(tmp_path), benchmark="workbench", system="sas", task=task,
+                run_index=0, seed=0)
+    assert (await execute_run(s, config(), bench)).success
+    assert threads[-1] == ("QuickWithEnvironment", False)

@@ -57,7 +57,6 @@ class BrowseCompBenchmark(Benchmark):
     success_definition: ClassVar[str] = ("judge says 'correct: yes' (upstream's template) when a judge route is "
                                          "configured, else normalised exact match of the Exact Answer")
     option_names: ClassVar[tuple[str, ...]] = ("data_path", "corpus_path", *DEFAULTS)
-    evaluation_blocks: ClassVar[bool] = False  # a comparison of strings: evaluated on the loop
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -294,17 +294,18 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     grading = await grade(bench, spec.task, rt, final_answer(state), error)
     if grading.error is not None:  # the answer could not be graded: no task result (see mas.sweep.grading)
         state, error, own_failure = {}, grading.error, False
-    return await evaluating(bench, finish_run, spec, cfg, bench, state=state, error=error, grading=grading,
+    return await evaluating(bench, rt, finish_run, spec, cfg, bench, state=state, error=error, grading=grading,
                             infrastructure=error is not None and not own_failure, wall_s=wall_s, rt=rt, plan=plan,
                             meta=meta, tracing=tracing, totals=tracer.totals, events=collected.events,
                             checkpoints=saver)
 
 
-async def evaluating(bench: Benchmark, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, work that evaluates a run on ``bench``: in a worker thread when the benchmark's
-    evaluation may take long (it may run code in a sandbox for seconds), else here, on the event loop (see
+async def evaluating(bench: Benchmark, rt: RunContext, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, work that evaluates run ``rt`` on ``bench``: in a worker thread when the
+    benchmark's evaluation may take long (it may run code in a sandbox for seconds) or the run has an environment
+    (its actions are replayed for the evaluation), else here, on the event loop (see
     :attr:`benchmark.base.Benchmark.evaluation_blocks`)."""
-    if bench.evaluation_blocks:
+    if bench.evaluation_blocks or rt.new_environment is not None:
         return await asyncio.to_thread(fn, *args, **kwargs)
     return fn(*args, **kwargs)
 
@@ -445,8 +446,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     grading = await grade(bench, task, rt, answer, error)
     if grading.error is not None:
         answer, error, own_failure = None, grading.error, False
-    ev = await evaluating(bench, evaluate_run, bench, task, rt, state, answer, error, infrastructure=not own_failure,
-                          grading=grading)
+    ev = await evaluating(bench, rt, evaluate_run, bench, task, rt, state, answer, error,
+                          infrastructure=not own_failure, grading=grading)
     write_json_atomic(out.eval, EvalRecord(success=ev.success, completion=is_completed(answer, error), score=ev.score,
                                            details=ev.details))
     keep_or_drop(out.checkpoints, keep=not ev.success)  # a failed rollback may be rolled back again
