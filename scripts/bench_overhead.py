@@ -9,8 +9,8 @@
    (the project's graph alone, then its sweep untraced, between the two). Then the files a run leaves and
    what creating one cost on the runs' disk, measured before and after the rounds: on the shared VM this
    was written on, that moved between 0.07 and 1.8 ms of kernel CPU from one minute to the next, and a run
-   leaves ~10 files, so the ratio moves with the disk (``TMPDIR`` picks it). The plain program has the same shape: the same model
-   calls and tool calls per run (4.3 and 3.3 a ``sas`` run, 15.9 and 9.9 a ``debate`` run, counted from the
+   leaves ~10 files, so the ratio moves with the disk (``TMPDIR`` picks it). The plain program has the same
+   shape: the same model calls and tool calls per run (4.3 and 3.3 a ``sas`` run, 15.9 and 9.9 a ``debate`` run, counted from the
    traces and the fake model), the same agents, rounds and stopping rule.
 2. **Against plain LangGraph, whole processes**: ``python main.py run`` (start-up, sweep, summaries, report) and
    the plain program in its own process, at two sweep sizes, interleaved; the slope (ms per extra run) and the
