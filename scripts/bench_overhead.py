@@ -191,15 +191,22 @@ def arith_samples(n: int, path: Path) -> list[str]:
     return [t.question for t in tasks]
 
 
-def project_sweep(system: str, n: int, root: Path, exp: str, *, tracing: bool = True) -> float:
-    """The project's scripted sweep of ``n`` arith runs in this process (as ``run`` makes it); wall seconds."""
+def scripted_request(system: str, n: int, root: Path, exp: str, *, tracing: bool) -> Any:
+    """The ``ExperimentRequest`` of a scripted sweep of ``n`` arith runs of ``system`` under ``root``."""
     from mas.config import ExperimentConfig, ModelRoute
-    from mas.sweep.experiment import ExperimentRequest, run_experiment
+    from mas.sweep.experiment import ExperimentRequest
 
     cfg = ExperimentConfig(output_root=str(root), benchmarks={"arith": {"count": n}},
                            models={"default": ModelRoute(provider="scripted", model="scripted")})
-    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=n, runs_per_task=1,
-                            experiment_id=exp, progress="none", tracing=tracing)
+    return ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=n, runs_per_task=1,
+                             experiment_id=exp, progress="none", tracing=tracing)
+
+
+def project_sweep(system: str, n: int, root: Path, exp: str, *, tracing: bool = True) -> float:
+    """The project's scripted sweep of ``n`` arith runs in this process (as ``run`` makes it); wall seconds."""
+    from mas.sweep.experiment import run_experiment
+
+    req = scripted_request(system, n, root, exp, tracing=tracing)
     t0 = time.perf_counter()
     asyncio.run(run_experiment(req))
     return time.perf_counter() - t0
@@ -208,16 +215,13 @@ def project_sweep(system: str, n: int, root: Path, exp: str, *, tracing: bool = 
 def graph_sweep(system: str, n: int, root: Path, concurrency: int = 4) -> None:
     """The project's graph alone for the same ``n`` runs: each run's graph with its models and an in-memory
     checkpointer, untraced, ``concurrency`` at a time; no run files, records, evaluation or manifest."""
-    from mas.config import ExperimentConfig, ModelRoute
     from mas.sweep.checkpoints import memory_saver
-    from mas.sweep.experiment import ExperimentRequest, plan_runs, validate_request
+    from mas.sweep.experiment import plan_runs, validate_request
     from mas.sweep.runner import RECURSION_LIMIT, run_context, run_graph
     from mas.tracing import Tracer
 
-    cfg = ExperimentConfig(output_root=str(root), benchmarks={"arith": {"count": n}},
-                           models={"default": ModelRoute(provider="scripted", model="scripted")})
-    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=[system], task_limit=n, runs_per_task=1,
-                            experiment_id="graph_only", progress="none", tracing=False)
+    req = scripted_request(system, n, root, "graph_only", tracing=False)
+    cfg = req.cfg
     benches = validate_request(req)
     bench = benches["arith"]
 

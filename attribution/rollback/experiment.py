@@ -236,6 +236,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     if "oracle" in strategies and all(t.mistake_step is None for t in failed):
         raise UserError(f"strategy oracle: none of the {len(failed)} failed runs under {experiment_root} has a known "
                         "decisive step (only scripted runs with an injected error do); drop oracle from --strategies")
+    progress = RollbackProgress(out, experiment_root)  # refuses a bad --out before any scoring call
     # top1 needs every step's score; conformal alone may stop scoring early.
     early = (await early_stopped_choices(failed, setup, calibration)
              if "conformal" in strategies and "top1" not in strategies else None)
@@ -243,7 +244,6 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     scores = await score_runs(failed, setup) if needs_scores and setup else [None] * len(failed)
     choices = early or [None] * len(failed)
     gate = asyncio.Semaphore(concurrency)
-    progress = RollbackProgress(out, experiment_root)
     # What chose each strategy's restart steps: a rollback made on the same basis is reused (see progress.py).
     scoring = setup.info().model_dump(mode="json") if setup else None
     fingerprint = None if calibration is None else calibration.fingerprint
