@@ -100,3 +100,27 @@ def test_a_langchain_route_sweeps_traced_redacted_and_summarised(fake_langchain_
     for path in (tmp_path / "lc").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_native_tools_invoke_the_model_with_its_binding_kwargs_unless_the_binding_carries_a_config() -> None:
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    model = ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1")
+    bound = BoundModel(name="default", route=ModelRoute(), model=model, model_label="m")
+    runnable, kwargs = bound.with_tools([add])
+    assert runnable is model and [t["function"]["name"] for t in kwargs["tools"]] == ["add"]
+    assert bound.with_tools([add])[1] is kwargs  # bound once per list of tools
+
+    class Tagging(ChatOpenAI):  # a model whose binding carries a config: invoked as the binding, never unwrapped
+        def bind_tools(self, tools, **kw):  # type: ignore[no-untyped-def, override]
+            return super().bind_tools(tools, **kw).with_config(tags=["mine"])
+
+    tagging = Tagging(model="m", api_key="k", base_url="http://127.0.0.1:9/v1")
+    runnable, kwargs = BoundModel(name="default", route=ModelRoute(), model=tagging, model_label="m").with_tools([add])
+    assert runnable is not tagging and runnable.config["tags"] == ["mine"] and kwargs == {}

@@ -274,14 +274,17 @@ async def call_llm(
     :class:`LLMCallError` at once; :func:`prompt_too_long` recognises it.
     """
     runnable: Any = bound.model
+    tool_kwargs: dict[str, Any] = {}
     tool_names = {(t.name if hasattr(t, "name") else str(t)) for t in tools or []}
     if tools and bound.native_tools:
         # Small local models never return native tool_calls; they get the text protocol only.
-        runnable = bound.with_tools(tools)
+        runnable, tool_kwargs = bound.with_tools(tools)
     response_format = _response_format(bound, contract, json_schema) if json_schema is not None and not tools else None
     # Invoke kwargs reach the model as a binding's would (a binding merges its kwargs with these), without a
     # new binding per call: building one was ~0.1 ms of a call's harness.
-    kwargs: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
+    kwargs: dict[str, Any] = dict(tool_kwargs)
+    if response_format is not None:
+        kwargs["response_format"] = response_format
     if temperature is not None:
         kwargs["temperature"] = temperature
     if max_tokens is not None:
