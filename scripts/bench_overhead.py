@@ -10,8 +10,10 @@
    what creating one cost on the runs' disk, measured before and after the rounds: on the shared VM this
    was written on, that moved between 0.07 and 1.8 ms of kernel CPU from one minute to the next, and a run
    leaves ~10 files, so the ratio moves with the disk (``TMPDIR`` picks it). The plain program has the same
-   shape: the same model calls and tool calls per run (4.3 and 3.3 a ``sas`` run, 15.9 and 9.9 a ``debate`` run, counted from the
-   traces and the fake model), the same agents, rounds and stopping rule.
+   shape: the same model calls per run (printed: each side's calls are counted, ~5 a ``sas`` run and ~18 a
+   ``debate`` run), the same tool calls, agents, rounds and stopping rule. Each round's own ratio is printed
+   too: on a shared VM the same work's CPU time moved by a third between rounds, so their spread is the
+   figure's sampling error.
 2. **Against plain LangGraph, whole processes**: ``python main.py run`` (start-up, sweep, summaries, report) and
    the plain program in its own process, at two sweep sizes, interleaved; the slope (ms per extra run) and the
    ratio of slopes (goal <= 1.5x), plus each start-up (the intercept).
@@ -60,6 +62,8 @@ GOAL_RATIO, GOAL_DISK = 1.5, 5.0
 # --- the plain LangGraph program: no project import below this line until main() ---
 
 _STEP = re.compile(r"gains (\d+) more|loses (\d+)|multiplied by (\d+)")
+PLAIN_CALLS = [0]
+"""Calls the plain program's fake model answered (to show both sides made the same calls)."""
 
 
 class ArithChat(BaseChatModel):
@@ -71,6 +75,7 @@ class ArithChat(BaseChatModel):
         return "arith-fake"
 
     def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        PLAIN_CALLS[0] += 1
         question = next(m.content for m in messages if isinstance(m, HumanMessage))
         value = int(re.search(r"starts with (\d+)", question).group(1))  # type: ignore[union-attr]
         ops = [("+", int(a)) if a else ("-", int(s)) if s else ("*", int(m)) for a, s, m in _STEP.findall(question)]
@@ -264,16 +269,18 @@ def files_per_run(root: Path, n: int) -> float:
 
 def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
     from mas.cli import freeze_startup_heap
+    from mas.llm.meter import METER
 
     questions = arith_samples(n, tmp / "samples.jsonl")
+    warm = min(n, 20)  # two runs left the first measured round ~1.5x slower than the next (lazy caches)
     for system in systems:  # warm-up: imports, lazy caches, the compiled graphs
-        project_sweep(system, 2, tmp, f"warm_{system}")
-        graph_sweep(system, 2, tmp)
-        asyncio.run(plain_sweep(system, questions[:2]))
+        project_sweep(system, warm, tmp, f"warm_{system}")
+        graph_sweep(system, warm, tmp)
+        asyncio.run(plain_sweep(system, questions[:warm]))
     freeze_startup_heap()  # as `main.py run` does
     for system in systems:
         proj, plain, cpu = [], [], {"p": [], "u": [], "g": [], "l": []}
-        probes, nfiles = [file_cost_ms(tmp)], 0.0
+        probes, nfiles, calls = [file_cost_ms(tmp)], 0.0, {}
         for r in range(repeats):
             for side in ("p", "u", "g", "l")[r % 4:] + ("p", "u", "g", "l")[:r % 4]:  # each side first in turn
                 c0 = time.process_time()  # CPU of every thread: less at the mercy of other processes than wall time
@@ -281,14 +288,17 @@ def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
                     project_sweep(system, n, tmp, f"{system}_u{r}", tracing=False)
                     shutil.rmtree(tmp / f"{system}_u{r}", ignore_errors=True)
                 elif side == "g":  # the project's graph alone
+                    before = METER.reading().calls_done
                     graph_sweep(system, n, tmp)
+                    calls["project"] = (METER.reading().calls_done - before) / n
                 elif side == "p":
                     proj.append(project_sweep(system, n, tmp, f"{system}_{r}") * 1000 / n)
                     nfiles = files_per_run(tmp / f"{system}_{r}", n)
                     shutil.rmtree(tmp / f"{system}_{r}", ignore_errors=True)
                 else:
-                    t0 = time.perf_counter()
+                    t0, before = time.perf_counter(), PLAIN_CALLS[0]
                     ok = asyncio.run(plain_sweep(system, questions))
+                    calls["plain"] = (PLAIN_CALLS[0] - before) / n
                     plain.append((time.perf_counter() - t0) * 1000 / n)
                     assert ok == n, f"plain {system}: {ok}/{n} runs answered"
                 cpu[side].append((time.process_time() - c0) * 1000 / n)
@@ -301,11 +311,17 @@ def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
               f"[{', '.join(f'{x:.1f}' for x in plain)}], ratio {p / q:.2f}x [{verdict}]; CPU {cp:.1f} vs "
               f"{cq:.1f} ms/run, {cp / cq:.2f}x [{'ok' if cp / cq <= GOAL_RATIO else f'ABOVE goal {GOAL_RATIO}x'}]"
               f"; {load()}")
+        # Each round's own ratio (its sides ran back to back): their spread is the figure's sampling error.
+        paired = sorted(a / b for a, b in zip(cpu["p"], cpu["l"], strict=True))
+        print(f"  CPU ratio of each round: {', '.join(f'{x:.2f}' for x in paired)} (median {statistics.median(paired):.2f}x,"
+              f" {sum(x <= GOAL_RATIO for x in paired)} of {len(paired)} rounds <= {GOAL_RATIO}x)")
         print(f"  CPU breakdown, {system} (medians, ms/run): plain LangGraph {cq:.1f}; + the project's graph and "
               f"model-call layer (in-memory checkpoints, untraced, no files) {cg - cq:+.1f} (graph alone "
               f"{cg / cq:.2f}x plain); + the run's files and records untraced (metadata, answer, evaluation, "
               f"result, empty trace and trajectory, manifest, index) {cu - cg:+.1f}; + tracing and the files made "
               f"from the trace (trace, trajectory, page data, digest) {cp - cu:+.1f}; = {cp:.1f}")
+        print(f"  model calls per run: project {calls['project']:.2f}, plain {calls['plain']:.2f} (the same calls on "
+              f"both sides)")
         print(f"  the disk: a traced run leaves {nfiles:.1f} files; creating one here cost "
               f"{' then '.join(f'{x:.2f}' for x in probes)} ms of CPU (before and after these rounds; "
               f"{tmp.parent})")
