@@ -313,8 +313,9 @@ def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
               f"; {load()}")
         # Each round's own ratio (its sides ran back to back): their spread is the figure's sampling error.
         paired = sorted(a / b for a, b in zip(cpu["p"], cpu["l"], strict=True))
-        print(f"  CPU ratio of each round: {', '.join(f'{x:.2f}' for x in paired)} (median {statistics.median(paired):.2f}x,"
-              f" {sum(x <= GOAL_RATIO for x in paired)} of {len(paired)} rounds <= {GOAL_RATIO}x)")
+        print(f"  CPU ratio of each round: {', '.join(f'{x:.2f}' for x in paired)} (median "
+              f"{statistics.median(paired):.2f}x, {sum(x <= GOAL_RATIO for x in paired)} of {len(paired)} rounds <= "
+              f"{GOAL_RATIO}x)")
         print(f"  CPU breakdown, {system} (medians, ms/run): plain LangGraph {cq:.1f}; + the project's graph and "
               f"model-call layer (in-memory checkpoints, untraced, no files) {cg - cq:+.1f} (graph alone "
               f"{cg / cq:.2f}x plain); + the run's files and records untraced (metadata, answer, evaluation, "

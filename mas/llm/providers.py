@@ -64,8 +64,8 @@ class BoundModel:
     """False: this model does not play the LLM judge; the runtime's judge decides lexically without calling it
     (a test double's mock mode, see :mod:`mas.topologies.judge`)."""
     extra: dict[str, Any] = field(default_factory=dict)
-    tool_bindings: dict[tuple[int, ...], tuple[tuple[Any, dict[str, Any]], list[Any]]] = field(default_factory=dict, init=False, repr=False,
-                                                                     compare=False)
+    tool_bindings: dict[tuple[int, ...], tuple[tuple[Any, dict[str, Any]], list[Any]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
     """:meth:`with_tools`' bindings by the tools' ids (each kept with its tools, so no id is reused)."""
 
     @property
