@@ -46,9 +46,10 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, s
     Bytes are written as given (pictures); text and JSON go through
     :func:`write_text_atomic` and :func:`write_json_atomic`, which redact.
 
-    ``staged``: a new run file written before its run's commit record (``result.json``). No reader trusts
+    ``staged``: a run file written before its run's commit record (``result.json``). No reader trusts
     it before that record exists, and an unfinished run's files are removed before it is redone, so it is
-    written in place: a temp file and a rename were half of the ~0.25 ms each of a run's files cost.
+    written in place (an existing one truncated first): a temp file and a rename were half of the ~0.25 ms
+    each of a run's files cost.
     """
     p = Path(path)
     if staged:
