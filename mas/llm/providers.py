@@ -66,7 +66,7 @@ class BoundModel:
     extra: dict[str, Any] = field(default_factory=dict)
     tool_bindings: dict[tuple[int, ...], tuple[tuple[Any, dict[str, Any]], list[Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    """:meth:`with_tools`' bindings by the tools' ids (each kept with its tools, so no id is reused)."""
+    """What :meth:`with_tools` returns, by the tools' ids (each kept with its tools, so no id is reused)."""
 
     @property
     def provider(self) -> str:
