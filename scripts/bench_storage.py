@@ -190,6 +190,13 @@ def main() -> int:
                   f"{os.getloadavg()[0]:.1f}")
         (n1, (c1, _, _)), (n2, (c2, _, _)) = sorted(rows.items())
         slope = (c2 - c1) / (n2 - n1)
+        # The sampling error of the slope: each repeat's own slope (its two sizes ran back to back). This VM's
+        # speed drifts by a third within minutes, which moves a slope of ~1 ms a run by as much as its value.
+        for label, table in (("wall", times), ("CPU", cpu)):
+            each = sorted((b - a) / (n2 - n1) * 1000 for a, b in zip(table[n1, "all"], table[n2, "all"], strict=True))
+            print(f"  each repeat's own slope ({label}, with plots and the report): "
+                  f"{', '.join(f'{s:.2f}' for s in each)} ms per run ({sum(s <= 1.0 for s in each)} of {len(each)} "
+                  f"<= 1.0)")
         per_task_slope(out, roots[n1], args)
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
