@@ -13,7 +13,9 @@ PosixPath('exp/arith/sas/t1/run_0.result.json')
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,17 +205,21 @@ def is_rollback_record(name: str) -> bool:
     return bool(m and m.group(2) is not None and m.group(3) == ROLLBACK_RECORD and m.group(4) is None)
 
 
+def _run_file_indices(task_dir: Path) -> Iterator[int]:
+    """The run index of each run file of ``task_dir`` (rollbacks excluded), in listing order, repeats included."""
+    for name in os.listdir(task_dir):
+        m = _RUN_FILE.match(name)
+        if m and m.group(2) is None and m.group(3) in (".trace.jsonl", ".result.json", ".eval.json"):
+            yield int(m.group(1))
+
+
 def run_indices(task_dir: Path) -> list[int]:
     """Run indices seen in any run file of ``task_dir`` (rollbacks excluded), ascending."""
-    found = set()
-    for p in task_dir.iterdir():
-        m = _RUN_FILE.match(p.name)
-        if m and m.group(2) is None and m.group(3) in (".trace.jsonl", ".result.json", ".eval.json"):
-            found.add(int(m.group(1)))
-    return sorted(found)
+    return sorted(set(_run_file_indices(task_dir)))
 
 
 def find_task_dirs(root: Path) -> list[Path]:
     """``<root>/<benchmark>/<system>/<task_id>`` directories holding at least one run file."""
+    # The first run file decides: matching every name of every directory was a share of a summary's cost per run.
     return [d for d in sorted(Path(root).glob("*/*/*"))
-            if d.is_dir() and not d.name.startswith(".") and run_indices(d)]
+            if d.is_dir() and not d.name.startswith(".") and next(_run_file_indices(d), None) is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from html.parser import HTMLParser
@@ -474,9 +475,14 @@ def test_the_report_takes_each_runs_page_data_and_parses_a_trace_only_when_its_p
     task = root / "arith" / "debate" / "arith_0_0001"
     shutil.copy(task / "run_1.page.json.gz", task / "run_0.page.json.gz")  # another trace's page data
     (task / "run_2.page.json.gz").unlink()
+    # the right header over rows that are no JSON list: the rows are embedded as written, so they are checked
+    other = root / "arith" / "sas" / "arith_0_0001" / "run_0.page.json.gz"
+    head = gzip.decompress(other.read_bytes()).split(b"\n")[0]
+    other.write_bytes(gzip.compress(head + b'\n[{"seq": 0}, {"actor": "a"\n'))
     parsed.clear()
     write_report(root, out=tmp_path / "stale", attribution=attribution)
-    assert sorted(n for n in parsed if ".rollback_" not in n) == ["run_0.trace.jsonl", "run_2.trace.jsonl"]
+    assert sorted(n for n in parsed if ".rollback_" not in n) == ["run_0.trace.jsonl", "run_0.trace.jsonl",
+                                                                  "run_2.trace.jsonl"]
     assert _all_views(tmp_path / "stale") == pages
 
     for p in root.rglob("run_*.page.json.gz"):

@@ -94,6 +94,11 @@ def test_run_view_renders_its_data_with_attribution_and_toggles(experiment, brow
     assert browser.evaluate("document.querySelector('#summary pre').textContent") == view["answer"]
     marks = browser.evaluate("[...document.querySelectorAll('.mark')].map(m => m.textContent)")
     assert any(m.startswith("top-1 of learned") for m in marks) and any("conformal" in m for m in marks)
+    # the view's marks (step position -> marks) are placed by the viewer on those steps' transcript items
+    placed = browser.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#events li.ev.marked')].map(li => [li.id.slice(5),"
+        " [...li.querySelectorAll('.head .mark:not(.redo)')].map(m => m.textContent)]))")
+    assert placed and placed == {pos: [text for _, text in m] for pos, m in view["marks"].items()}
     tools = "[...document.querySelectorAll('li.ev.t-tool_call')].filter(e => e.offsetParent !== null).length"
     assert browser.evaluate(tools) > 0
     assert browser.evaluate("document.querySelector('li.ev.t-tool_call .toolcall .result pre') !== null")

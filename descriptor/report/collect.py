@@ -218,6 +218,7 @@ def load_task(td: TaskDir, root: Path,
     # Paths relative to the root, as in the summaries' issue lists.
     issues = [i.model_copy(update={"path": str(Path(i.path).relative_to(root))}) for i in issues]
     runs = []
+    rolled_back = {n.partition(".")[0] for n in td.names if ".rollback_" in n}  # "run_<r>" of runs with rollbacks
     for r in td.finished:
         paths = RunPaths(td.path, r)
         rec = by_index.get(r)
@@ -228,7 +229,7 @@ def load_task(td: TaskDir, root: Path,
             eval=rec.eval if rec is not None else _lenient(read_eval, paths),
             metadata=_lenient(read_metadata, paths),
             files={k: name for k in LINKED_FILES if (name := paths.name(k)) in td.names},
-            rollbacks=_rollbacks(paths, td.names) if any(n.startswith(f"run_{r}.rollback_") for n in td.names) else [],
+            rollbacks=_rollbacks(paths, td.names) if f"run_{r}" in rolled_back else [],
             page=pages.get(r)))
     return TaskRuns(dir=td, runs=runs, issues=issues)
 

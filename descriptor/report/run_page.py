@@ -16,7 +16,7 @@ from descriptor.report.attribution_inputs import RunAttribution
 from descriptor.report.collect import RollbackData, RunData
 from descriptor.report.render import json_text
 from descriptor.report.page_file import page_data
-from descriptor.report.run_view import cut, step_marks, step_positions, transcript, with_marks
+from descriptor.report.run_view import cut, step_marks, step_positions, transcript
 
 
 def reference(run: RunData) -> str:
@@ -133,7 +133,9 @@ def run_view(run: RunData, attr: RunAttribution | None) -> dict[str, Any]:
         "files": list(run.files.values()), "trace": run.files.get("trace"), "rollback_of": None,
         "attribution": _attribution_panel(steps, attr, marks, notes, run),
         "rollbacks": [_rollback_row(rb) for rb in run.rollbacks],
-        "rows": with_marks(page["rows"], marks), "n_events": page["n_events"], "n_steps": len(steps),
+        "rows": page["rows"], "n_events": page["n_events"], "n_steps": len(steps),
+        # Step position -> its marks, which the viewer places on the rows (kept as the page data file wrote them).
+        "marks": {str(pos): m for pos, m in marks.items()},
     }
 
 

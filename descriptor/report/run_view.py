@@ -256,13 +256,5 @@ def step_marks(steps: Sequence[Sequence[Any]], attribution: RunAttribution | Non
     return marks, notes
 
 
-def with_marks(rows: Sequence[dict[str, Any]], marks: dict[int, list[tuple[str, str]]]) -> list[dict[str, Any]]:
-    """:func:`transcript` rows made without marks, with ``marks`` (step position -> marks) on their steps, as
-    :func:`transcript` would have placed them."""
-    if not marks:
-        return list(rows)
-    return [{**row, "marks": marks[row["step"]]} if row.get("step") in marks else row for row in rows]
-
-
 def step_index_value(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -346,7 +346,11 @@
     document.getElementById("no-trace").hidden = v.n_events > 0;
     var list = clear(document.getElementById("events"));
     var frag = document.createDocumentFragment();
-    v.rows.forEach(function (r) { frag.appendChild(eventItem(r)); });
+    var marks = v.marks || {};  // step position -> marks: the rows come as each run's page data file holds them
+    v.rows.forEach(function (r) {
+      if (r.step !== undefined && marks[r.step]) { r.marks = marks[r.step]; }
+      frag.appendChild(eventItem(r));
+    });
     list.appendChild(frag);
   }
 
