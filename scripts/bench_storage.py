@@ -1,11 +1,11 @@
-"""Print what a sweep costs on disk and what summarising it costs, on scripted sweeps of 100 and 400 runs.
+"""Print what a sweep costs on disk and what summarising it costs, on scripted sweeps of 100, 400 and 1,200 runs.
 
-    python scripts/bench_storage.py                 # 100 and 400 runs (about 1 min)
+    python scripts/bench_storage.py                 # 100, 400 and 1,200 runs (about 5 min)
     python scripts/bench_storage.py --big 10000     # and a 10,000-run sweep (about 10 min on 2 cores)
     python scripts/bench_storage.py --inject-rate 0.3 --repeats 3   # issue 33's bar: 30 % of runs fail
 
 Sweeps: ``sas``, ``supervisor``, ``debate`` and ``orchestrator`` on arith with the scripted model,
-25 tasks x 1 run (100 runs) and 25 tasks x 4 runs (400 runs); ``--inject-rate`` makes that share of runs
+25 tasks x 1 run (100 runs), 25 tasks x 4 runs (400 runs) and 25 x 12 (1,200 runs); ``--inject-rate`` makes that share of runs
 fail (failed runs keep their checkpoints, so they cost more disk). Figures:
 
 - disk per run: the apparent size (as ``du --apparent-size`` counts it) of the whole experiment directory,
@@ -13,7 +13,8 @@ fail (failed runs keep their checkpoints, so they cost more disk). Figures:
 - ``summarize-experiment`` (the CLI, a fresh process, plots and the HTML report included; also without plots,
   and without the report, ``--no-report``) on a cold experiment (no summary
   written yet; the sizes and variants interleaved, the median of ``--repeats``): its start-up is the intercept
-  and its cost per run the slope of the wall time over the two sizes; then the same command again after adding runs (incremental: only changed tasks are re-read);
+  and its cost per run the slope of the least-squares line of the wall time over the three sizes, with each repeat's
+  own line for the sampling error; then the same command again after adding runs (incremental: only changed tasks are re-read);
 - the same slope when every run is a task of its own (100 and 400 task directories of one run each): the main
   figure adds runs to the same task directories, so it leaves out the per-task files.
 
@@ -44,6 +45,8 @@ SYSTEMS = "sas,supervisor,debate,orchestrator"
 DERIVED = ("descriptor.json", "descriptor.csv", "analysis.json", "task_summary.json", "summary.json", "summary.csv",
            ".summary_cache.json")
 RUN_FILE_PREFIX = "run_"
+SIZES = ((25, 1), (25, 4), (25, 12))
+"""(tasks, runs per task) of the sweeps, four systems each: 100, 400 and 1,200 runs."""
 
 
 def sweep(out: Path, exp: str, tasks: int, runs: int, inject: float) -> None:
@@ -152,7 +155,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         roots = {}
-        for tasks, runs in ((25, 1), (25, 4)):
+        for tasks, runs in SIZES:
             exp = f"s{tasks * runs * 4}"
             sweep(out, exp, tasks, runs, args.inject_rate)
             roots[n_runs(out / exp)] = out / exp
@@ -181,22 +184,26 @@ def main() -> int:
                   f"{rows[n][2]:.2f} s without the report), again unchanged {warm:.2f} s; "
                   f"CPU cold {cpu_rows[n][0]:.2f} s")
             where_the_bytes_are(root, n)
+        # Start-up and cost per run: the least-squares line through the three sizes. The widest size is there for
+        # the slope's sake: this VM's speed drifts by a third within minutes, which moved a slope over 100 and 400
+        # runs alone by as much as its value (the same summaries measured -0.05 to 0.90 ms a run, repeat by repeat).
+        ns = sorted(roots)
         for label, table in (("wall", rows), ("CPU", cpu_rows)):
-            (n1, (c1, p1, r1)), (n2, (c2, p2, r2)) = sorted(table.items())
-            slope, slope_np, slope_nr = (c2 - c1) / (n2 - n1), (p2 - p1) / (n2 - n1), (r2 - r1) / (n2 - n1)
-            print(f"summarize-experiment cold, {label} time: start-up {c1 - slope * n1:.2f} s, {slope * 1000:.2f} ms "
-                  f"per run (without plots: {p1 - slope_np * n1:.2f} s, {slope_np * 1000:.2f} ms per run; without "
-                  f"the report: {r1 - slope_nr * n1:.2f} s, {slope_nr * 1000:.2f} ms per run); load avg "
+            (s_all, b_all), (s_np, b_np), (s_nr, b_nr) = (
+                statistics.linear_regression(ns, [table[n][i] for n in ns]) for i in range(len(variants)))
+            print(f"summarize-experiment cold, {label} time, line through {', '.join(map(str, ns))} runs: start-up "
+                  f"{b_all:.2f} s, {s_all * 1000:.2f} ms per run (without plots: {b_np:.2f} s, {s_np * 1000:.2f} ms "
+                  f"per run; without the report: {b_nr:.2f} s, {s_nr * 1000:.2f} ms per run); load avg "
                   f"{os.getloadavg()[0]:.1f}")
-        (n1, (c1, _, _)), (n2, (c2, _, _)) = sorted(rows.items())
-        slope = (c2 - c1) / (n2 - n1)
-        # The sampling error of the slope: each repeat's own slope (its two sizes ran back to back). This VM's
-        # speed drifts by a third within minutes, which moves a slope of ~1 ms a run by as much as its value.
+        # The sampling error: each repeat's own line (its sizes ran back to back).
         for label, table in (("wall", times), ("CPU", cpu)):
-            each = sorted((b - a) / (n2 - n1) * 1000 for a, b in zip(table[n1, "all"], table[n2, "all"], strict=True))
-            print(f"  each repeat's own slope ({label}, with plots and the report): "
-                  f"{', '.join(f'{s:.2f}' for s in each)} ms per run ({sum(s <= 1.0 for s in each)} of {len(each)} "
-                  f"<= 1.0)")
+            each = sorted(statistics.linear_regression(ns, [table[n, "all"][i] for n in ns])
+                          for i in range(args.repeats))
+            print(f"  each repeat's own line ({label}, with plots and the report): "
+                  f"{', '.join(f'{s * 1000:.2f}' for s, _ in each)} ms per run ({sum(s <= 0.001 for s, _ in each)} of "
+                  f"{len(each)} <= 1.0); start-up {', '.join(f'{b:.2f}' for b in sorted(b for _, b in each))} s")
+        n1 = ns[0]
+        slope, start = statistics.linear_regression(ns, [rows[n][0] for n in ns])
         per_task_slope(out, roots[n1], args)
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
@@ -205,7 +212,7 @@ def main() -> int:
         t = summarize(root)[0]
         added = n_runs(root) - n1
         print(f"incremental: {added} runs added to a summarised {n1}-run experiment, summarize-experiment "
-              f"{t:.2f} s = start-up + {(t - (c1 - slope * n1)) / added * 1000:.2f} ms per added run")
+              f"{t:.2f} s = start-up + {(t - start) / added * 1000:.2f} ms per added run")
         if args.big:
             tasks = args.big // 4
             sweep(out, "big", tasks, 1, args.inject_rate)
