@@ -16,12 +16,13 @@ rewritten, so reruns leave mtimes alone.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import os
-import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,22 +59,41 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, s
         return p
     if _unchanged(p, data):
         return p
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    # A temp name of this process and thread (no other writer uses it) instead of mkstemp's random one, and calls
+    # on the descriptor: 80 against 205 µs a file on tmpfs, a summary writing four per task (issue 33).
+    tmp = f"{p.parent}{os.sep}.{p.name}.{os.getpid()}-{threading.get_ident()}.tmp"
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        fd = _create(tmp, p)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, 0o644)  # whatever the umask: artifacts are meant to be shared
             if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; artifacts are meant to be shared
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, p)
     except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno is not None and err.filename in (None, tmp):
             err.filename = str(p)  # a write to a full disk names no file: name the one being written
         raise
     return p
+
+
+def _create(tmp: str, target: Path) -> int:
+    """A new file ``tmp`` opened for writing (never through a symlink); the target's directory is made if
+    missing, and a stale ``tmp`` (a killed process of the same id) replaced."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        os.unlink(tmp)
+    return os.open(tmp, flags, 0o644)
 
 
 def write_text_atomic(path: str | Path, text: str | bytes, *, durable: bool = True, staged: bool = False) -> Path:

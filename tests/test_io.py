@@ -48,3 +48,38 @@ def test_a_staged_run_file_is_written_in_place_with_its_secrets_redacted(tmp_pat
     path = write_json_atomic(tmp_path / "run_0.eval.json", {"details": "sk-abcdefghijklmnopqrstuvwx0123"},
                              indent=None, durable=False, staged=True)
     assert json.loads(path.read_text()) == {"details": "[REDACTED]"} and os.listdir(tmp_path) == ["run_0.eval.json"]
+
+
+def test_an_atomic_write_makes_its_directory_replaces_a_stale_temp_file_and_never_follows_a_link(tmp_path):
+    import threading
+
+    target = tmp_path / "new" / "dir" / "a.json"
+    write_json_atomic(target, {"a": 1})  # the directory is made
+    assert target.read_text() == '{\n  "a": 1\n}\n'
+    tmp = target.parent / f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp"
+    tmp.write_text("left by a killed process of the same id")
+    write_json_atomic(target, {"a": 2})
+    assert '"a": 2' in target.read_text() and not tmp.exists()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    tmp.symlink_to(outside)  # a link planted at the temp name is removed, not written through
+    write_json_atomic(target, {"a": 3})
+    assert outside.read_text() == "keep" and '"a": 3' in target.read_text() and not tmp.is_symlink()
+
+
+def test_an_atomic_write_is_shared_whatever_the_umask_and_its_errors_name_the_target(tmp_path, monkeypatch):
+    old = os.umask(0o077)
+    try:
+        path = write_text_atomic(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError) as err:
+        write_text_atomic(path, "y")
+    assert err.value.filename == str(path) and path.read_text() == "x"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
