@@ -22,8 +22,7 @@ from typing import Any
 from descriptor.io import json_bytes, write_bytes_atomic
 from descriptor.layout import CONFIGS_DIR, RunPaths
 from descriptor.records import RunMetadata
-from descriptor.run_files import RunFileError, read_metadata
-from descriptor.untrusted import BadJson, parse_json
+from descriptor.run_files import RunFileError, json_object, read_metadata
 
 
 def config_path(experiment_root: Path, sha256: str) -> Path:
@@ -66,13 +65,7 @@ def run_config(paths: RunPaths, meta: RunMetadata) -> dict[str, Any]:
         raise RunFileError(f"{path}: config file not readable ({err})") from None
     if hashlib.sha256(data).hexdigest() != meta.config_sha256:
         raise RunFileError(f"{path}: config file changed: its SHA-256 is not the one in its name")
-    try:
-        config = parse_json(data.decode("utf-8"))
-    except (UnicodeDecodeError, BadJson) as err:
-        raise RunFileError(f"{path}: not readable JSON ({err})") from None
-    if not isinstance(config, dict):
-        raise RunFileError(f"{path}: expected a JSON object")
-    return config
+    return json_object(path, data)
 
 
 def read_metadata_with_config(paths: RunPaths) -> RunMetadata:

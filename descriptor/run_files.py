@@ -78,13 +78,19 @@ def read_record(path: Path, model: type[BaseModel]) -> Any:
         e = err.errors()[0]
         if e["type"] != "json_invalid" and e["loc"]:
             raise RunFileError(f"{path}: field {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    json_object(path, raw)  # raises, saying why the file is no JSON object
+    raise RunFileError(f"{path}: field (top): {e['msg']}")
+
+
+def json_object(path: Path, raw: bytes) -> dict[str, Any]:
+    """``raw``, the bytes read from ``path``, as a JSON object; :class:`RunFileError` naming the file otherwise."""
     try:
         data = parse_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, BadJson) as err:
         raise RunFileError(f"{path}: not readable JSON ({err})") from None
     if not isinstance(data, dict):
         raise RunFileError(f"{path}: expected a JSON object")
-    raise RunFileError(f"{path}: field (top): {e['msg']}")
+    return data
 
 
 def read_result(paths: RunPaths) -> RunResult:
