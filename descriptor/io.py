@@ -68,16 +68,19 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, s
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fchmod(fd, 0o644)  # whatever the umask: artifacts are meant to be shared
+            if hasattr(os, "fchmod"):  # whatever the umask: artifacts are meant to be shared
+                os.fchmod(fd, 0o644)
             if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if not hasattr(os, "fchmod"):
+            os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(err, OSError) and err.errno is not None and err.filename in (None, tmp):
+        if isinstance(err, OSError) and err.errno is not None and err.filename in (None, tmp) and not err.filename2:
             err.filename = str(p)  # a write to a full disk names no file: name the one being written
         raise
     return p
