@@ -160,7 +160,7 @@ def main() -> int:
             sweep(out, exp, tasks, runs, args.inject_rate)
             roots[n_runs(out / exp)] = out / exp
         # The sizes and variants interleaved, repeat by repeat: the machine's drift then moves all of them
-        # alike instead of tilting the slope between the two sizes.
+        # alike instead of tilting the slope between the sizes.
         times: dict[tuple[int, str], list[float]] = {}
         cpu: dict[tuple[int, str], list[float]] = {}
         variants = {"all": {}, "no plots": {"plots": False}, "no report": {"report": False}}
@@ -188,9 +188,10 @@ def main() -> int:
         # the slope's sake: this VM's speed drifts by a third within minutes, which moved a slope over 100 and 400
         # runs alone by as much as its value (the same summaries measured -0.05 to 0.90 ms a run, repeat by repeat).
         ns = sorted(roots)
+        lines = {}
         for label, table in (("wall", rows), ("CPU", cpu_rows)):
-            (s_all, b_all), (s_np, b_np), (s_nr, b_nr) = (
-                statistics.linear_regression(ns, [table[n][i] for n in ns]) for i in range(len(variants)))
+            lines[label] = [statistics.linear_regression(ns, [table[n][i] for n in ns]) for i in range(len(variants))]
+            (s_all, b_all), (s_np, b_np), (s_nr, b_nr) = lines[label]
             print(f"summarize-experiment cold, {label} time, line through {', '.join(map(str, ns))} runs: start-up "
                   f"{b_all:.2f} s, {s_all * 1000:.2f} ms per run (without plots: {b_np:.2f} s, {s_np * 1000:.2f} ms "
                   f"per run; without the report: {b_nr:.2f} s, {s_nr * 1000:.2f} ms per run); load avg "
@@ -202,8 +203,7 @@ def main() -> int:
             print(f"  each repeat's own line ({label}, with plots and the report): "
                   f"{', '.join(f'{s * 1000:.2f}' for s, _ in each)} ms per run ({sum(s <= 0.001 for s, _ in each)} of "
                   f"{len(each)} <= 1.0); start-up {', '.join(f'{b:.2f}' for b in sorted(b for _, b in each))} s")
-        n1 = ns[0]
-        slope, start = statistics.linear_regression(ns, [rows[n][0] for n in ns])
+        n1, start = ns[0], lines["wall"][0].intercept
         per_task_slope(out, roots[n1], args)
         # incremental: the 100-run experiment grows to 400 runs (runs 1..3 of every task added)
         root = out / "s100"
