@@ -119,3 +119,21 @@ def test_retry_after_forms_and_cap():
     assert retry_after_s(err({"retry-after": "soon"})) is None
     assert retry_after_s(err({})) is None
     assert retry_after_s(RuntimeError("no response")) is None
+
+
+async def test_each_actor_of_a_run_sends_its_own_seed(endpoint):
+    """Two debaters of one role read the same prompt in round 0: with one seed per run the server wrote the same
+    reply for both (a debate of clones). Each actor's seed is a function of the run's seed and its name only."""
+    server = endpoint(lambda n, req: answer("7", n))
+    seeds: dict[tuple[int, str], int] = {}
+    for run_seed in (5, 6):
+        cfg = ExperimentConfig(seed=run_seed, models={"default": ModelRoute(provider="openai", model="fake",
+                                                                            base_url=server.base_url)})
+        model = make_chat_model(cfg)
+        with use_tracer(Tracer("t", [])):
+            for actor in ("debater_0", "debater_1", "debater_0"):
+                await call_llm(model, [HumanMessage("same prompt")], contract="agent.turn", actor=actor)
+                seed = server.requests[-1]["seed"]
+                assert isinstance(seed, int) and 0 <= seed < 2**31
+                assert seeds.setdefault((run_seed, actor), seed) == seed  # the same actor: the same seed
+    assert len(set(seeds.values())) == 4  # two actors x two runs: four draws

@@ -162,7 +162,7 @@ def test_a_server_the_project_started_is_keyed_by_its_model_not_its_port(tmp_pat
                                base_url=f"http://127.0.0.1:{port}/v1", route=SimpleNamespace(temperature=0.0, max_tokens=64),
                                model=SimpleNamespace(seed=1))
 
-    key = lambda b: _cache_key(use, b, [HumanMessage("q")], [], None, None, None, {"contract": "c"})  # noqa: E731
+    key = lambda b: _cache_key(use, b, [HumanMessage("q")], [], None, None, None, {"contract": "c"}, {})  # noqa: E731
     # each sweep starts its own llama-server on a free port: the re-run must still hit
     assert key(bound(40001, object())) == key(bound(40002, object()))
     # an endpoint someone else runs is part of the identity

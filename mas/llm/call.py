@@ -13,6 +13,7 @@ import json
 import random
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -244,6 +245,18 @@ def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
     return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
 
 
+def actor_seed(run_seed: int, actor: str) -> int:
+    """The seed sent with ``actor``'s calls in a run whose seed is ``run_seed`` (0 <= seed < 2**31).
+
+    One seed for every call of a run made a debate of clones: two debaters of one role read the same prompt in
+    round 0, and the server, given the same seed, wrote the same reply twice (and again in round 1). Each actor
+    now draws its own, still a function of the run's seed only, so a run replays exactly and every run of a
+    task (its own run seed) draws anew. The multiplier keeps run seeds that differ by small amounts (runs of one
+    task: ``base * 10_007 + r``) from giving two actors of two runs the same seed.
+    """
+    return (run_seed * 1_000_003 + zlib.crc32(actor.encode())) % 2**31
+
+
 async def call_llm(
     bound: BoundModel,
     messages: list[BaseMessage],
@@ -289,6 +302,9 @@ async def call_llm(
         kwargs["temperature"] = temperature
     if max_tokens is not None:
         kwargs.update(_max_tokens_kwargs(bound, max_tokens))
+    run_seed = getattr(bound.model, "seed", None)
+    if isinstance(run_seed, int):  # a model that takes a seed (ChatOpenAI, llama.cpp's server) gets one per actor
+        kwargs["seed"] = actor_seed(run_seed, actor)
 
     tracer = current_tracer()
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
@@ -316,7 +332,7 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
     """One call, from the cache or the endpoint (with retries)."""
     rng: random.Random | None = None  # the retries' jitter, seeded per call; made on the first backoff only
     cache = current_cache()
-    key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta)
+    key = _cache_key(cache, bound, messages, tools or [], temperature, max_tokens, response_format, meta, kwargs)
     if key is not None and cache is not None and cache.reads:
         t0, start = time.perf_counter(), utc_now_iso()
         hit = cache.cache.get(key, max_age_days=cache.settings.expire_days)
@@ -423,12 +439,12 @@ def _response_format(bound: BoundModel, contract: str, json_schema: dict[str, An
 
 def _cache_key(cache: CacheUse | None, bound: BoundModel, messages: list[BaseMessage], tools: list[Any],
                temperature: float | None, max_tokens: int | None, response_format: dict[str, Any] | None,
-               meta: dict[str, Any]) -> str | None:
+               meta: dict[str, Any], kwargs: dict[str, Any]) -> str | None:
     """The response-cache key of this call, or None when no cache is in use or the call may not be cached."""
     if cache is None:
         return None
     temperature = bound.route.temperature if temperature is None else temperature
-    sent_seed = getattr(bound.model, "seed", None)
+    sent_seed = kwargs.get("seed", getattr(bound.model, "seed", None))
     if not cache.cacheable(temperature, sent_seed):
         return None
     return request_key(
