@@ -13,6 +13,7 @@ from attribution.sources.labelfile import Probe, apply_labels, read_labels
 from attribution.sources.trajectory import Step, Trajectory
 from descriptor.errors import UserError
 from descriptor.records import RollbackRecord
+from mas.sweep.runner import rollback_seed
 from main import main
 
 
@@ -120,13 +121,12 @@ def _traj(n, shared=()):
 def _fake_probes(monkeypatch, decisive, calls):
     """Replays that succeed exactly when they restart at or before ``decisive`` (None: never)."""
 
-    async def probe(traj, step, samples, seed):
+    async def probe(traj, step, samples):
         calls.append(step)
         ok = decisive is not None and step <= decisive
         return Probe(step=step, successes=samples if ok else 0, samples=samples, tokens=10 * samples)
 
     monkeypatch.setattr(labels_mod, "_probe", probe)
-    monkeypatch.setattr(labels_mod, "_run_seed", lambda t: 0)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 16, 40])
@@ -161,19 +161,21 @@ def test_labels_are_restart_points_so_a_superstep_is_labelled_by_its_first_step(
 def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
     seen = []
 
-    async def rollback_one(traj, *, seed, origin, choice, **kw):
-        seen.append((choice.step, seed, origin))
+    async def rollback_one(traj, *, origin, choice, **kw):
+        assert "seed" not in kw  # the replay is seeded by its rollback index (rollback_seed), not by the labelling
+        seen.append((choice.step, origin))
         return RollbackRecord(run="r", rollback_index=len(seen), strategy="label", set=[choice.step], chosen_step=0,
                               restart_step=choice.step, n_steps=traj.n_steps, cost=0.5, steps_redone=1, tokens=7,
                               success=len(seen) % 2 == 0, answer="", wall_time_s=0.0, origin=origin,
                               decisive_step=None, covered=None)
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
-    probe = asyncio.run(labels_mod._probe(_traj(4), 2, 4, seed=5))
+    probe = asyncio.run(labels_mod._probe(_traj(4), 2, 4))
     assert probe.samples == 4 and probe.successes == 2 and probe.tokens == 28
-    seeds = [s for _, s, _ in seen]
-    assert seeds[0] is None and len(set(seeds)) == 4 and {o for *_, o in seen} == {"label"}
-
+    assert seen == [(2, "label")] * 4
+    # each replay takes the run's next rollback index, and each index its own seed, none of them the run's
+    seeds = {rollback_seed(5, k) for k in range(4)}
+    assert len(seeds) == 4 and 5 not in seeds
 
 
 def test_a_run_whose_replays_all_fail_is_labelled_with_the_first_replays_error(monkeypatch):
@@ -185,7 +187,6 @@ def test_a_run_whose_replays_all_fail_is_labelled_with_the_first_replays_error(m
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
     monkeypatch.setattr(labels_mod, "earlier_replays", lambda traj, step: [])
-    monkeypatch.setattr(labels_mod, "_run_seed", lambda t: 0)
     lab = asyncio.run(label_failure(_traj(4)))
     assert lab.status == "error"
     assert lab.error == "every replay ended in an error: /x/configs/ab.json: config file not found"
@@ -209,16 +210,16 @@ def test_a_rerun_reads_the_finished_replays_an_interrupted_labelling_left_instea
     record(3, 2, origin="sweep")     # a rollback of the sweep, not a label replay
     seen = []
 
-    async def rollback_one(traj, *, seed, origin, choice, **kw):
-        seen.append(seed)
+    async def rollback_one(traj, *, origin, choice, **kw):
+        seen.append(kw.get("seed"))
         return RollbackRecord(run="r", rollback_index=9, strategy="label", set=[choice.step], chosen_step=0,
                               restart_step=choice.step, n_steps=4, cost=0.5, steps_redone=1, tokens=7,
                               success=False, answer="", wall_time_s=0.0, origin=origin, decisive_step=None,
                               covered=None)
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
-    probe = asyncio.run(labels_mod._probe(traj, 2, 3, seed=5))
-    assert seen == [5 + labels_mod.SEED_STRIDE, 5 + 2 * labels_mod.SEED_STRIDE]  # samples 1 and 2 only
+    probe = asyncio.run(labels_mod._probe(traj, 2, 3))
+    assert seen == [None, None]  # samples 1 and 2 only, each seeded by its rollback index (rollback_seed)
     assert probe.samples == 3 and probe.successes == 1 and probe.tokens == 100 + 7 + 7
 
 

@@ -99,6 +99,19 @@ async def test_full_restart_redoes_everything(failed_run):
     assert rec.restart_step == 0 and rec.cost == 1.0 and rec.success
 
 
+async def test_each_rollback_of_a_run_draws_with_a_seed_of_its_own(failed_run, monkeypatch):
+    """A resumed part that kept the failed run's seed tended to sample the same failure again."""
+    import mas.sweep.runner as runner
+
+    seeds, make = [], runner.run_context
+    monkeypatch.setattr(runner, "run_context", lambda *a, **kw: seeds.append(kw["seed"]) or make(*a, **kw))
+    run_seed = json.loads((failed_run / "run_0.metadata.json").read_text())["seed"]
+    for _ in range(2):
+        await rollback_one(load_run(failed_run, 0), strategy="restart", scores=None, calibration=None)
+    assert seeds == [runner.rollback_seed(run_seed, 0), runner.rollback_seed(run_seed, 1)]
+    assert len({run_seed, *seeds}) == 3
+
+
 def test_choose_restart_strategies():
     s = ScoreRecord(id="x", n_steps=4, step_scores=[0.1, 0.9, 0.9, 0.2])
     top1 = choose_restart("top1", s, None)

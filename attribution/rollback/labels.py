@@ -43,15 +43,10 @@ from descriptor.errors import UserError
 from descriptor.io import write_text_atomic
 from descriptor.records import RollbackRecord
 from descriptor.rollback_summary import readable_rollbacks
-from descriptor.run_files import RunFileError, read_metadata
 from descriptor.stats import wilson_interval
 from mas.logging import get_logger
 
 log = get_logger(__name__)
-
-SEED_STRIDE = 1_000_003
-"""Sample ``j`` of a point replays with the run's seed + j × this (sample 0 keeps the run's seed)."""
-
 
 def restart_points(traj: Trajectory) -> list[int]:
     """The steps a restart can really start at: first steps of their super-step, with a checkpoint, ascending."""
@@ -74,15 +69,14 @@ def earlier_replays(traj: Trajectory, step: int) -> list[RollbackRecord]:
             if rec.origin == "label" and rec.restart_step == step and rec.status != "error"]
 
 
-async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) -> Probe:
+async def _probe(traj: Trajectory, step: int, samples: int) -> Probe:
     wins = done = errors = tokens = 0
     first_error: str | None = None
     kept = earlier_replays(traj, step)
     for j in range(samples):  # one after another: each replay takes the run's next rollback index
         rec = kept[j] if j < len(kept) else await rollback_one(
             traj, strategy="label", scores=None, calibration=None, keep_going=True,
-            choice=Choice(members=[step], step=step), origin="label",
-            seed=None if j == 0 or seed is None else seed + j * SEED_STRIDE)
+            choice=Choice(members=[step], step=step), origin="label")  # its own seed: mas.sweep.runner.rollback_seed
         tokens += rec.tokens
         if rec.status == "error":
             errors += 1
@@ -94,13 +88,6 @@ async def _probe(traj: Trajectory, step: int, samples: int, seed: int | None) ->
     return Probe(step=step, successes=wins, samples=done, errors=errors, tokens=tokens, error=first_error)
 
 
-def _run_seed(traj: Trajectory) -> int | None:
-    try:
-        return read_metadata(run_of(traj)).seed
-    except RunFileError:
-        return None
-
-
 async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
     """The decisive step of one failed run by bisection over its restart points (see the module docstring)."""
     points = restart_points(traj)
@@ -110,11 +97,10 @@ async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
     if not points:
         return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,
                      flip_ci=None, replays=0, tokens=0, probes=[], error="no step has a checkpoint to restart from")
-    seed = _run_seed(traj)
     by_index: dict[int, Probe] = {}
 
     async def flips(i: int) -> bool:
-        p = await _probe(traj, points[i], samples, seed)
+        p = await _probe(traj, points[i], samples)
         probes.append(p)
         by_index[i] = p
         if p.samples == 0:

@@ -104,6 +104,18 @@ def run_seed(base_seed: int, run_index: int) -> int:
     return base_seed * 10_007 + run_index
 
 
+ROLLBACK_SEED_STRIDE = 1_000_003
+
+
+def rollback_seed(seed: int, rollback_index: int) -> int:
+    """Seed of the resumed part of rollback ``rollback_index`` of a run whose seed is ``seed``.
+
+    Each rollback draws anew: a resumed part that kept the failed run's seed sent the server the same seeds with
+    prompts that differ only by the rollback's note, so at temperature > 0 it tended to sample the same failure
+    again. Still a function of the run's seed and the rollback's index only, so a rollback replays exactly."""
+    return seed + (rollback_index + 1) * ROLLBACK_SEED_STRIDE
+
+
 def finished_result(spec: RunSpec) -> RunResult | None:
     """This run's result when it is finished: ``result.json`` exists, parses and names this very run.
 
@@ -410,7 +422,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     the checkpoint database (the original run's files are never touched).
     The resumed steps are numbered from ``first_step`` and marked
     ``payload.redo``. A scripted injection that already fired does not fire
-    again. ``seed`` replaces the run's seed for the resumed part (another sample of a stochastic model).
+    again. The resumed part draws with ``seed``, by default :func:`rollback_seed` of the run's seed and
+    ``rollback_index`` (another sample of a stochastic model than the run's).
     """
     try:
         meta = read_metadata_with_config(run)  # an older run's inline config, else its experiment's config file
@@ -432,7 +445,8 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     plan = meta.injection_plan
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
-    rt = run_context(cfg, bench, task, seed=meta.seed if seed is None else seed, injection=injection,
+    rt = run_context(cfg, bench, task, seed=rollback_seed(meta.seed, rollback_index) if seed is None else seed,
+                     injection=injection,
                      options=meta.system_options)
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
