@@ -100,7 +100,7 @@ async def test_full_restart_redoes_everything(failed_run):
 
 
 async def test_each_rollback_of_a_run_draws_with_a_seed_of_its_own(failed_run, monkeypatch):
-    """A resumed part that kept the failed run's seed tended to sample the same failure again."""
+    """A resumed part that kept the failed run's seed drew with the failure's random numbers."""
     import mas.sweep.runner as runner
 
     seeds, make = [], runner.run_context

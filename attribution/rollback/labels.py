@@ -48,6 +48,7 @@ from mas.logging import get_logger
 
 log = get_logger(__name__)
 
+
 def restart_points(traj: Trajectory) -> list[int]:
     """The steps a restart can really start at: first steps of their super-step, with a checkpoint, ascending."""
     seen: set[str] = set()

@@ -111,8 +111,9 @@ def rollback_seed(seed: int, rollback_index: int) -> int:
     """Seed of the resumed part of rollback ``rollback_index`` of a run whose seed is ``seed``.
 
     Each rollback draws anew: a resumed part that kept the failed run's seed sent the server the same seeds with
-    prompts that differ only by the rollback's note, so at temperature > 0 it tended to sample the same failure
-    again. Still a function of the run's seed and the rollback's index only, so a rollback replays exactly."""
+    prompts that differ only by the rollback's note, so at temperature > 0 its draws were tied to the failure's
+    (the same random numbers behind each sampled token). Still a function of the run's seed and the rollback's
+    index only, so a rollback replays exactly."""
     return seed + (rollback_index + 1) * ROLLBACK_SEED_STRIDE
 
 
