@@ -1,0 +1,178 @@
+"""Rollback of natural failures on the embedded model, calibrated on the system's own replay labels (issue 29).
+
+    python scripts/bench_natural_rollback.py [--config config/natural_rollback.toml] [--system debate]
+        [--cal-tasks 50] [--test-tasks 50] [--samples 2] [--concurrency 4] [--alpha 0.2] [--method auto]
+        [--scorer position] [--keep DIR]
+
+As a user runs it, one command after another (each resumes what an interrupted invocation finished, so the same
+command with the same ``--keep`` picks up where it stopped):
+
+1. a calibration sweep (``--cal-tasks`` arith tasks, seed 0) and a held-out sweep (other tasks, seed 1) of
+   ``--system`` on the embedded model (``--config``);
+2. ``label-failures --samples m`` on the calibration sweep's failed runs: each one's decisive step by replay;
+3. ``score-steps --runs-dir --labels --scorer`` (cross-fitted) and ``calibrate --labels --method --alpha``;
+4. ``rollback-experiment --strategies conformal,top1,restart`` on the held-out sweep's failed runs.
+
+Prints the labels (labelled, unrepairable, decisive steps, replays and tokens per failure) and, per strategy,
+success with its Wilson 95 % interval, the tokens a rollback spent (mean, bootstrap 95 % interval) and the
+restart steps. Goal (issue 29): conformal's success >= restart's at <= 0.7 x restart's tokens; the line says
+which parts hold and whether the success difference is within sampling error (paired: the same failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from descriptor.stats import bootstrap_mean_ci, wilson_interval  # noqa: E402
+from main import main as cli  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STRATEGIES = ("conformal", "top1", "restart")
+
+
+def _cli(*args: str) -> None:
+    if cli(list(args)) != 0:
+        raise SystemExit(f"command failed: main.py {' '.join(args)}")
+
+
+def sweep(out: Path, name: str, *, seed: int, tasks: int, args: argparse.Namespace) -> Path:
+    _cli("run", "--config", str(args.config), "--benchmark", "arith", "--systems", args.system, "--task-limit",
+         str(tasks), "--seed", str(seed), "--output-root", str(out), "--experiment-id", name, "--progress", "log")
+    return out / name
+
+
+def label_summary(labels: list[dict[str, Any]]) -> str:
+    by_status = collections.Counter(x["status"] for x in labels)
+    steps = collections.Counter(x["decisive_step"] for x in labels if x["status"] == "labelled")
+    n = len(labels) or 1
+    return (f"{len(labels)} failures: {by_status['labelled']} labelled, {by_status['unrepairable']} unrepairable, "
+            f"{by_status['error']} errors; decisive step (count) "
+            + ", ".join(f"{k} ({v})" for k, v in sorted(steps.items()))
+            + f"; {sum(x['replays'] for x in labels) / n:.2f} replays and {sum(x['tokens'] for x in labels) / n:,.0f}"
+              " tokens per failure")
+
+
+def strategy_rows(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each strategy's rollback records (``rollbacks.jsonl``), errors left out (no outcome)."""
+    rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for line in (results_dir / "rollbacks.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line) if line.strip() else {}
+        rec = entry.get("record")  # the file's first line is its key, the others {strategy, basis, record}
+        if rec is not None and rec.get("status") != "error":
+            rows[entry["strategy"]].append(rec)
+    return rows
+
+
+def paired_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, tuple[float, float], int]:
+    """Mean success difference a - b over the failures both rolled back, with a bootstrap 95 % interval."""
+    sa = {r["run"]: r["success"] for r in a}
+    sb = {r["run"]: r["success"] for r in b}
+    both = sorted(set(sa) & set(sb))
+    diffs = [float(sa[k]) - float(sb[k]) for k in both]
+    if not diffs:
+        return float("nan"), (float("nan"), float("nan")), 0
+    return sum(diffs) / len(diffs), bootstrap_mean_ci(diffs, seed=0), len(diffs)
+
+
+def report(rows: dict[str, list[dict[str, Any]]]) -> list[str]:
+    lines = [f"  {'strategy':10s} {'runs':>5s} {'success [Wilson 95 %]':>26s} {'tokens per rollback':>28s}"
+             "   restart steps (count)"]
+    for name in STRATEGIES:
+        recs = rows.get(name, [])
+        wins = sum(r["success"] for r in recs)
+        lo, hi = wilson_interval(wins, len(recs))
+        toks = [float(r["tokens"]) for r in recs]
+        tlo, thi = bootstrap_mean_ci(toks, seed=0) if toks else (float("nan"), float("nan"))
+        mean = sum(toks) / len(toks) if toks else float("nan")
+        starts = collections.Counter(r["restart_step"] for r in recs)
+        lines.append(f"  {name:10s} {len(recs):5d} {f'{wins}/{len(recs)} = {wins / max(len(recs), 1):.3f} [{lo:.2f}, {hi:.2f}]':>26s}"
+                     f" {f'{mean:,.0f} [{tlo:,.0f}, {thi:,.0f}]':>28s}   "
+                     + ", ".join(f"{k} ({v})" for k, v in sorted(starts.items())))
+    conf, rest = rows.get("conformal", []), rows.get("restart", [])
+    if conf and rest:
+        sc = sum(r["success"] for r in conf) / len(conf)
+        sr = sum(r["success"] for r in rest) / len(rest)
+        tc = sum(r["tokens"] for r in conf) / len(conf)
+        tr = sum(r["tokens"] for r in rest) / len(rest)
+        d, (dlo, dhi), n = paired_difference(conf, rest)
+        ratio = tc / tr if tr else float("nan")
+        ok_s, ok_t = sc >= sr, ratio <= 0.7
+        lines.append(f"  goal: conformal success {sc:.3f} >= restart {sr:.3f}: {'met' if ok_s else 'MISSED'} "
+                     f"(paired difference {d:+.3f} [{dlo:+.2f}, {dhi:+.2f}] over {n} failures); tokens "
+                     f"{ratio:.2f} x restart's <= 0.70: {'met' if ok_t else 'MISSED'}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "config" / "natural_rollback.toml")
+    ap.add_argument("--system", default="debate")
+    ap.add_argument("--cal-tasks", type=int, default=50)
+    ap.add_argument("--test-tasks", type=int, default=50)
+    ap.add_argument("--samples", type=int, default=2, help="replays per probed point in label-failures")
+    ap.add_argument("--concurrency", type=int, default=4, help="failed runs labelled and rolled back at once")
+    ap.add_argument("--alpha", type=float, default=0.2)
+    ap.add_argument("--method", default="auto", help="conformal method of calibrate (default auto)")
+    ap.add_argument("--scorer", default="position", help="step scorer of score-steps (default position)")
+    ap.add_argument("--keep", type=Path, help="write the sweeps and results here (and resume there) instead of a "
+                                              "temporary directory")
+    args = ap.parse_args(argv)
+    if not args.config.is_file():
+        ap.error(f"--config {args.config}: no such file")
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench_natural_rollback_"))
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        cal = sweep(root, "cal", seed=0, tasks=args.cal_tasks, args=args)
+        test = sweep(root, "test", seed=1, tasks=args.test_tasks, args=args)
+        t_sweeps = time.perf_counter()
+        labels_path = root / "labels.jsonl"
+        _cli("label-failures", "--experiment-root", str(cal), "--samples", str(args.samples), "--concurrency",
+             str(args.concurrency), "--out", str(labels_path))
+        t_labels = time.perf_counter()
+        labels = [json.loads(x) for x in labels_path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        scores = root / "scores.jsonl"
+        _cli("score-steps", "--runs-dir", str(cal), "--labels", str(labels_path), "--scorer", args.scorer,
+             "--out", str(scores))
+        calibration = root / "calibration.json"
+        _cli("calibrate", "--scores", str(scores), "--labels", str(labels_path), "--method", args.method,
+             "--alpha", str(args.alpha), "--out", str(calibration))
+        out = root / "rollback"
+        _cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
+             "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out))
+        t_end = time.perf_counter()
+        rows = strategy_rows(out)
+        cal_info = json.loads(calibration.read_text(encoding="utf-8"))
+        print(f"\n{args.system} on arith, embedded model ({args.config.name}); calibration sweep {args.cal_tasks} "
+              f"tasks (seed 0), held-out sweep {args.test_tasks} other tasks (seed 1)")
+        print(f"labels ({args.samples} replays per probed point): {label_summary(labels)}")
+        print(f"calibration: {args.scorer} scorer, {cal_info['method']} ({cal_info['resolved_method']}) at alpha "
+              f"{args.alpha}, q_hat {cal_info['q_hat']}, {cal_info['n']} labelled runs")
+        print("rollbacks of the held-out sweep's failed runs:")
+        print("\n".join(report(rows)))
+        print(f"wall time: sweeps {t_sweeps - t0:.0f} s, labels {t_labels - t_sweeps:.0f} s, scoring and "
+              f"rollbacks {t_end - t_labels:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        (root / "bench_natural_rollback.json").write_text(json.dumps(
+            {"labels": labels, "rollbacks": rows, "calibration": cal_info}, indent=1), encoding="utf-8")
+        if args.keep:
+            print(f"files: {root}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
