@@ -64,14 +64,10 @@ def label_summary(labels: list[dict[str, Any]]) -> str:
 
 
 def strategy_rows(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Each strategy's rollback records (``rollbacks.jsonl``), errors left out (no outcome)."""
-    rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for line in (results_dir / "rollbacks.jsonl").read_text(encoding="utf-8").splitlines():
-        entry = json.loads(line) if line.strip() else {}
-        rec = entry.get("record")  # the file's first line is its key, the others {strategy, basis, record}
-        if rec is not None and rec.get("status") != "error":
-            rows[entry["strategy"]].append(rec)
-    return rows
+    """Each strategy's rollback records from ``rollback_results.json``, errors left out (no outcome)."""
+    results = json.loads((results_dir / "rollback_results.json").read_text(encoding="utf-8"))
+    return {name: [r for r in results[name]["runs"] if r.get("status") != "error"]
+            for name in STRATEGIES if name in results}
 
 
 def paired_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, tuple[float, float], int]:

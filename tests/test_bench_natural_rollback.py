@@ -1,0 +1,34 @@
+"""scripts/bench_natural_rollback.py's table and goal line, from a rollback-experiment's results file."""
+
+import json
+
+from attribution.rollback.experiment import aggregate
+from descriptor.records import RollbackRecord
+from tests.scripts_loader import load_script
+
+
+def _rec(run: str, strategy: str, *, restart: int, tokens: int, success: bool, status: str = "finished"):
+    return RollbackRecord(run=run, rollback_index=0, strategy=strategy, set=list(range(restart, 6)),
+                          chosen_step=restart, restart_step=restart, n_steps=6, cost=(6 - restart) / 6,
+                          steps_redone=6 - restart, tokens=tokens, success=success, answer="", wall_time_s=1.0,
+                          decisive_step=None, covered=None, status=status)
+
+
+def test_the_goal_line_compares_success_and_tokens_with_restart_on_the_same_failures(tmp_path):
+    runs = [f"r{i}" for i in range(4)]
+    recs = {
+        "conformal": [_rec(r, "conformal", restart=4, tokens=1000, success=i < 2) for i, r in enumerate(runs)],
+        "top1": [_rec(r, "top1", restart=5, tokens=500, success=False) for r in runs],
+        "restart": [_rec(r, "restart", restart=0, tokens=4000, success=i == 0) for i, r in enumerate(runs)]
+        + [_rec("r9", "restart", restart=0, tokens=0, success=False, status="error")],  # no outcome: left out
+    }
+    (tmp_path / "rollback_results.json").write_text(json.dumps(
+        {k: {**aggregate(v), "runs": [r.model_dump(mode="json") for r in v]} for k, v in recs.items()}))
+    script = load_script("bench_natural_rollback")
+    lines = script.report(script.strategy_rows(tmp_path))
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    assert "2/4 = 0.500" in rows["conformal"] and "1,000" in rows["conformal"] and "4 (4)" in rows["conformal"]
+    assert "1/4 = 0.250" in rows["restart"] and "4,000" in rows["restart"]
+    goal = lines[-1]
+    assert "conformal success 0.500 >= restart 0.250: met" in goal and "over 4 failures" in goal
+    assert "tokens 0.25 x restart's <= 0.70: met" in goal
