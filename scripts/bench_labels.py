@@ -15,33 +15,27 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchkit import cli, work_dir  # noqa: E402
 from descriptor.stats import wilson_interval  # noqa: E402
-from main import main as cli  # noqa: E402
 
 SCENARIOS = ("left", "mid", "right", "uniform")
 
 
-def _cli(*args: str) -> None:
-    if cli(list(args)) != 0:
-        raise SystemExit(f"command failed: main.py {' '.join(args)}")
-
-
 def scenario(root: Path, name: str, args: argparse.Namespace) -> list[dict]:
     """The label lines of one scenario's sweep."""
-    _cli("run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
-         "--inject-position", name, "--task-limit", str(args.tasks), "--seed", str(args.seed), "--output-root",
-         str(root), "--experiment-id", name, "--progress", "none", "--set", "benchmarks.arith.min_ops=10",
-         "--set", "benchmarks.arith.max_ops=20", "--set", "mas.max_tool_iterations=24")
+    cli("run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+        "--inject-position", name, "--task-limit", str(args.tasks), "--seed", str(args.seed), "--output-root",
+        str(root), "--experiment-id", name, "--progress", "none", "--set", "benchmarks.arith.min_ops=10",
+        "--set", "benchmarks.arith.max_ops=20", "--set", "mas.max_tool_iterations=24")
     out = root / f"{name}.labels.jsonl"
-    _cli("label-failures", "--experiment-root", str(root / name), "--samples", str(args.samples), "--out", str(out))
+    cli("label-failures", "--experiment-root", str(root / name), "--samples", str(args.samples), "--out", str(out))
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -67,19 +61,15 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", help="keep the sweeps in DIR (default: a temporary directory, removed)")
     args = p.parse_args()
-    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_labels_"))
     print(f"load average at start: {os.getloadavg()}")
     rows, pooled = {}, []
-    try:
+    with work_dir(args.keep, "bench_labels_") as root:
         for name in args.scenarios.split(","):
             t0 = time.perf_counter()
             labels = scenario(root, name, args)
             rows[name] = figures(labels, time.perf_counter() - t0)
             pooled += labels
         rows["pooled"] = figures(pooled, sum(r["wall_s"] for r in rows.values()))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     print(f"{'scenario':9s} {'n':>3s} {'label=injected [95% CI]':>26s} {'steps':>6s} {'replays':>8s} "
           f"{'budget':>7s} {'within':>7s} {'tokens':>8s} {'wall s':>7s}  target")
     for name, r in rows.items():

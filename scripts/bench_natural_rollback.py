@@ -25,30 +25,24 @@ import argparse
 import collections
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchkit import cli, work_dir  # noqa: E402
 from descriptor.stats import bootstrap_mean_ci, wilson_interval  # noqa: E402
-from main import main as cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("conformal", "top1", "restart")
 
 
-def _cli(*args: str) -> None:
-    if cli(list(args)) != 0:
-        raise SystemExit(f"command failed: main.py {' '.join(args)}")
-
-
 def sweep(out: Path, name: str, *, seed: int, tasks: int, args: argparse.Namespace) -> Path:
-    _cli("run", "--config", str(args.config), "--benchmark", "arith", "--systems", args.system, "--task-limit",
-         str(tasks), "--seed", str(seed), "--output-root", str(out), "--experiment-id", name, "--progress", "log")
+    cli("run", "--config", str(args.config), "--benchmark", "arith", "--systems", args.system, "--task-limit",
+        str(tasks), "--seed", str(seed), "--output-root", str(out), "--experiment-id", name, "--progress", "log")
     return out / name
 
 
@@ -127,27 +121,25 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config.is_file():
         ap.error(f"--config {args.config}: no such file")
 
-    root = args.keep or Path(tempfile.mkdtemp(prefix="bench_natural_rollback_"))
-    root.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    try:
+    with work_dir(args.keep, "bench_natural_rollback_") as root:
+        t0 = time.perf_counter()
         cal = sweep(root, "cal", seed=0, tasks=args.cal_tasks, args=args)
         test = sweep(root, "test", seed=1, tasks=args.test_tasks, args=args)
         t_sweeps = time.perf_counter()
         labels_path = root / "labels.jsonl"
-        _cli("label-failures", "--experiment-root", str(cal), "--samples", str(args.samples), "--concurrency",
-             str(args.concurrency), "--out", str(labels_path))
+        cli("label-failures", "--experiment-root", str(cal), "--samples", str(args.samples), "--concurrency",
+            str(args.concurrency), "--out", str(labels_path))
         t_labels = time.perf_counter()
         labels = [json.loads(x) for x in labels_path.read_text(encoding="utf-8").splitlines() if x.strip()]
         scores = root / "scores.jsonl"
-        _cli("score-steps", "--runs-dir", str(cal), "--labels", str(labels_path), "--scorer", args.scorer,
-             "--out", str(scores))
+        cli("score-steps", "--runs-dir", str(cal), "--labels", str(labels_path), "--scorer", args.scorer,
+            "--out", str(scores))
         calibration = root / "calibration.json"
-        _cli("calibrate", "--scores", str(scores), "--labels", str(labels_path), "--method", args.method,
-             "--alpha", str(args.alpha), "--out", str(calibration))
+        cli("calibrate", "--scores", str(scores), "--labels", str(labels_path), "--method", args.method,
+            "--alpha", str(args.alpha), "--out", str(calibration))
         out = root / "rollback"
-        _cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
-             "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out))
+        cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
+            "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out))
         t_end = time.perf_counter()
         rows = strategy_rows(out)
         cal_info = json.loads(calibration.read_text(encoding="utf-8"))
@@ -164,9 +156,6 @@ def main(argv: list[str] | None = None) -> int:
             {"labels": labels, "rollbacks": rows, "calibration": cal_info}, indent=1), encoding="utf-8")
         if args.keep:
             print(f"files: {root}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -24,16 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from attribution.conformal import METHODS
-from main import main as cli
+from benchkit import cli, work_dir
 
 SCENARIOS = ("left", "mid", "right", "uniform")
 STRATEGIES = ("top1", "restart", "oracle")
@@ -44,16 +43,11 @@ PAPER = {  # what could be read of the paper's Table 5 (GSM8K dense variants, LL
 }
 
 
-def _cli(*args: str) -> None:
-    if cli(list(args)) != 0:
-        raise SystemExit(f"command failed: main.py {' '.join(args)}")
-
-
 def _sweep(root: Path, name: str, *, scenario: str, seed: int, tasks: int, args: argparse.Namespace) -> Path:
-    _cli("run", "--benchmark", "arith", "--systems", args.system, "--model", "scripted", "--inject-errors", "1.0",
-         "--inject-position", scenario, "--task-limit", str(tasks), "--seed", str(seed), "--output-root", str(root),
-         "--experiment-id", name, "--progress", "none", "--set", f"benchmarks.arith.min_ops={args.min_ops}",
-         "--set", f"benchmarks.arith.max_ops={args.max_ops}", "--set", f"mas.max_tool_iterations={args.max_ops + 4}")
+    cli("run", "--benchmark", "arith", "--systems", args.system, "--model", "scripted", "--inject-errors", "1.0",
+        "--inject-position", scenario, "--task-limit", str(tasks), "--seed", str(seed), "--output-root", str(root),
+        "--experiment-id", name, "--progress", "none", "--set", f"benchmarks.arith.min_ops={args.min_ops}",
+        "--set", f"benchmarks.arith.max_ops={args.max_ops}", "--set", f"mas.max_tool_iterations={args.max_ops + 4}")
     return root / name
 
 
@@ -76,15 +70,15 @@ def repeat_rows(root: Path, scenario: str, methods: list[str], r: int, args: arg
     cal_root = _sweep(root, f"{scenario}_cal", scenario=scenario, seed=2 * r, tasks=args.cal_tasks, args=args)
     test_root = _sweep(root, f"{scenario}_test", scenario=scenario, seed=2 * r + 1, tasks=args.test_tasks, args=args)
     scores = root / f"{scenario}.scores.jsonl"
-    _cli("score-steps", "--runs-dir", str(cal_root), "--scorer", args.scorer, "--out", str(scores))
+    cli("score-steps", "--runs-dir", str(cal_root), "--scorer", args.scorer, "--out", str(scores))
     rows: dict[str, Any] = {}
     for i, method in enumerate(methods):
         cal = root / f"{scenario}.calibration.{method}.json"
-        _cli("calibrate", "--scores", str(scores), "--method", method, "--alpha", str(args.alpha), "--out", str(cal))
+        cli("calibrate", "--scores", str(scores), "--method", method, "--alpha", str(args.alpha), "--out", str(cal))
         out = root / f"{scenario}.rollback.{method}"
         strategies = ",".join(("conformal", *STRATEGIES)) if i == 0 else "conformal"  # the others ignore the set
-        _cli("rollback-experiment", "--experiment-root", str(test_root), "--calibration", str(cal),
-             "--strategies", strategies, "--out", str(out))
+        cli("rollback-experiment", "--experiment-root", str(test_root), "--calibration", str(cal),
+            "--strategies", strategies, "--out", str(out))
         results = json.loads((out / "rollback_results.json").read_text(encoding="utf-8"))
         rows[f"conformal {method}"] = results["conformal"]
         if i == 0:
@@ -159,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad := [s for s in scenarios if s not in SCENARIOS]:
         ap.error(f"--scenarios: unknown {', '.join(bad)} (expected some of {', '.join(SCENARIOS)})")
 
-    root = args.keep or Path(tempfile.mkdtemp(prefix="bench_rollback_"))
-    try:
+    with work_dir(args.keep, "bench_rollback_") as root:
         tables = {s: scenario_rows(root, s, methods, args) for s in scenarios}
         print(f"\n{args.system} on arith ({args.min_ops}-{args.max_ops} operations), scripted model, one injected "
               f"error per run; scorer {args.scorer}, alpha {args.alpha}; per repeat (x{args.repeats}) calibration "
@@ -172,9 +165,6 @@ def main(argv: list[str] | None = None) -> int:
             {s: rows for s, rows in tables.items()}, indent=1), encoding="utf-8")
         if args.keep:
             print(f"\nfiles: {root}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
