@@ -41,6 +41,10 @@ def _unchanged(path: Path, data: bytes) -> bool:
         return False
 
 
+_FCHMOD = hasattr(os, "fchmod")
+"""Whether the platform sets a mode through a descriptor (Windows has no ``os.fchmod``)."""
+
+
 def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, staged: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically (mode 0644); ``durable`` fsyncs before the rename.
 
@@ -68,13 +72,13 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, s
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            if hasattr(os, "fchmod"):  # whatever the umask: artifacts are meant to be shared
+            if _FCHMOD:  # whatever the umask: artifacts are meant to be shared
                 os.fchmod(fd, 0o644)
             if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        if not hasattr(os, "fchmod"):
+        if not _FCHMOD:
             os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException as err:

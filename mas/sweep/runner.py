@@ -447,8 +447,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
     injection = None if plan is None else InjectionPlan(agent=plan.agent, step=plan.step,
                                                         fired=meta.injected_error is not None)
     rt = run_context(cfg, bench, task, seed=rollback_seed(meta.seed, rollback_index) if seed is None else seed,
-                     injection=injection,
-                     options=meta.system_options)
+                     injection=injection, options=meta.system_options)
     rt.personas = meta.personas  # the resumed part keeps the run's generated personas
     out.trace.unlink(missing_ok=True)
     collected = ListCollector()
