@@ -35,10 +35,11 @@ def test_langgraph_version_is_the_pinned_one():
     assert langgraph is not None
 
 
-def scripted_run(tmp_path, system, inject=None):
-    """Task dir of one scripted arith run of ``system`` (``inject``: {"agent", "step"} of a wrong step)."""
+def scripted_run(tmp_path, system, inject=None, *, model="scripted", extra=""):
+    """Task dir of one scripted arith run of ``system`` (``inject``: {"agent", "step"} of a wrong step; ``extra``:
+    more TOML tables for the config)."""
     cfg = tmp_path / "cfg.toml"
-    text = '[models.default]\nprovider = "scripted"\nmodel = "scripted"\n[storage]\ncheckpoints = "all"\n'
+    text = f'[models.default]\nprovider = "scripted"\nmodel = "{model}"\n[storage]\ncheckpoints = "all"\n{extra}'
     if inject:
         text += f'[inject]\nstep = {inject["step"]}\nagent = "{inject["agent"]}"\n'
     cfg.write_text(text)
@@ -110,6 +111,45 @@ async def test_each_rollback_of_a_run_draws_with_a_seed_of_its_own(failed_run, m
         await rollback_one(load_run(failed_run, 0), strategy="restart", scores=None, calibration=None)
     assert seeds == [runner.rollback_seed(run_seed, 0), runner.rollback_seed(run_seed, 1)]
     assert len({run_seed, *seeds}) == 3
+
+
+@pytest.fixture
+def judged_run(tmp_path):
+    """One debate arith run whose final vote a judge model (the scripted double's judge variant) cast."""
+    return scripted_run(tmp_path, "debate", model="scripted:judge", extra="[tracing]\nrecord_inputs = true\n")
+
+
+async def test_a_judges_vote_is_a_step_and_a_rollback_redoes_it_alone(judged_run):
+    task_dir = judged_run
+    traj = load_run(task_dir, 0)
+    vote = traj.steps[-1]
+    assert (vote.agent, vote.kind) == ("system:judge", "verify") and vote.state_id is not None
+    assert [s.agent for s in traj.steps[:-1]] and "system:judge" not in {s.agent for s in traj.steps[:-1]}
+    n = traj.n_steps
+    scores = ScoreRecord(id=traj.id, n_steps=n, step_scores=[0.1] * (n - 1) + [1.0])
+    rec = await rollback_one(traj, strategy="top1", scores=scores, calibration=None)
+    assert rec.restart_step == n - 1 and rec.steps_redone == 1 and rec.status == "finished" and rec.success
+    lines = [json.loads(x) for x in (task_dir / "run_0.rollback_0.trace.jsonl").read_text().splitlines()]
+    steps = [e for e in lines if e["payload"].get("step_index") is not None]
+    assert [(e["actor"], e["payload"]["step_index"], e["payload"]["redo"]) for e in steps] == [
+        ("system:judge", n - 1, True)]
+    told = " ".join(m["content"] for m in steps[0]["payload"]["input_messages"])
+    assert "an earlier attempt continued from this point and failed" in told  # the judge read the rollback note
+
+
+@pytest.mark.parametrize("system", ["debate", "sas_matched", "representative_exchange"])
+def test_a_judges_vote_is_the_last_step_of_every_voting_topology(tmp_path, system):
+    task_dir = scripted_run(tmp_path, system, model="scripted:judge")
+    events = [json.loads(x) for x in (task_dir / "run_0.trace.jsonl").read_text().splitlines()]
+    steps = [(e["actor"], e["payload"]["step_index"]) for e in events if e["payload"].get("step_index") is not None]
+    assert [i for _, i in steps] == list(range(len(steps)))  # numbered on from the agents' steps
+    assert steps[-1][0] == "system:judge" and [a for a, _ in steps].count("system:judge") == 1
+
+
+def test_a_lexical_vote_is_no_step(tmp_path):
+    # mock mode: no judge model is called, and the vote is a function of the debaters' steps
+    traj = load_run(scripted_run(tmp_path, "debate"), 0)
+    assert traj.steps and "system:judge" not in {s.agent for s in traj.steps}
 
 
 def test_choose_restart_strategies():

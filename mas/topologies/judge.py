@@ -127,9 +127,12 @@ def candidate_rows(candidates: Sequence[Candidate], previous: Sequence[Candidate
 
 
 def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
-                   previous: Sequence[Candidate] | None = None) -> list[Any]:
+                   previous: Sequence[Candidate] | None = None, notes: Sequence[str] = ()) -> list[Any]:
+    """The judge's prompt; ``notes`` (a rollback's note on the failed continuation) go between task and
+    candidates, as they do in an agent's prompt."""
+    told = "".join(f"{n}\n\n" for n in notes)
     return [SystemMessage(instructions),
-            HumanMessage(f"Task:\n{question}\n\n{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}")]
+            HumanMessage(f"Task:\n{question}\n\n{told}{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}")]
 
 
 def _check_indices(groups: list[list[int]], invalid: list[int], n: int) -> list[list[int]]:
@@ -219,12 +222,17 @@ class VoteOutcome:
     latency_ms: float = 0.0
     cost_usd: float = 0.0
     model: str | None = None
-    """The judge call's model and route (None: no call was made)."""
+    """The judge call's model and route (None: no call was made, :attr:`by_model`)."""
     route: str | None = None
     usage_source: str | None = None
     cache_hit: bool | None = None
     """The judge's reply came from the response cache (``cost_usd_saved`` is what it did not pay again)."""
     cost_usd_saved: float | None = None
+
+    @property
+    def by_model(self) -> bool:
+        """A judge model was called for this vote (its reply decided, or was unusable and the lexical vote did)."""
+        return self.route is not None
 
     def envelope(self) -> dict[str, Any]:
         """The trace event fields of the judge call behind this vote (usage, model, route, cache)."""
@@ -270,9 +278,11 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
                        explanation=f"{len(best)} of {len(candidates)} agree on a {kind} answer", source="lexical")
 
 
-async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str | None = None) -> VoteOutcome:
+async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str | None = None,
+                     notes: Sequence[str] = ()) -> VoteOutcome:
     """A vote by ``mode`` (default ``mas.final_vote_mode``): the LLM judge, else (or when its reply is unusable)
-    :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error)."""
+    :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error).
+    ``notes``: what the judge is told besides the task (a rollback's note)."""
     if (mode or rt.cfg.mas.final_vote_mode) != "llm_judge":
         return vote_artifacts(candidates)
     if is_mock_judge(rt):
@@ -280,8 +290,8 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
         out.source, out.error = "lexical_fallback", MOCK_JUDGE
         return out
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
-    res = await call_llm(rt.models.for_role("judge"), judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates),
-                         contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
+    res = await call_llm(rt.models.for_role("judge"),
+                         judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates, notes=notes), contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
                          temperature=0.0, metadata={"judge_candidates": candidate_rows(candidates)})
     usage = judge_usage(res)
     try:

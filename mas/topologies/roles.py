@@ -169,19 +169,22 @@ def round_artifacts(history: dict[str, list[dict[str, Any]]], names: Sequence[st
 
 
 async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
-                     sends: list[dict[str, str]] | None = None) -> tuple[dict[str, Any], VoteOutcome]:
+                     sends: list[dict[str, str]] | None = None, notes: Sequence[str] = (),
+                     as_step: bool = False) -> tuple[dict[str, Any], VoteOutcome]:
     """The final vote (``mas.final_vote_mode``) among stored artifacts, traced as ``system:judge``'s ``verify``.
 
-    Returns the winning artifact and the vote. ``arts`` must not be empty.
+    Returns the winning artifact and the vote. ``arts`` must not be empty. ``notes``: what the judge is told
+    besides the task (a rollback's note). With ``as_step``, a vote a judge model cast is a trajectory step (see
+    :func:`publish_vote`).
     """
     cands = [candidate(a) for a in arts]
-    out = await final_vote(rt, cands)
+    out = await final_vote(rt, cands, notes=notes)
     win = arts[out.winner_index]
     current_tracer().emit(JUDGE_ACTOR, "verify", FinalVote(
         vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"],
         groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
         explanation=out.explanation, judge_error=out.error, sends=sends,
-    ), state_id=state_id, **out.envelope())
+    ), state_id=state_id, step=as_step and out.by_model, **out.envelope())
     return win, out
 
 
@@ -197,14 +200,21 @@ class Published:
     """The winner's environment branch, on a benchmark solved by acting (the run's outcome); None otherwise."""
 
     def update(self) -> dict[str, Any]:
-        """The graph-state update: the answer, and the outcome branch where there is one."""
-        return {"answer": self.answer, **({"outcome": self.outcome} if self.outcome else {})}
+        """The graph-state update: the answer, the outcome branch where there is one, and the vote's step."""
+        return {"answer": self.answer, **({"outcome": self.outcome} if self.outcome else {}),
+                **({"steps_done": 1} if self.vote.by_model else {})}
 
 
-async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None) -> Published:
+async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
+                       notes: Sequence[str] = ()) -> Published:
     """The final vote among ``arts`` (:func:`vote_among`), then ``system:judge``'s ``finalize`` event giving the
-    winner's answer to the user: the closing records every voting topology writes."""
-    win, out = await vote_among(rt, arts, state_id=state_id)
+    winner's answer to the user: the closing records every voting topology writes.
+
+    A vote a judge model cast is a trajectory step of ``system:judge``: it is a model's output that can be wrong
+    while a candidate was right, and a rollback from its checkpoint redoes the vote alone (told ``notes``). A
+    lexical vote is not: it is a function of the steps before it, and redoing it changes nothing.
+    """
+    win, out = await vote_among(rt, arts, state_id=state_id, notes=notes, as_step=True)
     answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
               "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
     outcome = win["agent"] if rt.new_environment else None
