@@ -159,9 +159,10 @@ class RunResult(RunIdentity):
     the run is ``finished``, its answer evaluated as any other, completion false when it left none."""
 
 
-ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "oracle")
-"""How a rollback picks its restart step: the conformal set's first step, the most likely step, step 0, or the
-known decisive step. ``oracle`` (scripted runs with an injected error only) is the least any strategy that
+ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "retry", "oracle")
+"""How a rollback picks its restart step: the conformal set's first step, the most likely step, step 0, step 0
+without the rollback note (a plain rerun with another seed: the baseline a user has without this project), or
+the known decisive step. ``oracle`` (scripted runs with an injected error only) is the least any strategy that
 restores the run can redo."""
 
 
@@ -220,7 +221,7 @@ class RollbackSweepRecord(_Record):
 
     version: int = 1
     strategy: str
-    """conformal, top1, restart or oracle."""
+    """conformal, top1, restart, retry or oracle."""
     calibration: str | None = None
     """The ``--calibration`` file; ``self``: calibrated on replay labels (see ``labels``); None: on the sweep's own
     injected labels, cross-fitted (see ``folds``)."""

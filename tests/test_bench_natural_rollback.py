@@ -26,9 +26,22 @@ def test_the_goal_line_compares_success_and_tokens_with_restart_on_the_same_fail
         {k: {**aggregate(v), "runs": [r.model_dump(mode="json") for r in v]} for k, v in recs.items()}))
     script = load_script("bench_natural_rollback")
     lines = script.report(script.strategy_rows(tmp_path))
-    rows = {line.split()[0]: line for line in lines[1:4]}
+    rows = {line.split()[0]: line for line in lines[1:5]}
     assert "2/4 = 0.500" in rows["conformal"] and "1,000" in rows["conformal"] and "4 (4)" in rows["conformal"]
     assert "1/4 = 0.250" in rows["restart"] and "4,000" in rows["restart"]
     goal = lines[-1]
     assert "conformal success 0.500 >= restart 0.250: met" in goal and "over 4 failures" in goal
     assert "tokens 0.25 x restart's <= 0.70: met" in goal
+    assert "0/0" in rows["retry"] and not any(line.startswith("  against retry") for line in lines)
+
+
+def test_a_retry_row_gets_its_own_comparison_before_the_goal(tmp_path):
+    recs = {"conformal": [_rec("r0", "conformal", restart=4, tokens=1000, success=True)],
+            "restart": [_rec("r0", "restart", restart=0, tokens=4000, success=False)],
+            "retry": [_rec("r0", "retry", restart=0, tokens=2000, success=True)]}
+    (tmp_path / "rollback_results.json").write_text(json.dumps(
+        {k: {**aggregate(v), "runs": [r.model_dump(mode="json") for r in v]} for k, v in recs.items()}))
+    script = load_script("bench_natural_rollback")
+    lines = script.report(script.strategy_rows(tmp_path))
+    assert lines[-2].startswith("  against retry: conformal success 1.000 >= retry 1.000: met")
+    assert "tokens 0.50 x retry's <= 0.70: met" in lines[-2] and lines[-1].startswith("  goal:")

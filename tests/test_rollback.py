@@ -100,6 +100,30 @@ async def test_full_restart_redoes_everything(failed_run):
     assert rec.restart_step == 0 and rec.cost == 1.0 and rec.success
 
 
+@pytest.fixture
+def failed_run_with_inputs(tmp_path):
+    """``failed_run`` recording each model call's input messages."""
+    return scripted_run(tmp_path, "sas", {"agent": "solver", "step": 1}, extra="[tracing]\nrecord_inputs = true\n")
+
+
+def _told(task_dir, k):
+    """The input messages of rollback ``k``'s model calls, joined."""
+    lines = [json.loads(x) for x in (task_dir / f"run_0.rollback_{k}.trace.jsonl").read_text().splitlines()]
+    return " ".join(m["content"] for e in lines for m in e["payload"].get("input_messages") or ())
+
+
+async def test_a_retry_reruns_the_whole_run_without_the_note(failed_run_with_inputs):
+    traj = load_run(failed_run_with_inputs, 0)
+    restart = await rollback_one(traj, strategy="restart", scores=None, calibration=None)
+    retry = await rollback_one(traj, strategy="retry", scores=None, calibration=None)
+    for rec in (restart, retry):
+        assert rec.restart_step == 0 and rec.cost == 1.0 and rec.set == list(range(traj.n_steps)) and rec.success
+    note = "an earlier attempt continued from this point and failed"
+    assert note in _told(failed_run_with_inputs, restart.rollback_index)
+    told = _told(failed_run_with_inputs, retry.rollback_index)
+    assert told and note not in told and "judged wrong" not in told
+
+
 async def test_each_rollback_of_a_run_draws_with_a_seed_of_its_own(failed_run, monkeypatch):
     """A resumed part that kept the failed run's seed drew with the failure's random numbers."""
     import mas.sweep.runner as runner

@@ -9,6 +9,7 @@ import json
 import sys
 
 from descriptor.cliargs import positive_int
+from descriptor.records import ROLLBACK_STRATEGIES
 
 
 def _calibration(path: str | None):
@@ -161,9 +162,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollback", help="fork a failed run before its flagged steps and resume it")
     p.add_argument("--run-dir", required=True, help="the run: <task_dir>/run_<r> (or one of its files)")
     p.add_argument("--calibration", help="calibration.json from `calibrate` (strategy conformal)")
-    p.add_argument("--strategy", choices=["conformal", "top1", "restart", "oracle"], default="conformal",
-                   help="conformal: the set's first step; top1: the most likely step; restart: step 0; oracle: the "
-                        "known decisive step (scripted runs with an injected error only)")
+    p.add_argument("--strategy", choices=ROLLBACK_STRATEGIES, default="conformal",
+                   help="conformal: the set's first step; top1: the most likely step; restart: step 0; retry: step 0 "
+                        "without the rollback note (a plain rerun with another seed); oracle: the known decisive "
+                        "step (scripted runs with an injected error only)")
     p.add_argument("--force", action="store_true",
                    help="roll back even a run that succeeded or ended in an infrastructure error")
     _add_scoring(p)
@@ -173,7 +175,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--experiment-root", required=True)
     p.add_argument("--calibration", help="calibration.json from `calibrate`")
     p.add_argument("--strategies", default="conformal,top1,restart",
-                   help="comma-separated, of conformal, top1, restart, oracle (oracle: runs with a known decisive "
+                   help="comma-separated, of conformal, top1, restart, retry, oracle (oracle: runs with a known decisive "
                         "step only; default conformal,top1,restart)")
     _add_scoring(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")

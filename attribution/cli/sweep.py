@@ -89,7 +89,8 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     g = run.add_argument_group("automatic rollback (after the sweep, each failed run once)")
     g.add_argument("--rollback", choices=ROLLBACK_STRATEGIES, metavar="STRATEGY",
                    help="roll back every failed run at the end of the sweep: conformal (the calibrated set's first "
-                        "step), top1 (the most likely step), restart (step 0) or oracle (the injected step, scripted "
+                        "step), top1 (the most likely step), restart (step 0), retry (step 0 without the rollback note: "
+                        "a plain rerun with another seed) or oracle (the injected step, scripted "
                         "runs only); writes run_<r>.rollback_<k>.* and <root>/rollback_sweep.json, and the summary "
                         "shows success before and after")
     g.add_argument("--calibration", metavar="FILE",

@@ -39,9 +39,11 @@ from mas.sweep.runner import resume_run
 
 log = get_logger(__name__)
 
-Strategy = Literal["conformal", "top1", "restart", "oracle"]
-UNSCORED: frozenset[str] = frozenset({"restart", "oracle"})
+Strategy = Literal["conformal", "top1", "restart", "retry", "oracle"]
+UNSCORED: frozenset[str] = frozenset({"restart", "retry", "oracle"})
 """Strategies that need no step scores."""
+FROM_START: frozenset[str] = frozenset({"restart", "retry"})
+"""Strategies that redo the whole run (their flagged set is every step)."""
 FAILED_TAIL_CHARS = 1500
 """Characters of the failed continuation shown in the rollback note."""
 
@@ -60,7 +62,7 @@ class Choice(BaseModel):
 def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calibration | None,
                    decisive: int | None = None) -> Choice:
     """The flagged steps and the restart step for ``strategy`` (``decisive``: the known decisive step, for oracle)."""
-    if strategy == "restart":
+    if strategy in FROM_START:
         n = scores.n_steps if scores else 0
         return Choice(members=list(range(n)), step=0)
     if strategy == "oracle":
@@ -167,7 +169,7 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
     """
     t0 = time.perf_counter()
     choice = choice or choose_restart(strategy, scores, calibration, traj.mistake_step)
-    members = list(range(traj.n_steps)) if strategy == "restart" else choice.members
+    members = list(range(traj.n_steps)) if strategy in FROM_START else choice.members
     restart = superstep_start(traj, choice.step)
     run = run_of(traj)
     k = next_rollback_index(run)
@@ -181,8 +183,10 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
         state_id = traj.steps[restart].state_id
         if state_id is None:
             raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
-        outcome = await resume_run(run, checkpoint_id=state_id, note=rollback_note(traj, restart), rollback_index=k,
-                                   first_step=restart, seed=seed)
+        # retry: the run again with another seed and no word of the failure (what a rerun without this project is)
+        note = None if strategy == "retry" else rollback_note(traj, restart)
+        outcome = await resume_run(run, checkpoint_id=state_id, note=note, rollback_index=k, first_step=restart,
+                                   seed=seed)
     except UserError as err:
         if not keep_going:
             raise

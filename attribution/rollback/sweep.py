@@ -45,7 +45,15 @@ from typing import Any
 
 from attribution.conformal import Aggregator, Calibration, fit, load_calibration, predict
 from attribution.sources.loaders import load_runs_dir
-from attribution.rollback.restart import Choice, check_configs, choose_restart, rollback_one, run_of, set_choice
+from attribution.rollback.restart import (
+    UNSCORED,
+    Choice,
+    check_configs,
+    choose_restart,
+    rollback_one,
+    run_of,
+    set_choice,
+)
 from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs, training_for
 from attribution.rollback.selfcal import LABELS_NAME, SELF, labelled_runs, own_labels
 from attribution.sources.labelfile import read_labels
@@ -243,9 +251,9 @@ async def _choices(failed: list[Trajectory], todo: list[Trajectory], opts: Sweep
                                                               str | None]:
     """Restart choice (and scoring model calls) per run id, the self-calibration folds, and the scorer used."""
     s = opts.strategy
-    if s in ("restart", "oracle"):
+    if s in UNSCORED:
         return ({t.id: (choose_restart(s, None, None, t.mistake_step), 0) for t in todo
-                 if s == "restart" or t.mistake_step is not None}, [], None)
+                 if s != "oracle" or t.mistake_step is not None}, [], None)
     if calibration is not None:
         setup = resolve_scoring(calibration, uses_calibration=s == "conformal", seed=opts.seed)
         early = await early_stopped_choices(todo, setup, calibration) if s == "conformal" else None

@@ -416,9 +416,10 @@ class ResumeOutcome:
     """Trajectory steps the resumed part produced."""
 
 
-async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_index: int,
+async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rollback_index: int,
                      first_step: int, seed: int | None = None) -> ResumeOutcome:
-    """Fork run ``run`` at checkpoint ``checkpoint_id``, tell its agents ``note``, run it to the end, evaluate.
+    """Fork run ``run`` at checkpoint ``checkpoint_id``, tell its agents ``note`` (None: nothing), run it to the end,
+    evaluate.
 
     Writes ``run_<r>.rollback_<k>.trace.jsonl``, ``.eval.json`` and a copy of
     the checkpoint database (the original run's files are never touched).
@@ -457,7 +458,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str, rollback_i
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
-                                                fork={"notes": [note]})
+                                                fork={"notes": [] if note is None else [note]})
     writer.raise_failure()
     answer = final_answer(state) if error is None else None
     grading = await grade(bench, task, rt, answer, error)
