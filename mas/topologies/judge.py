@@ -291,8 +291,9 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
         return out
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"),
-                         judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates, notes=notes), contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA,
-                         temperature=0.0, metadata={"judge_candidates": candidate_rows(candidates)})
+                         judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates, notes=notes),
+                         contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA, temperature=0.0,
+                         metadata={"judge_candidates": candidate_rows(candidates)})
     usage = judge_usage(res)
     try:
         r = parse_vote(res.parsed, candidates)
