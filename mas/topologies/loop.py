@@ -132,7 +132,7 @@ async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, s
     sync_step_counter(state.get("steps_done", 0))
     rounds = rt.cfg.mas.max_rounds if max_rounds is None else max_rounds
     if vote is not None:
-        pub = await publish_vote(rt, vote, state_id=state_id, notes=state.get("notes") or ())
+        pub = await publish_vote(rt, vote, state=state, state_id=state_id)
         record = StageRecord.closing(stage, state["decisions"], rounds, **extra, final_vote_source=pub.vote.source,
                                      winner_agent=pub.winner["agent"], outcome_environment=pub.outcome)
         return {**pub.update(), "stages": [record.to_dict()]}

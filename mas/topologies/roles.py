@@ -8,7 +8,7 @@ Turns themselves are :func:`mas.topologies.agent.agent_turn`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,16 +205,18 @@ class Published:
                 **({"steps_done": 1} if self.vote.by_model else {})}
 
 
-async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
-                       notes: Sequence[str] = ()) -> Published:
+async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state: Mapping[str, Any],
+                       state_id: str | None) -> Published:
     """The final vote among ``arts`` (:func:`vote_among`), then ``system:judge``'s ``finalize`` event giving the
     winner's answer to the user: the closing records every voting topology writes.
 
     A vote a judge model cast is a trajectory step of ``system:judge``: it is a model's output that can be wrong
-    while a candidate was right, and a rollback from its checkpoint redoes the vote alone (told ``notes``). A
-    lexical vote is not: it is a function of the steps before it, and redoing it changes nothing.
+    while a candidate was right, and a rollback from its checkpoint redoes the vote alone, told the rollback's
+    note (``state``'s ``notes``) and numbered from ``state``'s ``steps_done``. A lexical vote is not: it is a
+    function of the steps before it, and redoing it changes nothing.
     """
-    win, out = await vote_among(rt, arts, state_id=state_id, notes=notes, as_step=True)
+    sync_step_counter(state.get("steps_done", 0))  # a rollback may resume at the vote
+    win, out = await vote_among(rt, arts, state_id=state_id, notes=state.get("notes") or (), as_step=True)
     answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
               "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}
     outcome = win["agent"] if rt.new_environment else None

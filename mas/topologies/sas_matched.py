@@ -76,8 +76,7 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
     async def vote(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in names) if a is not None]
-        sync_step_counter(state.get("steps_done", 0))  # a rollback may resume at the vote (a step of its own)
-        return (await publish_vote(rt, arts, state_id=state_id_of(config), notes=state.get("notes") or ())).update()
+        return (await publish_vote(rt, arts, state=state, state_id=state_id_of(config))).update()
 
     g = StateGraph(LoopState)
     g.add_node("sample", sample)
