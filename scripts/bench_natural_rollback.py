@@ -80,6 +80,7 @@ def paired_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple
 def report(rows: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = [f"  {'strategy':10s} {'runs':>5s} {'success [Wilson 95 %]':>26s} {'tokens per rollback':>28s}"
              "   restart steps (count)"]
+    means: dict[str, tuple[float, float]] = {}  # strategy -> (success rate, tokens per rollback)
     for name in STRATEGIES:
         recs = rows.get(name, [])
         wins = sum(r["success"] for r in recs)
@@ -87,20 +88,17 @@ def report(rows: dict[str, list[dict[str, Any]]]) -> list[str]:
         toks = [float(r["tokens"]) for r in recs]
         tlo, thi = bootstrap_mean_ci(toks, seed=0) if toks else (float("nan"), float("nan"))
         mean = sum(toks) / len(toks) if toks else float("nan")
+        if recs:
+            means[name] = (wins / len(recs), mean)
         starts = collections.Counter(r["restart_step"] for r in recs)
         lines.append(f"  {name:10s} {len(recs):5d} {f'{wins}/{len(recs)} = {wins / max(len(recs), 1):.3f} [{lo:.2f}, {hi:.2f}]':>26s}"
                      f" {f'{mean:,.0f} [{tlo:,.0f}, {thi:,.0f}]':>28s}   "
                      + ", ".join(f"{k} ({v})" for k, v in sorted(starts.items())))
-    conf = rows.get("conformal", [])
     for base in ("retry", "restart"):  # the goal (against restart) last
-        other = rows.get(base, [])
-        if not (conf and other):
+        if "conformal" not in means or base not in means:
             continue
-        sc = sum(r["success"] for r in conf) / len(conf)
-        sr = sum(r["success"] for r in other) / len(other)
-        tc = sum(r["tokens"] for r in conf) / len(conf)
-        tr = sum(r["tokens"] for r in other) / len(other)
-        d, (dlo, dhi), n = paired_difference(conf, other)
+        (sc, tc), (sr, tr) = means["conformal"], means[base]
+        d, (dlo, dhi), n = paired_difference(rows["conformal"], rows[base])
         ratio = tc / tr if tr else float("nan")
         ok_s, ok_t = sc >= sr, ratio <= 0.7
         lines.append(f"  {'goal' if base == 'restart' else 'against retry'}: conformal success {sc:.3f} >= {base} "
