@@ -221,10 +221,15 @@ class FinalVote(Payload):
     winner_index: int
     winner_agent: str
     groups: list[list[str]]
-    """Agent names per answer group."""
+    """Agent names per answer group (the judge's grouping)."""
     invalid_indices: list[int] = Field(default_factory=list)
     explanation: str = ""
     judge_error: str | None = None
+    candidates: list[str] = Field(default_factory=list)
+    """The candidates' agents, whose places the indices here name (empty in older traces)."""
+    answer_groups: list[list[int]] = Field(default_factory=list)
+    """Candidates with equal normalised answers (the lexical grouping, for :mod:`descriptor.vote_audit`)."""
+    shown_order: list[int] | None = None  # the order the judge model saw them in (None: no judge model saw them)
 
 
 class Election(Payload):

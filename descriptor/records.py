@@ -114,6 +114,11 @@ class EvalRecord(_Record):
     score: float = Field(strict=True)
     """Benchmark-native score in [0, 1]."""
     details: dict[str, Any] = Field(default_factory=dict)
+    candidate_success: list[bool] | None = None
+    """The benchmark's verdict on each candidate of the run's final vote (the trace's ``final_vote`` event lists
+    them in this order), on benchmarks whose evaluation is a quick comparison of answers; None where there was no
+    vote or such an evaluation. For the vote audit only (:mod:`descriptor.vote_audit`): the run's success is its
+    published answer's."""
 
 
 class TraceMetricsRecord(RunMetrics):

@@ -108,6 +108,31 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def poisson_binomial_test(k: int, probs: Sequence[float]) -> float:
+    """Two-sided exact p-value of ``k`` successes in independent trials with success probabilities ``probs``.
+
+    The distribution of the count is computed exactly (a convolution, O(n²)); the p-value sums the
+    probabilities of every count no more likely than ``k`` (with a relative tolerance of 1e-7), scipy's
+    ``binomtest`` rule, whose p-value it equals when every probability is the same. 1.0 with no trials.
+
+    >>> round(poisson_binomial_test(10, [0.5] * 10), 6), poisson_binomial_test(0, [])
+    (0.001953, 1.0)
+    """
+    if not probs:
+        return 1.0
+    dist = [1.0]
+    for p in probs:
+        nxt = [0.0] * (len(dist) + 1)
+        for i, q in enumerate(dist):
+            nxt[i] += q * (1 - p)
+            nxt[i + 1] += q * p
+        dist = nxt
+    if not 0 <= k < len(dist):
+        raise ValueError(f"k = {k} is outside 0..{len(probs)}")
+    cutoff = dist[k] * (1 + 1e-7)
+    return min(1.0, sum(q for q in dist if q <= cutoff))
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class SignTest:
     """Exact two-sided sign test over paired units (tasks); ties are dropped."""

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from descriptor.events import Decision, Event, is_system_actor
+from descriptor.vote_audit import vote_digest
 
 CONTROLLER = "system:controller"
 
@@ -74,13 +75,17 @@ class TraceDigest(BaseModel):
     """:func:`spend` by actor."""
     stalls: list[dict[str, Any]]
     """:func:`stalls` (each without its run index)."""
+    vote: dict[str, Any] | None = None
+    """The run's last final vote (:func:`descriptor.vote_audit.vote_digest`); None: none, or a digest that
+    predates it."""
 
 
 def trace_digest(events: Sequence[Event], trace_bytes: bytes | None = None) -> TraceDigest:
     """The digest of ``events``; with ``trace_bytes`` (the file they were written to) it carries their hash."""
     return TraceDigest(sha256=trace_sha256(trace_bytes) if trace_bytes is not None else "",
                        error_events=sum(1 for e in events if e.event_type == "error"),
-                       by_stage=spend(events, "event_type"), by_actor=spend(events, "actor"), stalls=stalls(events))
+                       by_stage=spend(events, "event_type"), by_actor=spend(events, "actor"), stalls=stalls(events),
+                       vote=vote_digest(events))
 
 
 def merge_spend(tables: Sequence[dict[str, list[int | float]]]) -> dict[str, dict[str, int | float]]:

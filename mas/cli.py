@@ -119,7 +119,12 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
 
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
-    print(f"report: {write_report(req.experiment_root)}")
+    index = write_report(req.experiment_root)
+    print(f"report: {index}")
+    from descriptor.vote_audit import audit_warnings
+
+    for warning in audit_warnings(index.parent):
+        print(f"warning: {warning} (the report's \"Final votes\")", file=sys.stderr)
     from mas.sweep.experiment import scripted_notes
 
     for note in scripted_notes(req.cfg, list(req.benchmarks), list(req.systems)):

@@ -9,7 +9,14 @@ from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.topologies.agent import RunContext
 from mas.config import ExperimentConfig, ModelRoute, parse_config
-from mas.topologies.judge import consensus_judge, final_vote, parse_consensus, parse_vote, vote_artifacts
+from mas.topologies.judge import (
+    consensus_judge,
+    final_vote,
+    parse_consensus,
+    parse_vote,
+    shown_order,
+    vote_artifacts,
+)
 from mas.llm.models import ModelSet
 from mas.sweep.runner import RunSpec, execute_run
 from mas.topologies.termination import (
@@ -391,12 +398,54 @@ def test_parse_vote_rejects_an_empty_winner():
     assert parse_vote({**reply, "winner_index": 1}, c).winner_index == 1
 
 
+def choose(pick):
+    """A judge reply naming the candidate (as the judge saw them) whose answer ``pick`` accepts."""
+    def reply(ctx):
+        rows = ctx.metadata["judge_candidates"]
+        return json.dumps({"groups": [], "winner_index": next(r["index"] for r in rows if pick(r["answer"])),
+                           "invalid_indices": [], "explanation": "chosen"})
+    return reply
+
+
 async def test_final_vote_falls_back_when_the_judge_picks_an_empty_artifact(monkeypatch):
-    reply = '{"groups": [[0], [1, 2]], "winner_index": 0, "invalid_indices": [], "explanation": "first"}'
     c = cands(" ", "42", "42")
-    out = await final_vote(scripted_rt(script={"judge.vote": lambda ctx: reply}), c)
+    out = await final_vote(scripted_rt(script={"judge.vote": choose(lambda a: not a.strip())}), c)
     assert out.source == "lexical_fallback" and "empty artifact" in out.error
     assert c[out.winner_index].artifact == "42" and out.token_in > 0  # the unusable call still costs tokens
+
+
+def test_the_judge_sees_the_candidates_in_an_order_drawn_from_the_run_seed():
+    orders = [shown_order(seed, 4) for seed in range(40)]
+    assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
+    assert orders == [shown_order(seed, 4) for seed in range(40)]  # a run replays its order
+    assert len({tuple(o) for o in orders}) > 10
+    firsts = [shown_order(seed, 2)[0] for seed in range(400)]
+    assert 150 < sum(firsts) < 250  # either candidate is shown first about half the time
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_the_vote_names_the_candidate_the_judge_chose_whatever_order_it_saw(seed):
+    c = cands("41", "42", "43")
+    rt = scripted_rt(script={"judge.vote": choose(lambda a: a == "43")})
+    rt = rt.with_models(rt.models.reseeded(seed))
+    out = await final_vote(rt, c)
+    assert out.source == "llm_judge" and c[out.winner_index].artifact == "43"
+    assert out.shown_order == shown_order(rt.models.seed, 3)
+
+
+async def test_the_final_vote_event_records_its_candidates_answers_and_order():
+    from mas.topologies.roles import vote_among
+
+    arts = [{"agent": f"debater_{i}", "answer_artifact": a, "confidence": 0.5} for i, a in enumerate(["7", "9", "7"])]
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        _, out = await vote_among(scripted_rt(script={"judge.vote": choose(lambda a: a == "9")}), arts, state_id=None)
+    vote = sink.events[-1].payload
+    assert vote.candidates == ["debater_0", "debater_1", "debater_2"] and vote.winner_agent == "debater_1"
+    assert vote.answer_groups == [[0, 2], [1]] and vote.shown_order == out.shown_order
+    with use_tracer(Tracer("t", [sink])):
+        await vote_among(scripted_rt("scripted"), arts, state_id=None)  # mock mode: no judge saw an order
+    assert sink.events[-1].payload.shown_order is None
 
 
 # ---- rounds = 1 runs exactly one cycle ---------------------------------------------------------

@@ -61,6 +61,10 @@ class RunRow:
     """The run in the viewer, relative to the report directory."""
     flags: str = ""
     """Short marks for the grid cell (``R`` rolled back, ``A`` attributed)."""
+    vote: dict[str, Any] | None = None
+    """The run's last final vote (:func:`descriptor.vote_audit.vote_digest`)."""
+    candidate_success: list[bool] | None = None
+    """The benchmark's verdict on each of that vote's candidates (``eval.json``), where it was recorded."""
 
     @property
     def cls(self) -> str:

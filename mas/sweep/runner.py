@@ -188,6 +188,23 @@ def evaluate_run(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, 
     return Evaluation(success=ev.success, score=ev.score, details={**ev.details, **grading.details})
 
 
+def candidate_verdicts(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, Any], error: str | None,
+                       grading: Grading | None = None) -> list[bool] | None:
+    """The benchmark's verdict on each candidate answer of the run's final vote, for the vote audit: whether the
+    judge chose a right answer when one was on offer. Only where that costs next to nothing and needs nothing but
+    the text: an evaluation that is a quick comparison (:attr:`~benchmark.base.Benchmark.evaluation_blocks`
+    False), no environment, no grading by a judge model; each distinct answer is evaluated once."""
+    candidates = (state.get("answer") or {}).get("candidates") if error is None else None
+    if (not candidates or bench.evaluation_blocks or rt.new_environment is not None
+            or (grading is not None and grading.reply is not None)):
+        return None
+    verdicts: dict[str, bool] = {}
+    for text in candidates:
+        if text not in verdicts:
+            verdicts[text] = bench.evaluate(task, text or "", None).success
+    return [verdicts[text] for text in candidates]
+
+
 def is_completed(answer: str | None, error: str | None) -> bool:
     """A run completed when it ended without an error and with a non-empty final answer."""
     return error is None and bool(answer and answer.strip())
@@ -364,9 +381,10 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     completion = is_completed(answer, error)
     evaluation = evaluate_run(bench, spec.task, rt, state, answer, error, infrastructure=infrastructure, grading=grading)
     write_text_atomic(paths.answer, answer or "", durable=False, staged=True)
-    write_json_atomic(paths.eval, EvalRecord(success=evaluation.success, completion=completion,
-                                             score=evaluation.score, details=evaluation.details), indent=None,
-                      durable=False, staged=True)
+    write_json_atomic(paths.eval, EvalRecord(
+        success=evaluation.success, completion=completion, score=evaluation.score, details=evaluation.details,
+        candidate_success=candidate_verdicts(bench, spec.task, rt, state, error, grading)), indent=None,
+        durable=False, staged=True)
     metrics = compute_run_metrics(events)
     # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
     digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None

@@ -23,6 +23,7 @@ evidence-backed answers over blocked, planning-only or "no evidence" outputs.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import LLMResult, call_llm
+from mas.llm.call import LLMResult, actor_seed, call_llm
 from mas.llm.schema import bounded_schema
 from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
@@ -228,6 +229,8 @@ class VoteOutcome:
     cache_hit: bool | None = None
     """The judge's reply came from the response cache (``cost_usd_saved`` is what it did not pay again)."""
     cost_usd_saved: float | None = None
+    shown_order: list[int] | None = None
+    """The candidates' indices in the order the judge model saw them (None: no judge model saw them)."""
 
     @property
     def by_model(self) -> bool:
@@ -278,33 +281,56 @@ def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
                        explanation=f"{len(best)} of {len(candidates)} agree on a {kind} answer", source="lexical")
 
 
+VOTE_ORDER_ACTOR = "system:judge:vote-order"
+"""The name the candidates' shuffle draws its seed by (:func:`mas.llm.call.actor_seed`)."""
+
+
+def shown_order(run_seed: int, n: int) -> list[int]:
+    """The order a judge model sees ``n`` candidates in: a permutation drawn from the run's seed.
+
+    A judge that favours a position (the 0.5B embedded model chose the second of two candidates in every vote
+    of a 100-run sweep) would otherwise favour whichever agent is listed there, and that would read as the agent
+    being better. Shuffled, the bias becomes noise the vote audit can measure apart from the agents
+    (:mod:`descriptor.vote_audit`). A function of the run's seed, so a run replays exactly and a rollback, which
+    draws with a seed of its own, shows the candidates anew.
+    """
+    order = list(range(n))
+    random.Random(actor_seed(run_seed, VOTE_ORDER_ACTOR)).shuffle(order)
+    return order
+
+
 async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str | None = None,
                      notes: Sequence[str] = ()) -> VoteOutcome:
     """A vote by ``mode`` (default ``mas.final_vote_mode``): the LLM judge, else (or when its reply is unusable)
     :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error).
-    ``notes``: what the judge is told besides the task (a rollback's note)."""
+    ``notes``: what the judge is told besides the task (a rollback's note). The judge model sees the candidates
+    in :func:`shown_order`; the outcome's indices are the candidates' own."""
     if (mode or rt.cfg.mas.final_vote_mode) != "llm_judge":
         return vote_artifacts(candidates)
     if is_mock_judge(rt):
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", MOCK_JUDGE
         return out
+    order = shown_order(rt.models.seed, len(candidates))
+    shown = [candidates[i] for i in order]
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"),
-                         judge_messages(VOTE_INSTRUCTIONS, rt.question, candidates, notes=notes),
+                         judge_messages(VOTE_INSTRUCTIONS, rt.question, shown, notes=notes),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA, temperature=0.0,
-                         metadata={"judge_candidates": candidate_rows(candidates)})
+                         metadata={"judge_candidates": candidate_rows(shown)})
     usage = judge_usage(res)
     try:
-        r = parse_vote(res.parsed, candidates)
+        r = parse_vote(res.parsed, shown)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
         for name, value in usage.items():
             setattr(out, name, value)
+        out.shown_order = order
         return out
-    return VoteOutcome(winner_index=r.winner_index, groups=r.groups, invalid_indices=list(r.invalid_indices),
-                       explanation=r.explanation[:1000], source="llm_judge", **usage)
+    return VoteOutcome(winner_index=order[r.winner_index], groups=[[order[i] for i in g] for g in r.groups],
+                       invalid_indices=[order[i] for i in r.invalid_indices], explanation=r.explanation[:1000],
+                       source="llm_judge", shown_order=order, **usage)
 
 
 # ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----

@@ -19,7 +19,7 @@ from mas.topologies.declaration import Role
 from mas.topologies.environment import changes_text
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, VoteOutcome, final_vote
 from mas.topologies.prompts import relay_packet
-from mas.topologies.termination import MISSING_CONFIDENCE, Candidate, normalize_artifact
+from mas.topologies.termination import MISSING_CONFIDENCE, Candidate, lexical_groups, normalize_artifact
 from mas.tracing import Tracer, current_tracer
 
 _synced: weakref.WeakSet[Tracer] = weakref.WeakSet()
@@ -183,7 +183,8 @@ async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id
     current_tracer().emit(JUDGE_ACTOR, "verify", FinalVote(
         vote_source=out.source, winner_index=out.winner_index, winner_agent=win["agent"],
         groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
-        explanation=out.explanation, judge_error=out.error, sends=sends,
+        explanation=out.explanation, judge_error=out.error, sends=sends, candidates=[c.agent for c in cands],
+        answer_groups=lexical_groups(cands), shown_order=out.shown_order,
     ), state_id=state_id, step=as_step and out.by_model, **out.envelope())
     return win, out
 
@@ -223,4 +224,6 @@ async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state:
     current_tracer().emit(JUDGE_ACTOR, "finalize", FinalAnswer(
         **answer, content=win["answer_artifact"], outcome_environment=outcome,
         sends=[{"from": JUDGE_ACTOR, "to": ANSWER_RECIPIENT}]), state_id=state_id)
+    # the runner judges every candidate too, for the vote audit (mas.sweep.runner.candidate_verdicts)
+    answer["candidates"] = [a["answer_artifact"] for a in arts]
     return Published(answer=answer, winner=win, vote=out, outcome=outcome)

@@ -1,0 +1,136 @@
+"""Does the final vote's judge judge? What the judge-model votes of an experiment did, from its run files.
+
+A debate's answer (and a matched SAS's, and a representative exchange's) is its final vote's winner. When a
+judge model casts that vote, the system's success is partly the judge's: a judge that picks by position rather
+than by content makes a MAS figure about the judge, not about collaboration. The embedded 0.5B model chose
+the second of two candidates in every one of 100 votes (``attribution/README.md``). Per benchmark × system,
+over each run's last final vote that a judge model cast:
+
+- **contested**: the candidates' normalised answers differ (the trace's ``final_vote`` ``answer_groups``);
+- **merged**: a contested vote whose judge put two differing answers in one group;
+- **first**: contested votes won by the candidate the judge saw first, against chance (1/n for a vote among
+  n), by the exact test of :func:`descriptor.stats.poisson_binomial_test`; the judge sees the candidates in a
+  seeded shuffle (:func:`mas.topologies.judge.shown_order`), so this is the judge's bias, not an agent's merit;
+- **split**: contested votes with a right and a wrong candidate, by the benchmark's own verdicts on every
+  candidate (``eval.json``'s ``candidate_success``, kept where evaluation is a quick comparison of answers):
+  how often the judge's winner was right, with its Wilson interval, against choosing at random (each vote's
+  share of right candidates), by the same exact test;
+- **outvoted**: failed runs in which a candidate was right.
+
+A run's vote is digested once, when the run ends (:func:`vote_digest`, in ``trace_metrics.json``), so
+summaries and the report read no trace for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from descriptor.events import Event, FinalVote
+from descriptor.stats import poisson_binomial_test, wilson_interval
+
+VOTE_AUDIT_FILE = "vote_audit.json"
+"""The audit's rows in the report directory (what the index page's "Final votes" section shows)."""
+BIASED_P = 0.01
+"""Below this p-value a judge's lean to the first position, or a choice no better than chance, is reported."""
+MIN_VOTES = 8
+"""Fewest contested (or split) votes a warning is drawn from."""
+
+
+def vote_digest(events: Sequence[Event]) -> dict[str, Any] | None:
+    """The run's last final vote, as the audit reads it; None when there is none (or it predates the record of
+    its candidates).
+
+    ``judged``: a judge model was called (its reply decided, or was unusable: ``source`` says which);
+    ``n``: candidates; ``winner``: the winner's index; ``first``: the index the judge saw first (0 when no
+    judge model saw them); ``answers``: distinct normalised answers; ``merged``: the judge grouped candidates
+    whose answers differ.
+    """
+    vote = next((e for e in reversed(events) if isinstance(e.payload, FinalVote)), None)
+    if vote is None or not vote.payload.candidates:  # type: ignore[union-attr]
+        return None
+    p: FinalVote = vote.payload  # type: ignore[assignment]
+    answer_of = {i: g for g, members in enumerate(p.answer_groups) for i in members}
+    place = {name: i for i, name in enumerate(p.candidates)}
+    merged = any(len({answer_of.get(place.get(a, -1), -1 - k) for k, a in enumerate(group)}) > 1
+                 for group in p.groups)
+    return {"source": p.vote_source, "judged": vote.model is not None, "n": len(p.candidates),
+            "winner": p.winner_index, "first": p.shown_order[0] if p.shown_order else 0,
+            "answers": len(p.answer_groups), "merged": merged}
+
+
+@dataclass(kw_only=True, slots=True)
+class VoteRow:
+    """One run's part in the audit."""
+
+    benchmark: str
+    system: str
+    success: bool
+    vote: dict[str, Any] | None
+    """:func:`vote_digest` of the run's trace."""
+    candidate_success: list[bool] | None = None
+
+
+def _line(k: int, n: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(k, n)
+    return {"k": k, "n": n, "rate": k / n if n else None, "lo": lo, "hi": hi}
+
+
+def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
+    """Per benchmark × system with a vote a judge model cast: the figures of the module docstring and a
+    ``warning`` sentence (None when nothing is amiss or there are too few votes to tell)."""
+    units: dict[tuple[str, str], list[VoteRow]] = {}
+    for r in rows:
+        if r.vote is not None and r.vote["judged"]:
+            units.setdefault((r.benchmark, r.system), []).append(r)
+    out = []
+    for (bench, system), runs in sorted(units.items()):
+        usable = [r for r in runs if r.vote["source"] == "llm_judge"]
+        contested = [r for r in usable if r.vote["answers"] >= 2]
+        first = sum(1 for r in contested if r.vote["winner"] == r.vote["first"])
+        p_first = poisson_binomial_test(first, [1 / r.vote["n"] for r in contested])
+        split = [r for r in contested if r.candidate_success is not None and len(r.candidate_success) == r.vote["n"]
+                 and any(r.candidate_success) and not all(r.candidate_success)]
+        right = sum(1 for r in split if r.candidate_success[r.vote["winner"]])  # type: ignore[index]
+        chance = [sum(r.candidate_success) / r.vote["n"] for r in split]  # type: ignore[arg-type]
+        p_choice = poisson_binomial_test(right, chance)
+        outvoted = sum(1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success))
+        row = {
+            "benchmark": bench, "system": system, "votes": len(runs), "unusable": len(runs) - len(usable),
+            "contested": len(contested), "merged": sum(1 for r in contested if r.vote["merged"]),
+            "first": _line(first, len(contested)),
+            "first_chance": sum(1 / r.vote["n"] for r in contested) / len(contested) if contested else None,
+            "first_p": p_first,
+            "split": _line(right, len(split)), "split_chance": sum(chance) / len(chance) if chance else None,
+            "split_p": p_choice, "outvoted": outvoted,
+        }
+        row["warning"] = _warning(row)
+        out.append(row)
+    return out
+
+
+def _warning(row: dict[str, Any]) -> str | None:
+    """One sentence when the judge chose by position or no better than at random, with the figures behind it."""
+    unit = f"{row['benchmark']}/{row['system']}"
+    f, s = row["first"], row["split"]
+    if f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
+        return (f"{unit}: the judge chose the candidate it saw first in {f['k']} of {f['n']} contested votes "
+                f"(chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}): it votes by position, so the "
+                "system's success says more about the order of its candidates than about the judge's reading")
+    if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
+        return (f"{unit}: where one candidate was right and another wrong, the judge chose a right one in "
+                f"{s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "
+                "no better than choosing at random")
+    return None
+
+
+def audit_warnings(report_dir: str | Path) -> list[str]:
+    """The warnings of the audit a report wrote (none when it wrote none, or the file is unreadable)."""
+    try:
+        rows = json.loads((Path(report_dir) / VOTE_AUDIT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [r["warning"] for r in rows if isinstance(r, dict) and isinstance(r.get("warning"), str)]

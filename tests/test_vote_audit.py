@@ -1,0 +1,144 @@
+"""The final-vote audit: does a judge model choose by content or by position, and is it right when it matters."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from descriptor.events import FinalVote
+from descriptor.stats import poisson_binomial_test
+from descriptor.vote_audit import VOTE_AUDIT_FILE, VoteRow, audit_votes, audit_warnings, vote_digest
+from mas.tracing import ListCollector, Tracer
+
+
+def vote_events(*, winner=0, candidates=("a", "b"), answer_groups=((0,), (1,)), groups=(("a",), ("b",)),
+                shown=None, source="llm_judge", judged=True):
+    sink = ListCollector()
+    Tracer("t", [sink]).emit("system:judge", "verify", FinalVote(
+        vote_source=source, winner_index=winner, winner_agent="a", groups=[list(g) for g in groups],
+        candidates=list(candidates), answer_groups=[list(g) for g in answer_groups], shown_order=shown),
+        model="m" if judged else None, token_in=10 if judged else 0)
+    return sink.events
+
+
+def test_the_digest_reads_the_last_vote_and_whether_the_judge_merged_differing_answers():
+    d = vote_digest(vote_events(winner=1, shown=[1, 0], groups=(("a", "b"),)))
+    assert d == {"source": "llm_judge", "judged": True, "n": 2, "winner": 1, "first": 1, "answers": 2, "merged": True}
+    same = vote_digest(vote_events(answer_groups=((0, 1),), groups=(("a", "b"),)))
+    assert same["answers"] == 1 and not same["merged"]
+    assert vote_digest([]) is None
+    assert vote_digest(vote_events(candidates=())) is None  # a trace from before votes recorded their candidates
+
+
+def row(winner, first, right=None, *, n=2, answers=2, success=None, merged=False):
+    vote = {"source": "llm_judge", "judged": True, "n": n, "winner": winner, "first": first, "answers": answers,
+            "merged": merged}
+    ok = right[winner] if right is not None else bool(success)
+    return VoteRow(benchmark="arith", system="debate", success=ok, vote=vote, candidate_success=right)
+
+
+def test_a_judge_that_always_takes_the_first_candidate_is_reported():
+    rng = random.Random(0)
+    rows = []
+    for _ in range(20):
+        first = rng.randrange(2)
+        right = [rng.random() < 0.5 for _ in range(2)]
+        rows.append(row(first, first, right))
+    [a] = audit_votes(rows)
+    assert a["contested"] == 20 and a["first"]["k"] == 20 and a["first_p"] < 1e-5
+    assert "saw first in 20 of 20" in a["warning"]
+
+
+def test_a_judge_that_reads_the_answers_is_not_reported_and_its_accuracy_is_counted():
+    rng = random.Random(1)
+    rows = []
+    for _ in range(30):
+        first = rng.randrange(2)
+        right = [True, False] if rng.random() < 0.5 else [False, True]
+        rows.append(row(right.index(True), first, right))  # always picks the right one, wherever it stands
+    rows.append(row(0, 0, [False, False]))  # both wrong: a failure no vote could mend, not a split vote
+    rows.append(row(0, 1, [True, True], answers=1))  # agreed: not contested
+    [a] = audit_votes(rows)
+    assert a["warning"] is None
+    assert a["contested"] == 31 and (a["split"]["k"], a["split"]["n"]) == (30, 30)
+    assert a["split_chance"] == 0.5 and a["split_p"] < 1e-6 and a["outvoted"] == 0
+
+
+def test_a_judge_no_better_than_chance_on_split_votes_is_reported_and_outvoted_runs_counted():
+    rows = [row(i % 2, (i // 2) % 2, [True, False] if i % 4 < 2 else [False, True]) for i in range(16)]
+    [a] = audit_votes(rows)
+    assert a["split"]["n"] == 16 and a["split"]["k"] == 8 and a["outvoted"] == 8
+    assert a["first_p"] > 0.5 and "no better than choosing at random" in a["warning"]
+
+
+def test_votes_without_a_judge_model_or_with_an_unusable_reply_are_no_evidence_about_the_judge():
+    lexical = row(0, 0, [True, False])
+    lexical.vote = {**lexical.vote, "judged": False, "source": "lexical"}
+    fallback = row(0, 0, [True, False])
+    fallback.vote = {**fallback.vote, "source": "lexical_fallback"}
+    assert audit_votes([lexical]) == []
+    [a] = audit_votes([fallback])
+    assert (a["votes"], a["unusable"], a["contested"]) == (1, 1, 0)
+
+
+def test_the_run_command_prints_the_reports_vote_warnings(tmp_path):
+    (tmp_path / VOTE_AUDIT_FILE).write_text(json.dumps([{"warning": "arith/debate: it votes by position"},
+                                                        {"warning": None}]))
+    assert audit_warnings(tmp_path) == ["arith/debate: it votes by position"]
+    assert audit_warnings(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize(("k", "probs"), [(3, [0.5] * 10), (0, [0.25] * 12), (7, [1 / 3] * 9), (20, [0.5] * 20)])
+def test_the_exact_test_equals_scipys_binomial_test_when_every_probability_is_the_same(k, probs):
+    from scipy.stats import binomtest
+
+    assert poisson_binomial_test(k, probs) == pytest.approx(binomtest(k, len(probs), probs[0]).pvalue, rel=1e-9)
+
+
+def test_the_exact_test_with_mixed_probabilities_sums_the_outcomes_no_more_likely():
+    # two trials, p = 0.5 and 0.25: P(0) = 0.375, P(1) = 0.5, P(2) = 0.125
+    assert poisson_binomial_test(2, [0.5, 0.25]) == pytest.approx(0.125)
+    assert poisson_binomial_test(0, [0.5, 0.25]) == pytest.approx(0.5)
+    assert poisson_binomial_test(1, [0.5, 0.25]) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        poisson_binomial_test(3, [0.5, 0.25])
+
+
+def test_each_candidate_of_the_vote_is_judged_by_the_benchmark_where_that_is_a_quick_comparison(monkeypatch):
+    from benchmark.registry import get_benchmark
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.sweep.runner import candidate_verdicts, run_context
+
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
+    bench = get_benchmark("arith", None)
+    task = bench.load_tasks(1, seed=0)[0]
+    rt = run_context(cfg, bench, task, seed=0, injection=None)
+    right = bench.reference_answer(task)
+    state = {"answer": {"answer_artifact": right, "candidates": [right, "-1", right]}}
+    assert candidate_verdicts(bench, task, rt, state, None) == [True, False, True]
+    assert candidate_verdicts(bench, task, rt, state, "the run failed") is None
+    assert candidate_verdicts(bench, task, rt, {"answer": {"answer_artifact": right}}, None) is None  # no vote
+    monkeypatch.setattr(bench, "evaluation_blocks", True)  # an evaluation that runs code is not repeated per candidate
+    assert candidate_verdicts(bench, task, rt, state, None) is None
+
+
+def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
+    import asyncio
+
+    from descriptor.report import write_report
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.sweep.experiment import ExperimentRequest, run_experiment
+
+    cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
+                                                                                    model="scripted:judge")})
+    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate"], task_limit=3, runs_per_task=1,
+                            experiment_id="e", progress="none")
+    asyncio.run(run_experiment(req))
+    index = write_report(tmp_path / "e")
+    [a] = json.loads((index.parent / VOTE_AUDIT_FILE).read_text())
+    assert (a["system"], a["votes"], a["unusable"]) == ("debate", 3, 0)
+    evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.eval.json"))]
+    assert [len(e["candidate_success"]) for e in evals] == [3, 3, 3]
+    assert "Final votes: does the judge judge?" in index.read_text()
