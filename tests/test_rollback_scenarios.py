@@ -236,3 +236,13 @@ def test_rollback_experiment_with_a_file_as_out_exits_2(tmp_path, capsys):
     code = main(["rollback-experiment", "--experiment-root", str(root), "--strategies", "restart", "--out", str(out)])
     assert code == 2 and "expected a directory" in capsys.readouterr().err
     assert not list(root.rglob("*.rollback_*"))  # nothing rolled back
+
+
+@pytest.mark.parametrize(("strategies", "said"), [("conformal,restrat", "unknown strategy restrat"), (",", "none given")])
+def test_a_wrong_strategies_list_is_named_before_any_scorer_is_asked_for(tmp_path, capsys, strategies, said):
+    # conformal needs a scorer (--train-dir or --scores); the misspelt list must be what the error names
+    code = main(["rollback-experiment", "--experiment-root", str(tmp_path), "--strategies", strategies,
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--strategies" in err and said in err and "train-dir" not in err
+    assert not (tmp_path / "o").exists()

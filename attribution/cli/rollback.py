@@ -89,10 +89,11 @@ def _with_ci(value: float | None, ci: tuple[float | None, float | None] | list[f
 
 
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
-    from attribution.rollback.experiment import rollback_experiment
+    from attribution.rollback.experiment import check_strategies, rollback_experiment
     from mas.cli import print_table
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    check_strategies(strategies)
     calibration = _calibration(args.calibration)
     setup = _setup(args, calibration, strategies)
     summary = asyncio.run(rollback_experiment(

@@ -212,6 +212,15 @@ def aggregate(all_records: Sequence[RollbackRecord]) -> dict[str, Any]:
     }
 
 
+def check_strategies(strategies: Sequence[str]) -> None:
+    """:class:`UserError` naming ``--strategies`` unless it lists at least one strategy and only known ones
+    (checked before any scorer is set up, so a typo is not reported as a missing ``--train-dir``)."""
+    bad = [s for s in strategies if s not in ROLLBACK_STRATEGIES]
+    if bad or not strategies:
+        raise UserError(f"--strategies: {'unknown strategy ' + ', '.join(bad) if bad else 'none given'}; "
+                        f"expected a comma-separated list of {', '.join(ROLLBACK_STRATEGIES)}")
+
+
 async def rollback_experiment(experiment_root: str | Path, *, calibration: Calibration | None,
                               strategies: Sequence[str], setup: ScoringSetup | None, out: str | Path,
                               concurrency: int = 4) -> dict[str, Any]:
@@ -224,9 +233,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     """
     if concurrency < 1:
         raise UserError(f"--concurrency must be at least 1 (got {concurrency})")
-    bad = [s for s in strategies if s not in ROLLBACK_STRATEGIES]
-    if bad:
-        raise UserError(f"unknown strategy {', '.join(bad)}; expected some of {', '.join(ROLLBACK_STRATEGIES)}")
+    check_strategies(strategies)
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")
