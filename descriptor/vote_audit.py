@@ -46,8 +46,8 @@ def vote_digest(events: Sequence[Event]) -> dict[str, Any] | None:
 
     ``judged``: a judge model was called (its reply decided, or was unusable: ``source`` says which);
     ``n``: candidates; ``winner``: the winner's index; ``first``: the index the judge saw first (0 when no
-    judge model saw them); ``answers``: distinct normalised answers; ``merged``: the judge grouped candidates
-    whose answers differ.
+    judge model saw them); ``answers``: distinct normalised answers; ``merged``: the judge grouped two candidates
+    whose non-empty answers differ.
     """
     vote = next((e for e in reversed(events) if isinstance(e.payload, FinalVote)), None)
     if vote is None or not vote.payload.candidates:  # type: ignore[union-attr]
@@ -55,8 +55,8 @@ def vote_digest(events: Sequence[Event]) -> dict[str, Any] | None:
     p: FinalVote = vote.payload  # type: ignore[assignment]
     answer_of = {i: g for g, members in enumerate(p.answer_groups) for i in members}
     place = {name: i for i, name in enumerate(p.candidates)}
-    merged = any(len({answer_of.get(place.get(a, -1), -1 - k) for k, a in enumerate(group)}) > 1
-                 for group in p.groups)
+    # a judge's group merges answers when its members' answer groups differ (empty answers are in none)
+    merged = any(len({answer_of[place[a]] for a in group if place.get(a) in answer_of}) > 1 for group in p.groups)
     return {"source": p.vote_source, "judged": vote.model is not None, "n": len(p.candidates),
             "winner": p.winner_index, "first": p.shown_order[0] if p.shown_order else 0,
             "answers": len(p.answer_groups), "merged": merged}
@@ -117,9 +117,9 @@ def _warning(row: dict[str, Any]) -> str | None:
     unit = f"{row['benchmark']}/{row['system']}"
     f, s = row["first"], row["split"]
     if f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
-        return (f"{unit}: the judge chose the candidate it saw first in {f['k']} of {f['n']} contested votes "
-                f"(chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}): it votes by position, so the "
-                "system's success says more about the order of its candidates than about the judge's reading")
+        return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "
+                f"{f['k']} of {f['n']} contested votes (chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}), "
+                "so the system's success says more about that order than about the judge's reading")
     if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
         return (f"{unit}: where one candidate was right and another wrong, the judge chose a right one in "
                 f"{s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "

@@ -48,7 +48,9 @@ def test_a_judge_that_always_takes_the_first_candidate_is_reported():
         rows.append(row(first, first, right))
     [a] = audit_votes(rows)
     assert a["contested"] == 20 and a["first"]["k"] == 20 and a["first_p"] < 1e-5
-    assert "saw first in 20 of 20" in a["warning"]
+    assert "shown first won 20 of 20" in a["warning"]
+    [a] = audit_votes([row(1 - r.vote["first"], r.vote["first"], r.candidate_success) for r in rows])
+    assert a["first"]["k"] == 0 and "shown first won 0 of 20" in a["warning"]  # always the other one: as biased
 
 
 def test_a_judge_that_reads_the_answers_is_not_reported_and_its_accuracy_is_counted():
