@@ -113,13 +113,17 @@ def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
 
 
 def _warning(row: dict[str, Any]) -> str | None:
-    """One sentence when the judge chose by position or no better than at random, with the figures behind it."""
+    """One sentence when the judge chose by position, merged differing answers in at least half the contested
+    votes, or chose no better than at random, with the figures behind it."""
     unit = f"{row['benchmark']}/{row['system']}"
     f, s = row["first"], row["split"]
     if f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
         return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "
                 f"{f['k']} of {f['n']} contested votes (chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}), "
                 "so the system's success says more about that order than about the judge's reading")
+    if row["contested"] >= MIN_VOTES and row["merged"] >= row["contested"] / 2:
+        return (f"{unit}: the judge grouped answers that differ as one in {row['merged']} of {row['contested']} "
+                "contested votes: it does not compare the candidates' answers")
     if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
         return (f"{unit}: where one candidate was right and another wrong, the judge chose a right one in "
                 f"{s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "

@@ -75,6 +75,14 @@ def test_a_judge_no_better_than_chance_on_split_votes_is_reported_and_outvoted_r
     assert a["first_p"] > 0.5 and "no better than choosing at random" in a["warning"]
 
 
+def test_a_judge_that_groups_differing_answers_as_one_is_reported():
+    rows = [row(i % 2, (i // 3) % 2, [i % 2 == 0, i % 2 == 1], merged=i < 5) for i in range(10)]
+    [a] = audit_votes(rows)
+    assert a["merged"] == 5 and "grouped answers that differ as one in 5 of 10" in a["warning"]
+    rows[0].vote["merged"] = False
+    assert audit_votes(rows)[0]["warning"] is None
+
+
 def test_votes_without_a_judge_model_or_with_an_unusable_reply_are_no_evidence_about_the_judge():
     lexical = row(0, 0, [True, False])
     lexical.vote = {**lexical.vote, "judged": False, "source": "lexical"}
