@@ -1,19 +1,20 @@
-"""Does the final vote's judge judge? What the judge-model votes of an experiment did, from its run files.
+"""Does the final vote choose well? What the votes of an experiment did, from its run files.
 
 A debate's answer (and a matched SAS's, and a representative exchange's) is its final vote's winner. When a
 judge model casts that vote, the system's success is partly the judge's: a judge that picks by position rather
 than by content makes a MAS figure about the judge, not about collaboration. The embedded 0.5B model chose
-the second of two candidates in every one of 100 votes (``attribution/README.md``). Per benchmark × system,
-over each run's last final vote that a judge model cast:
+the second of two candidates in every one of 100 votes (``attribution/README.md``). Per benchmark × system ×
+voter (a judge model, or the lexical vote alone), over each run's last final vote:
 
 - **contested**: the candidates' normalised answers differ (the trace's ``final_vote`` ``answer_groups``);
-- **merged**: a contested vote whose judge put two differing answers in one group;
-- **first**: contested votes won by the candidate the judge saw first, against chance (1/n for a vote among
-  n), by the exact test of :func:`descriptor.stats.poisson_binomial_test`; the judge sees the candidates in a
-  seeded shuffle (:func:`mas.topologies.judge.shown_order`), so this is the judge's bias, not an agent's merit;
+- **merged** (judge only): a contested vote whose judge put two differing answers in one group;
+- **first** (judge only): contested votes won by the candidate the judge saw first, against chance (1/n for a
+  vote among n), by the exact test of :func:`descriptor.stats.poisson_binomial_test`; the judge sees the
+  candidates in a seeded shuffle (:func:`mas.topologies.judge.shown_order`), so this is the judge's lean, not an
+  agent's merit;
 - **split**: contested votes with a right and a wrong candidate, by the benchmark's own verdicts on every
   candidate (``eval.json``'s ``candidate_success``, kept where evaluation is a quick comparison of answers):
-  how often the judge's winner was right, with its Wilson interval, against choosing at random (each vote's
+  how often the vote's winner was right, with its Wilson interval, against choosing at random (each vote's
   share of right candidates), by the same exact test;
 - **outvoted**: failed runs in which a candidate was right.
 
@@ -80,32 +81,34 @@ def _line(k: int, n: int) -> dict[str, Any]:
 
 
 def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
-    """Per benchmark × system with a vote a judge model cast: the figures of the module docstring and a
-    ``warning`` sentence (None when nothing is amiss or there are too few votes to tell)."""
-    units: dict[tuple[str, str], list[VoteRow]] = {}
+    """Per benchmark × system × voter (``judge``: votes a judge model was called for; ``lexical``: the lexical
+    vote alone): the figures of the module docstring and a ``warning`` sentence (None when nothing is amiss or
+    there are too few votes to tell). Lexical votes have no order shown and no grouping of their own: their
+    ``merged``, ``first`` and ``first_p`` are None."""
+    units: dict[tuple[str, str, str], list[VoteRow]] = {}
     for r in rows:
-        if r.vote is not None and r.vote["judged"]:
-            units.setdefault((r.benchmark, r.system), []).append(r)
+        if r.vote is not None:
+            units.setdefault((r.benchmark, r.system, "judge" if r.vote["judged"] else "lexical"), []).append(r)
     out = []
-    for (bench, system), runs in sorted(units.items()):
-        usable = [r for r in runs if r.vote["source"] == "llm_judge"]
-        contested = [r for r in usable if r.vote["answers"] >= 2]
+    for (bench, system, voter), runs in sorted(units.items()):
+        judged = voter == "judge"
+        decided = [r for r in runs if not judged or r.vote["source"] == "llm_judge"]  # unusable replies: lexical
+        contested = [r for r in decided if r.vote["answers"] >= 2]
         first = sum(1 for r in contested if r.vote["winner"] == r.vote["first"])
-        p_first = poisson_binomial_test(first, [1 / r.vote["n"] for r in contested])
         split = [r for r in contested if r.candidate_success is not None and len(r.candidate_success) == r.vote["n"]
                  and any(r.candidate_success) and not all(r.candidate_success)]
         right = sum(1 for r in split if r.candidate_success[r.vote["winner"]])  # type: ignore[index]
         chance = [sum(r.candidate_success) / r.vote["n"] for r in split]  # type: ignore[arg-type]
-        p_choice = poisson_binomial_test(right, chance)
-        outvoted = sum(1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success))
         row = {
-            "benchmark": bench, "system": system, "votes": len(runs), "unusable": len(runs) - len(usable),
-            "contested": len(contested), "merged": sum(1 for r in contested if r.vote["merged"]),
-            "first": _line(first, len(contested)),
+            "benchmark": bench, "system": system, "voter": voter, "votes": len(runs),
+            "unusable": len(runs) - len(decided), "contested": len(contested),
+            "merged": sum(1 for r in contested if r.vote["merged"]) if judged else None,
+            "first": _line(first, len(contested)) if judged else None,
             "first_chance": sum(1 / r.vote["n"] for r in contested) / len(contested) if contested else None,
-            "first_p": p_first,
+            "first_p": poisson_binomial_test(first, [1 / r.vote["n"] for r in contested]) if judged else None,
             "split": _line(right, len(split)), "split_chance": sum(chance) / len(chance) if chance else None,
-            "split_p": p_choice, "outvoted": outvoted,
+            "split_p": poisson_binomial_test(right, chance),
+            "outvoted": sum(1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success)),
         }
         row["warning"] = _warning(row)
         out.append(row)
@@ -117,16 +120,16 @@ def _warning(row: dict[str, Any]) -> str | None:
     votes, or chose no better than at random, with the figures behind it."""
     unit = f"{row['benchmark']}/{row['system']}"
     f, s = row["first"], row["split"]
-    if f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
+    if f is not None and f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
         return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "
                 f"{f['k']} of {f['n']} contested votes (chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}), "
                 "so the system's success says more about that order than about the judge's reading")
-    if row["contested"] >= MIN_VOTES and row["merged"] >= row["contested"] / 2:
+    if row["merged"] is not None and row["contested"] >= MIN_VOTES and row["merged"] >= row["contested"] / 2:
         return (f"{unit}: the judge grouped answers that differ as one in {row['merged']} of {row['contested']} "
                 "contested votes: it does not compare the candidates' answers")
     if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
-        return (f"{unit}: where one candidate was right and another wrong, the judge chose a right one in "
-                f"{s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "
+        return (f"{unit}: where one candidate was right and another wrong, the {row['voter']} vote chose a right "
+                f"one in {s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "
                 "no better than choosing at random")
     return None
 

@@ -83,14 +83,17 @@ def test_a_judge_that_groups_differing_answers_as_one_is_reported():
     assert audit_votes(rows)[0]["warning"] is None
 
 
-def test_votes_without_a_judge_model_or_with_an_unusable_reply_are_no_evidence_about_the_judge():
-    lexical = row(0, 0, [True, False])
-    lexical.vote = {**lexical.vote, "judged": False, "source": "lexical"}
+def test_lexical_votes_are_audited_apart_and_an_unusable_reply_is_no_evidence_about_the_judge():
+    lexical = [row(i % 2, 0, [True, False]) for i in range(8)]
+    for r in lexical:
+        r.vote = {**r.vote, "judged": False, "source": "lexical"}
     fallback = row(0, 0, [True, False])
     fallback.vote = {**fallback.vote, "source": "lexical_fallback"}
-    assert audit_votes([lexical]) == []
-    [a] = audit_votes([fallback])
-    assert (a["votes"], a["unusable"], a["contested"]) == (1, 1, 0)
+    judge, lex = audit_votes([*lexical, fallback])
+    assert (judge["voter"], judge["votes"], judge["unusable"], judge["contested"]) == ("judge", 1, 1, 0)
+    assert (lex["voter"], lex["votes"], lex["contested"], lex["first"], lex["merged"]) == ("lexical", 8, 8, None, None)
+    assert (lex["split"]["k"], lex["split"]["n"]) == (4, 8)
+    assert "the lexical vote chose a right one in 4 of 8" in lex["warning"]
 
 
 def test_the_run_command_prints_the_reports_vote_warnings(tmp_path):
@@ -148,7 +151,7 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
     asyncio.run(run_experiment(req))
     index = write_report(tmp_path / "e")
     [a] = json.loads((index.parent / VOTE_AUDIT_FILE).read_text())
-    assert (a["system"], a["votes"], a["unusable"]) == ("debate", 3, 0)
+    assert (a["system"], a["voter"], a["votes"], a["unusable"]) == ("debate", "judge", 3, 0)
     evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.eval.json"))]
     assert [len(e["candidate_success"]) for e in evals] == [3, 3, 3]
-    assert "Final votes: does the judge judge?" in index.read_text()
+    assert "Final votes: do they choose well?" in index.read_text()
