@@ -75,3 +75,4 @@ def test_the_quickstart_config_is_valid_and_pulls_the_levers():
     cfg = load_config(ROOT / "config" / "quickstart.toml")
     assert cfg.route("default").provider == "embedded" and cfg.route("default").max_tokens == 512
     assert cfg.mas.builtin_tools is False and cfg.mas.reasoning_max_chars <= 400 and cfg.mas.max_rounds == 1
+    assert cfg.mas.final_vote_mode == "lexical"  # the 0.5B judge votes by position (config/quickstart.toml says)
