@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from descriptor.events import Decision, Event, is_system_actor
-from descriptor.vote_audit import vote_digest
+from descriptor.vote_audit import VoteDigest, vote_digest
 
 CONTROLLER = "system:controller"
 
@@ -75,7 +75,7 @@ class TraceDigest(BaseModel):
     """:func:`spend` by actor."""
     stalls: list[dict[str, Any]]
     """:func:`stalls` (each without its run index)."""
-    vote: dict[str, Any] | None = None
+    vote: VoteDigest | None = None
     """The run's last final vote (:func:`descriptor.vote_audit.vote_digest`); None: none, or a digest that
     predates it."""
 

@@ -7,7 +7,9 @@ the second of two candidates in every one of 100 votes (``attribution/README.md`
 voter (a judge model, or the lexical vote alone), over each run's last final vote:
 
 - **contested**: the candidates' normalised answers differ (the trace's ``final_vote`` ``answer_groups``);
-- **merged** (judge only): a contested vote whose judge put two differing answers in one group;
+- **merged** (judge only): a contested vote whose judge put two differing answers in one group (right for
+  answers that differ only in wording, which normalisation does not see), and **mixed**: a right and a wrong
+  answer in one group (never right);
 - **first** (judge only): contested votes won by the candidate the judge saw first, against chance (1/n for a
   vote among n), by the exact test of :func:`descriptor.stats.poisson_binomial_test`; the judge sees the
   candidates in a seeded shuffle (:func:`mas.topologies.judge.shown_order`), so this is the judge's lean, not an
@@ -26,9 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from descriptor.events import Event, FinalVote
 from descriptor.stats import poisson_binomial_test, wilson_interval
@@ -41,26 +46,58 @@ MIN_VOTES = 8
 """Fewest contested (or split) votes a warning is drawn from."""
 
 
-def vote_digest(events: Sequence[Event]) -> dict[str, Any] | None:
-    """The run's last final vote, as the audit reads it; None when there is none (or it predates the record of
-    its candidates).
+class VoteDigest(BaseModel):
+    """A run's last final vote as the audit reads it (in ``trace_metrics.json``'s digest; checked on reading like
+    the rest of that file, so a damaged or foreign one sends the reader back to the trace)."""
 
-    ``judged``: a judge model was called (its reply decided, or was unusable: ``source`` says which);
-    ``n``: candidates; ``winner``: the winner's index; ``first``: the index the judge saw first (0 when no
-    judge model saw them); ``answers``: distinct normalised answers; ``merged``: the judge grouped two candidates
-    whose non-empty answers differ.
-    """
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str
+    """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
+    judged: bool
+    """A judge model was called (its reply decided, or was unusable: ``source`` says which)."""
+    n: int = Field(ge=1)
+    """Candidates."""
+    winner: int
+    first: int
+    """The candidate the judge saw first (0 when no judge model saw them)."""
+    answer_groups: list[list[int]]
+    """Candidates with equal normalised answers (empty answers in none)."""
+    groups: list[list[int]]
+    """The vote's own grouping, as candidate indices."""
+
+    @model_validator(mode="after")
+    def _indices_name_candidates(self) -> VoteDigest:
+        if any(not 0 <= i < self.n for i in (self.winner, self.first, *chain(*self.answer_groups, *self.groups))):
+            raise ValueError(f"an index outside the {self.n} candidates")
+        return self
+
+    def answer_of(self) -> list[int | None]:
+        """Each candidate's answer group (None: an empty answer, in none)."""
+        out: list[int | None] = [None] * self.n
+        for g, members in enumerate(self.answer_groups):
+            for i in members:
+                out[i] = g
+        return out
+
+    def merges(self, kinds: Sequence[Any]) -> bool:
+        """Whether one of the vote's groups holds candidates of different ``kinds`` (None: left out)."""
+        return any(len({kinds[i] for i in g if kinds[i] is not None}) > 1 for g in self.groups)
+
+
+def vote_digest(events: Sequence[Event]) -> VoteDigest | None:
+    """The run's last final vote; None when there is none, it predates the record of its candidates, or its
+    indices do not name its candidates (an edited trace)."""
     vote = next((e for e in reversed(events) if isinstance(e.payload, FinalVote)), None)
     if vote is None or not vote.payload.candidates:  # type: ignore[union-attr]
         return None
     p: FinalVote = vote.payload  # type: ignore[assignment]
-    answer_of = {i: g for g, members in enumerate(p.answer_groups) for i in members}
     place = {name: i for i, name in enumerate(p.candidates)}
-    # a judge's group merges answers when its members' answer groups differ (empty answers are in none)
-    merged = any(len({answer_of[place[a]] for a in group if place.get(a) in answer_of}) > 1 for group in p.groups)
-    return {"source": p.vote_source, "judged": vote.model is not None, "n": len(p.candidates),
-            "winner": p.winner_index, "first": p.shown_order[0] if p.shown_order else 0,
-            "answers": len(p.answer_groups), "merged": merged}
+    try:
+        return VoteDigest(source=p.vote_source, judged=vote.model is not None, n=len(p.candidates),
+                          winner=p.winner_index, first=p.shown_order[0] if p.shown_order else 0,
+                          answer_groups=p.answer_groups, groups=[[place[a] for a in g if a in place] for g in p.groups])
+    except ValidationError:
+        return None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -70,7 +107,7 @@ class VoteRow:
     benchmark: str
     system: str
     success: bool
-    vote: dict[str, Any] | None
+    vote: VoteDigest | None
     """:func:`vote_digest` of the run's trace."""
     candidate_success: list[bool] | None = None
 
@@ -84,28 +121,29 @@ def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
     """Per benchmark × system × voter (``judge``: votes a judge model was called for; ``lexical``: the lexical
     vote alone): the figures of the module docstring and a ``warning`` sentence (None when nothing is amiss or
     there are too few votes to tell). Lexical votes have no order shown and no grouping of their own: their
-    ``merged``, ``first`` and ``first_p`` are None."""
+    ``merged``, ``mixed``, ``first`` and ``first_p`` are None."""
     units: dict[tuple[str, str, str], list[VoteRow]] = {}
     for r in rows:
         if r.vote is not None:
-            units.setdefault((r.benchmark, r.system, "judge" if r.vote["judged"] else "lexical"), []).append(r)
+            units.setdefault((r.benchmark, r.system, "judge" if r.vote.judged else "lexical"), []).append(r)
     out = []
     for (bench, system, voter), runs in sorted(units.items()):
         judged = voter == "judge"
-        decided = [r for r in runs if not judged or r.vote["source"] == "llm_judge"]  # unusable replies: lexical
-        contested = [r for r in decided if r.vote["answers"] >= 2]
-        first = sum(1 for r in contested if r.vote["winner"] == r.vote["first"])
-        split = [r for r in contested if r.candidate_success is not None and len(r.candidate_success) == r.vote["n"]
+        decided = [r for r in runs if not judged or r.vote.source == "llm_judge"]  # unusable replies: lexical
+        contested = [r for r in decided if len(r.vote.answer_groups) >= 2]
+        first = sum(1 for r in contested if r.vote.winner == r.vote.first)
+        split = [r for r in contested if r.candidate_success is not None and len(r.candidate_success) == r.vote.n
                  and any(r.candidate_success) and not all(r.candidate_success)]
-        right = sum(1 for r in split if r.candidate_success[r.vote["winner"]])  # type: ignore[index]
-        chance = [sum(r.candidate_success) / r.vote["n"] for r in split]  # type: ignore[arg-type]
+        right = sum(1 for r in split if r.candidate_success[r.vote.winner])  # type: ignore[index]
+        chance = [sum(r.candidate_success) / r.vote.n for r in split]  # type: ignore[arg-type]
         row = {
             "benchmark": bench, "system": system, "voter": voter, "votes": len(runs),
             "unusable": len(runs) - len(decided), "contested": len(contested),
-            "merged": sum(1 for r in contested if r.vote["merged"]) if judged else None,
+            "merged": sum(1 for r in contested if r.vote.merges(r.vote.answer_of())) if judged else None,
+            "mixed": sum(1 for r in split if r.vote.merges(r.candidate_success)) if judged else None,
             "first": _line(first, len(contested)) if judged else None,
-            "first_chance": sum(1 / r.vote["n"] for r in contested) / len(contested) if contested else None,
-            "first_p": poisson_binomial_test(first, [1 / r.vote["n"] for r in contested]) if judged else None,
+            "first_chance": sum(1 / r.vote.n for r in contested) / len(contested) if contested else None,
+            "first_p": poisson_binomial_test(first, [1 / r.vote.n for r in contested]) if judged else None,
             "split": _line(right, len(split)), "split_chance": sum(chance) / len(chance) if chance else None,
             "split_p": poisson_binomial_test(right, chance),
             "outvoted": sum(1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success)),
@@ -116,17 +154,17 @@ def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
 
 
 def _warning(row: dict[str, Any]) -> str | None:
-    """One sentence when the judge chose by position, merged differing answers in at least half the contested
-    votes, or chose no better than at random, with the figures behind it."""
+    """One sentence when the judge chose by position, grouped a right and a wrong answer as one in at least half
+    the votes between them, or the vote chose no better than at random, with the figures behind it."""
     unit = f"{row['benchmark']}/{row['system']}"
     f, s = row["first"], row["split"]
     if f is not None and f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
         return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "
                 f"{f['k']} of {f['n']} contested votes (chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}), "
                 "so the system's success says more about that order than about the judge's reading")
-    if row["merged"] is not None and row["contested"] >= MIN_VOTES and row["merged"] >= row["contested"] / 2:
-        return (f"{unit}: the judge grouped answers that differ as one in {row['merged']} of {row['contested']} "
-                "contested votes: it does not compare the candidates' answers")
+    if row["mixed"] is not None and s["n"] >= MIN_VOTES and row["mixed"] >= s["n"] / 2:
+        return (f"{unit}: the judge grouped a right and a wrong answer as one in {row['mixed']} of {s['n']} votes "
+                "between them: it does not compare the candidates' answers")
     if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
         return (f"{unit}: where one candidate was right and another wrong, the {row['voter']} vote chose a right "
                 f"one in {s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "

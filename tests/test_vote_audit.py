@@ -9,7 +9,7 @@ import pytest
 
 from descriptor.events import FinalVote
 from descriptor.stats import poisson_binomial_test
-from descriptor.vote_audit import VOTE_AUDIT_FILE, VoteRow, audit_votes, audit_warnings, vote_digest
+from descriptor.vote_audit import VOTE_AUDIT_FILE, VoteDigest, VoteRow, audit_votes, audit_warnings, vote_digest
 from mas.tracing import ListCollector, Tracer
 
 
@@ -23,18 +23,20 @@ def vote_events(*, winner=0, candidates=("a", "b"), answer_groups=((0,), (1,)), 
     return sink.events
 
 
-def test_the_digest_reads_the_last_vote_and_whether_the_judge_merged_differing_answers():
+def test_the_digest_reads_the_last_vote_with_both_groupings_as_candidate_indices():
     d = vote_digest(vote_events(winner=1, shown=[1, 0], groups=(("a", "b"),)))
-    assert d == {"source": "llm_judge", "judged": True, "n": 2, "winner": 1, "first": 1, "answers": 2, "merged": True}
-    same = vote_digest(vote_events(answer_groups=((0, 1),), groups=(("a", "b"),)))
-    assert same["answers"] == 1 and not same["merged"]
+    assert d == VoteDigest(source="llm_judge", judged=True, n=2, winner=1, first=1, answer_groups=[[0], [1]],
+                           groups=[[0, 1]])
     assert vote_digest([]) is None
     assert vote_digest(vote_events(candidates=())) is None  # a trace from before votes recorded their candidates
+    assert vote_digest(vote_events(winner=1, candidates=("a",), answer_groups=((0,),))) is None  # an edited trace
 
 
 def row(winner, first, right=None, *, n=2, answers=2, success=None, merged=False):
-    vote = {"source": "llm_judge", "judged": True, "n": n, "winner": winner, "first": first, "answers": answers,
-            "merged": merged}
+    """A judged run's audit row: ``answers`` distinct answers (1: all agree), the judge's ``merged`` grouping."""
+    answer_groups = [list(range(n))] if answers == 1 else [[i] for i in range(n)]
+    vote = VoteDigest(source="llm_judge", judged=True, n=n, winner=winner, first=first, answer_groups=answer_groups,
+                      groups=[list(range(n))] if merged else [[i] for i in range(n)])
     ok = right[winner] if right is not None else bool(success)
     return VoteRow(benchmark="arith", system="debate", success=ok, vote=vote, candidate_success=right)
 
@@ -49,7 +51,7 @@ def test_a_judge_that_always_takes_the_first_candidate_is_reported():
     [a] = audit_votes(rows)
     assert a["contested"] == 20 and a["first"]["k"] == 20 and a["first_p"] < 1e-5
     assert "shown first won 20 of 20" in a["warning"]
-    [a] = audit_votes([row(1 - r.vote["first"], r.vote["first"], r.candidate_success) for r in rows])
+    [a] = audit_votes([row(1 - r.vote.first, r.vote.first, r.candidate_success) for r in rows])
     assert a["first"]["k"] == 0 and "shown first won 0 of 20" in a["warning"]  # always the other one: as biased
 
 
@@ -75,20 +77,21 @@ def test_a_judge_no_better_than_chance_on_split_votes_is_reported_and_outvoted_r
     assert a["first_p"] > 0.5 and "no better than choosing at random" in a["warning"]
 
 
-def test_a_judge_that_groups_differing_answers_as_one_is_reported():
+def test_a_judge_that_groups_a_right_and_a_wrong_answer_as_one_is_reported():
     rows = [row(i % 2, (i // 3) % 2, [i % 2 == 0, i % 2 == 1], merged=i < 5) for i in range(10)]
+    rows += [row(0, 0, [False, False], merged=True)]  # two wrong answers merged: merged, but not mixed
     [a] = audit_votes(rows)
-    assert a["merged"] == 5 and "grouped answers that differ as one in 5 of 10" in a["warning"]
-    rows[0].vote["merged"] = False
+    assert (a["merged"], a["mixed"]) == (6, 5) and "a right and a wrong answer as one in 5 of 10" in a["warning"]
+    rows[0].vote = rows[0].vote.model_copy(update={"groups": [[0], [1]]})
     assert audit_votes(rows)[0]["warning"] is None
 
 
 def test_lexical_votes_are_audited_apart_and_an_unusable_reply_is_no_evidence_about_the_judge():
     lexical = [row(i % 2, 0, [True, False]) for i in range(8)]
     for r in lexical:
-        r.vote = {**r.vote, "judged": False, "source": "lexical"}
+        r.vote = r.vote.model_copy(update={"judged": False, "source": "lexical"})
     fallback = row(0, 0, [True, False])
-    fallback.vote = {**fallback.vote, "source": "lexical_fallback"}
+    fallback.vote = fallback.vote.model_copy(update={"source": "lexical_fallback"})
     judge, lex = audit_votes([*lexical, fallback])
     assert (judge["voter"], judge["votes"], judge["unusable"], judge["contested"]) == ("judge", 1, 1, 0)
     assert (lex["voter"], lex["votes"], lex["contested"], lex["first"], lex["merged"]) == ("lexical", 8, 8, None, None)
@@ -155,3 +158,10 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
     evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.eval.json"))]
     assert [len(e["candidate_success"]) for e in evals] == [3, 3, 3]
     assert "Final votes: do they choose well?" in index.read_text()
+    # a digest whose vote is not one (an edited or foreign file) is no digest: the trace is read instead
+    metrics = next((tmp_path / "e").rglob("run_0.trace_metrics.json"))
+    record = json.loads(metrics.read_text())
+    record["digest"]["vote"] = {"source": "llm_judge", "judged": True, "n": 2, "winner": 7}
+    metrics.write_text(json.dumps(record))
+    index = write_report(tmp_path / "e")
+    assert json.loads((index.parent / VOTE_AUDIT_FILE).read_text()) == [a]
