@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
             "merged": sum(1 for r in contested if r.vote.merges(r.vote.answer_of())) if judged else None,
             "mixed": sum(1 for r in split if r.vote.merges(r.candidate_success)) if judged else None,
             "first": _line(first, len(contested)) if judged else None,
-            "first_chance": sum(1 / r.vote.n for r in contested) / len(contested) if contested else None,
+            "first_chance": sum(1 / r.vote.n for r in contested) / len(contested) if judged and contested else None,
             "first_p": poisson_binomial_test(first, [1 / r.vote.n for r in contested]) if judged else None,
             "split": _line(right, len(split)), "split_chance": sum(chance) / len(chance) if chance else None,
             "split_p": poisson_binomial_test(right, chance),
