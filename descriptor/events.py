@@ -223,7 +223,7 @@ class FinalVote(Payload):
     groups: list[list[str]]
     """Agent names per answer group (the judge's grouping)."""
     invalid_indices: list[int] = Field(default_factory=list)
-    explanation: str = ""
+    explanation: str = ""  # the judge's words, numbering the candidates as it saw them (``shown_order``)
     judge_error: str | None = None
     candidates: list[str] = Field(default_factory=list)
     """The candidates' agents, whose places the indices here name (empty in older traces)."""
