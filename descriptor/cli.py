@@ -140,6 +140,9 @@ def _run(args: argparse.Namespace) -> int:
     print_summary(summary)
     if not args.no_report:
         print(f"report: {build.index}")
+        from descriptor.report.cli import print_judge_warnings
+
+        print_judge_warnings(build.index.parent)
     sys.stdout.flush()
     return 0
 

@@ -228,7 +228,7 @@ class FinalVote(Payload):
     candidates: list[str] = Field(default_factory=list)
     """The candidates' agents, whose places the indices here name (empty in older traces)."""
     answer_groups: list[list[int]] = Field(default_factory=list)
-    """Candidates with equal normalised answers (the lexical grouping, for :mod:`descriptor.vote_audit`)."""
+    """Candidates with equal normalised answers (the lexical grouping, for :mod:`descriptor.judge_audit`)."""
     shown_order: list[int] | None = None  # the order the judge model saw them in (None: no judge model saw them)
 
 

@@ -117,7 +117,7 @@ class EvalRecord(_Record):
     candidate_success: list[bool] | None = None
     """The benchmark's verdict on each candidate of the run's final vote (the trace's ``final_vote`` event lists
     them in this order), on benchmarks whose evaluation is a quick comparison of answers; None where there was no
-    vote or such an evaluation. For the vote audit only (:mod:`descriptor.vote_audit`): the run's success is its
+    vote or such an evaluation. For the vote audit only (:mod:`descriptor.judge_audit`): the run's success is its
     published answer's."""
 
 

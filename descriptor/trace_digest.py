@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from descriptor.events import Decision, Event, is_system_actor
-from descriptor.vote_audit import VoteDigest, vote_digest
+from descriptor.judge_audit import ConsensusDigest, VoteDigest, consensus_digest, vote_digest
 
 CONTROLLER = "system:controller"
 
@@ -75,9 +75,12 @@ class TraceDigest(BaseModel):
     """:func:`spend` by actor."""
     stalls: list[dict[str, Any]]
     """:func:`stalls` (each without its run index)."""
-    vote: VoteDigest | None = None
-    """The run's last final vote (:func:`descriptor.vote_audit.vote_digest`); None: none, or a digest that
-    predates it."""
+    # Required, though often None: a digest written before a field existed fails to validate, and its run is read
+    # from the trace, so a new figure is never silently missing from older runs.
+    vote: VoteDigest | None
+    """The run's last final vote (:func:`descriptor.judge_audit.vote_digest`); None: none."""
+    consensus: ConsensusDigest | None
+    """The consensus decisions a judge model decided (:func:`descriptor.judge_audit.consensus_digest`)."""
 
 
 def trace_digest(events: Sequence[Event], trace_bytes: bytes | None = None) -> TraceDigest:
@@ -85,7 +88,7 @@ def trace_digest(events: Sequence[Event], trace_bytes: bytes | None = None) -> T
     return TraceDigest(sha256=trace_sha256(trace_bytes) if trace_bytes is not None else "",
                        error_events=sum(1 for e in events if e.event_type == "error"),
                        by_stage=spend(events, "event_type"), by_actor=spend(events, "actor"), stalls=stalls(events),
-                       vote=vote_digest(events))
+                       vote=vote_digest(events), consensus=consensus_digest(events))
 
 
 def merge_spend(tables: Sequence[dict[str, list[int | float]]]) -> dict[str, dict[str, int | float]]:

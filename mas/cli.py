@@ -121,10 +121,9 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
     index = write_report(req.experiment_root)
     print(f"report: {index}")
-    from descriptor.vote_audit import audit_warnings
+    from descriptor.report.cli import print_judge_warnings
 
-    for warning in audit_warnings(index.parent):
-        print(f"warning: {warning} (the report's \"Final votes\")", file=sys.stderr)
+    print_judge_warnings(index.parent)
     from mas.sweep.experiment import scripted_notes
 
     for note in scripted_notes(req.cfg, list(req.benchmarks), list(req.systems)):

@@ -30,7 +30,7 @@ from descriptor.economics import EconomicsSettings, compare_pair
 from descriptor.power import detectable_effect
 from descriptor.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
 from descriptor.summaries import task_average
-from descriptor.vote_audit import VoteDigest
+from descriptor.judge_audit import ConsensusDigest, VoteDigest
 
 FEW_TASKS = 10
 """Below this many tasks a percentile bootstrap over tasks is too narrow to trust; the text says so."""
@@ -63,9 +63,11 @@ class RunRow:
     flags: str = ""
     """Short marks for the grid cell (``R`` rolled back, ``A`` attributed)."""
     vote: VoteDigest | None = None
-    """The run's last final vote (:func:`descriptor.vote_audit.vote_digest`)."""
+    """The run's last final vote (:func:`descriptor.judge_audit.vote_digest`)."""
     candidate_success: list[bool] | None = None
     """The benchmark's verdict on each of that vote's candidates (``eval.json``), where it was recorded."""
+    consensus: ConsensusDigest | None = None
+    """The consensus decisions a judge model decided (:func:`descriptor.judge_audit.consensus_digest`)."""
 
     @property
     def cls(self) -> str:

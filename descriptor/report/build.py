@@ -45,7 +45,7 @@ from descriptor.report.runs_pass import Also, Pages, PassResult, read_all, read_
 from descriptor.report.svg import PALETTE
 from descriptor.stats import bootstrap_mean_ci
 from descriptor.topology_analysis import analyse_topology
-from descriptor.vote_audit import VOTE_AUDIT_FILE, VoteRow, audit_votes
+from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 
 FAILURES_SHOWN = 200
 """Failed runs listed on the index (all of them are in the grid)."""
@@ -258,9 +258,9 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
             write_page(env, "grid.html.j2", layout.grid_file(g["benchmark"], g["page"]), "../",
                        title=f"{root.name}: {g['benchmark']} tasks {g['first']}–{g['last']}", g=g, **common)
     n_included = sum(1 for r in rows if r.included)
-    votes = audit_votes([VoteRow(benchmark=r.benchmark, system=r.system, success=bool(r.success), vote=r.vote,
-                                 candidate_success=r.candidate_success) for r in rows if r.included])
-    write_derived_json(layout.out / VOTE_AUDIT_FILE, votes)
+    judges = audit([AuditRow(benchmark=r.benchmark, system=r.system, success=bool(r.success), vote=r.vote,
+                             candidate_success=r.candidate_success, consensus=r.consensus) for r in rows if r.included])
+    write_derived_json(layout.out / JUDGE_AUDIT_FILE, judges)
     write_page(
         env, "index.html.j2", layout.out / "index.html", "", title=f"Experiment {root.resolve().name}",
         n_runs=len(rows), n_included=n_included, n_skipped=len(rows) - n_included, benchmarks=benches,
@@ -269,7 +269,7 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
         cost_label="tokens per run" if settings.cost_unit == "tokens" else "USD per run",
         pictures=_pictures(root, layout, final_out), grids=[g for g in grids if g["page"] == 1],
         failures=failures[:FAILURES_SHOWN], failures_total=len(failures),
-        attribution_sources=attr.sources, attribution_notes=attr.notes, compare=cmp_rows, issues=issues, votes=votes,
+        attribution_sources=attr.sources, attribution_notes=attr.notes, compare=cmp_rows, issues=issues, judges=judges,
         n_boot=settings.n_boot, seed=settings.seed, few_tasks=FEW_TASKS, **common)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -12,7 +13,16 @@ def _run(args: argparse.Namespace) -> int:
     index = write_report(args.experiment_root, out=args.out, compare=args.compare or (), baseline=args.baseline,
                          attribution=args.attribution or (), lam=args.lam, cost_unit=args.cost_unit, seed=args.seed)
     print(f"report: {index}")
+    print_judge_warnings(index.parent)
     return 0
+
+
+def print_judge_warnings(report_dir: Path) -> None:
+    """The judges' audit warnings of a report just written, one ``warning:`` line each on stderr."""
+    from descriptor.judge_audit import audit_warnings
+
+    for warning in audit_warnings(report_dir):
+        print(f"warning: {warning} (the report's \"Judges\")", file=sys.stderr)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -72,7 +72,7 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
                   error_events=rec.digest.error_events,
                   tool_calls=m.tool_calls_total, tool_fails=m.tool_fail_total,
                   answer=run.answer[:200], href=page, flags=flags, vote=rec.digest.vote,
-                  candidate_success=rec.eval.candidate_success)
+                  candidate_success=rec.eval.candidate_success, consensus=rec.digest.consensus)
 
 
 def _write_task_data(task: collect.TaskRuns, pages: Pages) -> None:

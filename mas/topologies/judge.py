@@ -291,7 +291,7 @@ def shown_order(run_seed: int, n: int) -> list[int]:
     A judge that favours a position (the 0.5B embedded model chose the second of two candidates in every vote
     of a 100-run sweep) would otherwise favour whichever agent is listed there, and that would read as the agent
     being better. Shuffled, the bias becomes noise the vote audit can measure apart from the agents
-    (:mod:`descriptor.vote_audit`). A function of the run's seed, so a run replays exactly and a rollback, which
+    (:mod:`descriptor.judge_audit`). A function of the run's seed, so a run replays exactly and a rollback, which
     draws with a seed of its own, shows the candidates anew.
     """
     order = list(range(n))

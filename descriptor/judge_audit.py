@@ -1,10 +1,11 @@
-"""Does the final vote choose well? What the votes of an experiment did, from its run files.
+"""Do the judges decide well? What the final votes and the consensus decisions of an experiment did, from its
+run files.
 
 A debate's answer (and a matched SAS's, and a representative exchange's) is its final vote's winner. When a
 judge model casts that vote, the system's success is partly the judge's: a judge that picks by position rather
 than by content makes a MAS figure about the judge, not about collaboration. The embedded 0.5B model chose
-the second of two candidates in every one of 100 votes (``attribution/README.md``). Per benchmark × system ×
-voter (a judge model, or the lexical vote alone), over each run's last final vote:
+the second of two candidates in every one of 100 votes (``attribution/README.md``). **Final votes**, per
+benchmark × system × voter (a judge model, or the lexical vote alone), over each run's last final vote:
 
 - **contested**: the candidates' normalised answers differ (the trace's ``final_vote`` ``answer_groups``);
 - **merged** (judge only): a contested vote whose judge put two differing answers in one group (right for
@@ -20,8 +21,14 @@ voter (a judge model, or the lexical vote alone), over each run's last final vot
   share of right candidates), by the same exact test;
 - **outvoted**: failed runs in which a candidate was right.
 
-A run's vote is digested once, when the run ends (:func:`vote_digest`, in ``trace_metrics.json``), so
-summaries and the report read no trace for it.
+**Consensus stops**, per benchmark × system: a judge model that groups differing answers as one also ends a
+discussion on agreement the agents never reached (with the default ``termination_consensus_mode = "llm_judge"``
+the 0.5B model did in 6 of its 12 round-0 stops on arith). Over the controller's decisions the judge's grouping
+decided: its stops on consensus, and those where it saw more agreement than an exact match of normalised answers
+(``consensus_ratio`` above ``lexical_ratio``), which is right only for answers that differ in wording alone.
+
+A run's vote and consensus decisions are digested once, when the run ends (:func:`vote_digest`,
+:func:`consensus_digest`, in ``trace_metrics.json``), so summaries and the report read no trace for them.
 """
 
 from __future__ import annotations
@@ -35,11 +42,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from descriptor.events import Event, FinalVote
+from descriptor.events import Decision, Event, FinalVote
 from descriptor.stats import poisson_binomial_test, wilson_interval
 
-VOTE_AUDIT_FILE = "vote_audit.json"
-"""The audit's rows in the report directory (what the index page's "Final votes" section shows)."""
+JUDGE_AUDIT_FILE = "judge_audit.json"
+"""The audit in the report directory, ``{"votes": [...], "consensus": [...]}`` (the index page's "Judges"
+section)."""
 BIASED_P = 0.01
 """Below this p-value a judge's lean to the first position, or a choice no better than chance, is reported."""
 MIN_VOTES = 8
@@ -100,8 +108,30 @@ def vote_digest(events: Sequence[Event]) -> VoteDigest | None:
         return None
 
 
+class ConsensusDigest(BaseModel):
+    """A run's consensus decisions that a judge model's grouping decided (in ``trace_metrics.json``'s digest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    judged: int = Field(ge=0)
+    """Controller decisions whose consensus the judge model's grouping decided."""
+    stops: int = Field(ge=0)
+    """Of them, the loop stopped on consensus."""
+    beyond_exact: int = Field(ge=0)
+    """Of those stops, the judge saw more agreement than an exact match of normalised answers."""
+
+
+def consensus_digest(events: Sequence[Event]) -> ConsensusDigest | None:
+    """The judge's consensus decisions of a run; None when a judge model decided none."""
+    judged = [e.payload for e in events if isinstance(e.payload, Decision) and e.payload.consensus_source == "llm_judge"]
+    if not judged:
+        return None
+    stops = [d for d in judged if d.stop and d.reason == "consensus_reached"]
+    return ConsensusDigest(judged=len(judged), stops=len(stops), beyond_exact=sum(
+        1 for d in stops if d.lexical_ratio is not None and d.lexical_ratio < d.consensus_ratio))
+
+
 @dataclass(kw_only=True, slots=True)
-class VoteRow:
+class AuditRow:
     """One run's part in the audit."""
 
     benchmark: str
@@ -110,6 +140,8 @@ class VoteRow:
     vote: VoteDigest | None
     """:func:`vote_digest` of the run's trace."""
     candidate_success: list[bool] | None = None
+    consensus: ConsensusDigest | None = None
+    """:func:`consensus_digest` of the run's trace."""
 
 
 def _line(k: int, n: int) -> dict[str, Any]:
@@ -117,12 +149,12 @@ def _line(k: int, n: int) -> dict[str, Any]:
     return {"k": k, "n": n, "rate": k / n if n else None, "lo": lo, "hi": hi}
 
 
-def audit_votes(rows: Sequence[VoteRow]) -> list[dict[str, Any]]:
+def audit_votes(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
     """Per benchmark × system × voter (``judge``: votes a judge model was called for; ``lexical``: the lexical
     vote alone): the figures of the module docstring and a ``warning`` sentence (None when nothing is amiss or
     there are too few votes to tell). Lexical votes have no order shown and no grouping of their own: their
     ``merged``, ``mixed``, ``first`` and ``first_p`` are None."""
-    units: dict[tuple[str, str, str], list[VoteRow]] = {}
+    units: dict[tuple[str, str, str], list[AuditRow]] = {}
     for r in rows:
         if r.vote is not None:
             units.setdefault((r.benchmark, r.system, "judge" if r.vote.judged else "lexical"), []).append(r)
@@ -172,10 +204,38 @@ def _warning(row: dict[str, Any]) -> str | None:
     return None
 
 
+def audit_consensus(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
+    """Per benchmark × system with a consensus decision a judge model decided: runs, such decisions, its stops on
+    consensus and those beyond an exact match (module docstring), with a ``warning`` when a quarter or more of
+    :data:`MIN_VOTES` or more stops were (a prompt to look: for numbers every one is wrong, for prose some may be
+    right)."""
+    units: dict[tuple[str, str], list[ConsensusDigest]] = {}
+    for r in rows:
+        if r.consensus is not None:
+            units.setdefault((r.benchmark, r.system), []).append(r.consensus)
+    out = []
+    for (bench, system), runs in sorted(units.items()):
+        stops, beyond = sum(c.stops for c in runs), sum(c.beyond_exact for c in runs)
+        warning = None
+        if stops >= MIN_VOTES and beyond >= stops / 4:
+            warning = (f"{bench}/{system}: the judge declared consensus on answers that differ after normalisation in "
+                       f"{beyond} of its {stops} consensus stops, so the discussion ended on agreement an exact match "
+                       "does not show (right only where they differ in wording alone: the run viewer shows them)")
+        out.append({"benchmark": bench, "system": system, "runs": len(runs), "judged": sum(c.judged for c in runs),
+                    "stops": stops, "beyond_exact": beyond, "warning": warning})
+    return out
+
+
+def audit(rows: Sequence[AuditRow]) -> dict[str, list[dict[str, Any]]]:
+    """The whole audit (:data:`JUDGE_AUDIT_FILE`): :func:`audit_votes` and :func:`audit_consensus`."""
+    return {"votes": audit_votes(rows), "consensus": audit_consensus(rows)}
+
+
 def audit_warnings(report_dir: str | Path) -> list[str]:
     """The warnings of the audit a report wrote (none when it wrote none, or the file is unreadable)."""
     try:
-        rows = json.loads((Path(report_dir) / VOTE_AUDIT_FILE).read_text(encoding="utf-8"))
+        data = json.loads((Path(report_dir) / JUDGE_AUDIT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
+    rows = [r for part in ("votes", "consensus") for r in (data.get(part) or [] if isinstance(data, dict) else [])]
     return [r["warning"] for r in rows if isinstance(r, dict) and isinstance(r.get("warning"), str)]

@@ -1,4 +1,5 @@
-"""The final-vote audit: does a judge model choose by content or by position, and is it right when it matters."""
+"""The judges' audit: does a judge model choose by content or by position, is it right when it matters, and does it
+end discussions on agreement the answers do not show."""
 
 from __future__ import annotations
 
@@ -9,7 +10,18 @@ import pytest
 
 from descriptor.events import FinalVote
 from descriptor.stats import poisson_binomial_test
-from descriptor.vote_audit import VOTE_AUDIT_FILE, VoteDigest, VoteRow, audit_votes, audit_warnings, vote_digest
+from descriptor.events import Decision
+from descriptor.judge_audit import (
+    JUDGE_AUDIT_FILE,
+    AuditRow,
+    ConsensusDigest,
+    VoteDigest,
+    audit_consensus,
+    audit_votes,
+    audit_warnings,
+    consensus_digest,
+    vote_digest,
+)
 from mas.tracing import ListCollector, Tracer
 
 
@@ -38,7 +50,7 @@ def row(winner, first, right=None, *, n=2, answers=2, success=None, merged=False
     vote = VoteDigest(source="llm_judge", judged=True, n=n, winner=winner, first=first, answer_groups=answer_groups,
                       groups=[list(range(n))] if merged else [[i] for i in range(n)])
     ok = right[winner] if right is not None else bool(success)
-    return VoteRow(benchmark="arith", system="debate", success=ok, vote=vote, candidate_success=right)
+    return AuditRow(benchmark="arith", system="debate", success=ok, vote=vote, candidate_success=right)
 
 
 def test_a_judge_that_always_takes_the_first_candidate_is_reported():
@@ -99,11 +111,36 @@ def test_lexical_votes_are_audited_apart_and_an_unusable_reply_is_no_evidence_ab
     assert "the lexical vote chose a right one in 4 of 8" in lex["warning"]
 
 
-def test_the_run_command_prints_the_reports_vote_warnings(tmp_path):
-    (tmp_path / VOTE_AUDIT_FILE).write_text(json.dumps([{"warning": "arith/debate: it votes by position"},
-                                                        {"warning": None}]))
-    assert audit_warnings(tmp_path) == ["arith/debate: it votes by position"]
+def test_the_run_command_prints_the_reports_warnings(tmp_path):
+    (tmp_path / JUDGE_AUDIT_FILE).write_text(json.dumps({
+        "votes": [{"warning": "arith/debate: it votes by position"}, {"warning": None}],
+        "consensus": [{"warning": "arith/debate: it stops on agreement the answers do not show"}]}))
+    assert audit_warnings(tmp_path) == ["arith/debate: it votes by position",
+                                        "arith/debate: it stops on agreement the answers do not show"]
     assert audit_warnings(tmp_path / "missing") == []
+    (tmp_path / JUDGE_AUDIT_FILE).write_text("[1, 2]")  # not the audit's shape: no warnings, no crash
+    assert audit_warnings(tmp_path) == []
+
+
+def decision(*, stop=True, reason="consensus_reached", source="llm_judge", ratio=1.0, lexical=0.5):
+    sink = ListCollector()
+    Tracer("t", [sink]).emit("system:controller", "verify", Decision(
+        stage="debate", round=0, max_rounds=2, stop=stop, reason=reason if stop else None, consensus_source=source,
+        consensus_ratio=ratio, lexical_ratio=lexical if source == "llm_judge" else None))
+    return sink.events
+
+
+def test_the_judges_consensus_stops_beyond_an_exact_match_are_counted_and_warned_about():
+    events = [*decision(), *decision(lexical=1.0), *decision(stop=False, ratio=0.5), *decision(source="lexical")]
+    assert consensus_digest(events) == ConsensusDigest(judged=3, stops=2, beyond_exact=1)
+    assert consensus_digest(decision(source="lexical")) is None
+    rows = [AuditRow(benchmark="arith", system="debate", success=False, vote=None,
+                     consensus=consensus_digest(decision(lexical=0.5 if i < 2 else 1.0))) for i in range(8)]
+    [c] = audit_consensus(rows)
+    assert (c["runs"], c["judged"], c["stops"], c["beyond_exact"]) == (8, 8, 8, 2)
+    assert "in 2 of its 8 consensus stops" in c["warning"]
+    rows[0].consensus = ConsensusDigest(judged=1, stops=1, beyond_exact=0)
+    assert audit_consensus(rows)[0]["warning"] is None
 
 
 @pytest.mark.parametrize(("k", "probs"), [(3, [0.5] * 10), (0, [0.25] * 12), (7, [1 / 3] * 9), (20, [0.5] * 20)])
@@ -153,15 +190,34 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
                             experiment_id="e", progress="none")
     asyncio.run(run_experiment(req))
     index = write_report(tmp_path / "e")
-    [a] = json.loads((index.parent / VOTE_AUDIT_FILE).read_text())
+    judges = json.loads((index.parent / JUDGE_AUDIT_FILE).read_text())
+    [a] = judges["votes"]
     assert (a["system"], a["voter"], a["votes"], a["unusable"]) == ("debate", "judge", 3, 0)
+    [c] = judges["consensus"]  # scripted:judge also decides consensus
+    assert c["runs"] == 3 and c["judged"] >= 3 and c["beyond_exact"] == 0  # it groups by exact match
     evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.eval.json"))]
     assert [len(e["candidate_success"]) for e in evals] == [3, 3, 3]
-    assert "Final votes: do they choose well?" in index.read_text()
+    assert "Judges: do they decide well?" in index.read_text()
     # a digest whose vote is not one (an edited or foreign file) is no digest: the trace is read instead
     metrics = next((tmp_path / "e").rglob("run_0.trace_metrics.json"))
     record = json.loads(metrics.read_text())
     record["digest"]["vote"] = {"source": "llm_judge", "judged": True, "n": 2, "winner": 7}
     metrics.write_text(json.dumps(record))
     index = write_report(tmp_path / "e")
-    assert json.loads((index.parent / VOTE_AUDIT_FILE).read_text()) == [a]
+    assert json.loads((index.parent / JUDGE_AUDIT_FILE).read_text()) == judges
+
+
+def test_run_report_and_summarize_print_the_judges_warnings(tmp_path, capsys, monkeypatch):
+    import descriptor.report.build as build
+    from main import main
+
+    planted = {"votes": [], "consensus": [{"benchmark": "arith", "system": "debate", "runs": 1, "judged": 1, "stops": 1,
+                                           "beyond_exact": 1, "warning": "arith/debate: a planted warning"}]}
+    monkeypatch.setattr(build, "audit", lambda rows: planted)
+    said = "warning: arith/debate: a planted warning (the report's \"Judges\")"
+    assert main(["run", "--benchmark", "arith", "--systems", "debate", "--model", "scripted", "--task-limit", "1",
+                 "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none"]) == 0
+    assert said in capsys.readouterr().err
+    for argv in (["report"], ["summarize-experiment"]):
+        assert main([*argv, "--experiment-root", str(tmp_path / "e")]) == 0
+        assert said in capsys.readouterr().err
