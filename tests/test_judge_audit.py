@@ -221,3 +221,18 @@ def test_run_report_and_summarize_print_the_judges_warnings(tmp_path, capsys, mo
     for argv in (["report"], ["summarize-experiment"]):
         assert main([*argv, "--experiment-root", str(tmp_path / "e")]) == 0
         assert said in capsys.readouterr().err
+
+
+def test_the_trajectory_says_in_which_order_the_judge_saw_the_candidates(tmp_path):
+    import asyncio
+
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.sweep.experiment import ExperimentRequest, run_experiment
+
+    cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
+                                                                                    model="scripted:judge")})
+    asyncio.run(run_experiment(ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate"], task_limit=1,
+                                                 runs_per_task=1, experiment_id="e", progress="none")))
+    text = next((tmp_path / "e").rglob("run_0.trajectory.md")).read_text()
+    vote = next(line for line in text.splitlines() if "final vote (llm_judge)" in line)
+    assert "(the judge saw debater_" in vote and ", in that order)" in vote

@@ -48,7 +48,11 @@ def summary(ev: Event) -> str:
                 f"by {p.consensus_source}{'; groups: ' + groups if groups else ''})")
     if isinstance(p, FinalVote):
         groups = " | ".join(", ".join(g) for g in p.groups)
-        return f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}. {_clip(p.explanation, 200)}"
+        # the judge's explanation numbers the candidates as it saw them
+        order = p.shown_order if p.shown_order and all(0 <= i < len(p.candidates) for i in p.shown_order) else None
+        seen = f" (the judge saw {', '.join(p.candidates[i] for i in order)}, in that order)" if order else ""
+        return (f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}{seen}. "
+                f"{_clip(p.explanation, 200)}")
     if isinstance(p, PersonaAssignment):
         return _clip("personas: " + (p.content or p.error or "none"), 600)
     if isinstance(p, Election):
