@@ -23,7 +23,7 @@ benchmark × system × voter (a judge model, or the lexical vote alone), over ea
 
 **Consensus stops**, per benchmark × system: a judge model that groups differing answers as one also ends a
 discussion on agreement the agents never reached (with the default ``termination_consensus_mode = "llm_judge"``
-the 0.5B model did in 6 of its 12 round-0 stops on arith). Over the controller's decisions the judge's grouping
+the 0.5B model did in 7 of its 16 consensus stops on arith). Over the controller's decisions the judge's grouping
 decided: its stops on consensus, and those where it saw more agreement than an exact match of normalised answers
 (``consensus_ratio`` above ``lexical_ratio``), which is right only for answers that differ in wording alone.
 
@@ -49,9 +49,9 @@ JUDGE_AUDIT_FILE = "judge_audit.json"
 """The audit in the report directory, ``{"votes": [...], "consensus": [...]}`` (the index page's "Judges"
 section)."""
 BIASED_P = 0.01
-"""Below this p-value a judge's lean to the first position, or a choice no better than chance, is reported."""
+"""Below this p-value a judge's lean to (or away from) the first-shown candidate is reported."""
 MIN_VOTES = 8
-"""Fewest contested (or split) votes a warning is drawn from."""
+"""Fewest contested votes, split votes or consensus stops a warning is drawn from."""
 
 
 class VoteDigest(BaseModel):
