@@ -218,6 +218,9 @@ class RollbackRecord(_Record):
     origin: Literal["manual", "sweep", "label"] = "manual"
     """``sweep``: made by ``run --rollback`` (summaries count only these, one per run); ``manual``: by ``rollback``
     or ``rollback-experiment``; ``label``: a replay of ``label-failures``."""
+    note: bool | None = None
+    """The resumed agents were told of the failed continuation (the rollback note): False for ``retry`` and for a
+    rollback made with ``--no-note``; None in records that predate it (then ``retry`` alone had none)."""
 
 
 class RollbackSweepRecord(_Record):

@@ -321,3 +321,18 @@ def test_checkpoints_are_kept_by_policy(tmp_path, policy, kept):
             ids = {r[0] for r in con.execute("select checkpoint_id from checkpoints")}
             con.close()
             assert all(s.state_id in ids for s in traj.steps)  # a kept database is complete after compaction
+
+
+async def test_a_rollback_with_no_note_tells_the_resumed_agents_nothing(failed_run_with_inputs):
+    traj = load_run(failed_run_with_inputs, 0)
+    told = await rollback_one(traj, strategy="top1", scores=None, calibration=None, choice=choose_restart(
+        "oracle", None, None, traj.n_steps - 1))
+    quiet = await rollback_one(traj, strategy="top1", scores=None, calibration=None, note=False, choice=choose_restart(
+        "oracle", None, None, traj.n_steps - 1))
+    assert (told.note, quiet.note, told.restart_step) == (True, False, quiet.restart_step)
+    note = "an earlier attempt continued from this point and failed"
+    assert note in _told(failed_run_with_inputs, told.rollback_index)
+    said = _told(failed_run_with_inputs, quiet.rollback_index)
+    assert said and note not in said and "judged wrong" not in said
+    retry = await rollback_one(traj, strategy="retry", scores=None, calibration=None)
+    assert retry.note is False

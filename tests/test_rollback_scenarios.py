@@ -246,3 +246,28 @@ def test_a_wrong_strategies_list_is_named_before_any_scorer_is_asked_for(tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and "--strategies" in err and said in err and "train-dir" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_rollback_experiment_with_no_note_records_it_and_does_not_reuse_rollbacks_told_of_the_failure(tmp_path,
+                                                                                                        monkeypatch):
+    import attribution.rollback.experiment as experiment
+
+    root = sweep(tmp_path, "e", "--inject-errors", "1.0", "--inject-position", "mid", *LONG, tasks=2)
+    out = tmp_path / "out"
+    argv = ["rollback-experiment", "--experiment-root", str(root), "--strategies", "restart,retry", "--out", str(out)]
+    assert main(argv) == 0
+    told = json.loads((out / "rollback_results.json").read_text())
+    assert told["note"] is True and {r["note"] for r in told["restart"]["runs"]} == {True}
+    calls: list[str] = []
+    real = experiment.rollback_one
+
+    async def counting(traj, **kw):
+        calls.append(kw["strategy"])
+        return await real(traj, **kw)
+
+    monkeypatch.setattr(experiment, "rollback_one", counting)
+    assert main([*argv, "--no-note"]) == 0
+    assert calls == ["restart", "restart"]  # retry never had a note: reused
+    quiet = json.loads((out / "rollback_results.json").read_text())
+    assert quiet["note"] is False and {r["note"] for r in quiet["restart"]["runs"]} == {False}
+    assert {r["note"] for r in quiet["retry"]["runs"]} == {False}

@@ -67,11 +67,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     if early:
         (choice, nfe), = early
         rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=None, calibration=calibration,
-                                       scoring_nfe=nfe, choice=choice))
+                                       scoring_nfe=nfe, choice=choice, note=args.note))
     else:
         scores = asyncio.run(score_runs([traj], setup))[0] if setup else None
         rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=scores, calibration=calibration,
-                                       scoring_nfe=(scores.nfe or 0) if scores else 0))
+                                       scoring_nfe=(scores.nfe or 0) if scores else 0, note=args.note))
     print(json.dumps(rec.model_dump(mode="json"), indent=2))
     if rec.status == "error":
         print(f"error: the rollback of {rec.run} ended in an error ({(rec.error or '')[:300]}); it is no outcome",
@@ -98,7 +98,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     setup = _setup(args, calibration, strategies)
     summary = asyncio.run(rollback_experiment(
         args.experiment_root, calibration=calibration, strategies=strategies, setup=setup, out=args.out,
-        concurrency=args.concurrency))
+        concurrency=args.concurrency, note=args.note))
     rows = []
     for s in strategies:
         r = summary[s]
@@ -169,6 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "step (scripted runs with an injected error only)")
     p.add_argument("--force", action="store_true",
                    help="roll back even a run that succeeded or ended in an infrastructure error")
+    p.add_argument("--no-note", dest="note", action="store_false",
+                   help="tell the resumed agents nothing of the failure (the rollback note otherwise quotes the failed continuation): "
+                        "on the embedded 0.5B model every note halved what a plain rerun repaired (attribution/README.md)")
     _add_scoring(p)
     p.set_defaults(func=cmd_rollback)
 
@@ -182,6 +185,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
     p.add_argument("--out", required=True, help="directory for rollback_results.json and rollbacks.jsonl (the "
                    "rollbacks finished so far: the same command run again reuses them)")
+    p.add_argument("--no-note", dest="note", action="store_false",
+                   help="tell the resumed agents nothing of the failure (the rollback note otherwise quotes the failed continuation): "
+                        "on the embedded 0.5B model every note halved what a plain rerun repaired (attribution/README.md)")
     p.set_defaults(func=cmd_rollback_experiment)
 
     p = sub.add_parser("label-failures", help="find each failed run's decisive step by replay from its checkpoints",

@@ -223,7 +223,7 @@ def check_strategies(strategies: Sequence[str]) -> None:
 
 async def rollback_experiment(experiment_root: str | Path, *, calibration: Calibration | None,
                               strategies: Sequence[str], setup: ScoringSetup | None, out: str | Path,
-                              concurrency: int = 4) -> dict[str, Any]:
+                              concurrency: int = 4, note: bool = True) -> dict[str, Any]:
     """Roll back every failed run under ``experiment_root`` with each strategy; write ``rollback_results.json``.
 
     ``setup`` (from :func:`resolve_scoring`) says how to score the runs; it
@@ -256,6 +256,8 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     fingerprint = None if calibration is None else calibration.fingerprint
     bases = {s: {} if s in UNSCORED else {"scoring": scoring, "calibration": fingerprint if s == "conformal" else None}
              for s in strategies}
+    if not note:  # a rollback told of the failure is not reused for one that must not be, nor the other way
+        bases = {s: b if s == "retry" else {**b, "note": False} for s, b in bases.items()}
 
     async def one(i: int, strategy: str) -> RollbackRecord:
         t, sc = failed[i], scores[i]
@@ -265,10 +267,10 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
             if strategy == "conformal" and choices[i] is not None:
                 choice, nfe = choices[i]
                 rec = await rollback_one(t, strategy=strategy, scores=None, calibration=calibration,
-                                         scoring_nfe=nfe, choice=choice, keep_going=True)
+                                         scoring_nfe=nfe, choice=choice, keep_going=True, note=note)
             else:
                 rec = await rollback_one(t, strategy=strategy, scores=sc, calibration=calibration,
-                                         scoring_nfe=(sc.nfe or 0) if sc else 0, keep_going=True)
+                                         scoring_nfe=(sc.nfe or 0) if sc else 0, keep_going=True, note=note)
         progress.add(strategy, bases[strategy], rec)
         return rec
 
@@ -281,6 +283,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
                              "runs": [r.model_dump(mode="json") for r in recs]}
     summary = {
         "experiment_root": str(experiment_root),
+        "note": note,
         "scorer": setup.scorer if setup else None,
         "scoring": setup.info().model_dump(mode="json") if setup else None,
         "calibration": None if calibration is None else {

@@ -157,10 +157,11 @@ def next_rollback_index(run: RunPaths) -> int:
 async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord | None,
                        calibration: Calibration | None, scoring_nfe: int = 0,
                        choice: Choice | None = None, keep_going: bool = False,
-                       origin: str = "manual", seed: int | None = None) -> RollbackRecord:
+                       origin: str = "manual", seed: int | None = None, note: bool = True) -> RollbackRecord:
     """Choose the restart step for ``strategy`` (unless ``choice`` is given), restart the run, and write
     ``rollback_<k>.json`` (``origin``: ``sweep`` for the automatic rollback of ``run --rollback``, ``label`` for
-    a replay of ``label-failures``; ``seed``: another seed for the resumed part than the run's).
+    a replay of ``label-failures``; ``seed``: another seed for the resumed part than the run's; ``note``: tell the
+    resumed agents of the failure, :func:`rollback_note`; ``retry`` never does).
 
     A rollback that cannot start (a missing or damaged checkpoint) raises
     :class:`UserError`, or with ``keep_going`` returns a ``status: error``
@@ -178,14 +179,15 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
               "fallback": choice.fallback, "chosen_step": choice.step, "restart_step": restart,
               "n_steps": traj.n_steps, "cost": (traj.n_steps - restart) / traj.n_steps, "scoring_nfe": scoring_nfe,
               "decisive_step": decisive, "covered": None if decisive is None else decisive in members,
-              "restart_covers": None if decisive is None else restart <= decisive, "origin": origin}
+              "restart_covers": None if decisive is None else restart <= decisive, "origin": origin,
+              "note": note and strategy != "retry"}
     try:
         state_id = traj.steps[restart].state_id
         if state_id is None:
             raise UserError(f"{traj.source_path}: step {restart} has no state_id; it cannot be resumed")
         # retry: the run again with another seed and no word of the failure (what a rerun without this project is)
-        note = None if strategy == "retry" else rollback_note(traj, restart)
-        outcome = await resume_run(run, checkpoint_id=state_id, note=note, rollback_index=k, first_step=restart,
+        told = rollback_note(traj, restart) if common["note"] else None
+        outcome = await resume_run(run, checkpoint_id=state_id, note=told, rollback_index=k, first_step=restart,
                                    seed=seed)
     except UserError as err:
         if not keep_going:
