@@ -182,16 +182,10 @@ def test_oracle_without_known_decisive_steps_is_refused(tmp_path, capsys):
     assert code == 2 and "drop oracle" in capsys.readouterr().err
 
 
-def test_rollback_experiment_run_again_with_the_same_out_reuses_the_rollbacks_it_finished(tmp_path, monkeypatch):
+def counted_rollbacks(monkeypatch) -> list[str]:
+    """The strategies of the rollbacks ``rollback-experiment`` makes from now on (a reused one is not made)."""
     import attribution.rollback.experiment as experiment
-    from attribution.rollback.progress import PROGRESS_FILE
 
-    root = sweep(tmp_path, "e", "--inject-errors", "1.0", "--inject-position", "mid", *LONG, tasks=4)
-    out = tmp_path / "out"
-    argv = ["rollback-experiment", "--experiment-root", str(root), "--strategies", "oracle,restart", "--out", str(out)]
-    assert main(argv) == 0
-    first = json.loads((out / "rollback_results.json").read_text())
-    assert first["restart"]["n"] == first["oracle"]["n"] == 4
     calls: list[str] = []
     real = experiment.rollback_one
 
@@ -200,6 +194,19 @@ def test_rollback_experiment_run_again_with_the_same_out_reuses_the_rollbacks_it
         return await real(traj, **kw)
 
     monkeypatch.setattr(experiment, "rollback_one", counting)
+    return calls
+
+
+def test_rollback_experiment_run_again_with_the_same_out_reuses_the_rollbacks_it_finished(tmp_path, monkeypatch):
+    from attribution.rollback.progress import PROGRESS_FILE
+
+    root = sweep(tmp_path, "e", "--inject-errors", "1.0", "--inject-position", "mid", *LONG, tasks=4)
+    out = tmp_path / "out"
+    argv = ["rollback-experiment", "--experiment-root", str(root), "--strategies", "oracle,restart", "--out", str(out)]
+    assert main(argv) == 0
+    first = json.loads((out / "rollback_results.json").read_text())
+    assert first["restart"]["n"] == first["oracle"]["n"] == 4
+    calls = counted_rollbacks(monkeypatch)
     assert main(argv) == 0  # everything finished: nothing is redone, the same figures come out
     assert calls == []
     assert json.loads((out / "rollback_results.json").read_text()) == first
@@ -250,22 +257,13 @@ def test_a_wrong_strategies_list_is_named_before_any_scorer_is_asked_for(tmp_pat
 
 def test_rollback_experiment_with_no_note_records_it_and_does_not_reuse_rollbacks_told_of_the_failure(tmp_path,
                                                                                                         monkeypatch):
-    import attribution.rollback.experiment as experiment
-
     root = sweep(tmp_path, "e", "--inject-errors", "1.0", "--inject-position", "mid", *LONG, tasks=2)
     out = tmp_path / "out"
     argv = ["rollback-experiment", "--experiment-root", str(root), "--strategies", "restart,retry", "--out", str(out)]
     assert main(argv) == 0
     told = json.loads((out / "rollback_results.json").read_text())
     assert told["note"] is True and {r["note"] for r in told["restart"]["runs"]} == {True}
-    calls: list[str] = []
-    real = experiment.rollback_one
-
-    async def counting(traj, **kw):
-        calls.append(kw["strategy"])
-        return await real(traj, **kw)
-
-    monkeypatch.setattr(experiment, "rollback_one", counting)
+    calls = counted_rollbacks(monkeypatch)
     assert main([*argv, "--no-note"]) == 0
     assert calls == ["restart", "restart"]  # retry never had a note: reused
     quiet = json.loads((out / "rollback_results.json").read_text())
