@@ -139,10 +139,9 @@ def _run(args: argparse.Namespace) -> int:
                 build.read, meanwhile=meanwhile), **options)
     print_summary(summary)
     if not args.no_report:
-        print(f"report: {build.index}")
-        from descriptor.report.cli import print_judge_warnings
+        from descriptor.report.cli import print_report
 
-        print_judge_warnings(build.index.parent)
+        print_report(build.index)
     sys.stdout.flush()
     return 0
 

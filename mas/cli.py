@@ -119,11 +119,9 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
 
     print_summary(summarize_experiment(req.experiment_root))
     print(f"summaries: {req.experiment_root / 'experiment_summary.csv'}")
-    index = write_report(req.experiment_root)
-    print(f"report: {index}")
-    from descriptor.report.cli import print_judge_warnings
+    from descriptor.report.cli import print_report
 
-    print_judge_warnings(index.parent)
+    print_report(write_report(req.experiment_root))
     from mas.sweep.experiment import scripted_notes
 
     for note in scripted_notes(req.cfg, list(req.benchmarks), list(req.systems)):

@@ -138,6 +138,13 @@ def cmd_label_failures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_note(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-note", dest="note", action="store_false",
+                   help="tell the resumed agents nothing of the failure (the rollback note otherwise quotes the "
+                        "failed continuation): on the embedded 0.5B model every note halved what a plain rerun "
+                        "repaired (attribution/README.md)")
+
+
 def _add_scoring(p: argparse.ArgumentParser) -> None:
     """Scorer options; each defaults to what the calibration recorded about its scores."""
     p.add_argument("--scorer", default=None,
@@ -169,9 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "step (scripted runs with an injected error only)")
     p.add_argument("--force", action="store_true",
                    help="roll back even a run that succeeded or ended in an infrastructure error")
-    p.add_argument("--no-note", dest="note", action="store_false",
-                   help="tell the resumed agents nothing of the failure (the rollback note otherwise quotes the failed continuation): "
-                        "on the embedded 0.5B model every note halved what a plain rerun repaired (attribution/README.md)")
+    _add_note(p)
     _add_scoring(p)
     p.set_defaults(func=cmd_rollback)
 
@@ -185,9 +190,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=positive_int, default=4, help="rollbacks at once (default 4)")
     p.add_argument("--out", required=True, help="directory for rollback_results.json and rollbacks.jsonl (the "
                    "rollbacks finished so far: the same command run again reuses them)")
-    p.add_argument("--no-note", dest="note", action="store_false",
-                   help="tell the resumed agents nothing of the failure (the rollback note otherwise quotes the failed continuation): "
-                        "on the embedded 0.5B model every note halved what a plain rerun repaired (attribution/README.md)")
+    _add_note(p)
     p.set_defaults(func=cmd_rollback_experiment)
 
     p = sub.add_parser("label-failures", help="find each failed run's decisive step by replay from its checkpoints",

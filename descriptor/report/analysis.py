@@ -27,10 +27,10 @@ from statistics import pstdev
 from typing import Any
 
 from descriptor.economics import EconomicsSettings, compare_pair
+from descriptor.judge_audit import ConsensusDigest, VoteDigest
 from descriptor.power import detectable_effect
 from descriptor.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
 from descriptor.summaries import task_average
-from descriptor.judge_audit import ConsensusDigest, VoteDigest
 
 FEW_TASKS = 10
 """Below this many tasks a percentile bootstrap over tasks is too narrow to trust; the text says so."""

@@ -17,6 +17,7 @@ from typing import Any
 from descriptor.economics import EconomicsSettings, compute_economics
 from descriptor.errors import UserError
 from descriptor.io import write_derived_json
+from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 from descriptor.layout import split_unit
 from descriptor.report import collect
 from descriptor.report.analysis import (
@@ -45,7 +46,6 @@ from descriptor.report.runs_pass import Also, Pages, PassResult, read_all, read_
 from descriptor.report.svg import PALETTE
 from descriptor.stats import bootstrap_mean_ci
 from descriptor.topology_analysis import analyse_topology
-from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 
 FAILURES_SHOWN = 200
 """Failed runs listed on the index (all of them are in the grid)."""

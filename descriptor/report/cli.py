@@ -12,16 +12,17 @@ def _run(args: argparse.Namespace) -> int:
 
     index = write_report(args.experiment_root, out=args.out, compare=args.compare or (), baseline=args.baseline,
                          attribution=args.attribution or (), lam=args.lam, cost_unit=args.cost_unit, seed=args.seed)
-    print(f"report: {index}")
-    print_judge_warnings(index.parent)
+    print_report(index)
     return 0
 
 
-def print_judge_warnings(report_dir: Path) -> None:
-    """The judges' audit warnings of a report just written, one ``warning:`` line each on stderr."""
+def print_report(index: Path) -> None:
+    """The path of a report just written (``report: ...``), then its judges' audit warnings, one ``warning:``
+    line each on stderr: what ``report``, ``summarize-experiment`` and ``run`` end with."""
     from descriptor.judge_audit import audit_warnings
 
-    for warning in audit_warnings(report_dir):
+    print(f"report: {index}")
+    for warning in audit_warnings(index.parent):
         print(f"warning: {warning} (the report's \"Judges\")", file=sys.stderr)
 
 
