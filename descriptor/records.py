@@ -237,6 +237,9 @@ class RollbackSweepRecord(_Record):
     """``calibration: self``: the labels.jsonl of ``label-failures`` the calibration's decisive steps came from."""
     label_tokens: int = 0
     """``calibration: self`` on the sweep's own failures: tokens the labelling replays spent (beyond the rollbacks)."""
+    note: bool = True
+    """The resumed agents were told of the failure (the rollback note); False for ``retry`` and with
+    ``--no-rollback-note`` (then the sweep's own replay labels were made without it too)."""
     scorer: str | None = None
     """Step scorer of conformal and top1."""
     method: str | None = None

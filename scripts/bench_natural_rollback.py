@@ -2,7 +2,7 @@
 
     python scripts/bench_natural_rollback.py [--config config/natural_rollback.toml] [--system debate]
         [--cal-tasks 50] [--test-tasks 50] [--samples 2] [--concurrency 4] [--alpha 0.2] [--method auto]
-        [--scorer position] [--keep DIR]
+        [--scorer position] [--keep DIR] [--no-note]
 
 As a user runs it, one command after another (each resumes what an interrupted invocation finished, so the same
 command with the same ``--keep`` picks up where it stopped):
@@ -18,6 +18,10 @@ success with its Wilson 95 % interval, the tokens a rollback spent (mean, bootst
 restart steps. Goal (issue 29): conformal's success >= restart's at <= 0.7 x restart's tokens; the line says
 which parts hold and whether the success difference is within sampling error (paired: the same failures). A
 line before it compares conformal with ``retry`` the same way.
+
+``--no-note`` labels and rolls back without telling the resumed agents of the failure (``label-failures
+--no-note``, ``rollback-experiment --no-note``); its files get a ``_nonote`` suffix, so both ways share the sweeps
+under one ``--keep``.
 """
 
 from __future__ import annotations
@@ -120,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scorer", default="position", help="step scorer of score-steps (default position)")
     ap.add_argument("--keep", type=Path, help="write the sweeps and results here (and resume there) instead of a "
                                               "temporary directory")
+    ap.add_argument("--no-note", dest="note", action="store_false",
+                    help="label and roll back without the rollback note (files suffixed _nonote)")
     args = ap.parse_args(argv)
     if not args.config.is_file():
         ap.error(f"--config {args.config}: no such file")
@@ -129,33 +135,35 @@ def main(argv: list[str] | None = None) -> int:
         cal = sweep(root, "cal", seed=0, tasks=args.cal_tasks, args=args)
         test = sweep(root, "test", seed=1, tasks=args.test_tasks, args=args)
         t_sweeps = time.perf_counter()
-        labels_path = root / "labels.jsonl"
+        sfx, quiet = ("", ()) if args.note else ("_nonote", ("--no-note",))
+        labels_path = root / f"labels{sfx}.jsonl"
         cli("label-failures", "--experiment-root", str(cal), "--samples", str(args.samples), "--concurrency",
-            str(args.concurrency), "--out", str(labels_path))
+            str(args.concurrency), "--out", str(labels_path), *quiet)
         t_labels = time.perf_counter()
         labels = [json.loads(x) for x in labels_path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        scores = root / "scores.jsonl"
+        scores = root / f"scores{sfx}.jsonl"
         cli("score-steps", "--runs-dir", str(cal), "--labels", str(labels_path), "--scorer", args.scorer,
             "--out", str(scores))
-        calibration = root / "calibration.json"
+        calibration = root / f"calibration{sfx}.json"
         cli("calibrate", "--scores", str(scores), "--labels", str(labels_path), "--method", args.method,
             "--alpha", str(args.alpha), "--out", str(calibration))
-        out = root / "rollback"
+        out = root / f"rollback{sfx}"
         cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
-            "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out))
+            "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out), *quiet)
         t_end = time.perf_counter()
         rows = strategy_rows(out)
         cal_info = json.loads(calibration.read_text(encoding="utf-8"))
         print(f"\n{args.system} on arith, embedded model ({args.config.name}); calibration sweep {args.cal_tasks} "
               f"tasks (seed 0), held-out sweep {args.test_tasks} other tasks (seed 1)")
-        print(f"labels ({args.samples} replays per probed point): {label_summary(labels)}")
+        print(f"labels ({args.samples} replays per probed point{'' if args.note else ', no rollback note'}): "
+              f"{label_summary(labels)}")
         print(f"calibration: {args.scorer} scorer, {cal_info['method']} ({cal_info['resolved_method']}) at alpha "
               f"{args.alpha}, q_hat {cal_info['q_hat']}, {cal_info['n']} labelled runs")
         print("rollbacks of the held-out sweep's failed runs:")
         print("\n".join(report(rows)))
         print(f"wall time: sweeps {t_sweeps - t0:.0f} s, labels {t_labels - t_sweeps:.0f} s, scoring and "
               f"rollbacks {t_end - t_labels:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        (root / "bench_natural_rollback.json").write_text(json.dumps(
+        (root / f"bench_natural_rollback{sfx}.json").write_text(json.dumps(
             {"labels": labels, "rollbacks": rows, "calibration": cal_info}, indent=1), encoding="utf-8")
         if args.keep:
             print(f"files: {root}")

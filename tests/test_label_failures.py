@@ -121,7 +121,7 @@ def _traj(n, shared=()):
 def _fake_probes(monkeypatch, decisive, calls):
     """Replays that succeed exactly when they restart at or before ``decisive`` (None: never)."""
 
-    async def probe(traj, step, samples):
+    async def probe(traj, step, samples, note):
         calls.append(step)
         ok = decisive is not None and step <= decisive
         return Probe(step=step, successes=samples if ok else 0, samples=samples, tokens=10 * samples)
@@ -170,7 +170,7 @@ def test_each_sample_of_a_point_replays_with_its_own_seed(monkeypatch):
                               decisive_step=None, covered=None)
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
-    probe = asyncio.run(labels_mod._probe(_traj(4), 2, 4))
+    probe = asyncio.run(labels_mod._probe(_traj(4), 2, 4, True))
     assert probe.samples == 4 and probe.successes == 2 and probe.tokens == 28
     assert seen == [(2, "label")] * 4
     # each replay takes the run's next rollback index, and each index its own seed, none of them the run's
@@ -186,7 +186,7 @@ def test_a_run_whose_replays_all_fail_is_labelled_with_the_first_replays_error(m
                               covered=None, status="error", error="/x/configs/ab.json: config file not found")
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
-    monkeypatch.setattr(labels_mod, "earlier_replays", lambda traj, step: [])
+    monkeypatch.setattr(labels_mod, "earlier_replays", lambda traj, step, note: [])
     lab = asyncio.run(label_failure(_traj(4)))
     assert lab.status == "error"
     assert lab.error == "every replay ended in an error: /x/configs/ab.json: config file not found"
@@ -198,16 +198,18 @@ def test_a_rerun_reads_the_finished_replays_an_interrupted_labelling_left_instea
     task.mkdir()
     traj = _traj(4).model_copy(update={"source_path": str(task / "run_0.trace.jsonl")})
 
-    def record(k, step, *, status="finished", origin="label", success=True):
+    def record(k, step, *, status="finished", origin="label", success=True, note=None):
         rec = RollbackRecord(run=str(task / "run_0"), rollback_index=k, strategy="label", set=[step], chosen_step=step,
                              restart_step=step, n_steps=4, cost=0.5, steps_redone=1, tokens=100 + k, success=success,
-                             answer="", wall_time_s=0.0, origin=origin, status=status, decisive_step=None, covered=None)
+                             answer="", wall_time_s=0.0, origin=origin, status=status, decisive_step=None, covered=None,
+                             note=note)
         (task / f"run_0.rollback_{k}.json").write_text(rec.model_dump_json())
 
     record(0, 2)                     # sample 0 at step 2: finished before the interruption
     record(1, 2, status="error")     # an infrastructure error: replayed again
     record(2, 1)                     # another point
     record(3, 2, origin="sweep")     # a rollback of the sweep, not a label replay
+    record(4, 2, note=False)         # a replay without the note answers another question
     seen = []
 
     async def rollback_one(traj, *, origin, choice, **kw):
@@ -218,9 +220,55 @@ def test_a_rerun_reads_the_finished_replays_an_interrupted_labelling_left_instea
                               covered=None)
 
     monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
-    probe = asyncio.run(labels_mod._probe(traj, 2, 3))
+    probe = asyncio.run(labels_mod._probe(traj, 2, 3, True))
     assert seen == [None, None]  # samples 1 and 2 only, each seeded by its rollback index (rollback_seed)
     assert probe.samples == 3 and probe.successes == 1 and probe.tokens == 100 + 7 + 7
+    quiet = asyncio.run(labels_mod._probe(traj, 2, 1, False))  # labelling without the note reads only its own
+    assert quiet.tokens == 104 and len(seen) == 2
+
+
+def test_labels_without_the_note_replay_without_it_and_say_so(monkeypatch):
+    told = []
+
+    async def rollback_one(traj, *, origin, choice, note, **kw):
+        told.append(note)
+        return RollbackRecord(run="r", rollback_index=len(told), strategy="label", set=[choice.step], chosen_step=0,
+                              restart_step=choice.step, n_steps=traj.n_steps, cost=0.5, steps_redone=1, tokens=7,
+                              success=choice.step <= 1, answer="", wall_time_s=0.0, origin=origin,
+                              decisive_step=None, covered=None, note=note)
+
+    monkeypatch.setattr(labels_mod, "rollback_one", rollback_one)
+    monkeypatch.setattr(labels_mod, "earlier_replays", lambda traj, step, note: [])
+    quiet = asyncio.run(label_failure(_traj(6), note=False))
+    assert (quiet.status, quiet.decisive_step, quiet.note) == ("labelled", 1, False)
+    assert told and not any(told)
+    told.clear()
+    assert asyncio.run(label_failure(_traj(6))).note is True and all(told)
+
+
+def test_own_labels_made_the_other_way_about_the_note_are_made_again(monkeypatch, tmp_path):
+    from attribution.rollback import selfcal
+    from attribution.sources.labelfile import Label
+
+    failed = [_traj(3).model_copy(update={"id": f"t{i}"}) for i in range(2)]
+
+    def label(run_id, note):
+        return Label(run_id=run_id, status="labelled", decisive_step=1, decisive_agent="a1", flip_probability=1.0,
+                     flip_ci=(0.2, 1.0), replays=2, tokens=50, n_steps=3, candidates=3, samples=1, probes=[],
+                     note=note)
+
+    (tmp_path / selfcal.LABELS_NAME).write_text("".join(label(t.id, True).model_dump_json() + "\n" for t in failed))
+    asked = []
+
+    async def label_failures(root, *, samples, out, concurrency, note):
+        asked.append(note)
+        return [label(t.id, note) for t in failed]
+
+    monkeypatch.setattr(labels_mod, "label_failures", label_failures)
+    _, tokens = asyncio.run(selfcal.own_labels(tmp_path, failed, 1, 2, note=True))
+    assert asked == [] and tokens == 100  # the file's labels were made with the note: reused
+    _, tokens = asyncio.run(selfcal.own_labels(tmp_path, failed, 1, 2, note=False))
+    assert asked == [False] and tokens == 100
 
 
 def _self_sweep(root, name, *extra, tasks, seed):
@@ -265,3 +313,33 @@ def test_bad_self_calibration_input_is_refused_before_any_run(tmp_path, capsys, 
             *extra]
     assert main(argv) == 2
     assert says in capsys.readouterr().err and not (tmp_path / "e" / "arith").exists()
+
+
+def test_no_rollback_note_without_rollback_is_refused(tmp_path, capsys):
+    argv = ["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--task-limit", "1",
+            "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none", "--no-rollback-note"]
+    assert main(argv) == 2
+    assert "--no-rollback-note: only used with --rollback" in capsys.readouterr().err
+    assert not (tmp_path / "e" / "arith").exists()
+
+
+@pytest.mark.parametrize("before, now, refused", [
+    (("restart", False), ("restart", True), True),
+    (("restart", True), ("restart", False), True),
+    (("restart", True), ("restart", True), False),
+    (("retry", False), ("retry", True), False),  # retry never tells: --no-rollback-note changes nothing
+])
+def test_a_sweep_rolled_back_one_way_about_the_note_is_not_resumed_the_other(tmp_path, before, now, refused):
+    from attribution.rollback.sweep import SweepRollbackOptions, check_options
+    from descriptor.records import RollbackSweepRecord
+    from mas.config import ExperimentConfig
+
+    prev = RollbackSweepRecord(strategy=before[0], note=before[1] and before[0] != "retry", n_failed=1,
+                               n_rolled_back=1, n_already=0, n_errors=0, n_without_choice=0, wall_time_s=1.0)
+    (tmp_path / "rollback_sweep.json").write_text(prev.model_dump_json())
+    opts = SweepRollbackOptions(strategy=now[0], note=now[1])
+    if refused:
+        with pytest.raises(UserError, match="rolled back once"):
+            check_options(ExperimentConfig(), opts, tmp_path)
+    else:
+        check_options(ExperimentConfig(), opts, tmp_path)

@@ -123,7 +123,7 @@ def cmd_label_failures(args: argparse.Namespace) -> int:
     from mas.cli import print_table
 
     labels = asyncio.run(label_failures(args.experiment_root, samples=args.samples, out=args.out,
-                                        concurrency=args.concurrency))
+                                        concurrency=args.concurrency, note=args.note))
     done = [lab for lab in labels if lab.status == "labelled"]
     known = [lab for lab in done if lab.injected_step is not None]
     row = {"failed": len(labels), "labelled": len(done),
@@ -206,4 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "model: a point flips when any of its replays succeeds)")
     p.add_argument("--concurrency", type=positive_int, default=2, help="runs labelled at once (default 2)")
     p.add_argument("--out", required=True, help="labels.jsonl to write")
+    p.add_argument("--no-note", dest="note", action="store_false",
+                   help="replay without telling the resumed agents of the failure, for labels that calibrate "
+                        "rollbacks made with --no-note (each label records which: note)")
     p.set_defaults(func=cmd_label_failures)

@@ -32,7 +32,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
         given = [f for f, v in (("--calibration", args.calibration), ("--rollback-scorer", args.rollback_scorer),
                                 ("--rollback-method", args.rollback_method), ("--rollback-alpha", args.rollback_alpha),
                                 ("--rollback-labels", args.rollback_labels))
-                 if v is not None]
+                 if v is not None] + (["--no-rollback-note"] if not args.rollback_note else [])
         if given:
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
         return None
@@ -50,7 +50,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
         folds=args.rollback_folds, seed=req.cfg.seed, labels=args.rollback_labels,
-        label_samples=args.rollback_label_samples)
+        label_samples=args.rollback_label_samples, note=args.rollback_note)
     calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
     return lambda results: roll_back(req, opts, calibration)
 
@@ -112,6 +112,10 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                         "(default: label this sweep's failed runs by replay, written to <root>/labels.jsonl)")
     g.add_argument("--rollback-label-samples", type=int, default=1, metavar="M",
                    help="--calibration self without --rollback-labels: replays per probed point (default 1)")
+    g.add_argument("--no-rollback-note", dest="rollback_note", action="store_false",
+                   help="resume without telling the agents of the failure (the rollback note otherwise quotes the "
+                        "failed continuation; on the embedded 0.5B model it halved what a rerun repaired); the "
+                        "sweep's own replay labels are then made without it too")
 
 
 ROLLBACK_HOOK = SWEEP_HOOKS.register("rollback", SweepHook(add_arguments=add_arguments, prepare=prepare),

@@ -2,7 +2,10 @@
 
 Restarting a failed run at step ``k`` forks the checkpoint before ``k`` and
 re-executes ``k`` onward (:func:`attribution.rollback.restart.rollback_one`,
-with the same note a rollback gives), then re-evaluates the answer. The
+with the note a rollback gives, or none with ``note=False``), then re-evaluates
+the answer. A label answers "which restart repairs the run" for one way of
+resuming, so labels made with the note calibrate rollbacks made with it, and
+labels made without it rollbacks made without it. The
 restart *flips* the outcome when the replay succeeds. The decisive step is the
 latest ``k`` whose restart flips it: every earlier restart redoes it too, every
 later one keeps it in the history. Restarts are only possible at super-step
@@ -60,23 +63,26 @@ def restart_points(traj: Trajectory) -> list[int]:
     return out
 
 
-def earlier_replays(traj: Trajectory, step: int) -> list[RollbackRecord]:
-    """This run's finished label replays restarted at ``step``, oldest first (sample 0, 1, ...).
+def earlier_replays(traj: Trajectory, step: int, note: bool = True) -> list[RollbackRecord]:
+    """This run's finished label replays restarted at ``step`` with (or without) the note, oldest first.
 
     An interrupted ``label-failures`` left them on disk; bisection takes the same path again given the same
     outcomes, so a rerun reads them instead of replaying (an unreadable or errored record is replayed again).
+    A replay made the other way about the note answers another question and is never reused (one that predates
+    the record's ``note`` field was made with it).
     """
     return [rec for rec in readable_rollbacks(run_of(traj))
-            if rec.origin == "label" and rec.restart_step == step and rec.status != "error"]
+            if rec.origin == "label" and rec.restart_step == step and rec.status != "error"
+            and (rec.note is not False) == note]
 
 
-async def _probe(traj: Trajectory, step: int, samples: int) -> Probe:
+async def _probe(traj: Trajectory, step: int, samples: int, note: bool) -> Probe:
     wins = done = errors = tokens = 0
     first_error: str | None = None
-    kept = earlier_replays(traj, step)
+    kept = earlier_replays(traj, step, note)
     for j in range(samples):  # one after another: each replay takes the run's next rollback index
         rec = kept[j] if j < len(kept) else await rollback_one(
-            traj, strategy="label", scores=None, calibration=None, keep_going=True,
+            traj, strategy="label", scores=None, calibration=None, keep_going=True, note=note,
             choice=Choice(members=[step], step=step), origin="label")  # its own seed: mas.sweep.runner.rollback_seed
         tokens += rec.tokens
         if rec.status == "error":
@@ -89,19 +95,20 @@ async def _probe(traj: Trajectory, step: int, samples: int) -> Probe:
     return Probe(step=step, successes=wins, samples=done, errors=errors, tokens=tokens, error=first_error)
 
 
-async def label_failure(traj: Trajectory, *, samples: int = 1) -> Label:
-    """The decisive step of one failed run by bisection over its restart points (see the module docstring)."""
+async def label_failure(traj: Trajectory, *, samples: int = 1, note: bool = True) -> Label:
+    """The decisive step of one failed run by bisection over its restart points (see the module docstring);
+    ``note``: the replays tell the resumed agents of the failure, as a rollback does by default."""
     points = restart_points(traj)
     probes: list[Probe] = []
-    common = {"run_id": traj.id, "run": str(run_of(traj).prefix), "n_steps": traj.n_steps, "candidates": len(points), "samples": samples,
-              "injected_step": traj.mistake_step}
+    common = {"run_id": traj.id, "run": str(run_of(traj).prefix), "n_steps": traj.n_steps,
+              "candidates": len(points), "samples": samples, "note": note, "injected_step": traj.mistake_step}
     if not points:
         return Label(**common, status="error", decisive_step=None, decisive_agent=None, flip_probability=None,
                      flip_ci=None, replays=0, tokens=0, probes=[], error="no step has a checkpoint to restart from")
     by_index: dict[int, Probe] = {}
 
     async def flips(i: int) -> bool:
-        p = await _probe(traj, points[i], samples)
+        p = await _probe(traj, points[i], samples, note)
         probes.append(p)
         by_index[i] = p
         if p.samples == 0:
@@ -140,7 +147,7 @@ class _Unreplayable(Exception):
 
 
 async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: str | Path,
-                         concurrency: int = 2) -> list[Label]:
+                         concurrency: int = 2, note: bool = True) -> list[Label]:
     """Label every failed run under ``experiment_root``; write ``out`` (JSONL, one :class:`Label` a line) atomically."""
     if samples < 1:
         raise UserError(f"--samples must be at least 1 (got {samples})")
@@ -152,7 +159,7 @@ async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: 
 
     async def one(t: Trajectory) -> Label:
         async with gate:  # runs in parallel; the replays of one run in sequence (bisection)
-            return await label_failure(t, samples=samples)
+            return await label_failure(t, samples=samples, note=note)
 
     labels = await asyncio.gather(*(one(t) for t in failed))
     write_text_atomic(out, "".join(lab.model_dump_json() + "\n" for lab in labels))

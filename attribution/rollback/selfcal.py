@@ -59,15 +59,15 @@ def labelled_runs(labels: dict[str, Label]) -> list[Trajectory]:
     return out
 
 
-async def own_labels(root: Path, failed: list[Trajectory], samples: int,
-                     concurrency: int) -> tuple[list[Trajectory], int]:
-    """``failed`` with the replay labels of ``<root>/labels.jsonl`` (made now unless it labels all of them), and
-    the tokens the labelling replays spent."""
+async def own_labels(root: Path, failed: list[Trajectory], samples: int, concurrency: int,
+                     note: bool = True) -> tuple[list[Trajectory], int]:
+    """``failed`` with the replay labels of ``<root>/labels.jsonl`` (made now unless it labels all of them, with
+    ``note`` as the rollbacks have it), and the tokens the labelling replays spent."""
     from attribution.rollback.labels import label_failures
 
     path = root / LABELS_NAME
     labels = read_labels(path) if path.is_file() else {}
-    if any(t.id not in labels for t in failed):
+    if any(t.id not in labels or labels[t.id].note != note for t in failed):
         labels = {lab.run_id: lab for lab in await label_failures(root, samples=samples, out=path,
-                                                                  concurrency=concurrency)}
+                                                                  concurrency=concurrency, note=note)}
     return apply_labels(failed, labels), sum(lab.tokens for lab in labels.values())

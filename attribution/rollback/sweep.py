@@ -96,6 +96,13 @@ class SweepRollbackOptions:
     """``calibration: self``: labels.jsonl of earlier failures of the system; None: label this sweep's own."""
     label_samples: int = 1
     """``calibration: self`` without ``labels``: replays per probed point when labelling this sweep's failures."""
+    note: bool = True
+    """Tell the resumed agents of the failure (the rollback note); the sweep's own replay labels follow suit."""
+
+    @property
+    def told(self) -> bool:
+        """The resumed agents are told of the failure (``retry`` never tells them)."""
+        return self.note and self.strategy != "retry"
 
 
 def _injects(cfg: ExperimentConfig, systems: list[str] | None) -> bool:
@@ -123,10 +130,11 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
             raise UserError(str(err)) from None
         same_cal = (prev.calibration is None) == (opts.calibration is None) and (
             opts.calibration is None or Path(prev.calibration).resolve() == Path(opts.calibration).resolve())
-        if prev.strategy != opts.strategy or not same_cal:
+        if prev.strategy != opts.strategy or not same_cal or (prev.note and prev.strategy != "retry") != opts.told:
             raise UserError(f"{earlier}: this experiment was rolled back with --rollback {prev.strategy}"
-                            f"{' --calibration ' + prev.calibration if prev.calibration else ''}; each failed run is "
-                            "rolled back once, so resume it with the same options or use another --experiment-id")
+                            f"{' --calibration ' + prev.calibration if prev.calibration else ''}"
+                            f"{' --no-rollback-note' if not prev.note and prev.strategy != 'retry' else ''}; each "
+                            "failed run is rolled back once, so resume it with the same options or use another --experiment-id")
     if cfg.storage.checkpoints == "none":
         raise UserError("--rollback resumes failed runs from their checkpoints, and storage.checkpoints is 'none'; "
                         "set it to 'failed' (the default) or 'all'")
@@ -286,7 +294,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         async with gate:
             # keep_going: a rollback that cannot start (no checkpoint) is an error entry, and the others go on
             return await rollback_one(t, strategy=opts.strategy, scores=None, calibration=calibration,
-                                      scoring_nfe=nfe, choice=choice, origin="sweep", keep_going=True)
+                                      scoring_nfe=nfe, choice=choice, origin="sweep", keep_going=True, note=opts.note)
 
     with sweep_lock(root, root.name):  # no other sweep (or rollback) of this experiment meanwhile
         failed = load_runs_dir(root).trajectories
@@ -295,7 +303,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         check_configs(todo)
         labelling: dict[str, Any] = {}
         if todo and opts.calibration == SELF and opts.labels is None:  # the sweep's own failures, labelled by replay
-            failed, label_tokens = await own_labels(root, failed, opts.label_samples, concurrency)
+            failed, label_tokens = await own_labels(root, failed, opts.label_samples, concurrency, opts.note)
             by_id = {t.id: t for t in failed}
             todo = [by_id[t.id] for t in todo]
             labelling = {"labels": str((root / LABELS_NAME).resolve()), "label_tokens": label_tokens}
@@ -313,7 +321,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
         scorer=scorer, method=calibration.method if calibration is not None else (
             opts.method if opts.strategy == "conformal" else None),
         alpha=calibration.alpha if calibration is not None else (opts.alpha if opts.strategy == "conformal" else None),
-        folds=folds, n_failed=len(failed), n_rolled_back=len(done), n_already=len(failed) - len(todo),
+        note=opts.told, folds=folds, n_failed=len(failed), n_rolled_back=len(done), n_already=len(failed) - len(todo),
         n_errors=len(errors), n_without_choice=len(todo) - len([t for t in todo if t.id in choices]),
         errors=errors[:20], wall_time_s=time.perf_counter() - t0, **labelling,
     )

@@ -70,6 +70,9 @@ class Label(BaseModel):
     """Restart points (super-step starts) the bisection chose among."""
     samples: int
     """Replays per probed point."""
+    note: bool = True
+    """The replays told the resumed agents of the failure (the rollback note); False with ``--no-note``. Labels
+    written before the option were all made with the note."""
     probes: list[Probe]
     """Every probed point, in probing order."""
     injected_step: int | None = None
