@@ -212,28 +212,34 @@ class Decision(Payload):
     judge_usage_source: Literal["provider", "tokenizer", "estimate"] | None = None
 
 
-class FinalVote(Payload):
-    """The final vote among candidates (by the judge, or lexical)."""
+class Vote(Payload):
+    """What a vote among candidates records, by the judge or lexical (:mod:`descriptor.judge_audit` reads it)."""
 
-    kind: Literal["final_vote"] = "final_vote"
     vote_source: str
     """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
-    winner_index: int
-    winner_agent: str
     groups: list[list[str]]
     """Agent names per answer group (the judge's grouping)."""
     invalid_indices: list[int] = Field(default_factory=list)
     explanation: str = ""  # the judge's words, numbering the candidates as it saw them (``shown_order``)
     judge_error: str | None = None
-    candidates: list[str] = Field(default_factory=list)
-    """The candidates' agents, whose places the indices here name (empty in older traces)."""
     answer_groups: list[list[int]] = Field(default_factory=list)
-    """Candidates with equal normalised answers (the lexical grouping, for :mod:`descriptor.judge_audit`)."""
+    """Candidates with equal normalised answers (the lexical grouping; empty in older traces)."""
     shown_order: list[int] | None = None  # the order the judge model saw them in (None: no judge model saw them)
 
 
-class Election(Payload):
-    """A group elects its representative (``representative_exchange``), by its judge or by a lexical vote."""
+class FinalVote(Vote):
+    """The final vote among candidates (by the judge, or lexical)."""
+
+    kind: Literal["final_vote"] = "final_vote"
+    winner_index: int
+    winner_agent: str
+    candidates: list[str] = Field(default_factory=list)
+    """The candidates' agents, whose places the indices here name (empty in older traces)."""
+
+
+class Election(Vote):
+    """A group elects its representative (``representative_exchange``), by its judge or by a lexical vote; the
+    candidates are ``members``, in that order."""
 
     kind: Literal["election"] = "election"
     group: int
@@ -242,13 +248,6 @@ class Election(Payload):
     """The member whose answer (and environment) the group's representative takes over."""
     representative: str
     """The actor that speaks for the group in the exchange (``representative_<group>``)."""
-    vote_source: str
-    """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
-    groups: list[list[str]]
-    """Member names per answer group."""
-    invalid_indices: list[int] = Field(default_factory=list)
-    explanation: str = ""
-    judge_error: str | None = None
 
 
 class FinalAnswer(Payload):

@@ -21,6 +21,10 @@ benchmark × system × voter (a judge model, or the lexical vote alone), over ea
   share of right candidates), by the same exact test;
 - **outvoted**: failed runs in which a candidate was right.
 
+**Elections** (``representative_exchange``'s groups electing their representatives by the same vote) are
+audited alike, every election of every run, in rows of their own (voter ``election judge`` or ``election
+lexical``), without split votes or outvoted runs: no verdict on a member's answer is kept.
+
 **Consensus stops**, per benchmark × system: a judge model that groups differing answers as one also ends a
 discussion on agreement the agents never reached (with the default ``termination_consensus_mode = "llm_judge"``
 the 0.5B model did in 7 of its 16 consensus stops on arith). Over the controller's decisions the judge's grouping
@@ -42,7 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from descriptor.events import Decision, Event, FinalVote
+from descriptor.events import Decision, Election, Event, FinalVote, Vote
 from descriptor.stats import poisson_binomial_test, wilson_interval
 
 JUDGE_AUDIT_FILE = "judge_audit.json"
@@ -92,20 +96,37 @@ class VoteDigest(BaseModel):
         return any(len({kinds[i] for i in g if kinds[i] is not None}) > 1 for g in self.groups)
 
 
+def _digest(vote: Event, candidates: list[str], winner: int) -> VoteDigest | None:
+    p: Vote = vote.payload  # type: ignore[assignment]
+    place = {name: i for i, name in enumerate(candidates)}
+    try:
+        return VoteDigest(source=p.vote_source, judged=vote.model is not None, n=len(candidates), winner=winner,
+                          first=p.shown_order[0] if p.shown_order else 0, answer_groups=p.answer_groups,
+                          groups=[[place[a] for a in g if a in place] for g in p.groups])
+    except ValidationError:
+        return None
+
+
 def vote_digest(events: Sequence[Event]) -> VoteDigest | None:
     """The run's last final vote; None when there is none, it predates the record of its candidates, or its
     indices do not name its candidates (an edited trace)."""
     vote = next((e for e in reversed(events) if isinstance(e.payload, FinalVote)), None)
     if vote is None or not vote.payload.candidates:  # type: ignore[union-attr]
         return None
-    p: FinalVote = vote.payload  # type: ignore[assignment]
-    place = {name: i for i, name in enumerate(p.candidates)}
-    try:
-        return VoteDigest(source=p.vote_source, judged=vote.model is not None, n=len(p.candidates),
-                          winner=p.winner_index, first=p.shown_order[0] if p.shown_order else 0,
-                          answer_groups=p.answer_groups, groups=[[place[a] for a in g if a in place] for g in p.groups])
-    except ValidationError:
-        return None
+    return _digest(vote, vote.payload.candidates, vote.payload.winner_index)  # type: ignore[union-attr]
+
+
+def election_digests(events: Sequence[Event]) -> list[VoteDigest]:
+    """The run's elections (``representative_exchange``), in order: its members are the candidates. An election
+    written before the record of its lexical grouping, or whose winner is no member, is left out."""
+    out = []
+    for e in events:
+        p = e.payload
+        if isinstance(p, Election) and "answer_groups" in p.model_fields_set and p.elected in p.members:
+            d = _digest(e, p.members, p.members.index(p.elected))
+            if d is not None:
+                out.append(d)
+    return out
 
 
 class ConsensusDigest(BaseModel):
@@ -139,6 +160,8 @@ class AuditRow:
     success: bool
     vote: VoteDigest | None
     """:func:`vote_digest` of the run's trace."""
+    elections: Sequence[VoteDigest] = ()
+    """:func:`election_digests` of the run's trace."""
     candidate_success: list[bool] | None = None
     consensus: ConsensusDigest | None = None
     """:func:`consensus_digest` of the run's trace."""
@@ -150,17 +173,21 @@ def _line(k: int, n: int) -> dict[str, Any]:
 
 
 def audit_votes(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
-    """Per benchmark × system × voter (``judge``: votes a judge model was called for; ``lexical``: the lexical
-    vote alone): the figures of the module docstring and a ``warning`` sentence (None when nothing is amiss or
-    there are too few votes to tell). Lexical votes have no order shown and no grouping of their own: their
-    ``merged``, ``mixed``, ``first`` and ``first_p`` are None."""
+    """Per benchmark × system × voter (``judge``: final votes a judge model was called for; ``lexical``: the
+    lexical vote alone; ``election judge`` and ``election lexical``: the same for every election): the figures of
+    the module docstring and a ``warning`` sentence (None when nothing is amiss or there are too few votes to
+    tell). Lexical votes have no order shown and no grouping of their own: their ``merged``, ``mixed``, ``first``
+    and ``first_p`` are None."""
     units: dict[tuple[str, str, str], list[AuditRow]] = {}
     for r in rows:
         if r.vote is not None:
             units.setdefault((r.benchmark, r.system, "judge" if r.vote.judged else "lexical"), []).append(r)
+        for e in r.elections:  # no verdicts on a member's answer: no split votes, none outvoted
+            units.setdefault((r.benchmark, r.system, "election judge" if e.judged else "election lexical"),
+                             []).append(AuditRow(benchmark=r.benchmark, system=r.system, success=r.success, vote=e))
     out = []
     for (bench, system, voter), runs in sorted(units.items()):
-        judged = voter == "judge"
+        judged = voter.endswith("judge")
         decided = [r for r in runs if not judged or r.vote.source == "llm_judge"]  # unusable replies: lexical
         contested = [r for r in decided if len(r.vote.answer_groups) >= 2]
         first = sum(1 for r in contested if r.vote.winner == r.vote.first)
@@ -188,7 +215,7 @@ def audit_votes(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
 def _warning(row: dict[str, Any]) -> str | None:
     """One sentence when the judge chose by position, grouped a right and a wrong answer as one in at least half
     the votes between them, or the vote chose no better than at random, with the figures behind it."""
-    unit = f"{row['benchmark']}/{row['system']}"
+    unit = f"{row['benchmark']}/{row['system']}" + (" (elections)" if row["voter"].startswith("election") else "")
     f, s = row["first"], row["split"]
     if f is not None and f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
         return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from descriptor.events import Decision, Event, is_system_actor
-from descriptor.judge_audit import ConsensusDigest, VoteDigest, consensus_digest, vote_digest
+from descriptor.judge_audit import ConsensusDigest, VoteDigest, consensus_digest, election_digests, vote_digest
 
 CONTROLLER = "system:controller"
 
@@ -79,6 +79,8 @@ class TraceDigest(BaseModel):
     # from the trace, so a new figure is never silently missing from older runs.
     vote: VoteDigest | None
     """The run's last final vote (:func:`descriptor.judge_audit.vote_digest`); None: none."""
+    elections: list[VoteDigest]
+    """Its elections (:func:`descriptor.judge_audit.election_digests`)."""
     consensus: ConsensusDigest | None
     """The consensus decisions a judge model decided (:func:`descriptor.judge_audit.consensus_digest`)."""
 
@@ -88,7 +90,8 @@ def trace_digest(events: Sequence[Event], trace_bytes: bytes | None = None) -> T
     return TraceDigest(sha256=trace_sha256(trace_bytes) if trace_bytes is not None else "",
                        error_events=sum(1 for e in events if e.event_type == "error"),
                        by_stage=spend(events, "event_type"), by_actor=spend(events, "actor"), stalls=stalls(events),
-                       vote=vote_digest(events), consensus=consensus_digest(events))
+                       vote=vote_digest(events), elections=election_digests(events),
+                       consensus=consensus_digest(events))
 
 
 def merge_spend(tables: Sequence[dict[str, list[int | float]]]) -> dict[str, dict[str, int | float]]:

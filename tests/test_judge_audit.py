@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from descriptor.events import FinalVote
+from descriptor.events import Decision, Election, FinalVote
 from descriptor.stats import poisson_binomial_test
-from descriptor.events import Decision
 from descriptor.judge_audit import (
     JUDGE_AUDIT_FILE,
     AuditRow,
@@ -20,6 +19,7 @@ from descriptor.judge_audit import (
     audit_votes,
     audit_warnings,
     consensus_digest,
+    election_digests,
     vote_digest,
 )
 from mas.tracing import ListCollector, Tracer
@@ -42,6 +42,41 @@ def test_the_digest_reads_the_last_vote_with_both_groupings_as_candidate_indices
     assert vote_digest([]) is None
     assert vote_digest(vote_events(candidates=())) is None  # a trace from before votes recorded their candidates
     assert vote_digest(vote_events(winner=1, candidates=("a",), answer_groups=((0,),))) is None  # an edited trace
+
+
+def election_events(*, elected="m1", shown=(1, 0), judged=True, recorded=True):
+    sink = ListCollector()
+    extra = {"answer_groups": [[0], [1]], "shown_order": list(shown) if judged else None} if recorded else {}
+    Tracer("t", [sink]).emit("system:judge", "verify", Election(
+        group=0, members=["m0", "m1"], elected=elected, representative="representative_0",
+        vote_source="llm_judge" if judged else "lexical", groups=[["m0"], ["m1"]], **extra),
+        model="m" if judged else None)
+    return sink.events
+
+
+def test_elections_are_digested_with_their_members_as_candidates():
+    [d] = election_digests(election_events())
+    assert d == VoteDigest(source="llm_judge", judged=True, n=2, winner=1, first=1, answer_groups=[[0], [1]],
+                           groups=[[0], [1]])
+    [d, e] = election_digests(election_events() + election_events(elected="m0", judged=False))
+    assert (e.judged, e.winner, e.first) == (False, 0, 0)
+    assert election_digests(election_events(recorded=False)) == []  # written before elections recorded the order
+    assert election_digests(election_events(elected="stranger")) == []  # an edited trace
+    assert vote_digest(election_events()) is None  # an election is no final vote
+
+
+def test_a_judge_that_elects_the_first_member_it_sees_is_reported_apart_from_final_votes():
+    rows = []
+    for i in range(12):
+        first = i % 2
+        elections = [VoteDigest(source="llm_judge", judged=True, n=2, winner=first, first=first,
+                                answer_groups=[[0], [1]], groups=[[0], [1]])] * 2
+        rows.append(AuditRow(benchmark="arith", system="representative_exchange", success=i % 3 == 0, vote=None,
+                             elections=elections))
+    [a] = audit_votes(rows)
+    assert (a["voter"], a["votes"], a["contested"], a["first"]["k"]) == ("election judge", 24, 24, 24)
+    assert a["split"]["n"] == 0 and a["outvoted"] == 0  # no verdict on a member's answer is kept
+    assert a["warning"].startswith("arith/representative_exchange (elections): the judge's choice followed the order")
 
 
 def row(winner, first, right=None, *, n=2, answers=2, success=None, merged=False):
@@ -186,20 +221,22 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
 
     cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
                                                                                     model="scripted:judge")})
-    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate"], task_limit=3, runs_per_task=1,
-                            experiment_id="e", progress="none")
+    req = ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate", "representative_exchange"],
+                            task_limit=3, runs_per_task=1, experiment_id="e", progress="none")
     asyncio.run(run_experiment(req))
     index = write_report(tmp_path / "e")
     judges = json.loads((index.parent / JUDGE_AUDIT_FILE).read_text())
-    [a] = judges["votes"]
+    [a, e, r] = judges["votes"]
     assert (a["system"], a["voter"], a["votes"], a["unusable"]) == ("debate", "judge", 3, 0)
-    [c] = judges["consensus"]  # scripted:judge also decides consensus
+    assert (e["system"], e["voter"], e["votes"]) == ("representative_exchange", "election judge", 9)  # 3 groups
+    assert (r["system"], r["voter"], r["votes"]) == ("representative_exchange", "judge", 3)
+    c = judges["consensus"][0]  # scripted:judge also decides consensus
     assert c["runs"] == 3 and c["judged"] >= 3 and c["beyond_exact"] == 0  # it groups by exact match
-    evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.eval.json"))]
+    evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e" / "arith" / "debate").rglob("run_0.eval.json"))]
     assert [len(e["candidate_success"]) for e in evals] == [3, 3, 3]
     assert "Judges: do they decide well?" in index.read_text()
     # a digest whose vote is not one (an edited or foreign file) is no digest: the trace is read instead
-    metrics = next((tmp_path / "e").rglob("run_0.trace_metrics.json"))
+    metrics = next((tmp_path / "e" / "arith" / "debate").rglob("run_0.trace_metrics.json"))
     record = json.loads(metrics.read_text())
     record["digest"]["vote"] = {"source": "llm_judge", "judged": True, "n": 2, "winner": 7}
     metrics.write_text(json.dumps(record))
@@ -231,8 +268,12 @@ def test_the_trajectory_says_in_which_order_the_judge_saw_the_candidates(tmp_pat
 
     cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
                                                                                     model="scripted:judge")})
-    asyncio.run(run_experiment(ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate"], task_limit=1,
-                                                 runs_per_task=1, experiment_id="e", progress="none")))
-    text = next((tmp_path / "e").rglob("run_0.trajectory.md")).read_text()
+    asyncio.run(run_experiment(ExperimentRequest(cfg=cfg, benchmarks=["arith"], systems=["debate",
+                                                 "representative_exchange"], task_limit=1, runs_per_task=1,
+                                                 experiment_id="e", progress="none")))
+    text = next((tmp_path / "e" / "arith" / "debate").rglob("run_0.trajectory.md")).read_text()
     vote = next(line for line in text.splitlines() if "final vote (llm_judge)" in line)
     assert "(the judge saw debater_" in vote and ", in that order)" in vote
+    text = next((tmp_path / "e" / "arith" / "representative_exchange").rglob("run_0.trajectory.md")).read_text()
+    election = next(line for line in text.splitlines() if "group 1 elects" in line)
+    assert "(the judge saw member_1_" in election and ", in that order)" in election

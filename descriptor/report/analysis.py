@@ -22,7 +22,7 @@ one system with run r of another is arbitrary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import pstdev
 from typing import Any
 
@@ -64,6 +64,8 @@ class RunRow:
     """Short marks for the grid cell (``R`` rolled back, ``A`` attributed)."""
     vote: VoteDigest | None = None
     """The run's last final vote (:func:`descriptor.judge_audit.vote_digest`)."""
+    elections: list[VoteDigest] = field(default_factory=list)
+    """Its elections (:func:`descriptor.judge_audit.election_digests`)."""
     candidate_success: list[bool] | None = None
     """The benchmark's verdict on each of that vote's candidates (``eval.json``), where it was recorded."""
     consensus: ConsensusDigest | None = None

@@ -71,7 +71,7 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
                   wall_time_s=run.result.wall_time_s if run.result is not None else 0.0,
                   error_events=rec.digest.error_events,
                   tool_calls=m.tool_calls_total, tool_fails=m.tool_fail_total,
-                  answer=run.answer[:200], href=page, flags=flags, vote=rec.digest.vote,
+                  answer=run.answer[:200], href=page, flags=flags, vote=rec.digest.vote, elections=rec.digest.elections,
                   candidate_success=rec.eval.candidate_success, consensus=rec.digest.consensus)
 
 

@@ -28,6 +28,13 @@ from descriptor.layout import RunPaths
 SUMMARY_CHARS = 300
 
 
+def _seen(order: list[int] | None, candidates: list[str]) -> str:
+    """The order a judge model saw the candidates in (its explanation numbers them so), or nothing."""
+    if not order or not all(0 <= i < len(candidates) for i in order):
+        return ""
+    return f" (the judge saw {', '.join(candidates[i] for i in order)}, in that order)"
+
+
 def _clip(text: str, n: int = SUMMARY_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -48,17 +55,14 @@ def summary(ev: Event) -> str:
                 f"by {p.consensus_source}{'; groups: ' + groups if groups else ''})")
     if isinstance(p, FinalVote):
         groups = " | ".join(", ".join(g) for g in p.groups)
-        # the judge's explanation numbers the candidates as it saw them
-        order = p.shown_order if p.shown_order and all(0 <= i < len(p.candidates) for i in p.shown_order) else None
-        seen = f" (the judge saw {', '.join(p.candidates[i] for i in order)}, in that order)" if order else ""
-        return (f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}{seen}. "
-                f"{_clip(p.explanation, 200)}")
+        return (f"final vote ({p.vote_source}): {p.winner_agent} wins; groups: {groups}"
+                f"{_seen(p.shown_order, p.candidates)}. {_clip(p.explanation, 200)}")
     if isinstance(p, PersonaAssignment):
         return _clip("personas: " + (p.content or p.error or "none"), 600)
     if isinstance(p, Election):
         groups = " | ".join(", ".join(g) for g in p.groups)
         return (f"group {p.group} elects {p.elected}, who speaks as {p.representative} ({p.vote_source}); "
-                f"groups: {groups}")
+                f"groups: {groups}{_seen(p.shown_order, p.members)}")
     if isinstance(p, FinalAnswer):
         return f"publishes {p.source_agent}'s answer ({p.selection}): {_clip(p.answer_artifact)}"
     if isinstance(p, ErrorInfo):

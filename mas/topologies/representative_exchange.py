@@ -54,6 +54,7 @@ from mas.topologies.kit import (
     final_vote,
     finish_loop,
     latest,
+    lexical_groups,
     make_agents,
     packet,
     register_system,
@@ -135,6 +136,7 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                 group=g, members=names, elected=elected["agent"], representative=rep, vote_source=out.source,
                 groups=[[cands[i].agent for i in grp] for grp in out.groups], invalid_indices=out.invalid_indices,
                 explanation=out.explanation, judge_error=out.error, sends=[{"from": JUDGE_ACTOR, "to": rep}],
+                answer_groups=lexical_groups(cands), shown_order=out.shown_order,
             ), state_id=state_id_of(config), **out.envelope())
         return {"representatives": chosen, "round": 0, "history": handed, **({"envs": logs} if logs else {})}
 
