@@ -215,15 +215,17 @@ def audit_votes(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
 def _warning(row: dict[str, Any]) -> str | None:
     """One sentence when the judge chose by position, grouped a right and a wrong answer as one in at least half
     the votes between them, or the vote chose no better than at random, with the figures behind it."""
-    unit = f"{row['benchmark']}/{row['system']}" + (" (elections)" if row["voter"].startswith("election") else "")
+    election = row["voter"].startswith("election")
+    unit = f"{row['benchmark']}/{row['system']}" + (" (elections)" if election else "")
+    instead = f" (--set mas.{'election_mode' if election else 'final_vote_mode'}=lexical calls no judge)"
     f, s = row["first"], row["split"]
     if f is not None and f["n"] >= MIN_VOTES and row["first_p"] < BIASED_P:
         return (f"{unit}: the judge's choice followed the order it saw the candidates in: the one shown first won "
                 f"{f['k']} of {f['n']} contested votes (chance {row['first_chance']:.2f}, p = {row['first_p']:.2g}), "
-                "so the system's success says more about that order than about the judge's reading")
+                f"so the system's success says more about that order than about the judge's reading{instead}")
     if row["mixed"] is not None and s["n"] >= MIN_VOTES and row["mixed"] >= s["n"] / 2:
         return (f"{unit}: the judge grouped a right and a wrong answer as one in {row['mixed']} of {s['n']} votes "
-                "between them: it does not compare the candidates' answers")
+                f"between them: it does not compare the candidates' answers{instead}")
     if s["n"] >= MIN_VOTES and s["rate"] <= row["split_chance"]:
         return (f"{unit}: where one candidate was right and another wrong, the {row['voter']} vote chose a right "
                 f"one in {s['k']} of {s['n']} votes ({s['rate']:.2f}, chance {row['split_chance']:.2f}): it does "
@@ -247,7 +249,8 @@ def audit_consensus(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
         if stops >= MIN_VOTES and beyond >= stops / 4:
             warning = (f"{bench}/{system}: the judge declared consensus on answers that differ after normalisation in "
                        f"{beyond} of its {stops} consensus stops, so the discussion ended on agreement an exact match "
-                       "does not show (right only where they differ in wording alone: the run viewer shows them)")
+                       "does not show (right only where they differ in wording alone: the run viewer shows them; "
+                       "--set mas.termination_consensus_mode=lexical calls no judge)")
         out.append({"benchmark": bench, "system": system, "runs": len(runs), "judged": sum(c.judged for c in runs),
                     "stops": stops, "beyond_exact": beyond, "warning": warning})
     return out

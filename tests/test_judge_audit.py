@@ -77,6 +77,7 @@ def test_a_judge_that_elects_the_first_member_it_sees_is_reported_apart_from_fin
     assert (a["voter"], a["votes"], a["contested"], a["first"]["k"]) == ("election judge", 24, 24, 24)
     assert a["split"]["n"] == 0 and a["outvoted"] == 0  # no verdict on a member's answer is kept
     assert a["warning"].startswith("arith/representative_exchange (elections): the judge's choice followed the order")
+    assert "--set mas.election_mode=lexical" in a["warning"]
 
 
 def row(winner, first, right=None, *, n=2, answers=2, success=None, merged=False):
@@ -97,7 +98,7 @@ def test_a_judge_that_always_takes_the_first_candidate_is_reported():
         rows.append(row(first, first, right))
     [a] = audit_votes(rows)
     assert a["contested"] == 20 and a["first"]["k"] == 20 and a["first_p"] < 1e-5
-    assert "shown first won 20 of 20" in a["warning"]
+    assert "shown first won 20 of 20" in a["warning"] and "--set mas.final_vote_mode=lexical" in a["warning"]
     [a] = audit_votes([row(1 - r.vote.first, r.vote.first, r.candidate_success) for r in rows])
     assert a["first"]["k"] == 0 and "shown first won 0 of 20" in a["warning"]  # always the other one: as biased
 
