@@ -343,3 +343,22 @@ def test_a_sweep_rolled_back_one_way_about_the_note_is_not_resumed_the_other(tmp
             check_options(ExperimentConfig(), opts, tmp_path)
     else:
         check_options(ExperimentConfig(), opts, tmp_path)
+
+
+def test_labels_name_their_runs_by_absolute_path_when_the_root_was_given_relative(tmp_path, monkeypatch):
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--task-limit", "1", "--output-root", str(tmp_path), "--experiment-id", "e", "--progress",
+                 "none"]) == 0
+    seen = []
+
+    async def fake(traj, *, samples, note):
+        seen.append(traj.source_path)
+        from attribution.sources.labelfile import Label
+        return Label(run_id=traj.id, run=str(labels_mod.run_of(traj).prefix), status="unrepairable",
+                     decisive_step=None, decisive_agent=None, flip_probability=0.0, flip_ci=(0.0, 0.5), replays=1,
+                     tokens=1, n_steps=traj.n_steps, candidates=1, samples=samples, probes=[])
+
+    monkeypatch.setattr(labels_mod, "label_failure", fake)
+    monkeypatch.chdir(tmp_path)
+    [lab] = asyncio.run(labels_mod.label_failures("e", out="labels.jsonl"))
+    assert seen[0].startswith(str(tmp_path.resolve())) and lab.run.startswith(str(tmp_path.resolve()))

@@ -269,3 +269,12 @@ def test_rollback_experiment_with_no_note_records_it_and_does_not_reuse_rollback
     quiet = json.loads((out / "rollback_results.json").read_text())
     assert quiet["note"] is False and {r["note"] for r in quiet["restart"]["runs"]} == {False}
     assert {r["note"] for r in quiet["retry"]["runs"]} == {False}
+
+
+def test_rollback_records_name_their_runs_by_absolute_path_when_the_root_was_given_relative(tmp_path, monkeypatch):
+    root = sweep(tmp_path, "e", "--inject-errors", "1.0", tasks=1)
+    monkeypatch.chdir(tmp_path)
+    assert main(["rollback-experiment", "--experiment-root", "e", "--strategies", "restart", "--out", "o"]) == 0
+    results = json.loads((tmp_path / "o" / "rollback_results.json").read_text())
+    [run] = results["restart"]["runs"]
+    assert run["run"].startswith(str(root.resolve())) and results["experiment_root"] == str(root.resolve())

@@ -234,6 +234,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     if concurrency < 1:
         raise UserError(f"--concurrency must be at least 1 (got {concurrency})")
     check_strategies(strategies)
+    experiment_root = Path(experiment_root).resolve()  # records name their runs by path, readable from anywhere
     failed = load_runs_dir(experiment_root).trajectories
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to roll back")

@@ -151,7 +151,7 @@ async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: 
     """Label every failed run under ``experiment_root``; write ``out`` (JSONL, one :class:`Label` a line) atomically."""
     if samples < 1:
         raise UserError(f"--samples must be at least 1 (got {samples})")
-    failed = load_runs_dir(experiment_root).trajectories
+    failed = load_runs_dir(Path(experiment_root).resolve()).trajectories  # a label's run path works from anywhere
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to label")
     check_configs(failed)

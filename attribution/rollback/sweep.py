@@ -286,7 +286,7 @@ async def rollback_sweep(experiment_root: str | Path, opts: SweepRollbackOptions
                          calibration: Calibration | None = None, concurrency: int = 4) -> RollbackSweepRecord:
     """Roll back every failed run under ``experiment_root`` once; write ``rollback_sweep.json`` and return it."""
     t0 = time.perf_counter()
-    root = Path(experiment_root)
+    root = Path(experiment_root).resolve()  # records name their runs by path, readable from anywhere
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(t: Trajectory) -> RollbackRecord:
