@@ -134,7 +134,8 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
             raise UserError(f"{earlier}: this experiment was rolled back with --rollback {prev.strategy}"
                             f"{' --calibration ' + prev.calibration if prev.calibration else ''}"
                             f"{' --no-rollback-note' if not prev.note and prev.strategy != 'retry' else ''}; each "
-                            "failed run is rolled back once, so resume it with the same options or use another --experiment-id")
+                            "failed run is rolled back once, so resume it with the same options or use another "
+                            "--experiment-id")
     if cfg.storage.checkpoints == "none":
         raise UserError("--rollback resumes failed runs from their checkpoints, and storage.checkpoints is 'none'; "
                         "set it to 'failed' (the default) or 'all'")
