@@ -20,8 +20,9 @@ which parts hold and whether the success difference is within sampling error (pa
 line before it compares conformal with ``retry`` the same way.
 
 ``--no-note`` labels and rolls back without telling the resumed agents of the failure (``label-failures
---no-note``, ``rollback-experiment --no-note``); its files get a ``_nonote`` suffix, so both ways share the sweeps
-under one ``--keep``.
+--no-note``, ``rollback-experiment --no-note``); its files get a ``_nonote`` suffix, and those of another scorer
+than ``position`` the scorer's name (``scores_nonote_learned.jsonl``; the labels are the same), so every variant
+shares the sweeps under one ``--keep``.
 """
 
 from __future__ import annotations
@@ -136,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         test = sweep(root, "test", seed=1, tasks=args.test_tasks, args=args)
         t_sweeps = time.perf_counter()
         sfx, quiet = ("", ()) if args.note else ("_nonote", ("--no-note",))
-        labels_path = root / f"labels{sfx}.jsonl"
+        labels_path = root / f"labels{sfx}.jsonl"  # labels do not depend on the scorer: shared by every --scorer
+        if args.scorer != "position":
+            sfx += f"_{args.scorer}"
         cli("label-failures", "--experiment-root", str(cal), "--samples", str(args.samples), "--concurrency",
             str(args.concurrency), "--out", str(labels_path), *quiet)
         t_labels = time.perf_counter()
