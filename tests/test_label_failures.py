@@ -362,3 +362,33 @@ def test_labels_name_their_runs_by_absolute_path_when_the_root_was_given_relativ
     monkeypatch.chdir(tmp_path)
     [lab] = asyncio.run(labels_mod.label_failures("e", out="labels.jsonl"))
     assert seen[0].startswith(str(tmp_path.resolve())) and lab.run.startswith(str(tmp_path.resolve()))
+
+
+def _label_file(path, *notes):
+    from attribution.sources.labelfile import Label
+
+    path.write_text("".join(Label(
+        run_id=f"r{i}", status="labelled", decisive_step=1, decisive_agent="a", flip_probability=1.0,
+        flip_ci=(0.2, 1.0), replays=1, tokens=1, n_steps=3, candidates=3, samples=1, probes=[], note=note,
+    ).model_dump_json() + "\n" for i, note in enumerate(notes)))
+    return path
+
+
+def test_labels_made_the_other_way_about_the_note_than_the_rollbacks_are_named(tmp_path):
+    from attribution.sources.labelfile import note_mismatch
+
+    told = _label_file(tmp_path / "told.jsonl", True, True)
+    assert note_mismatch(told, True) is None and note_mismatch(tmp_path / "missing.jsonl", False) is None
+    said = note_mismatch(told, False)
+    assert "were made with the rollback note" in said and "drop --no-note" in said
+    said = note_mismatch(_label_file(tmp_path / "both.jsonl", True, False), True, "--no-rollback-note")
+    assert "made with and without" in said and "add --no-rollback-note" in said
+
+
+def test_run_warns_when_its_rollback_labels_were_made_with_the_note_it_leaves_out(tmp_path, capsys):
+    labels = _label_file(tmp_path / "labels.jsonl", True)
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--task-limit", "1",
+                 "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none", "--rollback",
+                 "conformal", "--calibration", "self", "--rollback-labels", str(labels),
+                 "--no-rollback-note"]) == 0  # nothing failed, so nothing to roll back
+    assert "warning: the calibration's labels" in capsys.readouterr().err

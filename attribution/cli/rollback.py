@@ -12,10 +12,17 @@ from descriptor.cliargs import positive_int
 from descriptor.records import ROLLBACK_STRATEGIES
 
 
-def _calibration(path: str | None):
+def _calibration(path: str | None, note: bool = True, scored: bool = True):
+    """The calibration file, with a warning when its replay labels were made the other way about the note than
+    these rollbacks (``scored``: a strategy that uses the calibration's scores is asked for)."""
     from attribution.conformal import load_calibration
+    from attribution.sources.labelfile import note_mismatch
 
-    return load_calibration(path) if path else None
+    calibration = load_calibration(path) if path else None
+    said = note_mismatch(calibration.labels_path, note) if calibration is not None and scored else None
+    if said:
+        print(f"warning: {said}", file=sys.stderr)
+    return calibration
 
 
 def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
@@ -61,7 +68,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import early_stopped_choices, score_runs
 
     traj = _rollbackable(args.run_dir, force=args.force)
-    calibration = _calibration(args.calibration)
+    calibration = _calibration(args.calibration, args.note, args.strategy in ("conformal", "top1"))
     setup = _setup(args, calibration, [args.strategy])
     early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None
     if early:
@@ -94,7 +101,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     check_strategies(strategies)
-    calibration = _calibration(args.calibration)
+    calibration = _calibration(args.calibration, args.note, bool({"conformal", "top1"} & set(strategies)))
     setup = _setup(args, calibration, strategies)
     summary = asyncio.run(rollback_experiment(
         args.experiment_root, calibration=calibration, strategies=strategies, setup=setup, out=args.out,

@@ -52,6 +52,13 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
         folds=args.rollback_folds, seed=req.cfg.seed, labels=args.rollback_labels,
         label_samples=args.rollback_label_samples, note=args.rollback_note)
     calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
+    if opts.strategy in ("conformal", "top1"):
+        from attribution.sources.labelfile import note_mismatch
+
+        said = note_mismatch(opts.labels or (calibration.labels_path if calibration is not None else None),
+                             opts.note, "--no-rollback-note")
+        if said:
+            print(f"warning: {said}", file=sys.stderr)
     return lambda results: roll_back(req, opts, calibration)
 
 

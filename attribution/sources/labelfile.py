@@ -97,6 +97,23 @@ def read_labels(path: str | Path) -> dict[str, Label]:
     return out
 
 
+def note_mismatch(path: str | Path | None, note: bool, flag: str = "--no-note") -> str | None:
+    """A warning when the labels at ``path`` were made the other way about the rollback note than rollbacks that
+    ``note`` (None when they agree, or there are no readable labels to tell)."""
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        made = {lab.note for lab in read_labels(path).values() if lab.status == "labelled"}
+    except UserError:
+        return None
+    if not made or made == {note}:
+        return None
+    how = "with and without" if len(made) > 1 else ("with" if True in made else "without")
+    return (f"the calibration's labels ({path}) were made {how} the rollback note, and these rollbacks are "
+            f"{'told of' if note else 'not told of'} the failure: a label says which restart repairs a run for one "
+            f"way of resuming ({'add' if note else 'drop'} {flag}, or label the failures again the same way)")
+
+
 L = TypeVar("L", Trajectory, ScoreRecord)
 
 
