@@ -89,6 +89,24 @@ def test_score_steps_and_calibrate_take_the_labels_in_place_of_the_injected_step
     assert c["n"] + c["n_selection"] == 2 and c["n_skipped"] == 1 and c["labels_path"] == str(path.resolve())
 
 
+@pytest.mark.slow  # the module's scripted sweep and its labelling
+def test_a_rollback_without_the_note_warns_that_its_calibrations_labels_were_made_with_it(labelled, injected_sweep,
+                                                                                         tmp_path, capsys):
+    scores, cal = tmp_path / "scores.jsonl", tmp_path / "cal.json"
+    assert main(["score-steps", "--runs-dir", str(injected_sweep), "--labels", str(labelled), "--scorer", "position",
+                 "--out", str(scores)]) == 0
+    assert main(["calibrate", "--scores", str(scores), "--labels", str(labelled), "--method", "rf", "--alpha", "0.5",
+                 "--out", str(cal)]) == 0
+    capsys.readouterr()
+    (tmp_path / "file").write_text("")
+    argv = ["rollback-experiment", "--experiment-root", str(injected_sweep), "--calibration", str(cal),
+            "--strategies", "conformal", "--out", str(tmp_path / "file")]  # a file as --out: stops before any rollback
+    assert main([*argv, "--no-note"]) == 2
+    assert "were made with the rollback note" in capsys.readouterr().err
+    assert main(argv) == 2
+    assert "rollback note" not in capsys.readouterr().err
+
+
 @pytest.mark.slow  # a scripted sweep and its labelling: ~40 s on a loaded machine
 def test_labels_of_other_runs_and_bad_lines_are_refused(labelled, tmp_path, capsys):
     labs = read_labels(labelled)
