@@ -2,7 +2,7 @@
 
     python scripts/bench_natural_rollback.py [--config config/natural_rollback.toml] [--system debate]
         [--cal-tasks 50] [--test-tasks 50] [--samples 2] [--concurrency 4] [--alpha 0.2] [--method auto]
-        [--scorer position] [--keep DIR] [--no-note]
+        [--scorer position] [--keep DIR] [--no-note] [--draws K]
 
 As a user runs it, one command after another (each resumes what an interrupted invocation finished, so the same
 command with the same ``--keep`` picks up where it stopped):
@@ -71,12 +71,29 @@ def strategy_rows(results_dir: Path) -> dict[str, list[dict[str, Any]]]:
             for name in STRATEGIES if name in results}
 
 
+def pooled_rows(results_dirs: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """:func:`strategy_rows` of several draws (each failure rolled back once per draw), pooled per strategy."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for d in results_dirs:
+        for name, recs in strategy_rows(d).items():
+            out.setdefault(name, []).extend(recs)
+    return out
+
+
+def _success_by_run(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each failure's share of successful rollbacks (one per draw)."""
+    seen: dict[str, list[float]] = {}
+    for r in rows:
+        seen.setdefault(r["run"], []).append(float(r["success"]))
+    return {k: sum(v) / len(v) for k, v in seen.items()}
+
+
 def paired_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, tuple[float, float], int]:
-    """Mean success difference a - b over the failures both rolled back, with a bootstrap 95 % interval."""
-    sa = {r["run"]: r["success"] for r in a}
-    sb = {r["run"]: r["success"] for r in b}
+    """Mean success difference a - b over the failures both rolled back (each failure's mean over its draws),
+    with a bootstrap 95 % interval over the failures."""
+    sa, sb = _success_by_run(a), _success_by_run(b)
     both = sorted(set(sa) & set(sb))
-    diffs = [float(sa[k]) - float(sb[k]) for k in both]
+    diffs = [sa[k] - sb[k] for k in both]
     if not diffs:
         return float("nan"), (float("nan"), float("nan")), 0
     return sum(diffs) / len(diffs), bootstrap_mean_ci(diffs, seed=0), len(diffs)
@@ -127,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                                               "temporary directory")
     ap.add_argument("--no-note", dest="note", action="store_false",
                     help="label and roll back without the rollback note (files suffixed _nonote)")
+    ap.add_argument("--draws", type=int, default=1,
+                    help="roll every held-out failure back this many times per strategy, each draw with its own "
+                         "rollback seeds (draw k > 1 in rollback..._d<k>), and pool them: one draw of 25 failures "
+                         "put the same step-0 restart anywhere from 6 to 12 repairs (default 1)")
     args = ap.parse_args(argv)
+    if args.draws < 1:
+        ap.error(f"--draws must be at least 1 (got {args.draws})")
     if not args.config.is_file():
         ap.error(f"--config {args.config}: no such file")
 
@@ -150,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         calibration = root / f"calibration{sfx}.json"
         cli("calibrate", "--scores", str(scores), "--labels", str(labels_path), "--method", args.method,
             "--alpha", str(args.alpha), "--out", str(calibration))
-        out = root / f"rollback{sfx}"
-        cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
-            "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out), *quiet)
+        outs = [root / (f"rollback{sfx}" if k == 1 else f"rollback{sfx}_d{k}") for k in range(1, args.draws + 1)]
+        for out in outs:  # a new --out is a new draw: its rollbacks take the runs' next rollback indices and seeds
+            cli("rollback-experiment", "--experiment-root", str(test), "--calibration", str(calibration),
+                "--strategies", ",".join(STRATEGIES), "--concurrency", str(args.concurrency), "--out", str(out),
+                *quiet)
         t_end = time.perf_counter()
-        rows = strategy_rows(out)
+        rows = pooled_rows(outs)
         cal_info = json.loads(calibration.read_text(encoding="utf-8"))
         print(f"\n{args.system} on arith, embedded model ({args.config.name}); calibration sweep {args.cal_tasks} "
               f"tasks (seed 0), held-out sweep {args.test_tasks} other tasks (seed 1)")
@@ -162,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{label_summary(labels)}")
         print(f"calibration: {args.scorer} scorer, {cal_info['method']} ({cal_info['resolved_method']}) at alpha "
               f"{args.alpha}, q_hat {cal_info['q_hat']}, {cal_info['n']} labelled runs")
-        print("rollbacks of the held-out sweep's failed runs:")
+        print("rollbacks of the held-out sweep's failed runs"
+              + (f" ({args.draws} draws pooled; paired differences over each failure's mean):" if args.draws > 1
+                 else ":"))
         print("\n".join(report(rows)))
         print(f"wall time: sweeps {t_sweeps - t0:.0f} s, labels {t_labels - t_sweeps:.0f} s, scoring and "
               f"rollbacks {t_end - t_labels:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

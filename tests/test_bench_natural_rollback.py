@@ -45,3 +45,23 @@ def test_a_retry_row_gets_its_own_comparison_before_the_goal(tmp_path):
     lines = script.report(script.strategy_rows(tmp_path))
     assert lines[-2].startswith("  against retry: conformal success 1.000 >= retry 1.000: met")
     assert "tokens 0.50 x retry's <= 0.70: met" in lines[-2] and lines[-1].startswith("  goal:")
+
+
+def test_draws_are_pooled_and_paired_by_each_failures_mean(tmp_path):
+    def draw(path, conformal, restart):
+        path.mkdir()
+        recs = {"conformal": [_rec(f"r{i}", "conformal", restart=4, tokens=1000, success=ok)
+                              for i, ok in enumerate(conformal)],
+                "restart": [_rec(f"r{i}", "restart", restart=0, tokens=4000, success=ok) for i, ok in enumerate(restart)]}
+        (path / "rollback_results.json").write_text(json.dumps(
+            {k: {**aggregate(v), "runs": [r.model_dump(mode="json") for r in v]} for k, v in recs.items()}))
+        return path
+
+    script = load_script("bench_natural_rollback")
+    rows = script.pooled_rows([draw(tmp_path / "a", [True, False], [False, False]),
+                               draw(tmp_path / "b", [True, True], [True, False])])
+    assert len(rows["conformal"]) == 4 and len(rows["restart"]) == 4
+    d, _ci, n = script.paired_difference(rows["conformal"], rows["restart"])
+    assert n == 2 and d == ((1.0 - 0.5) + (0.5 - 0.0)) / 2  # r0: 2/2 against 1/2; r1: 1/2 against 0/2
+    goal = script.report(rows)[-1]
+    assert "conformal success 0.750 >= restart 0.250: met" in goal and "over 2 failures" in goal
