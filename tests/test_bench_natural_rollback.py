@@ -52,7 +52,8 @@ def test_draws_are_pooled_and_paired_by_each_failures_mean(tmp_path):
         path.mkdir()
         recs = {"conformal": [_rec(f"r{i}", "conformal", restart=4, tokens=1000, success=ok)
                               for i, ok in enumerate(conformal)],
-                "restart": [_rec(f"r{i}", "restart", restart=0, tokens=4000, success=ok) for i, ok in enumerate(restart)]}
+                "restart": [_rec(f"r{i}", "restart", restart=0, tokens=4000, success=ok)
+                            for i, ok in enumerate(restart)]}
         (path / "rollback_results.json").write_text(json.dumps(
             {k: {**aggregate(v), "runs": [r.model_dump(mode="json") for r in v]} for k, v in recs.items()}))
         return path

@@ -12,13 +12,15 @@ from descriptor.cliargs import positive_int
 from descriptor.records import ROLLBACK_STRATEGIES
 
 
-def _calibration(path: str | None, note: bool = True, scored: bool = True):
+def _calibration(path: str | None, note: bool, strategies: list[str]):
     """The calibration file, with a warning when its replay labels were made the other way about the note than
-    these rollbacks (``scored``: a strategy that uses the calibration's scores is asked for)."""
+    these rollbacks (for a strategy that scores the run, as the labels trained its scorer)."""
     from attribution.conformal import load_calibration
+    from attribution.rollback.restart import UNSCORED
     from attribution.sources.labelfile import note_mismatch
 
     calibration = load_calibration(path) if path else None
+    scored = any(s not in UNSCORED for s in strategies)
     said = note_mismatch(calibration.labels_path, note) if calibration is not None and scored else None
     if said:
         print(f"warning: {said}", file=sys.stderr)
@@ -68,7 +70,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import early_stopped_choices, score_runs
 
     traj = _rollbackable(args.run_dir, force=args.force)
-    calibration = _calibration(args.calibration, args.note, args.strategy in ("conformal", "top1"))
+    calibration = _calibration(args.calibration, args.note, [args.strategy])
     setup = _setup(args, calibration, [args.strategy])
     early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None
     if early:
@@ -101,7 +103,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     check_strategies(strategies)
-    calibration = _calibration(args.calibration, args.note, bool({"conformal", "top1"} & set(strategies)))
+    calibration = _calibration(args.calibration, args.note, strategies)
     setup = _setup(args, calibration, strategies)
     summary = asyncio.run(rollback_experiment(
         args.experiment_root, calibration=calibration, strategies=strategies, setup=setup, out=args.out,

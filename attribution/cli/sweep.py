@@ -37,7 +37,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
         return None
 
-    from attribution.rollback.sweep import SweepRollbackOptions, check_options
+    from attribution.rollback.sweep import SELF_CALIBRATED, SweepRollbackOptions, check_options
 
     if args.calibration is not None and args.calibration != "self":
         clash = [f for f, v in (("--rollback-scorer", args.rollback_scorer),
@@ -52,7 +52,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
         folds=args.rollback_folds, seed=req.cfg.seed, labels=args.rollback_labels,
         label_samples=args.rollback_label_samples, note=args.rollback_note)
     calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
-    if opts.strategy in ("conformal", "top1"):
+    if opts.strategy in SELF_CALIBRATED:
         from attribution.sources.labelfile import note_mismatch
 
         said = note_mismatch(opts.labels or (calibration.labels_path if calibration is not None else None),

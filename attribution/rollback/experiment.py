@@ -13,7 +13,7 @@ import numpy as np
 from attribution.conformal import Calibration
 from attribution.sources.loaders import load_runs_dir
 from attribution.rollback.progress import RollbackProgress
-from attribution.rollback.restart import UNSCORED, Choice, check_configs, rollback_one, run_of, set_choice
+from attribution.rollback.restart import UNSCORED, Choice, check_configs, rollback_one, run_of, set_choice, tells
 from attribution.sources.scorefile import TRAINED_SCORERS, ScoreRecord, ScorerInfo, TrainSource
 from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
@@ -258,7 +258,7 @@ async def rollback_experiment(experiment_root: str | Path, *, calibration: Calib
     bases = {s: {} if s in UNSCORED else {"scoring": scoring, "calibration": fingerprint if s == "conformal" else None}
              for s in strategies}
     if not note:  # a rollback told of the failure is not reused for one that must not be, nor the other way
-        bases = {s: b if s == "retry" else {**b, "note": False} for s, b in bases.items()}
+        bases = {s: {**b, "note": False} if tells(s) else b for s, b in bases.items()}
 
     async def one(i: int, strategy: str) -> RollbackRecord:
         t, sc = failed[i], scores[i]

@@ -112,6 +112,12 @@ def _failed_tail(traj: Trajectory, start: int) -> str:
     return tail + f"\nFinal answer of that attempt (judged wrong): {traj.final_answer!r}"
 
 
+def tells(strategy: str, note: bool = True) -> bool:
+    """Whether a rollback with ``strategy`` tells the resumed agents of the failure (:func:`rollback_note`):
+    ``note`` asks for it, and ``retry`` never does (a rerun without this project)."""
+    return note and strategy != "retry"
+
+
 def rollback_note(traj: Trajectory, restart_step: int) -> str:
     """What the resumed agents are told about the failed continuation."""
     return (
@@ -180,7 +186,7 @@ async def rollback_one(traj: Trajectory, *, strategy: str, scores: ScoreRecord |
               "n_steps": traj.n_steps, "cost": (traj.n_steps - restart) / traj.n_steps, "scoring_nfe": scoring_nfe,
               "decisive_step": decisive, "covered": None if decisive is None else decisive in members,
               "restart_covers": None if decisive is None else restart <= decisive, "origin": origin,
-              "note": note and strategy != "retry"}
+              "note": tells(strategy, note)}
     try:
         state_id = traj.steps[restart].state_id
         if state_id is None:

@@ -53,6 +53,7 @@ from attribution.rollback.restart import (
     rollback_one,
     run_of,
     set_choice,
+    tells,
 )
 from attribution.rollback.experiment import early_stopped_choices, resolve_scoring, score_runs, training_for
 from attribution.rollback.selfcal import LABELS_NAME, SELF, labelled_runs, own_labels
@@ -101,8 +102,8 @@ class SweepRollbackOptions:
 
     @property
     def told(self) -> bool:
-        """The resumed agents are told of the failure (``retry`` never tells them)."""
-        return self.note and self.strategy != "retry"
+        """The resumed agents are told of the failure (:func:`~attribution.rollback.restart.tells`)."""
+        return tells(self.strategy, self.note)
 
 
 def _injects(cfg: ExperimentConfig, systems: list[str] | None) -> bool:
@@ -130,10 +131,11 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
             raise UserError(str(err)) from None
         same_cal = (prev.calibration is None) == (opts.calibration is None) and (
             opts.calibration is None or Path(prev.calibration).resolve() == Path(opts.calibration).resolve())
-        if prev.strategy != opts.strategy or not same_cal or (prev.note and prev.strategy != "retry") != opts.told:
+        prev_told = tells(prev.strategy, prev.note)  # a retry recorded before the field says note: true
+        if prev.strategy != opts.strategy or not same_cal or prev_told != opts.told:
             raise UserError(f"{earlier}: this experiment was rolled back with --rollback {prev.strategy}"
                             f"{' --calibration ' + prev.calibration if prev.calibration else ''}"
-                            f"{' --no-rollback-note' if not prev.note and prev.strategy != 'retry' else ''}; each "
+                            f"{' --no-rollback-note' if not prev_told and prev.strategy != 'retry' else ''}; each "
                             "failed run is rolled back once, so resume it with the same options or use another "
                             "--experiment-id")
     if cfg.storage.checkpoints == "none":

@@ -259,7 +259,8 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
                        title=f"{root.name}: {g['benchmark']} tasks {g['first']}–{g['last']}", g=g, **common)
     n_included = sum(1 for r in rows if r.included)
     judges = audit([AuditRow(benchmark=r.benchmark, system=r.system, success=bool(r.success), vote=r.vote,
-                             elections=r.elections, candidate_success=r.candidate_success, consensus=r.consensus) for r in rows if r.included])
+                             elections=r.elections, candidate_success=r.candidate_success, consensus=r.consensus)
+                    for r in rows if r.included])
     write_derived_json(layout.out / JUDGE_AUDIT_FILE, judges)
     write_page(
         env, "index.html.j2", layout.out / "index.html", "", title=f"Experiment {root.resolve().name}",

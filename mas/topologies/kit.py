@@ -68,9 +68,8 @@ __all__ = [
     "AgentGraph", "AgentSpec", "Answer", "LoopPosition", "LoopState", "MasSettings", "Message", "Participant", "Published", "Role",
     "RunContext", "RunState", "StageRecord", "Topology", "TurnResult",
     "agent_step", "agent_turn", "artifact_of", "candidate", "changes_text", "consensus_judge", "context_block",
-    "current_tracer", "decide", "emit_decision", "event_for", "final_vote", "finish_loop", "latest", "lexical_groups", "log_update",
-    "make_agents",
-    "normalize_artifact", "opening_messages", "packet", "publish_vote", "register_system", "round_artifacts",
+    "current_tracer", "decide", "emit_decision", "event_for", "final_vote", "finish_loop", "latest", "lexical_groups",
+    "log_update", "make_agents", "normalize_artifact", "opening_messages", "packet", "publish_vote", "register_system", "round_artifacts",
     "round_decision", "run_tool_calls", "state_id_of", "sync_step_counter", "take_turn", "tool_edges",
     "vote_among",
 ]
