@@ -231,6 +231,14 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
     assert (a["system"], a["voter"], a["votes"], a["unusable"]) == ("debate", "judge", 3, 0)
     assert (e["system"], e["voter"], e["votes"]) == ("representative_exchange", "election judge", 9)  # 3 groups
     assert (r["system"], r["voter"], r["votes"]) == ("representative_exchange", "judge", 3)
+    from descriptor.events import read_trace
+    from mas.topologies.judge import shown_order
+
+    for trace in sorted((tmp_path / "e" / "arith" / "representative_exchange").rglob("run_0.trace.jsonl")):
+        seed = json.loads(trace.with_name("run_0.metadata.json").read_text())["seed"]
+        elections = [ev.payload for ev in read_trace(trace) if ev.payload.kind == "election"]
+        assert [x.shown_order for x in elections] == [shown_order(seed, len(x.members), f"election {x.group}")
+                                                      for x in elections]  # each group's vote draws its own order
     c = judges["consensus"][0]  # scripted:judge also decides consensus
     assert c["runs"] == 3 and c["judged"] >= 3 and c["beyond_exact"] == 0  # it groups by exact match
     evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e" / "arith" / "debate").rglob("run_0.eval.json"))]

@@ -423,6 +423,25 @@ def test_the_judge_sees_the_candidates_in_an_order_drawn_from_the_run_seed():
     assert 150 < sum(firsts) < 250  # either candidate is shown first about half the time
 
 
+def test_each_vote_of_a_run_draws_its_own_order():
+    # one order for all of a run's votes made its elections show their members in the same positions
+    pairs = [(shown_order(seed, 2, "election 0"), shown_order(seed, 2, "election 1")) for seed in range(200)]
+    assert 60 < sum(a != b for a, b in pairs) < 140  # independent draws differ about half the time
+    assert all(shown_order(seed, 3, "") == shown_order(seed, 3) for seed in range(20))  # the final vote's as before
+    assert [shown_order(s, 2, "election 0") for s in range(20)] == [shown_order(s, 2, "election 0") for s in range(20)]
+
+
+async def test_a_named_vote_shows_the_candidates_in_its_own_order():
+    orders = []
+    for seed in range(12):
+        rt = scripted_rt(script={"judge.vote": choose(lambda a: a == "42")})
+        rt = rt.with_models(rt.models.reseeded(seed))
+        outs = [await final_vote(rt, cands("41", "42"), "llm_judge", vote=f"election {g}") for g in (0, 1)]
+        assert [o.shown_order for o in outs] == [shown_order(rt.models.seed, 2, f"election {g}") for g in (0, 1)]
+        orders.append(tuple(tuple(o.shown_order) for o in outs))
+    assert any(a != b for a, b in orders)  # some run showed its two groups' members in different positions
+
+
 @pytest.mark.parametrize("seed", range(6))
 async def test_the_vote_names_the_candidate_the_judge_chose_whatever_order_it_saw(seed):
     c = cands("41", "42", "43")

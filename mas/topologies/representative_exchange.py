@@ -126,7 +126,7 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
         for g, names in enumerate(groups):
             arts = round_artifacts(history, names, 0)
             cands = [candidate(a) for a in arts]
-            out = await final_vote(rt, cands, rt.cfg.mas.election_mode)
+            out = await final_vote(rt, cands, rt.cfg.mas.election_mode, vote=f"election {g}")
             elected, rep = arts[out.winner_index], rep_names[g]
             chosen[str(g)] = elected["agent"]
             handed[rep] = [{**elected, "agent": rep, "elected": elected["agent"]}]
