@@ -114,3 +114,14 @@ def test_llm_scorer_rollback_scores_only_what_the_filtration_scan_needs(tmp_path
     assert all(r["n_steps"] == n for r, n in zip(early, every_step, strict=True))  # llm_naive: one call a step
     assert all(r["scoring_nfe"] <= r["n_steps"] - 1 for r in early)  # g(whole) is inf: step 0 never scored
     assert sum(r["scoring_nfe"] for r in early) < sum(every_step)
+
+
+def test_single_step_failures_are_pointed_out_when_strategies_are_compared():
+    from attribution.cli.rollback import single_step_note
+
+    runs = [{"n_steps": 1}, {"n_steps": 1}, {"n_steps": 5}]
+    said = single_step_note(runs, ["conformal", "restart"])
+    assert said.startswith("note: 2 of 3 failed run(s) took a single step") and "differ only by chance" in said
+    assert single_step_note(runs, ["restart"]) is None  # nothing is compared
+    assert single_step_note([{"n_steps": 4}], ["conformal", "restart"]) is None
+    assert "restarts it from step 0" in single_step_note([{"n_steps": 1}], ["top1", "restart"])

@@ -97,6 +97,17 @@ def _with_ci(value: float | None, ci: tuple[float | None, float | None] | list[f
     return f"{value:.3f}" if lo is None or hi is None else f"{value:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
+def single_step_note(runs: list[dict], strategies: list[str]) -> str | None:
+    """A note when some failed runs took one step: every strategy restarts those from step 0 at the same cost, so
+    on them the strategies differ only by chance (a ``sas`` run that answered without a tool call)."""
+    single = sum(run["n_steps"] == 1 for run in runs)
+    if not single or len(strategies) < 2:
+        return None
+    return (f"note: {single} of {len(runs)} failed run(s) took a single step: every strategy restarts "
+            f"{'it' if single == 1 else 'them'} from step 0 at the same cost, so on "
+            f"{'it' if single == 1 else 'them'} the strategies differ only by chance")
+
+
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import check_strategies, rollback_experiment
     from mas.cli import print_table
@@ -117,6 +128,8 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
                      "cost": _with_ci(r["cost"], r["cost_ci"]),
                      "tokens_mean": r["tokens_mean"] if r["tokens_mean"] is not None else "-"})
     print_table(rows, f"rollback ({setup.scorer if setup else 'no'} scorer)")
+    if said := single_step_note(max((summary[s]["runs"] for s in strategies), key=len), strategies):
+        print(said)
     print(f"wrote {args.out}/rollback_results.json")
     errors = sum(summary[s]["errors"] for s in strategies)
     if errors:
