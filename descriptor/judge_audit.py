@@ -205,7 +205,8 @@ def audit_votes(rows: Sequence[AuditRow]) -> list[dict[str, Any]]:
             "first_p": poisson_binomial_test(first, [1 / r.vote.n for r in contested]) if judged else None,
             "split": _line(right, len(split)), "split_chance": sum(chance) / len(chance) if chance else None,
             "split_p": poisson_binomial_test(right, chance),
-            "outvoted": sum(1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success)),
+            "outvoted": None if voter.startswith("election") else sum(
+                1 for r in runs if not r.success and r.candidate_success and any(r.candidate_success)),
         }
         row["warning"] = _warning(row)
         out.append(row)

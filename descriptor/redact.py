@@ -85,6 +85,15 @@ def looks_like_key(value: str) -> bool:
             and any(c.isalpha() for c in value) and _GIT_ID.fullmatch(value) is None)
 
 
+def named_like_secret(name: str) -> bool:
+    """Whether a key or variable name says it holds a secret (``apikey``, ``Api-Key``, ``HF_TOKEN``, ...).
+
+    >>> named_like_secret("apikey"), named_like_secret("api-key"), named_like_secret("temperature")
+    (True, True, False)
+    """
+    return _SECRET_NAME.search(name) is not None
+
+
 def _is_secret(name: str, value: str) -> bool:
     return len(value) >= MIN_SECRET_CHARS and (name in _registered or _SECRET_NAME.search(name) is not None
                                                or looks_like_key(value))

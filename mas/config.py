@@ -328,11 +328,16 @@ class ExperimentConfig(_Strict):
 
 def _format_validation_error(path: str, err: ValidationError) -> str:
     """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``."""
+    from descriptor.redact import looks_like_key, named_like_secret
+
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r:.80})"
+        # a key under a misspelt name (apikey, api-key) is still a key: its value is never echoed
+        secret = any(named_like_secret(str(p)) for p in e["loc"]) or (isinstance(got, str) and looks_like_key(got))
+        shown = "" if isinstance(got, dict) else " (value not shown: it may be a secret)" if secret else (
+            f" (got {got!r:.80})")
         lines.append(f"{path}: {key}: {e['msg']}{shown}")
     return "\n".join(lines)
 

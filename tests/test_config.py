@@ -39,6 +39,19 @@ def test_unknown_key_is_rejected():
         parse_config({"mas": {"rouds": 2}, "models": {"default": {"provider": "scripted"}}}, "x.toml")
 
 
+@pytest.mark.parametrize("key, value", [("apikey", "hunter2verysecretvalue9876543210"), ("api-key", "hf_abcdefgh"),
+                                        ("Api_Key", "AIzaSyD-short"), ("api_key", 12345678901234567890123),
+                                        ("endpoint_id", "mk3f9a8b7c6d5e4f3a2b1c0d9e")])
+def test_a_config_error_never_echoes_a_value_that_may_be_a_secret(key, value):
+    # a key under a misspelt name, of the wrong type, or a value shaped like a key: named, never shown
+    with pytest.raises(ConfigError) as err:
+        parse_config({"models": {"default": {"provider": "scripted", key: value}}}, "x.toml")
+    assert f"models.default.{key}" in str(err.value) and str(value) not in str(err.value)
+    assert "value not shown" in str(err.value)
+    with pytest.raises(ConfigError, match=r"got 'rouds-value'"):  # anything else is still shown
+        parse_config({"mas": {"rouds": "rouds-value"}, "models": {"default": {"provider": "scripted"}}}, "x.toml")
+
+
 def test_missing_file():
     with pytest.raises(ConfigError, match="not found"):
         load_config("/nonexistent/cfg.toml")

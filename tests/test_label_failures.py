@@ -399,8 +399,25 @@ def test_labels_made_the_other_way_about_the_note_than_the_rollbacks_are_named(t
     assert note_mismatch(told, True) is None and note_mismatch(tmp_path / "missing.jsonl", False) is None
     said = note_mismatch(told, False)
     assert "were made with the rollback note" in said and "drop --no-note" in said
-    said = note_mismatch(_label_file(tmp_path / "both.jsonl", True, False), True, "--no-rollback-note")
-    assert "made with and without" in said and "add --no-rollback-note" in said
+    for note in (True, False):  # labels made both ways: no flag helps, only labelling again one way
+        said = note_mismatch(_label_file(tmp_path / "both.jsonl", True, False), note, "--no-rollback-note")
+        assert "made both with and without" in said and "--no-rollback-note" not in said
+        assert "label the failures again one way" in said
+
+
+def test_a_calibration_names_the_labels_its_scorer_was_trained_on_too(tmp_path):
+    from attribution.conformal import Calibration
+    from attribution.sources.labelfile import note_mismatch
+    from attribution.sources.scorefile import TrainSource
+
+    told = str(_label_file(tmp_path / "told.jsonl", True))
+    # score-steps --labels, then calibrate without them: the labels are the scorer's training labels only
+    cal = Calibration.model_construct(labels_path=None, scorer_train=TrainSource(labels=told))
+    assert cal.label_files == [told]
+    assert "were made with the rollback note" in note_mismatch(cal.label_files, False)
+    both = Calibration.model_construct(labels_path=told, scorer_train=TrainSource(labels=told))
+    assert both.label_files == [told, told] and note_mismatch(both.label_files, True) is None
+    assert Calibration.model_construct(labels_path=None, scorer_train=None).label_files == []
 
 
 def test_run_warns_when_its_rollback_labels_were_made_with_the_note_it_leaves_out(tmp_path, capsys):
@@ -410,3 +427,32 @@ def test_run_warns_when_its_rollback_labels_were_made_with_the_note_it_leaves_ou
                  "conformal", "--calibration", "self", "--rollback-labels", str(labels),
                  "--no-rollback-note"]) == 0  # nothing failed, so nothing to roll back
     assert "warning: the calibration's labels" in capsys.readouterr().err
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_any_replay(tmp_path, monkeypatch, capsys):
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--task-limit", "1", "--output-root", str(tmp_path), "--experiment-id", "e", "--progress",
+                 "none"]) == 0
+
+    async def never(*args, **kwargs):
+        raise AssertionError("a replay ran")
+
+    monkeypatch.setattr(labels_mod, "label_failure", never)
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    for out, says in ((tmp_path / "adir", "is a directory"), (tmp_path / "afile" / "labels.jsonl", "is a file")):
+        capsys.readouterr()
+        assert main(["label-failures", "--experiment-root", str(tmp_path / "e"), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out}" in err and says in err
+
+
+def test_a_rollback_of_a_run_given_by_a_relative_path_names_it_absolutely(tmp_path, monkeypatch, capsys):
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--task-limit", "1", "--output-root", str(tmp_path), "--experiment-id", "e", "--progress",
+                 "none"]) == 0
+    run = next((tmp_path / "e").rglob("run_0.result.json")).parent / "run_0"
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["rollback", "--run-dir", str(run.relative_to(tmp_path)), "--strategy", "restart"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"] == str(run.resolve())

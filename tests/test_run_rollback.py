@@ -156,7 +156,22 @@ def test_the_rollback_strategy_of_a_sweep_is_kept(tmp_path, capsys):
     assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 0
     capsys.readouterr()
     assert run(tmp_path, "e", "--rollback", "top1", tasks=3) == 2
-    assert "rolled back with --rollback restart" in capsys.readouterr().err
+    assert "rolled back with --rollback restart; this invocation asks for --rollback top1" in capsys.readouterr().err
+
+
+def test_a_rollback_cut_short_is_resumed_only_the_way_it_began(tmp_path, capsys):
+    # an invocation cut short after some runs were rolled back leaves their records and no rollback_sweep.json
+    assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 0
+    root = tmp_path / "e"
+    (root / "rollback_sweep.json").unlink()
+    capsys.readouterr()
+    assert run(tmp_path, "e", "--rollback", "restart", "--no-rollback-note", tasks=3) == 2
+    err = capsys.readouterr().err
+    assert "cut short, rolled this run back with --rollback restart;" in err
+    assert "this invocation asks for --rollback restart --no-rollback-note" in err
+    assert run(tmp_path, "e", "--rollback", "top1", tasks=3) == 2
+    assert run(tmp_path, "e", "--rollback", "restart", tasks=3) == 0  # the same way: resumed
+    assert (root / "rollback_sweep.json").is_file()
 
 
 def test_run_help_lists_the_rollback_options(capsys):

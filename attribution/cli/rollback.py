@@ -21,7 +21,7 @@ def _calibration(path: str | None, note: bool, strategies: list[str]):
 
     calibration = load_calibration(path) if path else None
     scored = any(s not in UNSCORED for s in strategies)
-    said = note_mismatch(calibration.labels_path, note) if calibration is not None and scored else None
+    said = note_mismatch(calibration.label_files, note) if calibration is not None and scored else None
     if said:
         print(f"warning: {said}", file=sys.stderr)
     return calibration
@@ -43,10 +43,12 @@ def _rollbackable(run_dir: str, *, force: bool):
     """The run at ``run_dir`` as a trajectory, after the guards: it exists, it finished and it failed."""
     from attribution.sources.loaders import MalformedFile, load_run
     from descriptor.errors import UserError
+    from pathlib import Path
+
     from descriptor.layout import RunPaths
     from descriptor.run_files import RunFileError, read_result
 
-    run = RunPaths.parse(run_dir)
+    run = RunPaths.parse(Path(run_dir).resolve())  # its record names the run by path, readable from anywhere
     if not run.result.is_file():
         raise UserError(f"--run-dir {run.prefix}: no {run.result.name}: the run does not exist or never finished")
     try:

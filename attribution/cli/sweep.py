@@ -55,7 +55,7 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
     if opts.strategy in SELF_CALIBRATED:
         from attribution.sources.labelfile import note_mismatch
 
-        said = note_mismatch(opts.labels or (calibration.labels_path if calibration is not None else None),
+        said = note_mismatch([opts.labels, *(calibration.label_files if calibration is not None else [])],
                              opts.note, "--no-rollback-note")
         if said:
             print(f"warning: {said}", file=sys.stderr)

@@ -75,6 +75,13 @@ class Calibration(ScorerFields):
     labels_path: str | None = None
     """``labels.jsonl`` of ``label-failures`` whose decisive steps replaced the score file's ``mistake_step``."""
 
+    @property
+    def label_files(self) -> list[str]:
+        """The ``label-failures`` labels behind this calibration: those of its decisive steps (``calibrate
+        --labels``) and those its scorer was trained on (``score-steps --labels``)."""
+        train = self.scorer_train.labels if self.scorer_train is not None else None
+        return [p for p in (self.labels_path, train) if p]
+
     @field_validator("q_hat")
     @classmethod
     def _q_not_nan(cls, v: float) -> float:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
-from descriptor.layout import ROLLBACK_SWEEP_NAME
+from descriptor.layout import ROLLBACK_SWEEP_NAME, is_rollback_record
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord, RollbackSweepRecord
 from descriptor.rollback_summary import sweep_rollback
 from descriptor.run_files import RunFileError, read_record
@@ -133,11 +134,14 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
             opts.calibration is None or Path(prev.calibration).resolve() == Path(opts.calibration).resolve())
         prev_told = tells(prev.strategy, prev.note)  # a retry recorded before the field says note: true
         if prev.strategy != opts.strategy or not same_cal or prev_told != opts.told:
-            raise UserError(f"{earlier}: this experiment was rolled back with --rollback {prev.strategy}"
-                            f"{' --calibration ' + prev.calibration if prev.calibration else ''}"
-                            f"{' --no-rollback-note' if not prev_told and prev.strategy != 'retry' else ''}; each "
-                            "failed run is rolled back once, so resume it with the same options or use another "
-                            "--experiment-id")
+            raise UserError(f"{earlier}: this experiment was rolled back with "
+                            f"{_flags(prev.strategy, prev.calibration, prev_told)}; {_once(opts)}")
+    elif experiment_root is not None:  # an invocation cut short before its record: its runs' rollbacks say how
+        for path, rec in _sweep_rollbacks(Path(experiment_root)):
+            told = tells(rec.strategy, rec.note is not False)  # None: made before the field, when all but retry told
+            if rec.strategy != opts.strategy or told != opts.told:
+                raise UserError(f"{path}: an earlier `run --rollback` of this experiment, cut short, rolled this run "
+                                f"back with {_flags(rec.strategy, None, told)}; {_once(opts)}")
     if cfg.storage.checkpoints == "none":
         raise UserError("--rollback resumes failed runs from their checkpoints, and storage.checkpoints is 'none'; "
                         "set it to 'failed' (the default) or 'all'")
@@ -169,6 +173,30 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
     if opts.method not in method_names():
         raise UserError(f"--rollback-method: expected one of {', '.join(method_names())}, got {opts.method!r}")
     return None
+
+
+def _flags(strategy: str, calibration: str | None, told: bool) -> str:
+    """The ``run`` flags of a sweep rollback: ``--rollback restart --no-rollback-note``."""
+    return (f"--rollback {strategy}{' --calibration ' + calibration if calibration else ''}"
+            f"{' --no-rollback-note' if not told and strategy != 'retry' else ''}")
+
+
+def _once(opts: SweepRollbackOptions) -> str:
+    return (f"this invocation asks for {_flags(opts.strategy, opts.calibration, opts.told)}. Each failed run is "
+            "rolled back once, so resume it with the same options or use another --experiment-id")
+
+
+def _sweep_rollbacks(root: Path) -> Iterator[tuple[Path, RollbackRecord]]:
+    """The finished sweep rollbacks (``origin: sweep``) of the runs under ``root``, with their files."""
+    for path in sorted(root.rglob("run_*.rollback_*.json")):
+        if not is_rollback_record(path.name):
+            continue
+        try:
+            rec = read_record(path, RollbackRecord)
+        except RunFileError:
+            continue  # a damaged record is the summaries' to report; it says nothing of how the run was rolled back
+        if rec.origin == "sweep" and rec.status != "error":
+            yield path, rec
 
 
 def _records(trajs: list[Trajectory], scores: list[Any], scorer: str) -> list[ScoreRecord]:

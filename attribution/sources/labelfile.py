@@ -6,7 +6,7 @@ Written by :mod:`attribution.rollback.labels`; read by ``score-steps --labels`` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -97,10 +97,21 @@ def read_labels(path: str | Path) -> dict[str, Label]:
     return out
 
 
-def note_mismatch(path: str | Path | None, note: bool, flag: str = "--no-note") -> str | None:
-    """A warning when the labels at ``path`` were made the other way about the rollback note than rollbacks that
-    ``note`` (None when they agree, or there are no readable labels to tell)."""
-    if path is None or not Path(path).is_file():
+def note_mismatch(paths: str | Path | Iterable[str | Path | None] | None, note: bool,
+                  flag: str = "--no-note") -> str | None:
+    """A warning when the labels at ``paths`` (a calibration's: its decisive steps' and its scorer's training
+    labels) were made the other way about the rollback note than rollbacks that ``note``; None when they agree,
+    or there are no readable labels to tell."""
+    if paths is None or isinstance(paths, str | Path):
+        paths = [paths]
+    for path in dict.fromkeys(str(p) for p in paths if p is not None):
+        if said := _one_mismatch(path, note, flag):
+            return said
+    return None
+
+
+def _one_mismatch(path: str, note: bool, flag: str) -> str | None:
+    if not Path(path).is_file():
         return None
     try:
         made = {lab.note for lab in read_labels(path).values() if lab.status == "labelled"}
@@ -108,10 +119,14 @@ def note_mismatch(path: str | Path | None, note: bool, flag: str = "--no-note") 
         return None
     if not made or made == {note}:
         return None
-    how = "with and without" if len(made) > 1 else ("with" if True in made else "without")
-    return (f"the calibration's labels ({path}) were made {how} the rollback note, and these rollbacks are "
-            f"{'told of' if note else 'not told of'} the failure: a label says which restart repairs a run for one "
-            f"way of resuming ({'add' if note else 'drop'} {flag}, or label the failures again the same way)")
+    rollbacks = f"these rollbacks are {'told of' if note else 'not told of'} the failure"
+    why = "a label says which restart repairs a run for one way of resuming"
+    if len(made) > 1:  # no flag makes the rollbacks match both: only labels made one way do
+        return (f"the calibration's labels ({path}) were made both with and without the rollback note, and "
+                f"{rollbacks}: {why} (label the failures again one way, the way these rollbacks resume)")
+    how = "with" if True in made else "without"
+    return (f"the calibration's labels ({path}) were made {how} the rollback note, and {rollbacks}: {why} "
+            f"({'add' if note else 'drop'} {flag}, or label the failures again the same way)")
 
 
 L = TypeVar("L", Trajectory, ScoreRecord)
