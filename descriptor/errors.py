@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
@@ -33,3 +34,22 @@ def disk_full_message(err: OSError) -> str:
     """One line naming the file that could not be written."""
     where = f" writing {err.filename}" if err.filename else ""
     return f"{err.strerror or 'no space left on device'}{where}"
+
+
+def bad_path(err: BaseException) -> str | None:
+    """One line for an output path that cannot be written as given (a directory where a file goes, a file where a
+    directory goes), behind ``err``; None for any other error.
+
+    Such a path is the user's to change, not a failure of the tool: the commands report it like bad input
+    (exit 2) instead of a traceback. Their outputs are written atomically, so nothing is left half-written.
+    """
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, IsADirectoryError):
+            return f"{seen.filename2 or seen.filename}: is a directory; expected a file path"
+        if isinstance(seen, NotADirectoryError):
+            return f"{seen.filename}: part of this path is a file, not a directory"
+        if isinstance(seen, FileExistsError) and seen.filename and os.path.isfile(seen.filename):
+            return f"{seen.filename}: is a file; expected a directory"  # a mkdir of a path that is a file
+        seen = seen.__cause__ or seen.__context__
+    return None

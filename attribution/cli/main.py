@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None, *, prog: str = "main.py") -> int:
 def _dispatch(argv: list[str] | None, prog: str) -> int:
     from mas.logging import configure_logging, redacted_std_streams
 
-    from descriptor.errors import UserError, disk_full, disk_full_message
+    from descriptor.errors import UserError, bad_path, disk_full, disk_full_message
     from descriptor.redact import redact
 
     configure_logging()  # every command's logs go to stderr with secrets redacted
@@ -194,6 +194,9 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
     except OSError as err:
+        if (said := bad_path(err)) is not None:
+            print(f"error: {redact(said)}", file=sys.stderr)
+            return 2
         if (full := disk_full(err)) is None:
             raise
         print(f"error: {redact(disk_full_message(full))}; free some space and run the same command again",
