@@ -28,29 +28,42 @@ def prepare(args: argparse.Namespace, req: ExperimentRequest) -> AfterSweep | No
     """Check the rollback options before any run starts; the rollback to run after the sweep, if asked for."""
     from descriptor.errors import UserError
 
+    tuning = [(f, v) for f, v in (("--rollback-scorer", args.rollback_scorer),
+                                  ("--rollback-method", args.rollback_method),
+                                  ("--rollback-alpha", args.rollback_alpha),
+                                  ("--rollback-folds", args.rollback_folds),
+                                  ("--rollback-label-samples", args.rollback_label_samples)) if v is not None]
     if args.rollback is None:
-        given = [f for f, v in (("--calibration", args.calibration), ("--rollback-scorer", args.rollback_scorer),
-                                ("--rollback-method", args.rollback_method), ("--rollback-alpha", args.rollback_alpha),
-                                ("--rollback-labels", args.rollback_labels))
+        given = [f for f, v in (("--calibration", args.calibration), *tuning, ("--rollback-labels", args.rollback_labels))
                  if v is not None] + (["--no-rollback-note"] if not args.rollback_note else [])
         if given:
             raise UserError(f"{', '.join(given)}: only used with --rollback STRATEGY")
         return None
 
-    from attribution.rollback.sweep import SELF_CALIBRATED, SweepRollbackOptions, check_options
+    from attribution.rollback.sweep import SELF, SELF_CALIBRATED, SweepRollbackOptions, check_options
 
-    if args.calibration is not None and args.calibration != "self":
-        clash = [f for f, v in (("--rollback-scorer", args.rollback_scorer),
-                                ("--rollback-method", args.rollback_method),
-                                ("--rollback-alpha", args.rollback_alpha)) if v is not None]
-        if clash:
-            raise UserError(f"{', '.join(clash)}: the calibration file fixes the scorer, method and alpha; drop "
-                            f"{'it' if len(clash) == 1 else 'them'} or drop --calibration")
+    # a flag that would change nothing is refused, as a flag without --rollback is: the user meant something by it
+    unused = [f for f, _ in tuning if args.rollback not in SELF_CALIBRATED or (
+        args.rollback != "conformal" and f in ("--rollback-method", "--rollback-alpha"))]
+    if unused:
+        users = "--rollback conformal" if all(f in ("--rollback-method", "--rollback-alpha") for f in unused) else (
+            "--rollback conformal or top1")
+        raise UserError(f"{', '.join(unused)}: used by {users} (to calibrate), not by --rollback {args.rollback}")
+    if args.calibration is not None and args.calibration != SELF and tuning:
+        clash = [f for f, _ in tuning]
+        raise UserError(f"{', '.join(clash)}: the calibration file fixes the scorer, method and alpha; drop "
+                        f"{'it' if len(clash) == 1 else 'them'} or drop --calibration")
+    if args.rollback_label_samples is not None and (args.calibration != SELF or args.rollback_labels is not None):
+        raise UserError("--rollback-label-samples: used when --calibration self labels the sweep's own failures, "
+                        "not with " + ("--rollback-labels" if args.rollback_labels is not None else
+                                       f"--calibration {args.calibration}" if args.calibration else
+                                       "the sweep's injected errors (no --calibration)"))
     opts = SweepRollbackOptions(
         strategy=args.rollback, calibration=args.calibration, scorer=args.rollback_scorer or "learned",
         method=args.rollback_method or "auto", alpha=0.1 if args.rollback_alpha is None else args.rollback_alpha,
-        folds=args.rollback_folds, seed=req.cfg.seed, labels=args.rollback_labels,
-        label_samples=args.rollback_label_samples, note=args.rollback_note)
+        folds=5 if args.rollback_folds is None else args.rollback_folds, seed=req.cfg.seed,
+        labels=args.rollback_labels, note=args.rollback_note,
+        label_samples=1 if args.rollback_label_samples is None else args.rollback_label_samples)
     calibration = check_options(req.cfg, opts, req.experiment_root, req.systems)  # bad input stops here
     if opts.strategy in SELF_CALIBRATED:
         from attribution.sources.labelfile import note_mismatch
@@ -112,12 +125,12 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                         "inner cross-validation)")
     g.add_argument("--rollback-alpha", type=float, metavar="ALPHA",
                    help="self-calibration: miscoverage level, target coverage 1 - ALPHA (default 0.1)")
-    g.add_argument("--rollback-folds", type=int, default=5, metavar="K",
+    g.add_argument("--rollback-folds", type=int, metavar="K",
                    help="self-calibration: cross-fitting folds (default 5)")
     g.add_argument("--rollback-labels", metavar="FILE",
                    help="--calibration self: labels.jsonl of label-failures on earlier failures of the same system "
                         "(default: label this sweep's failed runs by replay, written to <root>/labels.jsonl)")
-    g.add_argument("--rollback-label-samples", type=int, default=1, metavar="M",
+    g.add_argument("--rollback-label-samples", type=int, metavar="M",
                    help="--calibration self without --rollback-labels: replays per probed point (default 1)")
     g.add_argument("--no-rollback-note", dest="rollback_note", action="store_false",
                    help="resume without telling the agents of the failure (the rollback note otherwise quotes the "

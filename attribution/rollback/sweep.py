@@ -151,7 +151,7 @@ def check_options(cfg: ExperimentConfig, opts: SweepRollbackOptions, experiment_
         raise UserError("--rollback-labels: the labels calibrate --calibration self; add it (or drop the labels)")
     if opts.calibration == SELF:
         if opts.labels is not None:
-            read_labels(opts.labels)  # a missing or bad file stops here, before any run
+            read_labels(opts.labels, "--rollback-labels")  # a missing or bad file stops here, before any run
         if opts.label_samples < 1:
             raise UserError(f"--rollback-label-samples must be at least 1 (got {opts.label_samples})")
     elif opts.calibration is not None:

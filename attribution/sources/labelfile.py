@@ -80,11 +80,12 @@ class Label(BaseModel):
     error: str | None = None
 
 
-def read_labels(path: str | Path) -> dict[str, Label]:
-    """``labels.jsonl`` by run id; a bad line is a ``UserError`` naming the file and line."""
+def read_labels(path: str | Path, flag: str = "--labels") -> dict[str, Label]:
+    """``labels.jsonl`` by run id; a missing file is a ``UserError`` naming ``flag``, a bad line one naming the
+    file and line."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"--labels {path}: file not found (write it with `label-failures`)")
+        raise UserError(f"{flag} {path}: file not found (write it with `label-failures`)")
     out: dict[str, Label] = {}
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
