@@ -370,6 +370,21 @@ def test_bad_calibration_file_is_a_user_error(tmp_path, capsys):
     assert "cal.json: field" in capsys.readouterr().err
 
 
+def test_predict_set_refuses_scores_of_another_scorer_than_the_calibrations(tmp_path, capsys):
+    recs = synthetic_records(12, seed=2)
+    position = write_scores(tmp_path / "p.jsonl", [r.model_copy(update={"scorer": "position"}) for r in recs])
+    learned = write_scores(tmp_path / "l.jsonl", [r.model_copy(update={"scorer": "learned"}) for r in recs])
+    cal = tmp_path / "cal.json"
+    calibrate_file(position, "rf", 0.3, SUM, 0, cal)
+    capsys.readouterr()
+    assert main.main(["predict-set", "--calibration", str(cal), "--scores", str(position)]) == 0
+    assert main.main(["predict-set", "--calibration", str(cal), "--scores", str(learned)]) == 2
+    err = capsys.readouterr().err
+    assert "scores of the 'learned' scorer" in err and "no coverage guarantee" in err
+    unrecorded = write_scores(tmp_path / "u.jsonl", recs)  # a file that does not say: predicted as before
+    assert main.main(["predict-set", "--calibration", str(cal), "--scores", str(unrecorded)]) == 0
+
+
 # --- early stopping (lf/rf scanning a scorer that pays per step) ---------------------
 
 

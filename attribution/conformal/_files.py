@@ -171,8 +171,14 @@ def predict_file(calibration_path: str | Path, scores_path: str | Path) -> list[
     """
     cal = load_calibration(calibration_path)
     fitted = cal.fitted()
+    records = read_score_file(scores_path)
+    made, fitted_on = common_scorer(records, str(scores_path)), cal.scorer_info()
+    if made.known and fitted_on.known and made.scorer != fitted_on.scorer:  # as rollback refuses it
+        raise UserError(f"{scores_path}: scores of the {made.scorer!r} scorer, and {calibration_path} was fitted on "
+                        f"scores of the {fitted_on.scorer!r} scorer: its sets would have no coverage guarantee "
+                        f"(score the runs with `score-steps --scorer {fitted_on.scorer}`)")
     rows = []
-    for rec in read_score_file(scores_path):
+    for rec in records:
         ps = predict(fitted, rec)
         rows.append({
             "id": rec.id, "n_steps": rec.n_steps, "set": list(ps.steps), "set_size": len(ps.steps),
