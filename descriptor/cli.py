@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         from descriptor.report.build import report_build
 
         # One pass over the runs for both: the report's reads the runs the summaries describe.
-        with report_build(args.experiment_root, baseline=args.baseline or "sas", lam=args.lam,
+        with report_build(args.experiment_root, baseline=args.baseline, lam=args.lam,
                           cost_unit=args.cost_unit, seed=args.seed) as build:
             summary = summarize_experiment(args.experiment_root, reader=functools.partial(
                 build.read, meanwhile=meanwhile), **options)

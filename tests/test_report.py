@@ -433,6 +433,23 @@ def test_an_experiment_without_the_baseline_still_renders(tmp_path):
     assert "PCA not drawn" in html  # one task row: nothing to project
 
 
+def test_report_refuses_inputs_given_by_name_that_would_show_nothing(tmp_path, capsys):
+    _tiny(tmp_path / "x", {("sas", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "garbage.jsonl").write_text("{not json\n")
+    root = ["report", "--experiment-root", str(tmp_path / "x")]
+    for extra, says in ((["--baseline", "nope"], "--baseline 'nope': no such system"),
+                        (["--compare", str(tmp_path / "empty")], "no finished run found"),
+                        (["--attribution", str(tmp_path / "garbage.jsonl")], "no score, predict-set or predictions "
+                                                                              "records in it (")):
+        capsys.readouterr()
+        assert main([*root, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x" / "report").exists()  # nothing written
+    assert main([*root, "--baseline", "sas"]) == 0
+
+
 def test_out_never_replaces_a_directory_of_other_files(tmp_path, capsys):
     _tiny(tmp_path / "x", {("sas", "t0", 0): [ev("solver", "finalize", content="42", step_index=0)]})
     mine = tmp_path / "notes"

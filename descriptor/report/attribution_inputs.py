@@ -226,4 +226,10 @@ def load_attribution(paths: Sequence[Path], run_keys: Iterable[str], *, explicit
                     index.notes.append(f"{path}: id {rec['id']!r}: {problem}; skipped")
                 else:
                     src.n_matched += 1
+    for p in explicit:  # given by name, it was meant to show something: a file of nothing usable is refused
+        mine = [s for s in index.sources if Path(s.path) == p or p in Path(s.path).parents]
+        if not mine:
+            said = [n for n in index.notes if n.startswith(str(p))][:1]
+            raise UserError(f"--attribution {p}: no score, predict-set or predictions records in it"
+                            + (f" ({said[0]})" if said else ""))
     return index

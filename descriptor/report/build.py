@@ -52,7 +52,7 @@ FAILURES_SHOWN = 200
 
 
 def write_report(experiment_root: str | Path, *, out: str | Path | None = None, compare: Sequence[str | Path] = (),
-                 baseline: str = "sas", attribution: Sequence[str | Path] = (), lam: float | None = None,
+                 baseline: str | None = None, attribution: Sequence[str | Path] = (), lam: float | None = None,
                  cost_unit: str = "tokens", seed: int = 0) -> Path:
     """Write the experiment report and return the path of its ``index.html``.
 
@@ -100,7 +100,7 @@ class ReportBuild:
 
 @contextlib.contextmanager
 def report_build(experiment_root: str | Path, *, out: str | Path | None = None, compare: Sequence[str | Path] = (),
-                 baseline: str = "sas", attribution: Sequence[str | Path] = (), lam: float | None = None,
+                 baseline: str | None = None, attribution: Sequence[str | Path] = (), lam: float | None = None,
                  cost_unit: str = "tokens", seed: int = 0) -> Iterator[ReportBuild]:
     """The report of :func:`write_report` as a context: its runs are read by :meth:`ReportBuild.read` (in the
     body, or at its end when the body did not), its pages written when the body ends without an error, and
@@ -108,7 +108,7 @@ def report_build(experiment_root: str | Path, *, out: str | Path | None = None, 
     root = Path(experiment_root)
     if not root.is_dir():
         raise UserError(f"--experiment-root {root}: not a directory (expected <root>/<benchmark>/<system>/<task_id>/)")
-    settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline, seed=seed)
+    settings = EconomicsSettings.for_unit(cost_unit, lam=lam, baseline=baseline or "sas", seed=seed)
     out_dir = Path(out) if out is not None else root / "report"
     others = [Path(c) for c in compare]
     for c in others:
@@ -117,6 +117,12 @@ def report_build(experiment_root: str | Path, *, out: str | Path | None = None, 
     task_dirs = collect.scan(root)
     if not any(td.finished for td in task_dirs):
         raise UserError(f"{root}: no finished run found (expected <benchmark>/<system>/<task_id>/run_<r>.result.json)")
+    for c in others:  # a root to compare against that holds no run would show as an empty column
+        if not any(td.finished for td in collect.scan(c)):
+            raise UserError(f"--compare {c}: no finished run found (expected another experiment root)")
+    systems = {td.system for td in task_dirs if td.finished}
+    if baseline is not None and baseline not in systems:  # as summarize-experiment refuses it: nothing to compare
+        raise UserError(f"--baseline {baseline!r}: no such system under {root}; systems: {', '.join(sorted(systems))}")
     run_keys = [f"{td.benchmark}/{td.system}/{td.task_id}/run_{r}" for td in task_dirs for r in td.finished]
     attr = load_attribution([root / "attribution"], run_keys, explicit=[Path(a) for a in attribution])
     tasks_by_bench: dict[str, list[str]] = {}

@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="other experiment roots to show against this one (same benchmark/system keys)")
     p.add_argument("--out", type=Path, default=None, metavar="PATH",
                    help="report directory (default DIR/report); index.html is written inside it")
-    p.add_argument("--baseline", default="sas", help="system every other system is compared against (default sas)")
+    p.add_argument("--baseline", default=None,
+                   help="system every other system is compared against (default sas, when the experiment has it)")
     p.add_argument("--attribution", type=Path, action="append", metavar="PATH",
                    help="a score-steps score file, predict-set output, attribute output directory, or a directory "
                         "holding them (repeatable; DIR/attribution/ is always searched)")
