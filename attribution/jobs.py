@@ -81,7 +81,7 @@ def load_source(opts: SourceOptions) -> LoadResult:
         raise UserError("--labels: counterfactual labels are of this project's runs; use it with --runs-dir")
     by_run = read_labels(opts.labels) if opts.labels is not None else None
     loaded = load_trajectories(data_dir=opts.data_dir, runs_dir=opts.runs_dir, spans=opts.spans, subset=opts.subset)
-    trajs = loaded.trajectories if by_run is None else apply_labels(loaded.trajectories, by_run)
+    trajs = loaded.trajectories if by_run is None else apply_labels(loaded.trajectories, by_run, opts.labels)
     if opts.max_cases is not None:
         kept: list[Trajectory] = []
         per: dict[str, int] = {}

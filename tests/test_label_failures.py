@@ -456,3 +456,38 @@ def test_a_rollback_of_a_run_given_by_a_relative_path_names_it_absolutely(tmp_pa
     capsys.readouterr()
     assert main(["rollback", "--run-dir", str(run.relative_to(tmp_path)), "--strategy", "restart"]) == 0
     assert json.loads(capsys.readouterr().out)["run"] == str(run.resolve())
+
+
+def test_labels_of_another_experiment_over_the_same_tasks_are_refused(tmp_path, capsys):
+    from attribution.sources.labelfile import Label
+    from attribution.sources.loaders import load_runs_dir
+
+    assert main(["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--inject-errors", "1.0",
+                 "--task-limit", "2", "--output-root", str(tmp_path), "--experiment-id", "base", "--progress",
+                 "none"]) == 0
+    trajs = load_runs_dir(tmp_path / "base").trajectories
+
+    def labels(experiment):  # the same run ids and lengths: only the experiment tells them apart
+        path = tmp_path / f"{experiment}.labels.jsonl"
+        path.write_text("".join(Label(
+            run_id=t.id, run=str(tmp_path / experiment / t.id), status="labelled", decisive_step=0,
+            decisive_agent=t.steps[0].agent, flip_probability=1.0, flip_ci=(0.2, 1.0), replays=1, tokens=1,
+            n_steps=t.n_steps, candidates=1, samples=1, probes=[]).model_dump_json() + "\n" for t in trajs))
+        return path
+
+    scores = tmp_path / "s.jsonl"
+    for command in (["score-steps", "--runs-dir", str(tmp_path / "base"), "--scorer", "position", "--out",
+                     str(scores)],
+                    ["attribute", "--method", "random", "--runs-dir", str(tmp_path / "base"), "--out",
+                     str(tmp_path / "attr")]):
+        capsys.readouterr()
+        assert main([*command, "--labels", str(labels("other"))]) == 2
+        err = capsys.readouterr().err
+        assert "other.labels.jsonl: label of" in err and "of experiment 'other'" in err and "'base'" in err
+        assert main([*command, "--labels", str(labels("base"))]) == 0
+    assert main(["score-steps", "--runs-dir", str(tmp_path / "base"), "--scorer", "position", "--out",
+                 str(scores)]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "--scores", str(scores), "--labels", str(labels("other")), "--method", "lf", "--alpha",
+                 "0.3", "--out", str(tmp_path / "cal.json")]) == 2  # position scores record the runs they scored
+    assert "of experiment 'other'" in capsys.readouterr().err

@@ -116,7 +116,7 @@ def calibrate_file(
     by_run = read_labels(labels) if labels is not None else None
     records = read_score_file(scores_path)
     if by_run is not None:
-        records = apply_labels(records, by_run)
+        records = apply_labels(records, by_run, labels)
     info = common_scorer(records, str(scores_path))
     f = fit(records, method, alpha, agg, seed, twf_fallback)
     cal = Calibration(

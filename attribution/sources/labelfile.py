@@ -133,20 +133,53 @@ def _one_mismatch(path: str, note: bool, flag: str) -> str | None:
 L = TypeVar("L", Trajectory, ScoreRecord)
 
 
-def apply_labels(items: Sequence[L], labels: dict[str, Label]) -> list[L]:
+def apply_labels(items: Sequence[L], labels: dict[str, Label], source: str | Path | None = None) -> list[L]:
     """Trajectories or score records with the labels' decisive steps as their ``mistake_step``/``mistake_agent``.
 
     The labels replace any other label (an injected step): a run without a
     label, or whose label is not ``labelled``, gets none, so calibration skips it.
-    A label made for a run of another length (another run under the same id) is a ``UserError``.
+    A label made for a run of another length (another run under the same id), or for a run of another experiment
+    (the same task ids, another experiment directory), is a ``UserError`` naming ``source`` (the labels file):
+    a sweep's run ids repeat in every experiment over the same tasks, so the id alone cannot tell.
     """
+    where = f"{source}: " if source is not None else ""
     out = []
     for x in items:
         lab = labels.get(x.id)
         if lab is not None and lab.n_steps != x.n_steps:
-            raise UserError(f"label of {x.id}: a run with {lab.n_steps} steps, but the run has {x.n_steps}: the "
+            raise UserError(f"{where}label of {x.id}: a run with {lab.n_steps} steps, but the run has {x.n_steps}: the "
                             "labels are of other runs")
+        if lab is not None and lab.run is not None:
+            theirs, ours = _experiment(lab.run, x.id), _experiment(_run_path(x), x.id)
+            if theirs is not None and ours is not None and theirs != ours:
+                raise UserError(f"{where}label of {x.id}: made for that run of experiment {theirs!r} ({lab.run}), "
+                                f"and the run here is of experiment {ours!r}: the labels are of another experiment "
+                                "(label this one's failures with `label-failures`)")
         step = lab.decisive_step if lab is not None and lab.status == "labelled" else None
         out.append(x.model_copy(update={"mistake_step": step,
                                         "mistake_agent": lab.decisive_agent if step is not None else None}))
     return out
+
+
+def _run_path(x: Trajectory | ScoreRecord) -> str | None:
+    """Where the labelled item's run lives: a run's trajectory file, or the runs directory a score was made on
+    (with the id appended, so both read as ``<experiment>/<run id>``)."""
+    if isinstance(x, Trajectory):
+        return x.source_path
+    train = x.scorer_train
+    return None if train is None or train.runs_dir is None else str(Path(train.runs_dir) / x.id)
+
+
+def _experiment(path: str | None, run_id: str) -> str | None:
+    """The experiment directory's name in ``path``, a run's path (``.../<experiment>/<run id>[.<file>]``) whose
+    trajectory id is ``run_id``; None when the path is not laid out so.
+
+    >>> _experiment("/x/exp1/arith/sas/t0/run_0", "arith/sas/t0/run_0"), _experiment("t0/run_0", "arith/sas/t0/run_0")
+    ('exp1', None)
+    """
+    if not path:
+        return None
+    parts, n = Path(path).parts, len(Path(run_id).parts)
+    if len(parts) <= n or parts[-n:-1] != Path(run_id).parts[:-1]:
+        return None
+    return parts[-n - 1]
