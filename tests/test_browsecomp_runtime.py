@@ -134,3 +134,25 @@ def test_the_double_reads_whole_pages_through_the_text_tool_protocol(tmp_path):
     results, _ = sweep(tmp_path, "text", ["sas"], models={"default": {"provider": "scripted",
                                                                        "model": "scripted:text-tools"}})
     assert results and all(r.success for r in results), [r.answer for r in results]
+
+
+@pytest.mark.parametrize("too_long", [True, False])
+def test_a_grading_prompt_over_the_judges_context_is_the_answers_doing(tmp_path, monkeypatch, too_long):
+    import mas.sweep.grading as grading
+    from mas.llm.call import LLMCallError
+
+    async def refused(*args, **kwargs):
+        raise LLMCallError("judge route: BadRequestError")
+
+    monkeypatch.setattr(grading, "call_llm", refused)
+    monkeypatch.setattr(grading, "prompt_too_long", lambda err: too_long)
+    results, root = sweep(tmp_path, "long", ["sas"], models={
+        "default": {"provider": "scripted", "model": "scripted"},
+        "judge": {"provider": "scripted", "model": "scripted:judge"}})
+    if not too_long:  # any other failed grading call: no task result, retried by the next invocation
+        assert all(r.status == "error" for r in results)
+        return
+    # an overlong answer is graded by the benchmark's own rule (here right, by exact match), never left out as an error
+    assert all(r.status == "finished" and r.success for r in results)
+    ev = json.loads(next(root.rglob("run_0.eval.json")).read_text())["details"]
+    assert ev["grader"] == "exact_match" and "over the judge's context" in ev["judge_error"]

@@ -63,7 +63,10 @@ DEFAULT_CONFIDENCE = 1.0
 _EXACT_RE = re.compile(r"(?<!\w)exact\s+answer\W*:[\s*_]*(?P<a>.*?)\s*(?=(?<!\w)confidence\W*:|$)",
                        re.IGNORECASE | re.MULTILINE)
 _CONFIDENCE_RE = re.compile(r"(?<!\w)confidence\W*:\s*(?P<c>\d+(?:\.\d+)?)\s*%?", re.IGNORECASE)
-_VERDICT_RE = re.compile(r"(?<!\w)correct\W*:\W*(yes|no)\b", re.IGNORECASE)
+# The verdict is the judge's own ``correct:`` line, the last one: the template has it start a line after the
+# extracted answer and the reasoning, which may quote the response, and a response that wrote "London correct: yes"
+# must not answer for the judge (upstream's first match anywhere would take it).
+_VERDICT_RE = re.compile(r"^[\s*_#>-]*correct[\s*_]*:\W*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
 _EXTRACTED_RE = re.compile(r"extracted_final_answer\W*:\s*(?P<a>.*?)\s*$", re.IGNORECASE | re.MULTILINE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
@@ -125,10 +128,12 @@ def grader_prompt(question: str, response: str, correct_answer: str) -> str:
 
 
 def judge_verdict(reply: str) -> Verdict:
-    """The verdict in a judge's reply (``correct: yes|no``, the first one, as upstream's ``re.search``)."""
-    verdict = _VERDICT_RE.search(reply or "")
+    """The verdict in a judge's reply: its last line that starts ``correct: yes|no`` (upstream's ``re.search`` takes
+    the first match anywhere, which a response quoted in the reply could supply)."""
+    verdicts = _VERDICT_RE.findall(reply or "")
+    verdict = verdicts[-1] if verdicts else None
     extracted = _EXTRACTED_RE.search(reply or "")
     confidences = _CONFIDENCE_RE.findall(reply or "")
-    return Verdict(correct=None if verdict is None else verdict.group(1).lower() == "yes",
+    return Verdict(correct=None if verdict is None else verdict.lower() == "yes",
                    extracted_answer=extracted["a"] if extracted else None,
                    confidence=_percent(confidences[-1]) if confidences else None)

@@ -11,7 +11,10 @@ The grading call is the evaluation's work, not the system's: it is made after
 the run's trace is closed, so its tokens and cost are not the run's; the
 evaluation's details record the judge's model, tokens and cost. A judge call
 that fails for good (after the route's retries) leaves the run ungraded: an
-infrastructure error, retried by the next invocation like any other.
+infrastructure error, retried by the next invocation like any other. A grading prompt the judge refuses as over its
+context is the answer's doing (a system that answers with 300,000 characters): the benchmark then grades on its
+own rule, and the details say why, so an overlong answer never leaves the rates as an "error" while the same
+system's right answers stay in them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from langchain_core.messages import HumanMessage
 
 from benchmark.base import Benchmark, Task
 from mas.config import ExperimentConfig, ModelRoute
-from mas.llm.call import LLMCallError, call_llm
+from mas.llm.call import LLMCallError, call_llm, prompt_too_long
 from mas.topologies.agent import RunContext
 from mas.topologies.judge import is_mock_judge
 
@@ -67,6 +70,10 @@ async def grade(bench: Benchmark, task: Task, rt: RunContext, answer: str | None
         res = await call_llm(bound, [HumanMessage(prompt)], contract=GRADE_CONTRACT, actor=GRADER_ACTOR, temperature=0.0,
                              metadata={"hints": bench.judge_fields(task, answer or "")})
     except LLMCallError as err:
+        if prompt_too_long(err):  # the answer made the prompt too long: the system's output, not the infrastructure
+            return Grading(details={"judge_error": f"the grading prompt is over the judge's context with this "
+                                                   f"{len(answer or '')}-character answer: graded by the benchmark's "
+                                                   "own rule"})
         return Grading(error=f"grading judge failed: {err}")
     return Grading(reply=res.text, details={"judge_model": res.model_label, "judge_tokens": res.token_in + res.token_out,
                                             "judge_cost_usd": res.cost_usd})
