@@ -203,3 +203,34 @@ def test_every_call_failing_is_recorded_as_an_error_and_retried_when_the_endpoin
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["counts"]["errors"] == 0 and {r["attempts"] for r in manifest["runs"]} == {2}
     assert_nowhere(key, tmp_path / "out", proc.stdout, proc.stderr, again.stdout, again.stderr)
+
+
+def test_a_tool_name_the_endpoint_would_refuse_back_is_the_models_failure_not_an_infrastructure_error(tmp_path,
+                                                                                                       endpoint):
+    import re
+
+    valid = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for a function name, checked as it checks it
+
+    def reply(n: int, request: dict) -> Reply:
+        names = [c["function"]["name"] for m in request.get("messages", []) for c in m.get("tool_calls") or []]
+        if any(not valid.match(name) for name in names):
+            body = {"error": {"message": "Invalid 'messages[2].tool_calls[0].function.name'", "type":
+                              "invalid_request_error", "code": "invalid_value"}}
+            return 400, {"content-type": "application/json"}, json.dumps(body).encode()
+        if request.get("tools") and not names:
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{n}", "type": "function",
+                "function": {"name": "../../etc/passwd", "arguments": "{}"}}]}
+            body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
+                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
+            return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+        return answer("-1", n)
+
+    server = endpoint(reply)
+    proc = run_cli(tmp_path, write_config(tmp_path, server.base_url), "k", benchmark="arith", systems="sas")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [r] = results(tmp_path / "out" / "e")
+    assert (r["status"], r["success"]) == ("finished", False)  # a wrong answer after a call to no tool
+    trace = next((tmp_path / "out" / "e").rglob("run_0.trace.jsonl")).read_text()
+    assert "unknown tool" in trace.lower() or "no tool" in trace.lower()

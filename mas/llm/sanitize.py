@@ -46,13 +46,33 @@ def clean_data(value: Any, *, max_depth: int = MAX_DEPTH, _depth: int = 0) -> An
     return value
 
 
+_TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+MAX_TOOL_NAME = 64
+"""OpenAI's limit on a function name (characters); its names are ``[A-Za-z0-9_-]`` only."""
+
+
+def clean_tool_name(name: str) -> str:
+    """A tool name the model wrote, as the endpoint accepts it back in the conversation: characters outside
+    ``[A-Za-z0-9_-]`` become ``_``, at most :data:`MAX_TOOL_NAME` of them. Sent back as written, a name like
+    ``../../etc/passwd`` made OpenAI refuse the next request (HTTP 400), which ended the run as an
+    infrastructure error: the model's bad output counted as no task result. No tool is named so, so the call
+    still gets "unknown tool" either way.
+
+    >>> clean_tool_name("../../etc/passwd"), clean_tool_name("calculator")
+    ('______etc_passwd', 'calculator')
+    """
+    return _TOOL_NAME_UNSAFE.sub("_", name)[:MAX_TOOL_NAME] or "_"
+
+
 def clean_message(msg: Any) -> Any:
     """A LangChain ``AIMessage`` cleaned in place (content, tool calls, raw fields), returned for chaining."""
     msg.content = clean_data(msg.content)
     if getattr(msg, "tool_calls", None):
-        msg.tool_calls = [{**c, "name": clean_text(c.get("name") or ""), "args": clean_data(c.get("args") or {})}
+        msg.tool_calls = [{**c, "name": clean_tool_name(c.get("name") or ""), "args": clean_data(c.get("args") or {})}
                           for c in msg.tool_calls]
     for name in ("invalid_tool_calls", "additional_kwargs", "response_metadata"):
         if getattr(msg, name, None):
             setattr(msg, name, clean_data(getattr(msg, name)))
+    if getattr(msg, "invalid_tool_calls", None):  # sent back too, beside the valid ones
+        msg.invalid_tool_calls = [{**c, "name": clean_tool_name(c.get("name") or "")} for c in msg.invalid_tool_calls]
     return msg
