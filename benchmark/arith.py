@@ -1,6 +1,6 @@
 """``arith``: seeded synthetic multi-step arithmetic word problems, generated in code.
 
-Success: the final answer's last number equals the exact integer result.
+Success: the answer's number (its marked final answer, else its last) equals the exact integer result.
 Licence: generated here; no external data.
 """
 
@@ -89,14 +89,14 @@ class ArithBenchmark(Benchmark):
     Options: ``count`` (tasks, default 50), ``min_ops``/``max_ops`` (operations per problem, default 3 and 5;
     longer problems make longer runs, e.g. for rollback scenarios; an agent makes one calculator call per
     operation, up to ``mas.max_tool_iterations``).
-    Success: the last number in the answer equals the exact result.
+    Success: the answer's number (:func:`benchmark.numeric.extract_number`) equals the exact result.
     Data licence: generated in code, no external data.
     """
 
     name: ClassVar[str] = "arith"
     answer_kind: ClassVar[Literal["number"]] = "number"
     license: ClassVar[str] = "generated (project licence)"
-    success_definition: ClassVar[str] = "last number in the answer == exact integer result"
+    success_definition: ClassVar[str] = "the answer's number (its marked final answer, else its last) == exact result"
     option_names: ClassVar[tuple[str, ...]] = ("count", "min_ops", "max_ops")
     evaluation_blocks: ClassVar[bool] = False  # a comparison of strings: evaluated on the loop
 

@@ -86,7 +86,11 @@ def test_gsm8k_is_the_full_test_split() -> None:
     ("answer", "ok"),
     [("18", True), ("The answer is 18.", True), ("She makes $18 every day.", True),
      ("#### 18", True), ("\\boxed{18}", True), ("18.0 dollars", True),
-     ("17", False), ("The answer is 180.", False), ("", False), ("eighteen", False)],
+     ("17", False), ("The answer is 180.", False), ("", False), ("eighteen", False),
+     # the number a wrong answer names beside the gold one is not what it answers
+     ("The answer is not 18; it is 21.", False), ("21 (that is my final answer; an earlier draft said 18)", False),
+     ("\\boxed{18} was a draft; Final answer: 21", False), ("So 21 is my final answer. (Earlier I wrote 18.)", False),
+     ("18 is my final answer. (Earlier I wrote 21.)", True), ("The answer is 18 eggs, 3 each", True)],
 )
 def test_gsm8k_evaluate_forms(answer: str, ok: bool) -> None:
     bench = get_benchmark("gsm8k")

@@ -18,14 +18,14 @@ class DigitSumBenchmark(Benchmark):
     """The sum of the decimal digits of a 4-7 digit number.
 
     Options: ``count`` (tasks, default 20).
-    Success: the last number in the answer equals the digit sum.
+    Success: the answer's number (:func:`benchmark.numeric.extract_number`) equals the digit sum.
     Data licence: generated in code, no external data.
     """
 
     name: ClassVar[str] = "digit_sum"
     answer_kind: ClassVar[Literal["number"]] = "number"
     license: ClassVar[str] = "generated (example plugin)"
-    success_definition: ClassVar[str] = "last number in the answer == sum of the digits"
+    success_definition: ClassVar[str] = "the answer's number (its marked final answer, else its last) == digit sum"
     option_names: ClassVar[tuple[str, ...]] = ("count",)
 
     def load_tasks(self, limit: int | None = None, seed: int = 0) -> list[Task]:
