@@ -234,3 +234,37 @@ def test_a_tool_name_the_endpoint_would_refuse_back_is_the_models_failure_not_an
     assert (r["status"], r["success"]) == ("finished", False)  # a wrong answer after a call to no tool
     trace = next((tmp_path / "out" / "e").rglob("run_0.trace.jsonl")).read_text()
     assert "unknown tool" in trace.lower() or "no tool" in trace.lower()
+
+
+def test_tool_arguments_that_are_json_but_no_object_are_the_models_failure(tmp_path, endpoint):
+    def reply(n: int, request: dict) -> Reply:
+        called = any(m.get("role") == "tool" for m in request.get("messages", []))
+        if request.get("tools") and not called:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{n}_{i}", "type": "function", "function": {"name": "calculator", "arguments": args}}
+                for i, args in enumerate(['["a"]', "5", '"2+2"'])]}
+            body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
+                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
+            return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+        return answer("-1", n)
+
+    server = endpoint(reply)
+    proc = run_cli(tmp_path, write_config(tmp_path, server.base_url), "k", benchmark="arith", systems="sas")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [r] = results(tmp_path / "out" / "e")
+    assert (r["status"], r["success"]) == ("finished", False)  # not a malformed reply retried into an error
+    assert len(server.requests) == 1  # no retry of a "malformed" reply: invalid calls, as '{not json' makes them
+
+
+def test_only_tool_arguments_that_are_json_but_no_object_are_marked():
+    from mas.llm.providers import NOT_AN_OBJECT, _object_arguments
+
+    def body(*args):
+        return {"choices": [{"message": {"tool_calls": [{"function": {"name": "f", "arguments": a}} for a in args]}}]}
+
+    out = _object_arguments(body('["a"]', "5", '{"x": 1}', "{not json", "null", "[]", ""))
+    got = [c["function"]["arguments"] for c in out["choices"][0]["message"]["tool_calls"]]
+    assert got == [NOT_AN_OBJECT + '["a"]', NOT_AN_OBJECT + "5", '{"x": 1}', "{not json", "null", "[]", ""]
+    same = body('{"x": 1}')
+    assert _object_arguments(same) is same  # nothing to mark: the reply as it came

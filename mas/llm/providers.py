@@ -22,6 +22,8 @@ mas.config.ConfigError: models.default.provider: unknown provider 'ollama'; know
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -147,7 +149,7 @@ def _checked_chat_openai() -> type:
     class CheckedChatOpenAI(ChatOpenAI):
         def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> Any:
             try:
-                result = super()._create_chat_result(response, generation_info)
+                result = super()._create_chat_result(_object_arguments(response), generation_info)
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
                 raise MalformedReplyError(f"malformed reply ({type(err).__name__}: {err})"[:1000]) from err
             if not result.generations:
@@ -155,6 +157,35 @@ def _checked_chat_openai() -> type:
             return result
 
     return CheckedChatOpenAI
+
+
+NOT_AN_OBJECT = "not a JSON object: "
+"""Put before a tool call's arguments that are JSON but no object (``["a"]``, ``5``), so LangChain reads the call
+as invalid (the model's failure, answered like arguments that are no JSON) instead of failing to build the reply,
+which was counted as a malformed reply and, after the retries, an infrastructure error."""
+
+
+def _object_arguments(response: Any) -> Any:
+    """``response`` (a chat completion) with every tool call's arguments that parse as JSON but not as an object
+    marked :data:`NOT_AN_OBJECT`; anything else as it came."""
+    body = response if isinstance(response, dict) else getattr(response, "model_dump", lambda: response)()
+    if not isinstance(body, dict):
+        return response
+    changed = False
+    for choice in body.get("choices") or []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        for call in (message or {}).get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            if not isinstance(args, str) or not args.strip():
+                continue
+            try:
+                parsed = json.loads(args)
+            except ValueError:
+                continue  # not JSON: LangChain already reads it as an invalid call
+            if parsed and not isinstance(parsed, dict):  # LangChain reads null, 0, "" and [] as no arguments
+                fn["arguments"], changed = NOT_AN_OBJECT + args, True
+    return body if changed else response
 
 
 def _chat_openai(req: ProviderRequest, route: ModelRoute, base_url: str | None, model_name: str, api_key: str,
