@@ -65,3 +65,41 @@ def cmp_tuple_or_list(var1, var2):
         elif not _same_or_close(v1, v2):
             return False
     return True
+
+
+# ---- one departure from upstream: a comparison that compares nothing is no pass ----
+# ``np.allclose(f(x), target)`` broadcasts: an answer returning an array with a zero-length axis, shape
+# (0, 1, 1, 1, 1, 1), broadcasts against any target of up to five dimensions, the comparison is empty, and upstream's
+# assert passes for every such sub-step. The test cases below this text read ``np`` as this module's, so ``allclose``
+# and ``isclose`` refuse a comparison whose broadcast is empty while a side holds values; every other name is numpy's.
+
+_numpy = np
+
+
+def _compares_nothing(a, b):
+    try:
+        shape = _numpy.broadcast_shapes(_numpy.shape(a), _numpy.shape(b))
+        return 0 in shape and (_numpy.size(a) > 0 or _numpy.size(b) > 0)
+    except Exception:  # ragged or unbroadcastable: numpy's own comparison says what it says
+        return False
+
+
+def _allclose(a, b, *args, **kwargs):
+    return False if _compares_nothing(a, b) else _numpy.allclose(a, b, *args, **kwargs)
+
+
+def _isclose(a, b, *args, **kwargs):
+    return _numpy.zeros(1, dtype=bool) if _compares_nothing(a, b) else _numpy.isclose(a, b, *args, **kwargs)
+
+
+class _JudgedNumpy(type(_numpy)):
+    """numpy, with the two comparisons above."""
+
+    allclose = staticmethod(_allclose)
+    isclose = staticmethod(_isclose)
+
+    def __getattr__(self, name):
+        return getattr(_numpy, name)
+
+
+np = _JudgedNumpy("numpy")
