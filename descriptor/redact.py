@@ -121,6 +121,22 @@ def _secret_table() -> tuple[list[str], list[str] | None]:
     return values, needles
 
 
+def secret_values() -> list[str]:
+    """Every value treated as a secret now (environment and config keys), longest first."""
+    return list(_secret_table()[0])
+
+
+def secret_sources(text: str) -> list[str]:
+    """Where the secrets that occur in ``text`` come from, by name (never by value): ``environment variable
+    NAME`` for each such variable, and ``a key given in a config file``.
+
+    >>> secret_sources("nothing here")
+    []
+    """
+    found = [f"environment variable {k}" for k, v in sorted(os.environ.items()) if _is_secret(k, v) and v in text]
+    return found + (["a key given in a config file"] if any(v in text for v in _values) else [])
+
+
 def may_hold_secret(text: str) -> bool:
     """Whether the JSON text ``text`` may hold a secret value or a key shape (False: :func:`redact` would
     change nothing in the data it was serialized from).

@@ -93,3 +93,18 @@ def test_a_config_hash_that_is_no_hash_is_refused_before_any_file_is_opened(fail
     failed_run.metadata.write_text(json.dumps({**raw, "config_sha256": "../../../etc/passwd"}))
     with pytest.raises(RunFileError, match=f"{failed_run.metadata}: field config_sha256"):
         read_metadata_with_config(failed_run)
+
+
+def test_a_run_whose_task_id_holds_a_secret_value_is_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    from main import main
+
+    monkeypatch.setenv("TASK_NOTE", "arith_0_0001x")  # named like nothing secret, and not shaped like a key
+    monkeypatch.setenv("MY_TOKEN", "arith_0_0001")  # named like a secret: its value is one, and a task id holds it
+    argv = ["run", "--benchmark", "arith", "--systems", "sas", "--model", "scripted", "--task-limit", "2",
+            "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "names a value of environment variable MY_TOKEN" in err and "arith_0_0001" not in err
+    assert not (tmp_path / "e").exists()
+    monkeypatch.delenv("MY_TOKEN")
+    assert main(argv) == 0

@@ -197,7 +197,24 @@ def plan_runs(req: ExperimentRequest, benches: dict[str, Benchmark]) -> list[Run
                     specs.append(RunSpec(experiment_id=req.experiment_id, output_root=req.output_root,
                                          benchmark=bname, system=system, task=task, run_index=r,
                                          seed=run_seed(req.cfg.seed, r)))
+    check_identities(specs)
     return specs
+
+
+def check_identities(specs: list[RunSpec]) -> None:
+    """Refuse a run whose identity (experiment id, benchmark, system, task id) holds a secret's value, before any
+    run: every file redacts secrets, so the run's record would name another run (``[REDACTED]``), and the
+    summaries would leave it out as a stranger's. The message names where the secret comes from, not the value.
+    """
+    from descriptor.redact import secret_sources, secret_values
+
+    secrets = secret_values()
+    for spec in {(s.experiment_id, s.benchmark, s.system, s.task.task_id): s for s in specs}.values():
+        identity = f"{spec.experiment_id}/{spec.benchmark}/{spec.system}/{spec.task.task_id}"
+        if any(v in identity for v in secrets) and (sources := secret_sources(identity)):
+            raise UserError(f"the run {identity} names a value of {' and '.join(sources)}, which is treated as a "
+                            "secret (named like one, shaped like a key, or a route's key) and redacted from every "
+                            "file, so the run could not be read back as itself: unset or change that value")
 
 
 def prepare_models(cfg: ExperimentConfig, systems: list[str] | None = None) -> None:
