@@ -12,19 +12,21 @@ from descriptor.cliargs import positive_int
 from descriptor.records import ROLLBACK_STRATEGIES
 
 
-def _calibration(path: str | None, note: bool, strategies: list[str]):
-    """The calibration file, with a warning when its replay labels were made the other way about the note than
-    these rollbacks (for a strategy that scores the run, as the labels trained its scorer)."""
+def _prepared(args: argparse.Namespace, strategies: list[str]):
+    """``(calibration, scoring setup)`` of the flags; then a warning when the calibration's replay labels were made
+    the other way about the note than these rollbacks (for a strategy that scores the run, as the labels trained
+    its scorer), printed once nothing can refuse the command any more."""
     from attribution.conformal import load_calibration
     from attribution.rollback.restart import UNSCORED
     from attribution.sources.labelfile import note_mismatch
 
-    calibration = load_calibration(path) if path else None
+    calibration = load_calibration(args.calibration) if args.calibration else None
+    setup = _setup(args, calibration, strategies)
     scored = any(s not in UNSCORED for s in strategies)
-    said = note_mismatch(calibration.label_files, note) if calibration is not None and scored else None
+    said = note_mismatch(calibration.label_files, args.note) if calibration is not None and scored else None
     if said:
         print(f"warning: {said}", file=sys.stderr)
-    return calibration
+    return calibration, setup
 
 
 def _setup(args: argparse.Namespace, calibration, strategies: list[str]):
@@ -72,8 +74,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import early_stopped_choices, score_runs
 
     traj = _rollbackable(args.run_dir, force=args.force)
-    calibration = _calibration(args.calibration, args.note, [args.strategy])
-    setup = _setup(args, calibration, [args.strategy])
+    calibration, setup = _prepared(args, [args.strategy])
     early = asyncio.run(early_stopped_choices([traj], setup, calibration)) if args.strategy == "conformal" else None
     if early:
         (choice, nfe), = early
@@ -116,8 +117,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     check_strategies(strategies)
-    calibration = _calibration(args.calibration, args.note, strategies)
-    setup = _setup(args, calibration, strategies)
+    calibration, setup = _prepared(args, strategies)
     summary = asyncio.run(rollback_experiment(
         args.experiment_root, calibration=calibration, strategies=strategies, setup=setup, out=args.out,
         concurrency=args.concurrency, note=args.note))
