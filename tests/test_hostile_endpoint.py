@@ -242,7 +242,7 @@ def test_tool_arguments_that_are_json_but_no_object_are_the_models_failure(tmp_p
         if request.get("tools") and not called:
             message = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": f"call_{n}_{i}", "type": "function", "function": {"name": "calculator", "arguments": args}}
-                for i, args in enumerate(['["a"]', "5", '"2+2"'])]}
+                for i, args in enumerate(['["a"]', "5", '"2+2"', "{not json"])]}
             body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
                     "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
                     "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
@@ -254,7 +254,13 @@ def test_tool_arguments_that_are_json_but_no_object_are_the_models_failure(tmp_p
     assert proc.returncode == 0, proc.stderr[-3000:]
     [r] = results(tmp_path / "out" / "e")
     assert (r["status"], r["success"]) == ("finished", False)  # not a malformed reply retried into an error
-    assert len(server.requests) == 1  # no retry of a "malformed" reply: invalid calls, as '{not json' makes them
+    # no retry of a "malformed" reply: each call is answered with why it could not run, and the model goes on
+    assert len(server.requests) == 2
+    second = server.requests[1]["messages"]
+    answered = [m for m in second if m.get("role") == "tool"]
+    assert len(answered) == 4 and all("could not be read as a JSON object" in m["content"] for m in answered)
+    ids = [c["id"] for m in second if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    assert sorted(ids) == sorted(m["tool_call_id"] for m in answered)  # every call the endpoint sees has its result
 
 
 def test_only_tool_arguments_that_are_json_but_no_object_are_marked():

@@ -8,7 +8,8 @@ import json
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages, parse_answer
 from mas.config import ExperimentConfig, ModelRoute
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.call import LLMCallError, _text_tool_calls, backoff_s, call_llm
+from mas.llm.call import LLMCallError, backoff_s, call_llm
+from mas.llm.tool_calls import text_tool_calls
 from mas.llm.confidence import parse_confidence
 from mas.llm.models import ModelSet, make_chat_model
 from tests.model_errors import server_error
@@ -46,14 +47,14 @@ def test_answer_parse_and_fallback():
 
 def test_text_tool_protocol_parsing():
     text = 'Let me compute.\n```json\n{"name": "calculator", "arguments": {"expression": "2+2"}}\n```'
-    calls = _text_tool_calls(text, {"calculator", "python"})
+    calls = text_tool_calls(text, {"calculator", "python"})
     assert len(calls) == 1 and calls[0].arguments == {"expression": "2+2"} and calls[0].protocol == "text"
     tagged = '<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>'
-    assert _text_tool_calls(tagged, {"calculator", "python"})[0].name == "python"
+    assert text_tool_calls(tagged, {"calculator", "python"})[0].name == "python"
     # A call of an unknown tool is still a call (it gets a failed result); JSON without arguments is no call.
-    unknown = _text_tool_calls('{"name": "rm", "arguments": {"path": "/"}}', {"calculator"})
+    unknown = text_tool_calls('{"name": "rm", "arguments": {"path": "/"}}', {"calculator"})
     assert [(c.name, c.arguments) for c in unknown] == [("rm", {"path": "/"})]
-    assert _text_tool_calls('{"name": "Ann", "answer_artifact": "3"}', {"calculator"}) == []
+    assert text_tool_calls('{"name": "Ann", "answer_artifact": "3"}', {"calculator"}) == []
 
 
 def test_backoff_is_bounded_and_grows():

@@ -10,7 +10,7 @@ _EXPORTS = {
     "ModelSet": "mas.llm.models",
     "PROVIDERS": "mas.llm.providers",
     "ProviderRequest": "mas.llm.providers",
-    "ToolCallRequest": "mas.llm.call",
+    "ToolCallRequest": "mas.llm.tool_calls",
     "call_llm": "mas.llm.call",
     "count_tokens": "mas.llm.call",
     "make_chat_model": "mas.llm.models",

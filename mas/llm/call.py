@@ -12,11 +12,10 @@ import asyncio
 import json
 import random
 import time
-import uuid
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 from langchain_core.messages import AIMessage, BaseMessage
@@ -28,6 +27,7 @@ from mas.llm.limits_run import current_budget
 from mas.llm.meter import METER
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.sanitize import clean_message
+from mas.llm.tool_calls import ToolCallRequest, reply_parts
 from mas.llm.tokens import count_tokens
 from mas.logging import get_logger
 from mas.tracing import call_config, current_tracer, utc_now_iso
@@ -37,17 +37,6 @@ log = get_logger(__name__)
 
 class LLMCallError(RuntimeError):
     """An LLM call failed for good (retries exhausted or a non-retryable error)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class ToolCallRequest:
-    """A tool call the model asked for."""
-
-    name: str
-    arguments: dict[str, Any]
-    id: str
-    protocol: Literal["native", "text"]
-    """``native``: the provider's ``tool_calls``; ``text``: a fenced JSON block in the reply."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -223,28 +212,6 @@ def sane_usage(*counts: Any) -> tuple[tuple[int, ...], str | None]:
     return tuple(out), ", ".join(bad) or None
 
 
-def _text_tool_calls(text: str, tool_names: set[str]) -> list[ToolCallRequest]:
-    """Tool calls written as text: a fenced or bare ``{"name": ..., "arguments": {...}}`` object.
-
-    A call naming an unknown tool is returned too when it has the protocol's
-    shape (a string ``name`` and an ``arguments`` object): the model meant a
-    tool call, so it gets a failed tool result and can try again, instead of
-    the JSON becoming its final answer. Other JSON (an answer) is no call.
-    """
-    obj = parse_json_object(text.replace("<tool_call>", "```json").replace("</tool_call>", "```"))
-    if not obj or not isinstance(obj.get("name"), str):
-        return []
-    has_args = "arguments" in obj or "args" in obj
-    if obj["name"] not in tool_names and not has_args:
-        return []
-    args = obj.get("arguments", obj.get("args", {}))
-    if isinstance(args, str):
-        args = parse_json_object(args) or {"input": args}
-    if not isinstance(args, dict):
-        args = {"input": args}
-    return [ToolCallRequest(name=obj["name"], arguments=dict(args), id=f"call_{uuid.uuid4().hex[:12]}", protocol="text")]
-
-
 def actor_seed(run_seed: int, actor: str) -> int:
     """The seed sent with ``actor``'s calls in a run whose seed is ``run_seed`` (0 <= seed < 2**31).
 
@@ -382,7 +349,7 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
     latency_ms = (time.perf_counter() - t0) * 1000  # t0 is the last attempt's: the one that replied
     end = utc_now_iso()
     msg = clean_message(msg)  # model output enters here: nothing it holds may fail the run when stored
-    text, calls = _reply_parts(msg, tools, tool_names)
+    text, calls = reply_parts(msg, tools, tool_names)
     usage = getattr(msg, "usage_metadata", None)  # the reply's own: what a callback's on_llm_end saw too
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
         (token_in, token_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
@@ -410,21 +377,6 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
             message=msg, token_in=token_in, token_out=token_out, usage_source=source, cost_usd=result.cost_usd,
             latency_ms=result.latency_ms))
     return result
-
-
-def _reply_parts(msg: AIMessage, tools: list[Any] | None, tool_names: set[str]) -> tuple[str, list[ToolCallRequest]]:
-    """A reply's text and the tool calls it asks for (native, else written as text; none without tools)."""
-    text = msg.content if isinstance(msg.content, str) else str(msg.content)
-    # Unknown names are kept: each native call needs a tool result in the
-    # history, and the model learns from the failure which tools exist.
-    calls = [
-        ToolCallRequest(name=c["name"], arguments=dict(c.get("args") or {}),
-                        id=c.get("id") or f"call_{uuid.uuid4().hex[:12]}", protocol="native")
-        for c in (msg.tool_calls or []) if c.get("name")
-    ] if tools else []
-    if tools and not calls:
-        calls = _text_tool_calls(text, tool_names)
-    return text, calls
 
 
 def _response_format(bound: BoundModel, contract: str, json_schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -462,7 +414,7 @@ def _from_cache(bound: BoundModel, hit: CachedReply, tools: list[Any] | None, to
                 start: str, t0: float) -> LLMResult:
     """The result of a call answered from the cache: the stored reply, its original usage, nothing paid."""
     msg = hit.message
-    text, calls = _reply_parts(msg, tools, tool_names)
+    text, calls = reply_parts(msg, tools, tool_names)
     return LLMResult(
         message=msg, text=text, tool_calls=calls, parsed=None if calls else parse_json_object(text),
         token_in=hit.token_in, token_out=hit.token_out, latency_ms=(time.perf_counter() - t0) * 1000,

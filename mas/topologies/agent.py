@@ -28,12 +28,8 @@ from langchain_core.runnables import RunnableConfig
 
 from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
-from mas.llm.call import (
-    LLMResult,
-    ToolCallRequest,
-    call_llm,
-    llm_event_fields,
-)
+from mas.llm.call import LLMResult, call_llm, llm_event_fields
+from mas.llm.tool_calls import ToolCallRequest
 from mas.llm.injection import INJECTED_KEY, InjectionPlan
 from mas.llm.confidence import parse_confidence
 from mas.llm.models import ModelSet
@@ -52,7 +48,7 @@ from mas.topologies.prompts import (
     tool_result_message,
 )
 from mas.topologies.termination import MISSING_CONFIDENCE
-from mas.topologies.toolbox import Toolbox, toolbox_for
+from mas.topologies.toolbox import Toolbox, ToolOutput, toolbox_for
 from mas.tracing import Stopwatch, current_tracer
 
 CONTENT_LIMIT = 4000
@@ -314,7 +310,8 @@ async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallR
     out: list[ToolRun] = []
     for call in calls:
         with Stopwatch() as sw:
-            res = await box.run(call.name, call.arguments)
+            res = (ToolOutput(ok=False, output=f"error: {call.invalid}") if call.invalid is not None
+                   else await box.run(call.name, call.arguments))
         output = res.output[:CONTENT_LIMIT]
         tracer.emit(agent.name, "tool_result", ToolResult(
             tool=call.name, ok=res.ok, output=output, tool_call_id=call.id, tool_protocol=call.protocol,

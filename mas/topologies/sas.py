@@ -32,7 +32,7 @@ from mas.topologies.kit import (
     run_tool_calls,
     state_id_of,
 )
-from mas.llm.call import ToolCallRequest
+from mas.llm.tool_calls import ToolCallRequest
 
 SOLVER_ROLE = Role(name="solver", brief="You are a careful problem solver working alone.")
 SOLVER = SOLVER_ROLE.agent("solver")
@@ -73,7 +73,7 @@ def build_sas(rt: RunContext):
             update["pending_tools"] = []
         else:
             update["pending_tools"] = [
-                {"name": c.name, "arguments": c.arguments, "id": c.id, "protocol": c.protocol}
+                {"name": c.name, "arguments": c.arguments, "id": c.id, "protocol": c.protocol, "invalid": c.invalid}
                 for c in out.tool_calls
             ]
         return update

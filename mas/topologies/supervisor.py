@@ -55,7 +55,7 @@ from mas.topologies.kit import (
     tool_edges,
     vote_among,
 )
-from mas.llm.call import ToolCallRequest
+from mas.llm.tool_calls import ToolCallRequest
 from mas.llm.scripting import ScriptedContext, responder
 
 SUPERVISOR_ROLE = Role(name="supervisor",

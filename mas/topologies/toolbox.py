@@ -3,7 +3,7 @@
 A :class:`Toolbox` carries the tools as LangChain tools (bound for models with
 native tool calling), their description for the text protocol (small local
 models write a tool call as a fenced JSON block, see
-:func:`mas.llm.call._text_tool_calls`), and runs a call whichever protocol it
+:func:`mas.llm.tool_calls.text_tool_calls`), and runs a call whichever protocol it
 came by. A failed call is ``ok=False`` with the reason as output, never an
 exception out of the run.
 
