@@ -506,3 +506,21 @@ def test_the_report_takes_each_runs_page_data_and_parses_a_trace_only_when_its_p
         p.unlink()
     write_report(root, out=tmp_path / "traces", attribution=attribution)
     assert _all_views(tmp_path / "traces") == pages
+
+
+def test_the_report_leaves_a_run_with_an_infrastructure_error_out_of_task_metrics_as_the_summaries_do(tmp_path):
+    import json
+
+    from descriptor.summaries import summarize_experiment
+
+    assert main(["run", "--benchmark", "arith", "--systems", "sas,debate", "--model", "scripted", "--task-limit", "4",
+                 "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none"]) == 0
+    root = tmp_path / "e"
+    result = sorted((root / "arith" / "debate").rglob("run_0.result.json"))[0]
+    data = json.loads(result.read_text())  # what an endpoint that failed for good leaves
+    result.write_text(json.dumps({**data, "status": "error", "success": False, "completion": False, "score": 0.0,
+                                  "error": "LLMCallError: default route: APIConnectionError"}))
+    debate = next(r for r in summarize_experiment(root, plots=False).rollups if r["system"] == "debate")
+    html = write_report(root).read_text(encoding="utf-8")
+    assert "8 runs in all" not in html and "7 runs (8 in all, 1 with an infrastructure error: no task result)" in html
+    assert debate["n_runs"] == 3 and "(3/3)" in html  # the overview counts what the summaries count

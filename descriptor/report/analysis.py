@@ -45,7 +45,10 @@ class RunRow:
     task_id: str
     run_index: int
     included: bool
-    """False when the summaries skip the run (damaged or inconsistent files)."""
+    """False when the summaries skip the run (damaged or inconsistent files) or it is no task result (errored)."""
+    errored: bool = False
+    """The run ended in an infrastructure error: no task result, left out of every task metric as the summaries
+    leave it out."""
     success: bool | None
     completion: bool | None = None
     tokens: int = 0
@@ -74,7 +77,7 @@ class RunRow:
     @property
     def cls(self) -> str:
         """Outcome class of the run's links: ``skip`` (left out by the summaries), ``ok`` or ``fail``."""
-        return "skip" if not self.included else "ok" if self.success else "fail"
+        return "skip" if not self.included else "ok" if self.success else "fail"  # an errored run: skip too
 
 
 def overview(rows: Sequence[RunRow], descriptors: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:

@@ -191,7 +191,9 @@ def _grids(layout: Layout, rows: list[RunRow], facts: dict[str, Any], baseline: 
                     cell = []
                     for r in sorted(by_cell.get((bench, t, s), []), key=lambda r: r.run_index):
                         cls = r.cls
-                        title = (f"{s} run {r.run_index}: " + ("skipped (damaged files)" if not r.included else
+                        title = (f"{s} run {r.run_index}: " + (
+                                 "infrastructure error (no task result)" if r.errored else
+                                 "skipped (damaged files)" if not r.included else
                                  f"{'solved' if r.success else 'not solved'}, answer {r.answer!r}, {r.tokens:,} tokens"))
                         cell.append({"run_index": r.run_index, "cls": cls, "title": title, "flags": r.flags,
                                      "href": r.href})
@@ -264,13 +266,15 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
             write_page(env, "grid.html.j2", layout.grid_file(g["benchmark"], g["page"]), "../",
                        title=f"{root.name}: {g['benchmark']} tasks {g['first']}–{g['last']}", g=g, **common)
     n_included = sum(1 for r in rows if r.included)
+    n_errored = sum(1 for r in rows if r.errored)
     judges = audit([AuditRow(benchmark=r.benchmark, system=r.system, success=bool(r.success), vote=r.vote,
                              elections=r.elections, candidate_success=r.candidate_success, consensus=r.consensus)
                     for r in rows if r.included])
     write_derived_json(layout.out / JUDGE_AUDIT_FILE, judges)
     write_page(
         env, "index.html.j2", layout.out / "index.html", "", title=f"Experiment {root.resolve().name}",
-        n_runs=len(rows), n_included=n_included, n_skipped=len(rows) - n_included, benchmarks=benches,
+        n_runs=len(rows), n_included=n_included, n_errored=n_errored, n_skipped=len(rows) - n_included - n_errored,
+        benchmarks=benches,
         systems=systems, models=sorted(facts["models"]), findings=findings, overview=ov,
         charts=_charts(layout, ov, paired, descriptors, settings, colors),
         cost_label="tokens per run" if settings.cost_unit == "tokens" else "USD per run",

@@ -65,8 +65,9 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
         return RunRow(benchmark=run.benchmark, system=run.system, task_id=run.task_id, run_index=run.run_index,
                       included=False, success=None, href=page, flags=flags)
     m = rec.metrics
+    errored = rec.status == "error"
     return RunRow(benchmark=run.benchmark, system=run.system, task_id=run.task_id, run_index=run.run_index,
-                  included=True, success=rec.success, completion=rec.completion, tokens=m.tokens_total,
+                  included=not errored, errored=errored, success=rec.success, completion=rec.completion, tokens=m.tokens_total,
                   cost_usd=m.cost_total, latency_ms=m.latency_total,
                   wall_time_s=run.result.wall_time_s if run.result is not None else 0.0,
                   error_events=rec.digest.error_events,
@@ -102,7 +103,8 @@ def read_tasks(root: Path, task_dirs: Sequence[collect.TaskDir], pages: Pages | 
             out.also[td.path] = also[0](td.path, *read)
         task = collect.load_task(td, root, read)
         out.issues += [i.warning().removeprefix("warning: ") for i in task.issues]
-        records = [r.record for r in task.runs if r.record is not None]
+        # An infrastructure error is no task result: left out of every task metric, as the summaries leave it out.
+        records = [r.record for r in task.runs if r.record is not None and r.record.status != "error"]
         if records:
             d = compute_task_descriptor(records, benchmark=td.benchmark, system=td.system, task_id=td.task_id)
             check_consistency(d, str(td.path))
