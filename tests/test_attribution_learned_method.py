@@ -101,3 +101,24 @@ def test_learned_never_predicts_a_record_with_a_model_that_saw_its_question(tmp_
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert all(x["error"] is None for x in lines) and len(lines) == 12
     assert len(seen) == 3 and {x["details"]["fold"] for x in lines} == {0, 1, 2}
+
+
+def test_a_near_copy_of_a_question_shares_its_fold_and_cannot_train_the_model_that_scores_it(tmp_path: Path) -> None:
+    from attribution.sources.loaders import load_who_and_when_dir
+
+    rng = random.Random(5)
+    for i in range(6):
+        rec = synthetic_record(rng, i)
+        # the same question again, made to look new: by an invisible character or punctuation (records without a
+        # question id), or by added text under the same question id (one GAIA question in Who&When's two subsets)
+        if i % 3 == 2:
+            rec, copy = {**rec, "question_ID": f"q{i}"}, {**rec, "question_ID": f"q{i}", "question": rec["question"] +
+                                                          " plus its code"}
+        else:
+            copy = {**rec, "question": rec["question"] + ("\u200b", " ?!")[i % 3]}
+        write_wnw(tmp_path, "algorithm_generated", str(i), rec)
+        write_wnw(tmp_path, "hand_crafted", str(i), copy)
+    trajs = {t.id: t for t in load_who_and_when_dir(tmp_path).trajectories}
+    for i in range(6):
+        assert group_key(trajs[f"algorithm_generated/{i}"]) == group_key(trajs[f"hand_crafted/{i}"]), i
+    assert len({group_key(t) for t in trajs.values()}) == 6

@@ -4,9 +4,13 @@ The Who&When dev split is all the project has; the conformal methods were
 designed on part of it and are reported on the rest. :func:`heldout_split`
 fixes that rest once:
 
-- records sharing a question (:func:`attribution.scorers.crossfit.group_key`;
-  Who&When reuses GAIA questions across subsets) stay on the same side, so a
-  scorer trained on the other side never saw the held-out question;
+- records sharing a question (:func:`split_group`: the question text with case and
+  whitespace ignored, the rule the recorded split was drawn with; Who&When reuses GAIA
+  questions across subsets) stay on the same side, so a scorer trained on the other
+  side never saw the held-out question. :func:`check_split` also refuses a split that
+  the stricter fold grouping of :func:`attribution.scorers.crossfit.group_key` (the
+  source's question id, invisible characters and punctuation ignored) would find
+  straddling its two sides;
 - groups are stratified by the subsets they contain (algorithm-generated
   only, hand-crafted only, both), and ``round(fraction * groups)`` of each
   stratum are held out, chosen by a seeded shuffle of the sorted group keys.
@@ -49,13 +53,20 @@ class HeldoutSplit(BaseModel):
     heldout_ids: list[str]
 
 
+def split_group(t: Trajectory) -> str:
+    """The question a record belongs to, as the recorded split was drawn (case and whitespace ignored): kept as it
+    was, because the split is fixed before any tuning and must be reproducible from the data."""
+    q = " ".join(t.query.lower().split())
+    return q or f"id:{t.id}"
+
+
 def heldout_split(trajectories: Sequence[Trajectory], *, fraction: float = 0.3, seed: int = 0) -> HeldoutSplit:
     """The deterministic group-aware, subset-stratified split (see the module docstring)."""
     if not 0.0 < fraction < 1.0:
         raise UserError(f"fraction: expected a number in (0, 1), got {fraction}")
     groups: dict[str, list[Trajectory]] = {}
     for t in sorted(trajectories, key=lambda t: t.id):
-        groups.setdefault(group_key(t), []).append(t)
+        groups.setdefault(split_group(t), []).append(t)
     strata: dict[str, list[str]] = {}
     for key, members in groups.items():
         strata.setdefault("+".join(sorted({m.subset for m in members})), []).append(key)
@@ -93,3 +104,11 @@ def check_split(recorded: HeldoutSplit, trajectories: Sequence[Trajectory], path
     if (again.train_ids, again.heldout_ids) != (recorded.train_ids, recorded.heldout_ids):
         raise UserError(f"{path}: the data do not reproduce this split (seed {recorded.seed}, fraction "
                         f"{recorded.fraction}); the data set changed, so earlier held-out figures do not apply")
+    held = set(recorded.heldout_ids)
+    sides: dict[str, set[bool]] = {}
+    for t in trajectories:
+        sides.setdefault(group_key(t), set()).add(t.id in held)
+    if straddling := sorted(k for k, v in sides.items() if len(v) > 1):
+        raise UserError(f"{path}: {len(straddling)} question(s) have records on both sides of this split (by their "
+                        f"question id or near-identical text, e.g. {straddling[0][:80]!r}): a scorer trained on "
+                        "one side would have seen the other side's question")

@@ -11,6 +11,7 @@ fitted on it scores everything.
 from __future__ import annotations
 
 import random
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,9 +33,20 @@ class Fold:
 
 
 def group_key(t: Trajectory) -> str:
-    """Records with the same question (case and whitespace ignored) share a fold."""
-    q = " ".join(t.query.lower().split())
-    return q or f"id:{t.id}"
+    """Records of the same question share a fold: the source's question id where it gives one, else the question
+    text with case, Unicode forms, invisible characters, punctuation and spacing ignored (a copy whose question
+    only ends in a zero-width space, or differs in its punctuation, is the same question, and in another fold it
+    would train the model that scores it).
+
+    >>> group_key(Trajectory(id="a", query="What is 2+2?\u200b ", steps=[])) == group_key(
+    ...     Trajectory(id="b", query="what is 2 + 2", steps=[]))
+    True
+    """
+    if t.question_id:
+        return f"qid:{t.question_id.strip()}"
+    text = unicodedata.normalize("NFKC", t.query).lower()
+    q = "".join(c if c.isalnum() else " " for c in text)
+    return " ".join(q.split()) or f"id:{t.id}"
 
 
 def assign_folds(groups: set[str], folds: int, seed: int) -> dict[str, int]:

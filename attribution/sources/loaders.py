@@ -118,6 +118,7 @@ def load_who_and_when_file(path: str | Path, subset: str | None = None) -> Traje
         mistake_step=_parse_step_label(data.get("mistake_step"), len(steps), path),
         mistake_reason=data.get("mistake_reason") if isinstance(data.get("mistake_reason"), str) else None,
         source_path=str(path),
+        question_id=qid if isinstance(qid := data.get("question_ID"), str) and qid.strip() else None,
     )
 
 

@@ -65,6 +65,9 @@ class Trajectory(BaseModel):
     """Labelled decisive error step (0-based), when known."""
     mistake_reason: str | None = None
     source_path: str | None = None
+    question_id: str | None = None
+    """The id the source gives the question (Who&When's ``question_ID``): records sharing it share a fold, even when
+    their question texts differ (one subset's copy of a GAIA question carries code the other's does not)."""
 
     @property
     def n_steps(self) -> int:
