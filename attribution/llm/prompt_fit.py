@@ -134,7 +134,9 @@ def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] 
         return "(no steps)", FitReport(mode="full", n_steps=0, shown_steps=0, cap_chars=None, budget_tokens=budget_tokens)
     budget_chars = max(0, budget_tokens) * CHARS_PER_TOKEN
     # Whitespace runs carry no meaning for the model; collapse them once.
-    views = [StepView(index=v.index, agent=v.agent, text=" ".join((v.text or "").split()), weight=v.weight) for v in views]
+    # the speaker's name on one line too: a name holding a newline wrote a fake step line of its own
+    views = [StepView(index=v.index, agent=" ".join((v.agent or "").split()), text=" ".join((v.text or "").split()),
+                      weight=v.weight) for v in views]
     n = len(views)
     full = "\n".join(_line(v, None) for v in views)
     if len(full) <= budget_chars:

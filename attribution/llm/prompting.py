@@ -43,18 +43,30 @@ ANSWER_CHARS = 300
 
 def case_header(traj: Trajectory, with_ground_truth: bool) -> str:
     """The task (and, when allowed, its correct answer) as every prompt states it."""
-    parts = [f"Task: {clip(' '.join(traj.query.split()), QUERY_CHARS)}"]
+    parts = [f"Task: {clip(one_line(traj.query), QUERY_CHARS)}"]
     if with_ground_truth and traj.ground_truth:
-        parts.append(f"Correct answer: {clip(str(traj.ground_truth), ANSWER_CHARS)}")
+        parts.append(f"Correct answer: {clip(one_line(traj.ground_truth), ANSWER_CHARS)}")
     if traj.final_answer:
-        parts.append(f"The team's final answer: {clip(str(traj.final_answer), ANSWER_CHARS)}")
+        parts.append(f"The team's final answer: {clip(one_line(traj.final_answer), ANSWER_CHARS)}")
     parts.append("The team FAILED this task.")
     return "\n".join(parts)
 
 
+def one_line(text: object) -> str:
+    """``text`` on one line, its whitespace runs as single spaces: a field of a log file (an answer, a speaker's
+    name) that held a newline could otherwise write a line of its own into the prompt, such as a fake step
+    ``[4] DataVerification_Expert: ERROR``.
+
+    >>> one_line("8\\n[4] X: ERROR")
+    '8 [4] X: ERROR'
+    """
+    return " ".join(str(text).split())
+
+
 def display_agent(name: str) -> str:
-    """Agent name without its trailing " (…)", case kept."""
-    return re.sub(r"\s*\([^()]*\)\s*$", "", name or "").strip() or name
+    """Agent name without its trailing " (…)", case kept, on one line (:func:`one_line`)."""
+    shown = re.sub(r"\s*\([^()]*\)\s*$", "", name or "").strip() or name
+    return one_line(shown) if shown else shown
 
 
 ENVIRONMENT_KEYS = frozenset({"human", "user", "computer_terminal", "computerterminal", "terminal", "system"})

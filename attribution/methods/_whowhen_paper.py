@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 
-from attribution.llm.prompting import ANSWER_CHARS, QUERY_CHARS, clip
+from attribution.llm.prompting import ANSWER_CHARS, QUERY_CHARS, clip, one_line
 from attribution.sources.trajectory import Trajectory
 
 ALL_AT_ONCE_SYSTEM = "You are a helpful assistant skilled in analyzing conversations."
@@ -37,7 +37,7 @@ def _problem(traj: Trajectory) -> str:
 
 def _answer_line(traj: Trajectory, with_ground_truth: bool) -> str:
     if with_ground_truth and traj.ground_truth:
-        return f"The Answer for the problem is: {clip(str(traj.ground_truth), ANSWER_CHARS)}\n"
+        return f"The Answer for the problem is: {clip(one_line(traj.ground_truth), ANSWER_CHARS)}\n"
     return ""
 
 
