@@ -370,6 +370,18 @@ def test_bad_calibration_file_is_a_user_error(tmp_path, capsys):
     assert "cal.json: field" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("field, value, says", [("alpha", 5, "field 'alpha'"), ("alpha", 0, "field 'alpha'"),
+                                                ("n", -3, "field 'n'"), ("q_hat", -0.5, "is never negative")])
+def test_a_calibration_with_a_field_out_of_its_range_is_refused(tmp_path, capsys, field, value, says):
+    scores = write_scores(tmp_path / "s.jsonl", synthetic_records(12, seed=2))
+    cal = tmp_path / "cal.json"
+    calibrate_file(scores, "lf", 0.3, SUM, 0, cal)
+    cal.write_text(json.dumps({**json.loads(cal.read_text()), field: value}))
+    capsys.readouterr()
+    assert main.main(["predict-set", "--calibration", str(cal), "--scores", str(scores)]) == 2
+    assert says in capsys.readouterr().err
+
+
 def test_predict_set_refuses_scores_of_another_scorer_than_the_calibrations(tmp_path, capsys):
     recs = synthetic_records(12, seed=2)
     position = write_scores(tmp_path / "p.jsonl", [r.model_copy(update={"scorer": "position"}) for r in recs])

@@ -491,3 +491,15 @@ def test_labels_of_another_experiment_over_the_same_tasks_are_refused(tmp_path, 
     assert main(["calibrate", "--scores", str(scores), "--labels", str(labels("other")), "--method", "lf", "--alpha",
                  "0.3", "--out", str(tmp_path / "cal.json")]) == 2  # position scores record the runs they scored
     assert "of experiment 'other'" in capsys.readouterr().err
+
+
+def test_a_label_whose_decisive_step_is_outside_its_run_is_refused():
+    from attribution.sources.labelfile import Label
+
+    traj = Trajectory(id="t", query="q", steps=[Step(index=i, agent="a", content="x") for i in range(3)])
+    for step in (-1, 3, 10**6):
+        lab = Label(run_id="t", status="labelled", decisive_step=step, decisive_agent="a", flip_probability=1.0,
+                    flip_ci=(0.2, 1.0), replays=1, tokens=1, n_steps=3, candidates=3, samples=1, probes=[])
+        with pytest.raises(UserError, match=f"labels.jsonl: label of t: field 'decisive_step': expected a step "
+                                            f"from 0 to 2, got {step}"):
+            apply_labels([traj], {"t": lab}, "labels.jsonl")

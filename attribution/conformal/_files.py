@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BeforeValidator, ConfigDict, ValidationError, field_serializer, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from attribution.conformal._aggregators import INF, Aggregator
 from attribution.conformal._calibrate import Fitted, fit, predict
@@ -50,11 +50,11 @@ class Calibration(ScorerFields):
     """max aggregator: weight of the length penalty."""
     beta: float
     """lse aggregator: inverse temperature."""
-    alpha: float
+    alpha: float = Field(gt=0.0, lt=1.0)
     """Miscoverage level; target coverage is 1 - alpha."""
     q_hat: Annotated[float, BeforeValidator(_q_from_json)]
     """Threshold; "inf" in the file means every set is the whole trajectory."""
-    n: int
+    n: int = Field(ge=1)
     """Labelled calibration trajectories that set q_hat."""
     n_selection: int = 0
     """auto only: labelled trajectories the method was chosen on (inner cross-validation; disjoint from those n)."""
@@ -161,6 +161,9 @@ def load_calibration(path: str | Path) -> Calibration:
         raise UserError(f"{path}: field 'method': expected one of {', '.join(method_names())}, got {cal.method!r}")
     _check_version(cal, path)
     cal.fitted()  # validates the aggregator fields
+    if cal.aggregator in ("sum", "max") and cal.q_hat < 0 and cal.resolved_method in ("lf", "rf", "twf", "crsvp"):
+        # a sum or max of non-negative step scores is never negative: such a threshold leaves every set empty
+        raise UserError(f"{path}: field 'q_hat': a {cal.aggregator} of step scores is never negative, got {cal.q_hat}")
     return cal
 
 

@@ -149,6 +149,9 @@ def apply_labels(items: Sequence[L], labels: dict[str, Label], source: str | Pat
         if lab is not None and lab.n_steps != x.n_steps:
             raise UserError(f"{where}label of {x.id}: a run with {lab.n_steps} steps, but the run has {x.n_steps}: the "
                             "labels are of other runs")
+        if lab is not None and lab.decisive_step is not None and not 0 <= lab.decisive_step < x.n_steps:
+            raise UserError(f"{where}label of {x.id}: field 'decisive_step': expected a step from 0 to "
+                            f"{x.n_steps - 1}, got {lab.decisive_step}")
         if lab is not None and lab.run is not None:
             theirs, ours = _experiment(lab.run, x.id), _experiment(_run_path(x), x.id)
             if theirs is not None and ours is not None and theirs != ours:
