@@ -172,6 +172,37 @@ def test_bad_span_files_are_named(tmp_path):
         load_spans(tmp_path / "missing")
 
 
+def _edited(span_file: Path, out: Path, edit) -> Path:
+    """``span_file`` with ``edit(span)`` applied to its first model-call span (returns extra spans to add)."""
+    lines, done = [], False
+    for line in span_file.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc.get("resourceSpans", []):
+            for ss in rs.get("scopeSpans", []):
+                for sp in list(ss.get("spans", [])):
+                    if not done and "ChatModel" in sp.get("name", ""):
+                        ss["spans"] += edit(sp) or []
+                        done = True
+        lines.append(json.dumps(doc))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_a_forged_step_mark_on_a_foreign_trace_changes_none_of_its_steps(span_file, tmp_path):
+    def mark(span):
+        span.setdefault("attributes", []).append({"key": "mas.step_index", "value": {"intValue": "0"}})
+
+    (traj,) = load_spans(_edited(span_file, tmp_path / "marked.jsonl", mark)).trajectories
+    (plain,) = load_spans(span_file).trajectories
+    assert [s.content for s in traj.steps] == [s.content for s in plain.steps] and traj.n_steps == 7
+
+
+def test_a_span_exported_twice_is_refused(span_file, tmp_path):
+    bad = _edited(span_file, tmp_path / "twice.jsonl", lambda span: [json.loads(json.dumps(span))])
+    with pytest.raises(UserError, match=r"twice.jsonl: trace \w+: span id \w+ occurs more than once"):
+        load_spans(bad)
+
+
 def _main(capsys, *args: str) -> tuple[int, str, str]:
     """``python main.py ARGS`` in this process (the imports are paid once): exit code, stdout, stderr."""
     import main

@@ -21,9 +21,11 @@ before it by the same agent, as this project's own tool results are. The
 query is the root span's input (``question``, ``query``, ``input``, ``task``
 or the first message), else the first user message of the first call; the
 final answer is the root's output. Spans this project exported itself mark
-their trajectory steps (``mas.step_index``); only those calls are steps, as
-in the JSONL. Spans carry no labels: ``mistake_step`` and ``mistake_agent``
-are None.
+their trajectory steps (``mas.step_index``); in a trace whose root says it is
+such an export (``mas.run_id``) only those calls are steps, as in the JSONL,
+and anywhere else the marks are ignored (one forged mark on a foreign trace
+made its other calls vanish). A trace with two spans of one id is refused.
+Spans carry no labels: ``mistake_step`` and ``mistake_agent`` are None.
 """
 
 from __future__ import annotations
@@ -360,6 +362,10 @@ def _check_parents(by_id: dict[str, RawSpan], where: str) -> None:
 class _Trace:
     def __init__(self, spans: list[RawSpan], where: str) -> None:
         self.by_id = {s.span_id: s for s in spans}
+        if len(self.by_id) != len(spans):  # a span exported twice would be read as two steps
+            seen: set[str] = set()
+            dup = next(s.span_id for s in spans if s.span_id in seen or seen.add(s.span_id))
+            raise MalformedFile(f"{where}: span id {dup} occurs more than once; expected one span per id")
         _check_parents(self.by_id, where)
         for s in spans:
             if s.parent_id in self.by_id:
@@ -390,8 +396,9 @@ def trace_trajectory(spans: list[RawSpan], traj_id: str, source: str) -> Traject
     """One trace's spans as a trajectory (see the module docstring)."""
     trace = _Trace(spans, f"{source}: trace {spans[0].trace_id}")
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
-    # This project's own spans mark trajectory steps (judge calls behind decisions and votes are no steps).
-    own = any("mas.step_index" in s.attributes for s in spans)
+    # This project's own spans mark trajectory steps (judge calls behind decisions and votes are no steps); the
+    # marks are read only in a trace whose root says it is the project's export.
+    own = "mas.run_id" in trace.root.attributes and any("mas.step_index" in s.attributes for s in spans)
     rows: list[dict[str, Any]] = []
     for s in ordered:
         if s.kind == "LLM" and (not own or "mas.step_index" in s.attributes):
