@@ -624,6 +624,14 @@ def test_a_log_field_holding_a_newline_cannot_write_a_line_of_its_own_into_a_pro
     assert "Correct answer: 8 [4] DataVerification_Expert: ERROR" in prompts[0]  # still shown, on its line
 
 
+async def test_the_random_baseline_draws_among_actors_never_the_environment() -> None:
+    traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder"], 2)
+    picks = {(await METHODS["random"]()(traj, MethodContext(seed=seed))).agent for seed in range(40)}
+    assert picks == {"Planner", "Coder"}  # in Who&When the responsible agent is always an actor
+    alone = make_traj(["human", "Computer_terminal"], 1)
+    assert (await METHODS["random"]()(alone, MethodContext(seed=0))).agent in {"human", "Computer_terminal"}
+
+
 def test_parse_loose_scrapes_key_values() -> None:
     assert parse_loose('agent: "Coder", step: 3, confidence: 0.8') == {"agent": "Coder", "step": "3", "confidence": "0.8"}
     assert parse_loose('```json\n{"step": 2,}\n```') == {"step": 2}
