@@ -27,6 +27,7 @@ from attribution.methods.base import Method, MethodContext, Prediction
 from attribution.scorers.base import StepScores
 from attribution.sources.trajectory import Trajectory, normalize_agent
 from descriptor.errors import UserError
+from descriptor.stats import wilson_interval
 from mas.logging import get_logger
 
 log = get_logger(__name__)
@@ -114,11 +115,16 @@ def _mean(values: list[float]) -> float | None:
 def _attribution_block(records: list[CaseRecord]) -> dict[str, Any]:
     labelled_agent = [r for r in records if r.gold_agent]
     labelled_step = [r for r in records if r.gold_step is not None]
+    agent_right = sum(agent_correct(r.predicted_agent, r.gold_agent) for r in labelled_agent)
+    step_right = sum(step_within(r.predicted_step, r.gold_step, 0) for r in labelled_step)
     block: dict[str, Any] = {
         "n": len(records),
         "n_labelled": len(labelled_step),
-        "agent_accuracy": _mean([float(agent_correct(r.predicted_agent, r.gold_agent)) for r in labelled_agent]),
-        "step_accuracy": _mean([float(step_within(r.predicted_step, r.gold_step, 0)) for r in labelled_step]),
+        "n_agent_labelled": len(labelled_agent),
+        "agent_accuracy": agent_right / len(labelled_agent) if labelled_agent else None,
+        "agent_accuracy_ci": list(wilson_interval(agent_right, len(labelled_agent))) if labelled_agent else None,
+        "step_accuracy": step_right / len(labelled_step) if labelled_step else None,
+        "step_accuracy_ci": list(wilson_interval(step_right, len(labelled_step))) if labelled_step else None,
         "step_accuracy_within": {
             str(k): _mean([float(step_within(r.predicted_step, r.gold_step, k)) for r in labelled_step])
             for k in TOLERANCES
@@ -135,7 +141,8 @@ def _attribution_block(records: list[CaseRecord]) -> dict[str, Any]:
 
 
 def attribution_metrics(records: Sequence[CaseRecord]) -> dict[str, dict[str, Any]]:
-    """``{"all": {...}, "<subset>": {...}}``: accuracies, tokens per case, wall time (s)."""
+    """``{"all": {...}, "<subset>": {...}}``: accuracies with their Wilson 95 % intervals (each labelled case one
+    trial), tokens per case, wall time (s)."""
     recs = list(records)
     out = {"all": _attribution_block(recs)}
     for subset in sorted({r.subset for r in recs}):

@@ -224,6 +224,10 @@ def test_attribution_metrics_per_subset() -> None:
     assert m["a"]["step_accuracy_within"]["1"] == 0.5 and m["a"]["step_accuracy_within"]["2"] == 1.0
     assert m["a"]["mean_tokens"] == 20.0 and m["b"]["n_no_step"] == 1
     assert m["all"]["n"] == 3 and m["all"]["agent_accuracy"] == pytest.approx(1 / 3)
+    from descriptor.stats import wilson_interval  # each labelled case one trial, with its sampling error
+
+    assert m["all"]["agent_accuracy_ci"] == list(wilson_interval(1, 3)) and m["all"]["n_agent_labelled"] == 3
+    assert m["a"]["step_accuracy_ci"] == list(wilson_interval(1, 2))
 
 
 # ---------------------------------------------------------------- CLI end to end

@@ -77,6 +77,11 @@ def parse_method_options(pairs: list[str]) -> dict[str, object]:
     return out
 
 
+def _ci(ci: list[float] | None) -> str:
+    """`` [0.21, 0.48]``: a Wilson 95 % interval as the printed line shows it (nothing when there is none)."""
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
 def _attribute(args: argparse.Namespace) -> int:
     from attribution.jobs import AttributeJob, run_attribute_job
 
@@ -84,7 +89,8 @@ def _attribute(args: argparse.Namespace) -> int:
                                  method_options=parse_method_options(args.method_option or []), **_source_kwargs(args)))
     for subset, m in res["metrics"].items():
         within = m["step_accuracy_within"]
-        print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])} step={_fmt(m['step_accuracy'])} "
+        print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])}{_ci(m.get('agent_accuracy_ci'))} "
+              f"step={_fmt(m['step_accuracy'])}{_ci(m.get('step_accuracy_ci'))} "
               f"±1={_fmt(within['1'])} ±3={_fmt(within['3'])} ±5={_fmt(within['5'])} "
               f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
     for s in res["skipped_files"]:
