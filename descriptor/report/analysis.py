@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import pstdev
+from statistics import stdev
 from typing import Any
 
 from descriptor.economics import EconomicsSettings, compare_pair
@@ -136,7 +136,9 @@ def paired_rows(economics: Sequence[dict[str, Any]], descriptors: Sequence[dict[
         row = {**e, "tasks": tasks, "sign": test, "tokens_mas": tok_m, "tokens_base": tok_b,
                "token_ratio": _ratio(tok_m, tok_b),
                "runs_per_task": sorted({n for t in tasks for n in t["n_runs"]})}
-        sd = pstdev([t["dq"] for t in tasks]) if len(tasks) > 1 else None
+        # the sample standard deviation: the population one understates a small sample's spread, and with it the
+        # smallest effect the comparison could detect
+        sd = stdev([t["dq"] for t in tasks]) if len(tasks) > 1 else None
         # every task tied: the spread is unknown, not zero, so no detectable effect is claimed
         row["detectable_effect"] = detectable_effect(sd, len(tasks)) if sd else None
         row["sentence"] = finding_sentence(row)
