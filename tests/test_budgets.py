@@ -69,3 +69,20 @@ def test_a_sweep_stops_at_its_spending_limit_and_a_resume_with_a_higher_limit_fi
     assert again.returncode == 0, again.stderr[-2000:]
     assert len(results(root)) == 6
     assert all(p.stat().st_mtime_ns == t for p, t in mtimes.items()), "a finished run was redone"
+
+
+def test_a_replayed_run_counts_what_its_cache_hits_would_have_cost_against_its_cost_limit():
+    import pytest
+
+    from mas.llm.limits_run import RunBudget, RunLimitReached
+    from mas.study_settings import LimitSettings
+
+    class Totals:
+        totals = {"token_in": 0, "token_out": 0, "cost_usd": 0.0}
+
+    budget, tracer = RunBudget(limits=LimitSettings(cost_usd=2.0)), Totals()
+    for _ in range(3):  # three calls answered from the cache: 0 paid, 0.8 USD each had they been sent
+        budget.start(tracer)
+        budget.finish(100, 0.0, 0.8)
+    with pytest.raises(RunLimitReached, match=r"limits.cost_usd = 2 \(used 2.4"):
+        budget.start(tracer)  # where the original run stopped, not 2 USD of new calls later

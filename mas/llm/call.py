@@ -289,7 +289,8 @@ async def call_llm(
         used = 0 if result is None else result.token_in + result.token_out
         METER.call_finished(ticket, tracer.run_id, used)
         if budget is not None:
-            budget.finish(used, 0.0 if result is None else result.cost_usd)
+            budget.finish(used, 0.0 if result is None else result.cost_usd,
+                          0.0 if result is None else result.cost_usd_saved)
 
 
 async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messages: list[BaseMessage], tracer: Any,

@@ -24,7 +24,9 @@ class RunLimitReached(RuntimeError):
     """A run reached one of its budgets (``kind``: tokens, cost_usd, wall_s or model_calls)."""
 
     def __init__(self, kind: str, used: float, limit: float) -> None:
-        super().__init__(f"run limit reached: limits.{kind} = {limit:g} (used {used:g})")
+        super().__init__(f"run limit reached: limits.{kind} = {limit:g} (used {used:g}, counting what the calls "
+                         f"in flight may use)" if kind in ("tokens", "cost_usd") else
+                         f"run limit reached: limits.{kind} = {limit:g} (used {used:g})")
         self.kind = kind
 
 
@@ -47,13 +49,16 @@ class RunBudget:
     """Tokens of the run's largest finished call (tokens)."""
     largest_cost: float = 0.0
     """Price of the run's largest finished call (USD)."""
+    replayed_cost: float = 0.0
+    """What the run's cache hits would have cost (USD): counted against ``limits.cost_usd``, so a replayed run stops
+    where the original did instead of spending past it on the calls that miss the cache."""
 
     def start(self, tracer: Tracer) -> None:
         """Before a call: raise :class:`RunLimitReached` when the run has used up a budget, else count the call."""
         lim, totals = self.limits, tracer.totals
         used = {
             "tokens": totals["token_in"] + totals["token_out"] + self.in_flight * self.largest_tokens,
-            "cost_usd": totals["cost_usd"] + self.in_flight * self.largest_cost,
+            "cost_usd": totals["cost_usd"] + self.replayed_cost + self.in_flight * self.largest_cost,
             "wall_s": time.perf_counter() - self.started,
             "model_calls": self.calls,
         }
@@ -64,11 +69,13 @@ class RunBudget:
         self.calls += 1
         self.in_flight += 1
 
-    def finish(self, tokens: int, cost_usd: float) -> None:
-        """After a call (answered, failed or cancelled: ``tokens`` 0 when it produced nothing)."""
+    def finish(self, tokens: int, cost_usd: float, saved_usd: float = 0.0) -> None:
+        """After a call (answered, failed or cancelled: ``tokens`` 0 when it produced nothing); ``saved_usd``: what a
+        cache hit did not pay again (USD)."""
         self.in_flight -= 1
+        self.replayed_cost += saved_usd
         self.largest_tokens = max(self.largest_tokens, tokens)
-        self.largest_cost = max(self.largest_cost, cost_usd)
+        self.largest_cost = max(self.largest_cost, cost_usd + saved_usd)
 
 
 _current: contextvars.ContextVar[RunBudget | None] = contextvars.ContextVar("mas_run_budget", default=None)
