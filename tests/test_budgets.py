@@ -86,3 +86,20 @@ def test_a_replayed_run_counts_what_its_cache_hits_would_have_cost_against_its_c
         budget.finish(100, 0.0, 0.8)
     with pytest.raises(RunLimitReached, match=r"limits.cost_usd = 2 \(used 2.4"):
         budget.start(tracer)  # where the original run stopped, not 2 USD of new calls later
+
+
+def test_the_compute_matched_phase_counts_what_the_sweep_spent_before_it(tmp_path):
+    cfg = tmp_path / "priced.toml"
+    cfg.write_text('concurrency = 1\n[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+                   "price_input_per_1m = 100.0\nprice_output_per_1m = 100.0\n")
+    assert run(tmp_path, "--systems", "sas,debate", "--task-limit", "4", "--experiment-id", "probe",
+               cfg=cfg).returncode == 0
+    debate = results(tmp_path / "out" / "probe")
+    spent, per_run = sum(r["cost_total_usd"] for r in debate), min(r["cost_total_usd"] for r in debate)
+    # the first phase spends all but half a run of the limit: the matched phase may start one run, not all four
+    proc = run(tmp_path, "--systems", "sas,debate,sas_matched", "--task-limit", "4", "--experiment-id", "matched",
+               "--set", 'systems.sas_matched.match="debate"', "--set", f"limits.sweep_cost_usd={spent + per_run / 2}",
+               cfg=cfg)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    matched = [r for r in results(tmp_path / "out" / "matched") if r["system"].startswith("sas_matched")]
+    assert len(matched) == 1

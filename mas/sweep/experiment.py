@@ -269,7 +269,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                             units=list(dict.fromkeys((s.benchmark, s.system) for s in later)),
                             fallback_k=req.cfg.systems.sas_matched.k)
             second = [dataclasses.replace(s, options={"k": ks[(s.benchmark, s.system)]}) for s in later]
-            more = await sweep(second)
+            more = await sweep(second, spent_before=sum(r.cost_total_usd for r in outcome.results))
             order = {s.run_id: i for i, s in enumerate(specs)}
             outcome = dataclasses.replace(
                 more, results=sorted([*outcome.results, *more.results], key=lambda r: order[r.run_id]),

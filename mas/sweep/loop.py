@@ -190,8 +190,10 @@ def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stat
 async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experiment_id: str, executor: str = "local",
                     request: dict[str, Any] | None = None, progress: ProgressMode = "auto",
                     progress_interval_s: float = 10.0, manifest_interval_s: float = 1.0,
-                    retry_errors: int = DEFAULT_RETRY_ERRORS) -> SweepOutcome:
-    """Execute the unfinished runs of ``specs`` with ``executor``; see the module docstring."""
+                    retry_errors: int = DEFAULT_RETRY_ERRORS, spent_before: float = 0.0) -> SweepOutcome:
+    """Execute the unfinished runs of ``specs`` with ``executor``; see the module docstring. ``spent_before``: what
+    the experiment's runs outside ``specs`` spent (USD), counted against ``limits.sweep_cost_usd`` (a sweep run in
+    phases, as the compute-matched SAS's is)."""
     root.mkdir(parents=True, exist_ok=True)
     store = ManifestStore.open(root, experiment_id, job.cfg)
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
@@ -221,7 +223,8 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
         return True
 
     saver = _ThrottledSave(store, manifest_interval_s, stop_if_full)
-    gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd, spent=sum(r.cost_total_usd for r in results.values()))
+    gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd,
+                     spent=spent_before + sum(r.cost_total_usd for r in results.values()))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
 
