@@ -150,6 +150,33 @@ def may_hold_secret(text: str) -> bool:
     return "sk-" in text or "Bearer" in text or "://" in text or any(n in text for n in needles)
 
 
+def url_credentials(url: str) -> list[str]:
+    """The credentials a URL carries as values: its userinfo (the user and the password, and both decoded) and its
+    query parameters named like a credential, so they can be registered as secrets (:func:`register_secret_value`):
+    a server that echoes one alone, outside any URL, would otherwise have it written out.
+
+    >>> url_credentials("http://bob:p%40ss@host/v1?api-key=abc123xyz&model=m")
+    ['bob:p%40ss', 'p%40ss', 'p@ss', 'abc123xyz']
+    """
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        found.append(userinfo)
+        if ":" in userinfo:
+            password = userinfo.split(":", 1)[1]
+            found += [password, unquote(password)]
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if _URL_QUERY_CREDENTIAL.search(f"?{name}=x"):
+            found.append(value)
+    return list(dict.fromkeys(v for v in found if v))
+
+
 def redact_url_credentials(text: str) -> str:
     """``text`` with every URL's userinfo and credential-named query parameters replaced by ``[REDACTED]``.
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
 from descriptor.errors import UserError
-from descriptor.redact import register_secret_env, register_secret_value
+from descriptor.redact import register_secret_env, register_secret_value, url_credentials
 from descriptor.registry import RegistryError, load_plugins
 from mas.study_settings import CacheSettings, LimitSettings, SystemsSettings
 from mas.study_settings import Strict as _Strict
@@ -438,6 +438,8 @@ def register_route_secrets(cfg: ExperimentConfig) -> None:
     register_secret_env(r.api_key_env for r in cfg.models.values())
     for r in cfg.models.values():
         register_secret_value(r.api_key.get_secret_value() if r.api_key is not None else None)
+        for value in url_credentials(r.base_url or ""):  # a password in the URL, a key in its query string
+            register_secret_value(value)
 
 
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:

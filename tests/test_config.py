@@ -158,3 +158,22 @@ def test_request_timeout_defaults_by_provider():
     assert ModelRoute(provider="embedded").request_timeout_s() == 1800.0  # queued requests wait at the server
     assert ModelRoute(provider="openai", model="m").request_timeout_s() == 120.0
     assert ModelRoute(provider="embedded", timeout_s=30).request_timeout_s() == 30
+
+
+def test_credentials_in_a_routes_url_are_secrets_wherever_they_appear_alone(monkeypatch):
+    from descriptor.redact import redact
+
+    parse_config({"models": {"default": {"provider": "openai", "model": "m", "api_key_env": "K",
+                                         "base_url": "http://bob:planted~pw1234@127.0.0.1:9/v1?api-key=planted~qk5678"}}},
+                 "x.toml")
+    echoed = redact("Incorrect API key provided: planted~pw1234; or planted~qk5678")
+    assert "planted~pw1234" not in echoed and "planted~qk5678" not in echoed
+
+
+def test_a_bad_flag_value_that_is_a_secret_is_not_echoed(monkeypatch, capsys):
+    from main import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "planted~flag98765")
+    assert main(["run", "--cache", "planted~flag98765"]) == 2
+    err = capsys.readouterr().err
+    assert "--cache" in err and "planted~flag98765" not in err

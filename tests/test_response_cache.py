@@ -167,3 +167,16 @@ def test_a_server_the_project_started_is_keyed_by_its_model_not_its_port(tmp_pat
     assert key(bound(40001, object())) == key(bound(40002, object()))
     # an endpoint someone else runs is part of the identity
     assert key(bound(40001, None)) != key(bound(40002, None))
+
+
+def test_a_reply_that_echoes_a_key_is_stored_without_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "planted~cache4242")  # named like a secret
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    msg = AIMessage(content="your key is planted~cache4242",
+                    tool_calls=[{"name": "python", "args": {"code": "print('planted~cache4242')"}, "id": "call_1"}])
+    cache.put("k", provider="p", model="m", reply=CachedReply(message=msg, token_in=3, token_out=4,
+                                                              usage_source="provider", cost_usd=0.5, latency_ms=9.0))
+    hit = cache.get("k")
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("c.sqlite*"))
+    assert b"planted~cache4242" not in stored  # a rotated key would otherwise replay into later runs' files
+    assert hit is not None and "[REDACTED]" in hit.message.content

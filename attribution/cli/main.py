@@ -69,7 +69,10 @@ class OneLineErrors(argparse.ArgumentParser):
     """Bad flags end like every other user error: one line naming the option and what was expected, exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+        from descriptor.redact import redact
+
+        # argparse quotes the bad value, which may be a key pasted into the wrong flag
+        self.exit(2, redact(f"error: {self.prog}: {message} (see {self.prog} --help)\n"))
 
 
 class VersionAction(argparse.Action):

@@ -34,6 +34,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
+from descriptor.redact import redact
+
 if TYPE_CHECKING:
     from mas.study_settings import CacheSettings
 
@@ -103,8 +105,10 @@ class ResponseCache:
                            cost_usd=row[4], latency_ms=row[5])
 
     def put(self, key: str, *, provider: str, model: str, reply: CachedReply) -> None:
-        """Store ``reply`` under ``key`` (replacing an expired or older entry)."""
-        data = json.dumps(message_to_dict(reply.message), ensure_ascii=False, default=str)
+        """Store ``reply`` under ``key`` (replacing an expired or older entry), secrets redacted: a model that echoed
+        a key would otherwise keep it on disk and replay it into the artifacts of later runs, after the key was
+        rotated and no longer known as a secret."""
+        data = json.dumps(redact(message_to_dict(reply.message)), ensure_ascii=False, default=str)
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (key, version, created, provider, model, reply, token_in, token_out,"
