@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from benchmark.registry import get_benchmark
 from tests.fake_endpoint import Reply, answer, completion, prompt_text
 from tests.test_hostile_endpoint import planted_key, results, run_cli, write_config
@@ -61,13 +63,17 @@ def test_json_nested_past_the_stack_is_a_useless_reply_not_an_error(tmp_path, en
     assert (r["status"], r["success"], r["error"]) == ("finished", False, None)
 
 
-def test_absurd_usage_is_capped_and_recorded(tmp_path, endpoint):
-    """``prompt_tokens = 1e300`` gave ``cost_total_usd: 2e+294``; now the call counts for at most 10M tokens and
-    the trace holds an ``absurd_usage`` error event."""
+@pytest.mark.parametrize("prompt_tokens, completion_tokens", [(1e300, 5), (1e12, 5), (-500, 5), (0, 200),
+                                                               (-500, -20)])
+def test_absurd_usage_is_estimated_and_recorded(tmp_path, endpoint, prompt_tokens, completion_tokens):
+    """``prompt_tokens = 1e300`` gave ``cost_total_usd: 2e+294``; a count past four context windows (1e12: 10,000
+    USD a call), a negative one (counted as 0, "provider") or an empty prompt beside an output is no count either:
+    it is estimated locally, as a reply without usage is, and the trace holds an ``absurd_usage`` error event."""
 
     def reply(n: int, request: dict) -> Reply:
         body = json.loads(answer("7", n)[2])
-        body["usage"] = {"prompt_tokens": 1e300, "completion_tokens": 5, "total_tokens": 1e300}
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                         "total_tokens": prompt_tokens + completion_tokens}
         return 200, {"content-type": "application/json"}, json.dumps(body).encode()
 
     server = endpoint(reply)
@@ -79,7 +85,9 @@ def test_absurd_usage_is_capped_and_recorded(tmp_path, endpoint):
     calls = len([e for e in trace_events(root, r) if e["event_type"] == "error"
                  and e["payload"]["kind"] == "absurd_usage"])
     assert r["status"] == "finished" and calls >= 1
-    assert r["cost_total_usd"] <= calls * 10_000_000 * 2.0 / 1e6 + 1e-6
+    llm = [e for e in trace_events(root, r) if e.get("usage_source")]
+    assert llm and all(e["usage_source"] == "estimate" and 0 < e["token_in"] < 8192 for e in llm)
+    assert r["cost_total_usd"] <= len(llm) * 8192 * 2.0 / 1e6 and r["cost_total_usd"] > 0
     assert summary_rollup(root)["cost_total"] == r["cost_total_usd"]
 
 

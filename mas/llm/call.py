@@ -186,18 +186,20 @@ def retry_after_s(err: BaseException) -> float | None:
 
 
 MAX_CALL_TOKENS = 10_000_000
-"""The most tokens one call is counted for, in or out (tokens): ten times the largest context windows. An
-endpoint reporting more (or a negative, fractional-infinite or non-numeric count) is not believed."""
+"""The most tokens one call is counted for, in or out (tokens): ten times the largest context windows."""
 
 
-def sane_usage(*counts: Any) -> tuple[tuple[int, ...], str | None]:
-    """The provider's token counts as ints capped to [0, :data:`MAX_CALL_TOKENS`], and what was absurd (None
-    when nothing was).
+def sane_usage(*counts: Any, most: int = MAX_CALL_TOKENS) -> tuple[tuple[int | None, ...], str | None]:
+    """The provider's token counts as ints, None for each one not to believe (negative, not a number, above
+    ``most``; an input of 0 beside an output, since no prompt is empty), and what was wrong (None: nothing).
 
     >>> sane_usage(12, 1e300)
-    ((12, 10000000), 'output_tokens=1e+300')
+    ((12, None), 'output_tokens=1e+300')
+    >>> sane_usage(0, 200)
+    ((None, 200), 'input_tokens=0')
     """
-    out, bad = [], []
+    out: list[int | None] = []
+    bad = []
     for name, value in zip(("input_tokens", "output_tokens"), counts, strict=False):
         try:
             n = float(value or 0)
@@ -205,10 +207,14 @@ def sane_usage(*counts: Any) -> tuple[tuple[int, ...], str | None]:
             n = float("inf")
         except (TypeError, ValueError):
             n = float("nan")
-        if n != n or n < 0 or n > MAX_CALL_TOKENS:
+        if n != n or n < 0 or n > most:
             bad.append(f"{name}={n:g}" if n == n else f"{name}={str(value)[:40]!r}")
-            n = 0.0 if n != n or n < 0 else float(MAX_CALL_TOKENS)
-        out.append(int(n))
+            out.append(None)
+        else:
+            out.append(int(n))
+    if out and out[0] == 0 and len(out) > 1 and out[1]:
+        bad.append("input_tokens=0")
+        out[0] = None
     return tuple(out), ", ".join(bad) or None
 
 
@@ -353,13 +359,19 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
     text, calls = reply_parts(msg, tools, tool_names)
     usage = getattr(msg, "usage_metadata", None)  # the reply's own: what a callback's on_llm_end saw too
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
-        (token_in, token_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        # a count past four context windows is no count of this call (the route's window bounds what it can read)
+        (got_in, got_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"),
+                                               most=min(MAX_CALL_TOKENS, 4 * bound.route.context_window))
         source = "provider"
-        if absurd:
+        if absurd:  # what is not believed is counted here, as a reply without usage is
+            source = "estimate"
             tracer.emit(actor, "error", ErrorInfo(
                 kind="absurd_usage", contract=contract, attempt=attempts, will_retry=False,
-                error=f"the endpoint reported usage {absurd}; counted as at most {MAX_CALL_TOKENS} tokens"[:500],
+                error=f"the endpoint reported usage {absurd}; that count was estimated locally instead"[:500],
             ), start=start)
+        token_in = got_in if got_in is not None else (await count_tokens(
+            bound, "\n".join(str(m.content) for m in messages)))[0]
+        token_out = got_out if got_out is not None else (await count_tokens(bound, text))[0]
     else:
         prompt = "\n".join(str(m.content) for m in messages)
         token_in, source = await count_tokens(bound, prompt)
