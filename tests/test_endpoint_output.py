@@ -66,9 +66,10 @@ def test_json_nested_past_the_stack_is_a_useless_reply_not_an_error(tmp_path, en
 @pytest.mark.parametrize("prompt_tokens, completion_tokens", [(1e300, 5), (1e12, 5), (-500, 5), (0, 200),
                                                                (-500, -20)])
 def test_absurd_usage_is_estimated_and_recorded(tmp_path, endpoint, prompt_tokens, completion_tokens):
-    """``prompt_tokens = 1e300`` gave ``cost_total_usd: 2e+294``; a count past four context windows (1e12: 10,000
-    USD a call), a negative one (counted as 0, "provider") or an empty prompt beside an output is no count either:
-    it is estimated locally, as a reply without usage is, and the trace holds an ``absurd_usage`` error event."""
+    """``prompt_tokens = 1e300`` gave ``cost_total_usd: 2e+294``, and a count past ten million (1e12) was capped at
+    10M tokens (10,000 USD a call at these prices); such a count, a negative one (counted as 0, "provider") or an
+    empty prompt beside an output is no count of the call: it is estimated locally, as a reply without usage is,
+    and the trace holds an ``absurd_usage`` error event."""
 
     def reply(n: int, request: dict) -> Reply:
         body = json.loads(answer("7", n)[2])

@@ -359,9 +359,7 @@ async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messag
     text, calls = reply_parts(msg, tools, tool_names)
     usage = getattr(msg, "usage_metadata", None)  # the reply's own: what a callback's on_llm_end saw too
     if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
-        # a count past four context windows is no count of this call (the route's window bounds what it can read)
-        (got_in, got_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"),
-                                               most=min(MAX_CALL_TOKENS, 4 * bound.route.context_window))
+        (got_in, got_out), absurd = sane_usage(usage.get("input_tokens"), usage.get("output_tokens"))
         source = "provider"
         if absurd:  # what is not believed is counted here, as a reply without usage is
             source = "estimate"
