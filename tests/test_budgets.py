@@ -103,3 +103,10 @@ def test_the_compute_matched_phase_counts_what_the_sweep_spent_before_it(tmp_pat
     assert proc.returncode == 3, proc.stderr[-2000:]
     matched = [r for r in results(tmp_path / "out" / "matched") if r["system"].startswith("sas_matched")]
     assert len(matched) == 1
+
+
+def test_a_cost_limit_on_routes_without_prices_is_refused(tmp_path):
+    for limit in ("limits.sweep_cost_usd=0.01", "limits.cost_usd=0.001"):
+        proc = run(tmp_path, "--systems", "sas", "--task-limit", "1", "--experiment-id", "free", "--set", limit)
+        assert proc.returncode == 2 and "no route this sweep calls has a price" in proc.stderr, proc.stderr[-500:]
+        assert not (tmp_path / "out" / "free").exists()

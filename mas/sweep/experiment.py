@@ -85,6 +85,20 @@ class ExperimentRequest:
         return self.output_root / self.experiment_id
 
 
+def _check_cost_limits(req: ExperimentRequest) -> None:
+    """Refuse a cost limit that can never stop anything: every route the sweep calls is unpriced (its cost is 0)."""
+    lim = req.cfg.limits
+    given = [f"limits.{k}" for k in ("cost_usd", "sweep_cost_usd") if getattr(lim, k) is not None]
+    if not given:
+        return
+    routes = req.cfg.used_routes(agent_roles(list(req.systems), req.cfg))
+    if all(r.price_input_per_1m == 0 and r.price_output_per_1m == 0 for r in routes.values()):
+        raise UserError(f"{' and '.join(given)}: no route this sweep calls has a price ({', '.join(routes)}: "
+                        "price_input_per_1m and price_output_per_1m are 0), so every run costs 0 USD and the limit "
+                        "never stops anything; set the prices (models.<route>.price_input_per_1m, "
+                        "price_output_per_1m) or limit tokens instead (limits.tokens)")
+
+
 def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     """Check everything a sweep needs before any run starts; returns the benchmark adapters."""
     if req.task_limit < 1:
@@ -100,6 +114,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
+    _check_cost_limits(req)
     check_experiment_id(req.experiment_id)
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
