@@ -162,6 +162,10 @@ class RunResult(RunIdentity):
     limit: str | None = None
     """The budget that stopped the run (``tokens``, ``cost_usd``, ``wall_s``, ``model_calls``; config ``limits``):
     the run is ``finished``, its answer evaluated as any other, completion false when it left none."""
+    grading_cost_usd: float = 0.0
+    """What grading the answer by the experiment's judge cost (USD; BrowseComp's LLM grader): the evaluation's, not
+    the system's, so not in ``cost_total_usd``, but spent by the sweep and counted against
+    ``limits.sweep_cost_usd``."""
 
 
 ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "retry", "oracle")

@@ -156,3 +156,14 @@ def test_a_grading_prompt_over_the_judges_context_is_the_answers_doing(tmp_path,
     assert all(r.status == "finished" and r.success for r in results)
     ev = json.loads(next(root.rglob("run_0.eval.json")).read_text())["details"]
     assert ev["grader"] == "exact_match" and "over the judge's context" in ev["judge_error"]
+
+
+def test_what_grading_cost_is_recorded_apart_and_counted_by_the_sweep_budget(tmp_path):
+    results, root = sweep(tmp_path, "priced", ["sas"], models={
+        "default": {"provider": "scripted", "model": "scripted"},
+        "judge": {"provider": "scripted", "model": "scripted:judge", "price_input_per_1m": 1000.0,
+                  "price_output_per_1m": 1000.0}})
+    for r in results:
+        ev = json.loads(next((root / "browsecomp" / "sas" / r.task_id).glob("run_0.eval.json")).read_text())
+        assert r.grading_cost_usd == ev["details"]["judge_cost_usd"] > 0  # the evaluation's, not the system's
+        assert r.cost_total_usd == 0.0

@@ -414,6 +414,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         tokens_total=metrics.tokens_total if tracing else totals["token_in"] + totals["token_out"],
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error, limit=rt.limit_reached,
+        grading_cost_usd=float(grading.details.get("judge_cost_usd", 0.0)) if grading is not None else 0.0,
     )
     write_json_atomic(paths.result, result, indent=None)
     return result
