@@ -110,3 +110,23 @@ def test_a_cost_limit_on_routes_without_prices_is_refused(tmp_path):
         proc = run(tmp_path, "--systems", "sas", "--task-limit", "1", "--experiment-id", "free", "--set", limit)
         assert proc.returncode == 2 and "no route this sweep calls has a price" in proc.stderr, proc.stderr[-500:]
         assert not (tmp_path / "out" / "free").exists()
+
+
+def test_what_an_errored_attempt_spent_still_counts_when_it_is_redone(tmp_path):
+    cfg = tmp_path / "priced.toml"
+    cfg.write_text('concurrency = 1\n[models.default]\nprovider = "scripted"\nmodel = "scripted"\n'
+                   "price_input_per_1m = 100.0\nprice_output_per_1m = 100.0\n")
+    args = ("--systems", "sas", "--task-limit", "2", "--experiment-id", "e")
+    assert run(tmp_path, *args, cfg=cfg).returncode == 0
+    root = tmp_path / "out" / "e"
+    paths = sorted(root.rglob("run_0.result.json"))
+    spent = sum(json.loads(p.read_text())["cost_total_usd"] for p in paths)
+    data = json.loads(paths[0].read_text())  # what an endpoint that failed for good mid-run leaves
+    paths[0].write_text(json.dumps({**data, "status": "error", "success": False, "completion": False,
+                                    "error": "LLMCallError: default route: APIConnectionError"}))
+    # the errored attempt's spend is cleared with its files when it is redone; the budget must not forget it
+    again = run(tmp_path, *args, "--set", f"limits.sweep_cost_usd={spent * 0.99}", cfg=cfg)
+    assert again.returncode == 3, again.stderr[-2000:]
+    assert not paths[0].exists()  # cleared to be redone, and not started: the sweep had spent its limit
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert sum(r["spent_on_errors_usd"] for r in manifest["runs"]) == data["cost_total_usd"] > 0

@@ -178,6 +178,7 @@ def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stat
                 results[spec.run_id] = result
                 stats.add(result, skipped=True)
                 continue
+            store.note_errored_spend(spec, result)  # spent all the same: the budget keeps counting it
             clear_partial(spec)
             store.mark_pending(spec, retry=True)
         else:
@@ -224,7 +225,8 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
 
     saver = _ThrottledSave(store, manifest_interval_s, stop_if_full)
     gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd,
-                     spent=spent_before + sum(r.cost_total_usd + r.grading_cost_usd for r in results.values()))
+                     spent=spent_before + store.spent_on_errors(specs)
+                     + sum(r.cost_total_usd + r.grading_cost_usd for r in results.values()))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
 

@@ -51,6 +51,9 @@ class ManifestRun(RunIdentity):
     """The run's recorded error, when it ended with one."""
     tokens_total: int | None = None
     cost_total_usd: float | None = None
+    spent_on_errors_usd: float = 0.0
+    """What the run's earlier attempts that ended in an infrastructure error spent (USD, grading included): their
+    files are cleared when the run is redone, and the sweep budget (``limits.sweep_cost_usd``) still counts it."""
     finished_at: str | None = None
     """UTC ISO time this sweep saw it finish; None for runs finished by an earlier invocation and not seen."""
 
@@ -184,6 +187,14 @@ class ManifestStore:
         if seen_now:
             entry.finished_at = utc_now_iso()
             self.manifest.invocations[-1].ran += 1
+
+    def note_errored_spend(self, spec: RunSpec, result: RunResult) -> None:
+        """An errored attempt about to be cleared and redone: keep what it spent (USD)."""
+        self._index[spec.run_id].spent_on_errors_usd += result.cost_total_usd + result.grading_cost_usd
+
+    def spent_on_errors(self, specs: list[RunSpec]) -> float:
+        """What the errored attempts of ``specs``, cleared since, spent (USD)."""
+        return sum(self._index[s.run_id].spent_on_errors_usd for s in specs)
 
     def mark_pending(self, spec: RunSpec, *, retry: bool = False) -> None:
         """A run without a result (never run, interrupted, or its ``result.json`` deleted by hand) is pending;
