@@ -8,9 +8,11 @@ config.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -440,6 +442,33 @@ def register_route_secrets(cfg: ExperimentConfig) -> None:
         register_secret_value(r.api_key.get_secret_value() if r.api_key is not None else None)
         for value in url_credentials(r.base_url or ""):  # a password in the URL, a key in its query string
             register_secret_value(value)
+
+
+_SUPPLIED_KEYS: contextvars.ContextVar[dict[tuple[str, str | None, str], Any]] = contextvars.ContextVar(
+    "mas_supplied_keys", default={})
+
+
+@contextlib.contextmanager
+def supplied_keys(cfg: ExperimentConfig) -> Iterator[None]:
+    """Within the block, :func:`with_supplied_keys` gives a stored config the keys ``cfg`` (the config this
+    invocation read) holds for the same routes: a run resumed from its record (``run --rollback``) gets a config
+    without keys, as every stored config is."""
+    keys = {(r.provider, r.base_url, r.model): r.api_key for r in cfg.models.values() if r.api_key is not None}
+    token = _SUPPLIED_KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _SUPPLIED_KEYS.reset(token)
+
+
+def with_supplied_keys(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` with the keys of :func:`supplied_keys` on its routes that have none (same provider, URL, model)."""
+    keys = _SUPPLIED_KEYS.get()
+    if not keys:
+        return cfg
+    models = {name: r.model_copy(update={"api_key": keys[(r.provider, r.base_url, r.model)]})
+              if r.api_key is None and (r.provider, r.base_url, r.model) in keys else r for name, r in cfg.models.items()}
+    return cfg.model_copy(update={"models": models})
 
 
 def require_api_key(route: ModelRoute, route_name: str = "default") -> str | None:

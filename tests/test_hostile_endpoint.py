@@ -274,3 +274,18 @@ def test_only_tool_arguments_that_are_json_but_no_object_are_marked():
     assert got == [NOT_AN_OBJECT + '["a"]', NOT_AN_OBJECT + "5", '{"x": 1}', "{not json", "null", "[]", ""]
     same = body('{"x": 1}')
     assert _object_arguments(same) is same  # nothing to mark: the reply as it came
+
+
+def test_a_key_given_in_the_config_file_serves_the_rollback_of_the_same_invocation(tmp_path, endpoint, monkeypatch):
+    monkeypatch.delenv(KEY_VAR, raising=False)
+    server = endpoint(lambda n, request: answer("-1", n))  # always wrong: every run fails and is rolled back
+    cfg = write_config(tmp_path, server.base_url, api_key="planted~cfgkey7788")
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "run", "--config", str(cfg), "--benchmark", "arith",
+                           "--task-limit", "1", "--systems", "sas", "--output-root", str(tmp_path / "out"),
+                           "--experiment-id", "e", "--progress", "none", "--rollback", "restart"],
+                          cwd=ROOT, env={k: v for k, v in os.environ.items() if k != KEY_VAR}, capture_output=True,
+                          text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # the stored config holds no key; the rollback found it
+    [record] = [p for p in (tmp_path / "out" / "e").rglob("run_0.rollback_*.json") if p.name.count(".") == 2]
+    assert json.loads(record.read_text())["status"] == "finished"
+    assert_nowhere("planted~cfgkey7788", tmp_path / "out", proc.stdout, proc.stderr)

@@ -79,8 +79,11 @@ def roll_back(req: ExperimentRequest, opts: SweepRollbackOptions, calibration: A
     """Roll back the finished sweep's failed runs once each and say what happened; the exit status."""
     from attribution.rollback.sweep import rollback_sweep
 
-    rec = asyncio.run(rollback_sweep(req.experiment_root, opts, calibration=calibration,
-                                     concurrency=req.cfg.concurrency))
+    from mas.config import supplied_keys
+
+    with supplied_keys(req.cfg):  # a key the config file gave serves the rollbacks of this invocation too
+        rec = asyncio.run(rollback_sweep(req.experiment_root, opts, calibration=calibration,
+                                         concurrency=req.cfg.concurrency))
     print(f"rollback ({opts.strategy}): {rec.n_rolled_back} of {rec.n_failed} failed run(s) rolled back now"
           + (f", {rec.n_already} earlier" if rec.n_already else "")
           + (f", {rec.n_errors} could not be (see {req.experiment_root}/rollback_sweep.json)" if rec.n_errors else "")

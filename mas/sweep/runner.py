@@ -37,7 +37,7 @@ from descriptor.run_files import RunFileError, read_result
 from descriptor.report.page_file import write_page_file
 from descriptor.run_metrics import compute_run_metrics
 from descriptor.trace_digest import trace_digest
-from mas.config import ExperimentConfig
+from mas.config import ExperimentConfig, with_supplied_keys
 from mas.llm.cache import use_cache
 from mas.llm.call import LLMCallError, prompt_too_long
 from mas.llm.limits_run import RunLimitReached, use_budget
@@ -454,7 +454,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rol
         meta = read_metadata_with_config(run)  # an older run's inline config, else its experiment's config file
     except RunFileError as err:
         raise UserError(str(err)) from None
-    cfg = ExperimentConfig.model_validate(meta.config)
+    cfg = with_supplied_keys(ExperimentConfig.model_validate(meta.config))  # stored configs hold no keys
     if split_unit(meta.system)[0] not in SYSTEMS:
         raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
