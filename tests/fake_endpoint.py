@@ -27,6 +27,17 @@ def completion(content: str, n: int = 0) -> Reply:
     return 200, {"content-type": "application/json"}, json.dumps(body).encode()
 
 
+def tool_calls(calls: list[tuple[str, str]], n: int = 0) -> Reply:
+    """A 200 chat completion asking for native tool calls, each ``(name, arguments as the raw string)``."""
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (name, args) in enumerate(calls)]}
+    body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
+    return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+
+
 def answer(artifact: str, n: int = 0) -> Reply:
     """A completion holding the runtime's answer contract with ``artifact`` as the answer."""
     return completion(json.dumps({"reasoning": "r", "answer_artifact": artifact, "confidence": 0.9}), n)

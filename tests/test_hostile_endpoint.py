@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.fake_endpoint import Reply, answer, completion
+from tests.fake_endpoint import Reply, answer, completion, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_VAR = "MY_LLM_SESAME"
@@ -218,13 +218,7 @@ def test_a_tool_name_the_endpoint_would_refuse_back_is_the_models_failure_not_an
                               "invalid_request_error", "code": "invalid_value"}}
             return 400, {"content-type": "application/json"}, json.dumps(body).encode()
         if request.get("tools") and not names:
-            message = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{n}", "type": "function",
-                "function": {"name": "../../etc/passwd", "arguments": "{}"}}]}
-            body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
-                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
-            return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+            return tool_calls([("../../etc/passwd", "{}")], n)
         return answer("-1", n)
 
     server = endpoint(reply)
@@ -240,13 +234,7 @@ def test_tool_arguments_that_are_json_but_no_object_are_the_models_failure(tmp_p
     def reply(n: int, request: dict) -> Reply:
         called = any(m.get("role") == "tool" for m in request.get("messages", []))
         if request.get("tools") and not called:
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{n}_{i}", "type": "function", "function": {"name": "calculator", "arguments": args}}
-                for i, args in enumerate(['["a"]', "5", '"2+2"', "{not json"])]}
-            body = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": "fake",
-                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
-            return 200, {"content-type": "application/json"}, json.dumps(body).encode()
+            return tool_calls([("calculator", args) for args in ('["a"]', "5", '"2+2"', "{not json")], n)
         return answer("-1", n)
 
     server = endpoint(reply)
