@@ -44,6 +44,12 @@ TINY_PLUGIN = """
 @pytest.fixture
 def plugin_dir(tmp_path, monkeypatch):
     """A working directory holding plugin modules; whatever they register is unregistered afterwards."""
+    # The project's modules that register on import, imported before the snapshot: imported lazily during the test
+    # (`run` building its parser), their entries were taken for the plugins' and unregistered, and they register
+    # only once per process, so later tests lost `run --rollback`.
+    import attribution.cli.sweep  # noqa: F401
+    import mas.otel  # noqa: F401
+
     before = {id(r): set(r.names()) for r in REGISTRIES}
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
