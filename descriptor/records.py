@@ -167,6 +167,11 @@ class RunResult(RunIdentity):
     the system's, so not in ``cost_total_usd``, but spent by the sweep and counted against
     ``limits.sweep_cost_usd``."""
 
+    @property
+    def spent_usd(self) -> float:
+        """What the run spent (USD): its model calls and the grading of its answer (``limits.sweep_cost_usd``)."""
+        return self.cost_total_usd + self.grading_cost_usd
+
 
 ROLLBACK_STRATEGIES: tuple[str, ...] = ("conformal", "top1", "restart", "retry", "oracle")
 """How a rollback picks its restart step: the conformal set's first step, the most likely step, step 0, step 0

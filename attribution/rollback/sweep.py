@@ -64,7 +64,7 @@ from attribution.scorers.crossfit import group_key
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
-from descriptor.layout import ROLLBACK_SWEEP_NAME, is_rollback_record
+from descriptor.layout import ROLLBACK_SWEEP_NAME, RunPaths
 from descriptor.records import ROLLBACK_STRATEGIES, RollbackRecord, RollbackSweepRecord
 from descriptor.rollback_summary import sweep_rollback
 from descriptor.run_files import RunFileError, read_record
@@ -187,16 +187,12 @@ def _once(opts: SweepRollbackOptions) -> str:
 
 
 def _sweep_rollbacks(root: Path) -> Iterator[tuple[Path, RollbackRecord]]:
-    """The finished sweep rollbacks (``origin: sweep``) of the runs under ``root``, with their files."""
-    for path in sorted(root.rglob("run_*.rollback_*.json")):
-        if not is_rollback_record(path.name):
-            continue
-        try:
-            rec = read_record(path, RollbackRecord)
-        except RunFileError:
-            continue  # a damaged record is the summaries' to report; it says nothing of how the run was rolled back
-        if rec.origin == "sweep" and rec.status != "error":
-            yield path, rec
+    """The finished sweep rollbacks (:func:`~descriptor.rollback_summary.sweep_rollback`) of the runs under
+    ``root``, with each run's path prefix."""
+    for result in sorted(root.rglob("run_*.result.json")):
+        run = RunPaths.parse(result)
+        if run.rollback is None and (rec := sweep_rollback(run)) is not None and rec.status != "error":
+            yield run.prefix, rec
 
 
 def _records(trajs: list[Trajectory], scores: list[Any], scorer: str) -> list[ScoreRecord]:

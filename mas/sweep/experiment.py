@@ -284,7 +284,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
                             units=list(dict.fromkeys((s.benchmark, s.system) for s in later)),
                             fallback_k=req.cfg.systems.sas_matched.k)
             second = [dataclasses.replace(s, options={"k": ks[(s.benchmark, s.system)]}) for s in later]
-            more = await sweep(second, spent_before=sum(r.cost_total_usd + r.grading_cost_usd for r in outcome.results))
+            more = await sweep(second, spent_before=sum(r.spent_usd for r in outcome.results))
             order = {s.run_id: i for i, s in enumerate(specs)}
             outcome = dataclasses.replace(
                 more, results=sorted([*outcome.results, *more.results], key=lambda r: order[r.run_id]),
@@ -310,7 +310,7 @@ class SweepOverBudget(Exception):
     """The sweep stopped scheduling at ``limits.sweep_cost_usd``; ``results`` are the runs that finished."""
 
     def __init__(self, results: list[RunResult], *, total: int, limit: float) -> None:
-        spent = sum(r.cost_total_usd + r.grading_cost_usd for r in results)
+        spent = sum(r.spent_usd for r in results)
         grading = sum(r.grading_cost_usd for r in results)
         super().__init__(f"the sweep reached its spending limit (limits.sweep_cost_usd = {limit:g} USD, spent "
                          f"{spent:.6f} USD{f', {grading:.6f} of it grading answers' if grading else ''}): "

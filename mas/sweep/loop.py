@@ -226,7 +226,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     saver = _ThrottledSave(store, manifest_interval_s, stop_if_full)
     gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd,
                      spent=spent_before + store.spent_on_errors(specs)
-                     + sum(r.cost_total_usd + r.grading_cost_usd for r in results.values()))
+                     + sum(r.spent_usd for r in results.values()))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
 
@@ -238,7 +238,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             stop_if_full(err)  # type: ignore[arg-type]
         else:
             results[spec.run_id] = result
-            gate.spent += result.cost_total_usd + result.grading_cost_usd
+            gate.spent += result.spent_usd
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result)
             try:

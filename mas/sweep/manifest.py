@@ -190,7 +190,7 @@ class ManifestStore:
 
     def note_errored_spend(self, spec: RunSpec, result: RunResult) -> None:
         """An errored attempt about to be cleared and redone: keep what it spent (USD)."""
-        self._index[spec.run_id].spent_on_errors_usd += result.cost_total_usd + result.grading_cost_usd
+        self._index[spec.run_id].spent_on_errors_usd += result.spent_usd
 
     def spent_on_errors(self, specs: list[RunSpec]) -> float:
         """What the errored attempts of ``specs``, cleared since, spent (USD)."""

@@ -184,10 +184,10 @@ def evaluate_run(bench: Benchmark, task: Task, rt: RunContext, state: dict[str, 
     environment = outcome_environment(rt.new_environment, state)
     if grading is None or grading.reply is None:
         ev = bench.evaluate(task, answer or "", environment)
-        if grading is None or not grading.details:
-            return ev
-        return Evaluation(success=ev.success, score=ev.score, details={**ev.details, **grading.details})
-    ev = bench.evaluate(task, answer or "", environment, judge_reply=grading.reply)  # type: ignore[call-arg]
+    else:
+        ev = bench.evaluate(task, answer or "", environment, judge_reply=grading.reply)  # type: ignore[call-arg]
+    if grading is None or not grading.details:
+        return ev
     return Evaluation(success=ev.success, score=ev.score, details={**ev.details, **grading.details})
 
 
