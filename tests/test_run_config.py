@@ -108,3 +108,24 @@ def test_a_run_whose_task_id_holds_a_secret_value_is_refused_before_any_run(tmp_
     assert not (tmp_path / "e").exists()
     monkeypatch.delenv("MY_TOKEN")
     assert main(argv) == 0
+
+
+def test_a_sweeps_config_is_dumped_once_yet_a_deleted_file_or_another_config_is_stored_again(tmp_path, monkeypatch):
+    """The sweep stores its config once per config object (not per run), and still writes the file again when it
+    is gone, and another config object (a model-matrix unit's) gets a file of its own hash."""
+    from mas.config import ExperimentConfig, ModelRoute
+    from mas.sweep import metadata
+
+    dumps = []
+    real = metadata.store_config
+    monkeypatch.setattr(metadata, "store_config", lambda root, data: dumps.append(data) or real(root, data))
+    cfg = ExperimentConfig(models={"default": ModelRoute(provider="scripted", model="scripted")})
+    shas = {metadata.stored_config(tmp_path, cfg) for _ in range(5)}
+    assert len(dumps) == 1 and len(shas) == 1
+    (sha,) = shas
+    config_path(tmp_path, sha).unlink()
+    assert metadata.stored_config(tmp_path, cfg) == sha and config_path(tmp_path, sha).is_file()
+    other = cfg.model_copy(update={"seed": cfg.seed + 1})
+    other_sha = metadata.stored_config(tmp_path, other)
+    assert other_sha != sha and json.loads(config_path(tmp_path, other_sha).read_text())["seed"] == cfg.seed + 1
+    assert len(dumps) == 3

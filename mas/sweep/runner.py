@@ -1,9 +1,8 @@
 """Running one (benchmark, system, task, run index) and writing its artifacts.
 
 Files of run ``r`` in ``<root>/<experiment>/<benchmark>/<system>/<task_id>/``
-are written in this order: metadata (status running), the trace (streamed),
-answer, eval, trace metrics, the report's page data, trajectory, final metadata, and ``result.json``
-last and atomically. A run with a ``result.json`` is finished and never
+are written in this order: the trace (streamed), answer, eval, trace metrics, the report's page data,
+trajectory, metadata, and ``result.json`` last and atomically. A run with a ``result.json`` is finished and never
 redone; any other leftovers of a run are cleared before it runs again.
 """
 
@@ -310,7 +309,8 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     meta.system_options = dict(spec.options) or None
     root = uuid.uuid4()
     meta.otel_trace_id = root.hex if tracing else None
-    write_json_atomic(paths.metadata, meta, indent=None, durable=False, staged=True)  # see finish_run
+    # Its metadata is written when the run ends (finish_run): nothing reads an unfinished run's files, which are
+    # cleared before it is redone, and a second copy at the start was one more file a run (issue 33).
 
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
@@ -375,8 +375,8 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     run's commit record, written last, and a run without it is redone. The files before it survive a crash
     of the process (the kernel holds their pages); fsyncing each was ~6 ms of a 70 ms scripted run. The
     run's files before it are written in place (``staged``: see :func:`descriptor.io.write_bytes_atomic`),
-    ``metadata.json`` too, at the start and here: until ``result.json`` exists nothing reads a run's
-    metadata, and a crash that cuts it short leaves a run that is redone. A temporary file and a rename
+    ``metadata.json`` too: until ``result.json`` exists nothing reads a run's metadata, and a crash that cuts
+    it short leaves a run that is redone. A temporary file and a rename
     each time were two more file creations a run, 0.1-1.2 ms of kernel CPU each on a VM's disk (issue 33)."""
     paths = spec.paths
     models = rt.models
