@@ -43,6 +43,9 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     return s if len(s) <= limit else f"{s[:limit]}\n… ({len(s) - limit} more characters in the trace file)"
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 def payload_dict(ev: Event) -> dict[str, Any]:
     """The event's payload as plain data without its unset fields (declared fields and extra keys alike).
 
@@ -55,6 +58,8 @@ def payload_dict(ev: Event) -> dict[str, Any]:
     if "sends" in out:
         out["sends"] = [{"from": x.from_, "to": x.to} if isinstance(x, BaseModel) else x for x in out["sends"]]
     for k, v in out.items():
+        if type(v) in _PLAIN:  # most values: nothing to convert (a page is built for every run as it ends)
+            continue
         if isinstance(v, BaseModel):
             out[k] = v.model_dump(by_alias=True, exclude_none=True)
         elif isinstance(v, list) and v and isinstance(v[0], BaseModel):  # input_messages
@@ -114,7 +119,9 @@ def _results_by_call(events: Sequence[Event]) -> tuple[dict[int, Event], set[int
     last_open: int | None = None
     out: dict[int, Event] = {}
     for ev in events:
-        call_id = getattr(ev.payload, "tool_call_id", None)
+        if ev.event_type not in ("tool_call", "tool_result"):
+            continue
+        call_id = ev.payload.tool_call_id  # type: ignore[union-attr]
         if ev.event_type == "tool_call":
             if call_id:
                 calls[str(call_id)] = ev.seq
@@ -148,9 +155,12 @@ def _tool(p: dict[str, Any], res: Event | None) -> dict[str, Any]:
     return out
 
 
-def event_row(ev: Event, pos: int | None, marks: list[tuple[str, str]], result: Event | None) -> dict[str, Any]:
-    """One event for the page's script; empty fields are left out (the script reads a missing field as empty)."""
-    p = payload_dict(ev)
+def event_row(ev: Event, pos: int | None, marks: list[tuple[str, str]], result: Event | None,
+              p: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One event for the page's script; empty fields are left out (the script reads a missing field as empty).
+    ``p``: the event's :func:`payload_dict`, when the caller has it."""
+    if p is None:
+        p = payload_dict(ev)
     system = is_system_actor(ev.actor)
     row: dict[str, Any] = {"seq": ev.seq, "actor": ev.actor, "type": ev.event_type, "ms": _ms(ev.latency_ms)}
     if pos is not None:
@@ -206,14 +216,15 @@ def transcript(events: Sequence[Event], marks: dict[int, list[tuple[str, str]]],
     for ev in events:
         if ev.seq in nested:
             continue
+        p = payload_dict(ev)
         if not is_system_actor(ev.actor):
-            rnd, cyc = getattr(ev.payload, "round", None), getattr(ev.payload, "cycle", None)
+            rnd, cyc = p.get("round"), p.get("cycle")
             phase = ("round", rnd) if rnd is not None else ("cycle", cyc) if cyc is not None else None
             if phase is not None and phase != current:
                 current = phase
                 rows.append({"header": f"{phase[0]} {phase[1]}"})
         pos = positions.get(ev.seq)
-        rows.append(event_row(ev, pos, marks.get(pos, []) if pos is not None else [], results.get(ev.seq)))
+        rows.append(event_row(ev, pos, marks.get(pos, []) if pos is not None else [], results.get(ev.seq), p))
     return rows
 
 

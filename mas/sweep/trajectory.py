@@ -80,8 +80,12 @@ def _round_of(ev: Event) -> str | None:
     p = ev.payload
     if isinstance(p, Decision):
         return None
+    extra = p.__pydantic_extra__
     for field in ("round", "cycle"):
-        value = getattr(p, field, None)
+        # getattr(p, field, None) without pydantic's raising __getattr__ for a payload that has no such field
+        value = p.__dict__.get(field)
+        if value is None and extra:
+            value = extra.get(field)
         if isinstance(value, int):
             return f"{field} {value}"
     return None
