@@ -301,9 +301,11 @@ def in_process(systems: list[str], n: int, repeats: int, tmp: Path) -> None:
                 cpu[side].append((time.process_time() - c0) * 1000 / n)
         probes.append(file_cost_ms(tmp))
         nfiles = files_per_run(tmp / f"{system}_0", n)
-        # The sweeps' files go only now, outside every timed round: deleting ~2,000 files between rounds (on this
-        # VM's ext4, mounted with online discard) slowed the next rounds' file creation up to 5x, and the
-        # deletion itself was counted in the CPU time of the side that made the files.
+        # The sweeps' files go only now, outside every timed round: deleted inside a round, their deletion was
+        # counted in the CPU time of the side that made them (a sweep never deletes its runs), and the
+        # deletions of ~2,000 files between rounds left this VM's disk (ext4 with online discard) slower to
+        # create files in the next rounds (the probe: 0.10 -> 0.27 and 0.24 -> 0.39 ms a file across the
+        # rounds with deletions between them, 0.22 -> 0.05 and 0.03 -> 0.02 without; issue 33).
         for r in range(repeats):
             for exp in (f"{system}_{r}", f"{system}_u{r}"):
                 shutil.rmtree(tmp / exp, ignore_errors=True)
