@@ -67,13 +67,16 @@ class Registry(Generic[T]):
     def register(self, name: str, entry: Any = None, *, origin: str | None = None) -> Any:
         """Add ``entry`` under ``name``; without ``entry``, a decorator that adds what it decorates.
 
-        Registering the same entry (same origin) again is a no-op, so re-imports are harmless.
+        Registering the same entry again (same origin, or the very same object: a decorated class that an entry
+        point also names) is a no-op, so re-imports are harmless.
         """
         if entry is None:
             return lambda obj: self.register(name, obj, origin=origin)
         if not isinstance(name, str) or not name.strip():
             raise RegistryError(f"a {self.kind} needs a non-empty name; {_origin(entry)} gave {name!r}")
         where = origin or _origin(entry)
+        if name in self._entries and self._entries[name] is entry:
+            return entry  # the origin first recorded stays: the decorator's, or the entry point's
         if name in self._entries and self._origins[name] != where:
             raise RegistryError(f"{self.kind} {name!r} is registered twice: by {self._origins[name]} and by {where}")
         self._entries[name] = entry
@@ -162,6 +165,10 @@ def load_plugins(modules: Iterable[str]) -> list[str]:
             importlib.import_module(name)
         except ImportError as err:
             raise RegistryError(f"plugin {name!r} could not be imported: {err}") from err
+        except RegistryError:  # a duplicate name it registers says so itself, naming both origins
+            raise
+        except Exception as err:  # a plugin that fails as it runs (a SyntaxError, a raise): say which one
+            raise RegistryError(f"plugin {name!r} did not load: {type(err).__name__}: {err}") from err
         _PLUGINS.append(name)
     return list(_PLUGINS)
 

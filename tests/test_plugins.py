@@ -83,6 +83,24 @@ def test_a_plugin_that_does_not_import_is_a_one_line_error_naming_it(plugin_dir,
     assert "error: plugin 'plug_missing' could not be imported" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("body", ["raise RuntimeError('MYPLUG_KEY is not set')", "def broken(:\n    pass",
+                                  "undefined_name + 1"])
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_a_plugin_that_fails_as_it_runs_is_a_one_line_error_naming_it_and_exits_2(plugin_dir, capsys, body, how):
+    """Not only a module that is missing: one that raises, or does not compile, is named with what went wrong
+    (it gave a traceback and exit 1)."""
+    mod = write_plugin(plugin_dir, "plug_raises", body + "\n")
+    if how == "flag":
+        argv = ["--plugin", mod, "list-benchmarks"]
+    else:
+        (plugin_dir / "exp.toml").write_text(f'plugins = ["{mod}"]\n')
+        argv = ["run", "--config", "exp.toml", "--benchmark", "arith", "--systems", "sas", "--model", "scripted",
+                "--task-limit", "1", "--progress", "none"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"plugin 'plug_raises' did not load" in err and "Traceback" not in err
+
+
 def test_a_plugin_registering_a_taken_name_names_both_origins(plugin_dir, capsys):
     mod = write_plugin(plugin_dir, "plug_clash", """
         from benchmark.arith import ArithBenchmark

@@ -80,3 +80,30 @@ def test_a_plugin_module_registers_on_import_and_is_remembered_for_worker_proces
     assert reg.get("green") == "#0f0" and "greenplug" in loaded_plugins()
     with pytest.raises(RegistryError, match=r"plugin 'no_such_plugin_module' could not be imported"):
         load_plugins(["no_such_plugin_module"])
+
+
+def test_an_entry_point_naming_an_object_its_module_also_registers_with_the_decorator_is_no_duplicate(
+        tmp_path, monkeypatch):
+    """The registry's docs let an entry point name an object; that object decorated in its module as well was
+    reported as registered twice, both origins naming the same class."""
+    reg: Registry[type] = Registry("colour", "mas_econ.test_same_object")
+    monkeypatch.setitem(sys.modules, "test_registry_same", type(sys)("test_registry_same"))
+    sys.modules["test_registry_same"].REG = reg  # type: ignore[attr-defined]
+    pkg = tmp_path / "samepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent("""
+        from test_registry_same import REG
+
+        @REG.register("toy")
+        class Toy:
+            pass
+    """))
+    info = tmp_path / "samepkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: samepkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[mas_econ.test_same_object]\ntoy = samepkg:Toy\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "samepkg", raising=False)
+    assert reg.names() == ["toy"] and reg.get("toy").__name__ == "Toy"
+    with pytest.raises(RegistryError, match="registered twice"):  # a different object under the name still is
+        reg.register("toy", type("Toy", (), {}))
