@@ -44,6 +44,28 @@ def test_a_provider_registered_by_a_module_builds_its_routes_models() -> None:
         PROVIDERS.unregister("parrot")
 
 
+def test_a_provider_that_cannot_build_its_model_ends_the_runs_as_infrastructure_errors_not_task_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plugin's provider raising as it builds (a missing key of its own) failed every run as the system's own
+    failure: ``status: finished``, success 0, counted in the rates, exit 0."""
+    from main import main
+
+    @PROVIDERS.register("needs_key")
+    def needs_key(req: ProviderRequest) -> BoundModel:
+        raise ValueError("MYPROV_KEY is not set")
+
+    try:
+        code = main(["run", "--benchmark", "arith", "--task-limit", "2", "--systems", "sas", "--output-root",
+                     str(tmp_path), "--experiment-id", "e", "--progress", "none",
+                     "--set", "models.default.provider=needs_key", "--set", "models.default.model=m"])
+    finally:
+        PROVIDERS.unregister("needs_key")
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "e").rglob("run_0.result.json"))]
+    assert len(results) == 2 and {r["status"] for r in results} == {"error"} and code != 0
+    assert all("provider 'needs_key' could not build its model: ValueError: MYPROV_KEY is not set" in r["error"]
+               for r in results)
+
+
 @pytest.fixture
 def fake_langchain_family(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """``fake:<model>`` built by ``init_chat_model`` as LangChain's own ``GenericFakeChatModel``.

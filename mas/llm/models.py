@@ -9,10 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from descriptor.errors import UserError
 from mas.config import ExperimentConfig, ModelRoute, register_route_secrets
 from mas.llm.providers import PROVIDERS, BoundModel, MalformedReplyError, ProviderRequest, args_key, check_provider
 
-__all__ = ["BoundModel", "MalformedReplyError", "ModelSet", "make_chat_model"]
+__all__ = ["BoundModel", "MalformedReplyError", "ModelSet", "ProviderError", "make_chat_model"]
+
+
+class ProviderError(UserError):
+    """A route's provider raised while building its model."""
 
 
 def make_chat_model(
@@ -26,14 +31,23 @@ def make_chat_model(
     """Build the chat model for ``route_name`` (or an explicit ``route``) with its provider.
 
     ``provider_args`` are the provider's own per-run arguments. Raises :class:`mas.config.ConfigError` for an
-    unknown provider or a hosted route's missing API key, and :class:`mas.serving.server.EmbeddedServerError`
-    when the local server cannot start.
+    unknown provider or a hosted route's missing API key, :class:`mas.serving.server.EmbeddedServerError`
+    when the local server cannot start, and :class:`ProviderError` when the provider raises anything else.
     """
     route = route or cfg.route(route_name)
     check_provider(route_name, route)
     request = ProviderRequest(cfg=cfg, route_name=route_name, route=route, seed=cfg.seed if seed is None else seed,
                               args=provider_args or {})
-    return PROVIDERS.get(route.provider)(request)
+    try:
+        return PROVIDERS.get(route.provider)(request)
+    except UserError:
+        raise
+    except Exception as err:
+        # A provider that cannot build its model (a plugin's missing key, a bad argument) fails the setup, not
+        # the task: as a UserError the run ends as an infrastructure error (no task result, redone next time),
+        # where a plain exception inside the graph was counted as the system failing the task.
+        raise ProviderError(f"models.{route_name}: provider {route.provider!r} could not build its model: "
+                            f"{type(err).__name__}: {err}") from err
 
 
 class ModelSet:
