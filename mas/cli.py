@@ -128,6 +128,11 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
         print(note, file=sys.stderr)
     from descriptor.redact import redact
 
+    for system, failed in systems_failing_on_their_own(results).items():
+        print(redact(f"warning: every run of {system} ended in an error of the system's own ({len(failed)} runs; "
+                     f"first: {failed[0].run_id}: {(failed[0].error or '')[:300]}). They count as failed tasks; "
+                     "if the error is a bug in the system's code, fix it and run again with a new experiment id"),
+              file=sys.stderr)
     errored = [r for r in results if r.status == "error"]
     if errored:
         print(redact(f"error: {len(errored)} run(s) ended in an infrastructure error (model calls that failed for "
@@ -136,6 +141,16 @@ def report_sweep(req: ExperimentRequest, results: list[RunResult]) -> int:
                      "more retries)"), file=sys.stderr)
         return EXIT_RUN_ERRORS
     return 0
+
+
+def systems_failing_on_their_own(results: list[RunResult]) -> dict[str, list[RunResult]]:
+    """System -> its runs, for each system whose every run finished with an error of its own (a graph exception,
+    not a run limit): what a bug in a system's code looks like, which the summary shows only as success 0."""
+    by_system: dict[str, list[RunResult]] = {}
+    for r in results:
+        by_system.setdefault(r.system, []).append(r)
+    return {s: rs for s, rs in sorted(by_system.items())
+            if all(r.status == "finished" and r.error is not None and r.limit is None for r in rs)}
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -101,6 +101,51 @@ def test_a_plugin_that_fails_as_it_runs_is_a_one_line_error_naming_it_and_exits_
     assert f"plugin 'plug_raises' did not load" in err and "Traceback" not in err
 
 
+def test_run_warns_when_every_run_of_a_plugin_system_ends_in_an_error_of_its_own(plugin_dir, capsys):
+    """A bug in a plugin topology (an exception in its graph) fails every run; by the documented rule those are
+    failed tasks, and the summary said only success 0. ``run`` now says so for that system, and only for it."""
+    mod = write_plugin(plugin_dir, "plug_broken", """
+        from typing import TypedDict
+
+        from langgraph.graph import END, START, StateGraph
+
+        from mas.systems import SYSTEMS, register_system
+        from mas.topologies.declaration import Topology
+
+
+        class S(TypedDict, total=False):
+            answer: dict
+
+
+        def build(rt):
+            async def node(state):
+                raise IndexError("list index out of range")
+
+            g = StateGraph(S)
+            g.add_node("n", node)
+            g.add_edge(START, "n")
+            g.add_edge("n", END)
+            return g
+
+
+        register_system(Topology(name="plug_broken", build=build, roles=SYSTEMS["sas"].roles,
+                                 agents=SYSTEMS["sas"].agents))
+    """)
+    assert main(["--plugin", mod, "run", "--benchmark", "arith", "--task-limit", "2", "--systems", "sas,plug_broken",
+                 "--model", "scripted", "--output-root", str(plugin_dir), "--experiment-id", "e",
+                 "--progress", "none"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: every run of plug_broken ended in an error of the system's own (2 runs; first: " in err
+    assert "IndexError: list index out of range" in err and "every run of sas" not in err
+
+
+def test_finish_loop_without_a_controller_decision_says_what_the_topology_missed():
+    from mas.topologies.loop import finish_loop
+
+    with pytest.raises(RuntimeError, match=r"finish_loop\(stage='chain'\): the stage took no controller decision"):
+        asyncio.run(finish_loop(None, {"steps_done": 0}, stage="chain", state_id=None, winner={"agent": "a"}))
+
+
 def test_a_plugin_registering_a_taken_name_names_both_origins(plugin_dir, capsys):
     mod = write_plugin(plugin_dir, "plug_clash", """
         from benchmark.arith import ArithBenchmark

@@ -127,9 +127,13 @@ async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, s
     the artifact the topology chose itself (``selection`` says how), published by ``announcer`` with the
     ``finalize`` fields in ``finalize``; an empty artifact is then no answer. ``outcome``: the environment
     branch that is the run's outcome (default: the winner's, on a benchmark solved by acting). ``extra``: the
-    topology's own stage fields. ``max_rounds`` defaults to ``mas.max_rounds``.
+    topology's own stage fields. ``max_rounds`` defaults to ``mas.max_rounds``. The stage's controller decisions
+    (``state["decisions"]``, from :func:`round_decision`) must not be empty: the record is its closing one.
     """
     sync_step_counter(state.get("steps_done", 0))
+    if not state.get("decisions"):  # a topology's bug, which would otherwise surface as an IndexError
+        raise RuntimeError(f"finish_loop(stage={stage!r}): the stage took no controller decision; a looped stage "
+                           "calls round_decision after each round and closes on its stop")
     rounds = rt.cfg.mas.max_rounds if max_rounds is None else max_rounds
     if vote is not None:
         pub = await publish_vote(rt, vote, state=state, state_id=state_id)
