@@ -235,10 +235,11 @@ def test_a_judged_debate_sweep_writes_the_audit_into_its_report(tmp_path):
     from mas.topologies.judge import shown_order
 
     for trace in sorted((tmp_path / "e" / "arith" / "representative_exchange").rglob("run_0.trace.jsonl")):
-        seed = json.loads(trace.with_name("run_0.metadata.json").read_text())["seed"]
+        meta = json.loads(trace.with_name("run_0.metadata.json").read_text())
         elections = [ev.payload for ev in read_trace(trace) if ev.payload.kind == "election"]
-        assert [x.shown_order for x in elections] == [shown_order(seed, len(x.members), f"election {x.group}")
-                                                      for x in elections]  # each group's vote draws its own order
+        assert [x.shown_order for x in elections] == [
+            shown_order(meta["seed"], len(x.members), f"election {x.group}", meta["task_id"])
+            for x in elections]  # each group's vote draws its own order, with its run's task
     c = judges["consensus"][0]  # scripted:judge also decides consensus
     assert c["runs"] == 3 and c["judged"] >= 3 and c["beyond_exact"] == 0  # it groups by exact match
     evals = [json.loads(p.read_text()) for p in sorted((tmp_path / "e" / "arith" / "debate").rglob("run_0.eval.json"))]

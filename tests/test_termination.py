@@ -431,6 +431,18 @@ def test_each_vote_of_a_run_draws_its_own_order():
     assert [shown_order(s, 2, "election 0") for s in range(20)] == [shown_order(s, 2, "election 0") for s in range(20)]
 
 
+def test_each_task_draws_its_own_order_though_its_runs_share_the_seeds_of_other_tasks():
+    """Run seeds are the same for every task (seed * 10_007 + r): drawn from the run seed alone, run 0 of every task
+    of an experiment showed its candidates in one order (the identity order at --seed 7), so a judge's lean
+    towards a position fell on the same agent in every task."""
+    seed = 7 * 10_007
+    orders = [shown_order(seed, 3, "", f"arith_7_{i:04d}") for i in range(60)]
+    assert len({tuple(o) for o in orders}) == 6  # all six orders of three candidates occur across tasks
+    firsts = [shown_order(seed, 2, "", f"task_{i}")[0] for i in range(400)]
+    assert 150 < sum(firsts) < 250
+    assert orders == [shown_order(seed, 3, "", f"arith_7_{i:04d}") for i in range(60)]  # and each replays
+
+
 async def test_a_named_vote_shows_the_candidates_in_its_own_order():
     orders = []
     for seed in range(12):

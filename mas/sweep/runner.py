@@ -162,7 +162,8 @@ def run_context(cfg: ExperimentConfig, bench: Benchmark, task: Task, *, seed: in
     models = ModelSet(cfg, seed=seed, provider_args={"scripted": {
         "injection": injection, "benchmark": bench.name, "task": dict(task.metadata), "oracle_actions": oracle}})
     return RunContext(cfg=cfg, models=models, question=task.question, answer_kind=bench.answer_kind,
-                      new_environment=new_environment, injection=injection, system_options=dict(options or {}))
+                      new_environment=new_environment, injection=injection, system_options=dict(options or {}),
+                      task_id=task.task_id)
 
 
 NOT_EVALUATED = "not evaluated: the run ended in an infrastructure error"

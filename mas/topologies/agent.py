@@ -89,6 +89,8 @@ class RunContext:
     """The budget (``limits.<kind>``) that stopped the run, if one did."""
     system_options: dict[str, Any] = field(default_factory=dict)
     """Options the sweep chose for this run's system (``sas_matched``'s matched ``k``), recorded in its metadata."""
+    task_id: str = ""
+    """The benchmark's id of the run's task (what draws a judge's candidate order, with the run's seed)."""
 
     def specialise(self, agent: AgentSpec) -> AgentSpec:
         """``agent`` with its generated persona, if the run has one for it."""

@@ -285,9 +285,9 @@ VOTE_ORDER_ACTOR = "system:judge:vote-order"
 """The name the candidates' shuffle draws its seed by (:func:`mas.llm.call.actor_seed`)."""
 
 
-def shown_order(run_seed: int, n: int, vote: str = "") -> list[int]:
-    """The order a judge model sees ``n`` candidates in: a permutation drawn from the run's seed and ``vote``, the
-    vote's name within the run (``""``: the final vote; an election names its group).
+def shown_order(run_seed: int, n: int, vote: str = "", task: str = "") -> list[int]:
+    """The order a judge model sees ``n`` candidates in: a permutation drawn from the run's seed, ``task`` (the
+    task's id) and ``vote``, the vote's name within the run (``""``: the final vote; an election names its group).
 
     A judge that favours a position (the 0.5B embedded model chose the second of two candidates in every vote
     of a 100-run sweep) would otherwise favour whichever agent is listed there, and that would read as the agent
@@ -295,10 +295,14 @@ def shown_order(run_seed: int, n: int, vote: str = "") -> list[int]:
     (:mod:`descriptor.judge_audit`). A function of the run's seed, so a run replays exactly and a rollback, which
     draws with a seed of its own, shows the candidates anew. Each vote of a run draws its own order: with one
     order for all, a run's two elections showed their members in the same positions, so its votes were not
-    independent trials of the judge's position bias (the audit's exact test counts them as such).
+    independent trials of the judge's position bias (the audit's exact test counts them as such). The task is
+    drawn in too: run seeds are the same for every task (``seed * 10_007 + r``), so without it run ``r`` of every
+    task showed its candidates in one order, and a judge's lean towards a position fell on the same agent across
+    the whole experiment.
     """
     order = list(range(n))
-    random.Random(actor_seed(run_seed, f"{VOTE_ORDER_ACTOR}:{vote}" if vote else VOTE_ORDER_ACTOR)).shuffle(order)
+    name = f"{VOTE_ORDER_ACTOR}:{vote}" if vote else VOTE_ORDER_ACTOR
+    random.Random(actor_seed(run_seed, f"{name}|{task}" if task else name)).shuffle(order)
     return order
 
 
@@ -307,15 +311,15 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
     """A vote by ``mode`` (default ``mas.final_vote_mode``): the LLM judge, else (or when its reply is unusable)
     :func:`vote_artifacts`. A judge call that fails for good raises (the run is an infrastructure error).
     ``notes``: what the judge is told besides the task (a rollback's note). The judge model sees the candidates
-    in :func:`shown_order` (``vote``: the vote's name within the run); the outcome's indices are the candidates'
-    own."""
+    in :func:`shown_order` (``vote``: the vote's name within the run, drawn with the run's task); the outcome's
+    indices are the candidates' own."""
     if (mode or rt.cfg.mas.final_vote_mode) != "llm_judge":
         return vote_artifacts(candidates)
     if is_mock_judge(rt):
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", MOCK_JUDGE
         return out
-    order = shown_order(rt.models.seed, len(candidates), vote)
+    order = shown_order(rt.models.seed, len(candidates), vote, rt.task_id)
     shown = [candidates[i] for i in order]
     # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
     res = await call_llm(rt.models.for_role("judge"),
