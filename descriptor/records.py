@@ -8,6 +8,8 @@ and rollback read them only through :mod:`descriptor.run_files`.
 
 from __future__ import annotations
 
+import hashlib
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -132,6 +134,14 @@ class TraceMetricsRecord(RunMetrics):
     digest: TraceDigest | None = None
     """What summaries and the report need of the trace, with its hash (:mod:`descriptor.trace_digest`); absent
     in runs written before issue 33 (their traces are parsed)."""
+    check: str | None = None
+    """SHA-256 of this record's other fields (:meth:`content_check`), written with it: a reader takes the record
+    in place of its trace only while the two agree, so a record edited by hand (its figures no longer its
+    trace's) is not taken; absent in older runs, whose traces are then parsed."""
+
+    def content_check(self) -> str:
+        """The SHA-256 (hex) of the record without ``check``, as pydantic-core serializes it."""
+        return hashlib.sha256(self.model_dump_json(exclude={"check"}).encode()).hexdigest()
 
 
 class RunResult(RunIdentity):

@@ -11,7 +11,10 @@ Damage rules (also in ``descriptor/README.md``):
 - ``result.json`` or ``eval.json`` unreadable, missing or naming another
   benchmark/system/task: skipped;
 - trace with a damaged *last* line only: included with the valid prefix;
-- trace damaged anywhere else, or missing: skipped.
+- trace damaged anywhere else, or missing: skipped;
+- trace changed after the run ended (its SHA-256 is not the one ``trace_metrics.json`` recorded): included,
+  read as it is now, while its token and cost totals are still ``result.json``'s; skipped when they are not;
+- ``trace_metrics.json`` whose own check fails (edited by hand): its figures are not used, the trace is read.
 
 Every skip and every damaged line becomes a :class:`RunIssue` that callers
 print and record in the summaries.
@@ -19,6 +22,7 @@ print and record in the summaries.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +37,7 @@ from descriptor.trace_digest import TraceDigest, trace_digest, trace_sha256
 from descriptor.untrusted import BadJson, parse_json
 
 IssueKind = Literal["unfinished", "damaged_trace", "missing_trace", "bad_result", "bad_eval", "bad_metadata",
-                    "identity_mismatch"]
+                    "identity_mismatch", "trace_changed", "edited_record"]
 
 
 class RunIssue(BaseModel):
@@ -51,7 +55,8 @@ class RunIssue(BaseModel):
     def warning(self) -> str:
         """One line naming file, line and consequence."""
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
-        what = "run included with the valid prefix" if self.included else "run skipped"
+        what = ("run skipped" if not self.included else "run included with the valid prefix"
+                if self.kind == "damaged_trace" else "run included")
         return f"warning: {where}: {self.kind}: {self.message} ({what})"
 
 
@@ -141,18 +146,54 @@ def read_trace_prefix(path: Path) -> tuple[list[Event] | None, list[RunIssue]]:
     return events, issues
 
 
-def _digested(paths: RunPaths) -> tuple[RunMetrics, TraceDigest] | None:
-    """The metrics and digest ``trace_metrics.json`` recorded when the run ended, if the trace still has the bytes
-    they were computed from; else None (no digest, an unreadable record, a trace changed since: parse it)."""
+@dataclass(kw_only=True, slots=True, frozen=True)
+class _Digested:
+    """What ``trace_metrics.json`` says of the trace (see :func:`_digested`)."""
+
+    metrics: RunMetrics | None = None
+    digest: TraceDigest | None = None
+    """Both set: the record may stand for the trace."""
+    trace_changed: bool = False
+    """The trace's bytes are not those the run ended with."""
+    record_edited: bool = False
+    """The record's own check fails: its figures are not what the run wrote."""
+
+
+def _digested(paths: RunPaths) -> _Digested:
+    """The metrics and digest ``trace_metrics.json`` recorded when the run ended, when the record is as the run
+    wrote it (its ``check``) and the trace still has the bytes they were computed from; otherwise what is wrong
+    (nothing to say for a run written before digests or checks, or a record that does not parse: its trace is
+    parsed as always)."""
     try:
         record = TraceMetricsRecord.model_validate_json(paths.trace_metrics.read_bytes())
         digest = record.digest
-        if digest is None or trace_sha256(paths.trace.read_bytes()) != digest.sha256:
-            return None
+        if digest is None or record.check is None:
+            return _Digested()
+        if record.check != record.content_check():
+            return _Digested(record_edited=True)
+        if trace_sha256(paths.trace.read_bytes()) != digest.sha256:
+            return _Digested(trace_changed=True)
     except (OSError, ValidationError):
-        return None
+        return _Digested()
     # The record is a RunMetrics with more fields, validated as one just now: its values need no second pass.
-    return RunMetrics.model_construct(**{k: getattr(record, k) for k in RunMetrics.model_fields}), digest
+    return _Digested(metrics=RunMetrics.model_construct(**{k: getattr(record, k) for k in RunMetrics.model_fields}),
+                     digest=digest)
+
+
+def _changed_trace(paths: RunPaths, result: RunResult, metrics: RunMetrics) -> RunIssue:
+    """The issue of a trace whose bytes changed after its run ended: the run still counts while the trace's
+    totals are still ``result.json``'s (a harmless change), and is skipped when they are not (an edit that
+    changes what the run cost)."""
+    same = metrics.tokens_total == result.tokens_total and math.isclose(
+        metrics.cost_total, result.cost_total_usd, rel_tol=1e-9, abs_tol=1e-12)
+    what = "the trace was changed after the run ended (its SHA-256 is not the one trace_metrics.json recorded)"
+    if same:
+        return RunIssue(path=str(paths.trace), kind="trace_changed", included=True,
+                        message=f"{what}; its totals are still result.json's, and it is read as it is now")
+    return RunIssue(path=str(paths.trace), kind="trace_changed", included=False,
+                    message=f"{what}, and its totals are no longer result.json's: tokens {metrics.tokens_total} "
+                            f"against {result.tokens_total}, cost {metrics.cost_total:.6g} against "
+                            f"{result.cost_total_usd:.6g} USD")
 
 
 def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
@@ -182,10 +223,10 @@ def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
             metadata = read_metadata(paths)
         except RunFileError as err:
             return None, [RunIssue(path=str(paths.metadata), kind="bad_metadata", message=str(err), included=False)]
-    if not events and (digested := _digested(paths)) is not None:
-        metrics, digest = digested
-        return RunRecord(paths=paths, result=result, eval=evaluation, events=(), metrics=metrics, digest=digest,
-                         metadata=metadata), []
+    digested = _digested(paths)
+    if not events and digested.metrics is not None and digested.digest is not None:
+        return RunRecord(paths=paths, result=result, eval=evaluation, events=(), metrics=digested.metrics,
+                         digest=digested.digest, metadata=metadata), []
     if not paths.trace.exists():
         return None, [RunIssue(path=str(paths.trace), kind="missing_trace", message="no trace file", included=False)]
     parsed, issues = read_trace_prefix(paths.trace)
@@ -193,6 +234,15 @@ def read_run(paths: RunPaths, identity: tuple[str, str, str] | None = None, *,
         return None, issues
     record = RunRecord(paths=paths, result=result, eval=evaluation, events=tuple(parsed),
                        metrics=compute_run_metrics(parsed), digest=trace_digest(parsed), metadata=metadata)
+    if digested.record_edited:
+        issues.append(RunIssue(path=str(paths.trace_metrics), kind="edited_record", included=True,
+                               message="the record's check fails: it is not as the run wrote it, so its figures "
+                                       "were not used; the trace was read instead"))
+    if digested.trace_changed:
+        issue = _changed_trace(paths, result, record.metrics)
+        issues.append(issue)
+        if not issue.included:
+            return None, issues
     return record, issues
 
 

@@ -78,7 +78,9 @@ _AVERAGED = {
 CACHE_VERSION = 4
 """Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
 PLOTS_KEY = "plots"
-_FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace"))
+_FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace", "trace_metrics"))
+"""The run files a task's descriptor is read from: ``trace_metrics.json`` too, which stands for an unchanged trace
+(a summary from the cache and one without it must read the same files)."""
 
 
 class ExperimentSummary(BaseModel):

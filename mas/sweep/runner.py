@@ -309,10 +309,7 @@ async def execute_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *,
     meta = run_metadata(cfg, spec.key, bench.recorded_task(spec.task), paths=paths, injection=plan)
     meta.system_options = dict(spec.options) or None
     root = uuid.uuid4()
-    meta.otel_trace_id = root.hex if tracing else None
-    # Its metadata is written when the run ends (finish_run): nothing reads an unfinished run's files, which are
-    # cleared before it is redone, and a second copy at the start was one more file a run (issue 33).
-
+    meta.otel_trace_id = root.hex if tracing else None  # the metadata is written when the run ends (finish_run)
     # The collector hands finish_run the events just written, instead of parsing the file back.
     collected = ListCollector()
     writer = JsonlWriter(paths.trace)
@@ -392,9 +389,10 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     metrics = compute_run_metrics(events)
     # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
     digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None
-    write_json_atomic(paths.trace_metrics, TraceMetricsRecord(
-        success=evaluation.success, completion=completion, **metrics.model_dump(), stages=stage_metrics(state),
-        digest=digest), indent=None, durable=False, staged=True)
+    record = TraceMetricsRecord(success=evaluation.success, completion=completion, **metrics.model_dump(),
+                                stages=stage_metrics(state), digest=digest)
+    record.check = record.content_check()
+    write_json_atomic(paths.trace_metrics, record, indent=None, durable=False, staged=True)
     if digest is not None:
         write_page_file(paths.page, events, digest.sha256, staged=True)
     recorded = bench.recorded_task(spec.task)  # what run files may hold (BrowseComp: no clear-text problem)
