@@ -17,7 +17,7 @@ _EXPORTS = {
     "RunSpec": "mas.sweep.runner",
     "SYSTEMS": "mas.systems",
     "Tracer": "mas.tracing",
-    "apply_overrides": "mas.config",
+    "apply_overrides": "mas.overrides",
     "current_tracer": "mas.tracing",
     "execute_run": "mas.sweep.runner",
     "final_answer": "mas.systems",

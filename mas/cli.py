@@ -27,7 +27,8 @@ def _csv(value: str) -> list[str]:
 def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
     """The config file (or defaults) with this command's overrides applied."""
     # imported here: the config models are ~0.3 s of start-up that commands not running a sweep skip
-    from mas.config import apply_overrides, load_config, parse_set_options
+    from mas.config import load_config
+    from mas.overrides import apply_overrides, parse_set_options
 
     cfg = load_config(getattr(args, "config", None))
     overrides = {

@@ -378,58 +378,6 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
     return parse_config(data, str(p))
 
 
-def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig:
-    """Return a copy with CLI overrides applied; ``None`` values are ignored.
-
-    ``model`` replaces every route (default, judge, roles) with the named one,
-    so ``--model scripted`` gives a run with no real model anywhere.
-    """
-    data = cfg.model_dump()  # without the routes' api_key (never serialized): put back below
-    model = overrides.pop("model", None)
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if key.split(".")[-1] == "api_key":  # argv is readable by every user of the machine
-            raise ConfigError(f"--set {key}: a key is never given on the command line; put it in the route's "
-                              "environment variable or in the config file (config/experiment.toml)")
-        *parents, leaf = key.split(".")
-        node = data
-        for part in parents:  # any depth: models.default.temperature, mas.max_rounds, benchmarks.arith.count
-            child = node.get(part) if isinstance(node, dict) else None
-            if not isinstance(child, dict):
-                node[part] = child = {}
-            node = child
-        node[leaf] = value
-    new = parse_config(data, "<command line>")
-    for name, route in new.models.items():
-        if name in cfg.models and route.api_key is None:
-            route.api_key = cfg.models[name].api_key
-    if model is not None:
-        chosen = new.route(model)
-        new.models = {"default": chosen}
-        new.roles = {}
-    return new
-
-
-def parse_set_options(items: list[str] | None) -> dict[str, Any]:
-    """``--set KEY=VALUE`` options as overrides; VALUE is a TOML value (``2``, ``"x"``, ``true``, ``[1, 2]``).
-
-    A VALUE that is not valid TOML is taken as a plain string, so ``--set mas.termination_consensus_mode=lexical``
-    works without quotes.
-    """
-    overrides: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. mas.max_rounds=2")
-        try:
-            value = tomllib.loads(f"v = {raw}")["v"]
-        except (tomllib.TOMLDecodeError, RecursionError):
-            value = raw
-        overrides[key.strip()] = value
-    return overrides
-
-
 def register_route_secrets(cfg: ExperimentConfig) -> None:
     """Make every route's key variable a secret for :mod:`descriptor.redact`, whatever it is called.
 

@@ -39,7 +39,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from benchmark.registry import BENCHMARKS
-from mas.config import ConfigError, ExperimentConfig, apply_overrides, load_config
+from mas.config import ConfigError, ExperimentConfig, load_config
+from mas.overrides import apply_overrides
 from mas.llm.models import ModelSet
 from mas.sweep.benchmarks import run_benchmark
 from mas.sweep.runner import run_context

@@ -7,7 +7,8 @@ import pytest
 
 from descriptor.layout import RunPaths
 from descriptor.run_config import read_metadata_with_config
-from mas.config import ConfigError, apply_overrides, load_config, parse_config, require_api_key
+from mas.config import ConfigError, load_config, parse_config, require_api_key
+from mas.overrides import apply_overrides
 from mas.systems import agent_roles
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "experiment.example.toml"
@@ -128,7 +129,8 @@ def test_minimum_discussion_rounds_must_not_exceed_max_rounds():
 
 
 def test_set_options_override_any_key_with_toml_values():
-    from mas.config import ConfigError, apply_overrides, load_config, parse_set_options
+    from mas.config import ConfigError, load_config
+    from mas.overrides import apply_overrides, parse_set_options
 
     cfg = apply_overrides(load_config(None), **parse_set_options(
         ["mas.max_rounds=2", "mas.termination_consensus_mode=lexical", "models.default.temperature=0.0",
@@ -177,3 +179,20 @@ def test_a_bad_flag_value_that_is_a_secret_is_not_echoed(monkeypatch, capsys):
     assert main(["run", "--cache", "planted~flag98765"]) == 2
     err = capsys.readouterr().err
     assert "--cache" in err and "planted~flag98765" not in err
+
+
+def test_set_on_the_default_route_applies_to_the_route_model_chose():
+    """``--model scripted --set models.default.temperature=0.0`` ran at the scripted route's own temperature:
+    the override went to the configured default, which --model then replaced (the --help example did nothing)."""
+    from mas.config import ExperimentConfig
+
+    new = apply_overrides(ExperimentConfig(), model="scripted", **{
+        "models.default.temperature": 0.0, "models.default.max_tokens": 64,
+        "models.default.price_input_per_1m": 1.5, "mas.max_rounds": 4})
+    route = new.models["default"]
+    assert (route.provider, route.temperature, route.max_tokens, new.mas.max_rounds) == ("scripted", 0.0, 64, 4)
+    assert route.price_input_per_1m == 1.5 and list(new.models) == ["default"]
+    assert apply_overrides(ExperimentConfig(), model="scripted").models["default"].temperature == 0.2
+    # the named route's own overrides still reach it
+    assert apply_overrides(ExperimentConfig(), model="scripted",
+                           **{"models.scripted.temperature": 0.5}).models["default"].temperature == 0.5

@@ -298,7 +298,8 @@ def test_a_key_in_the_config_file_is_used_unless_the_environment_variable_is_set
 def test_a_key_in_the_config_file_reaches_no_artifact_log_or_argv(tmp_path, monkeypatch):
     from benchmark.registry import get_benchmark
     from descriptor.redact import REDACTED, redact
-    from mas.config import ConfigError, apply_overrides, load_config
+    from mas.config import ConfigError, load_config
+    from mas.overrides import apply_overrides
     from mas.sweep.runner import RunSpec, execute_run
 
     key = "cfgkey~" + "5e6f7a" * 4

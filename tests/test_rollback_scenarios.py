@@ -15,7 +15,8 @@ from descriptor.layout import RunKey, RunPaths
 from descriptor.records import RollbackRecord
 from descriptor.run_config import read_metadata_with_config
 from main import main
-from mas.config import ExperimentConfig, apply_overrides
+from mas.config import ExperimentConfig
+from mas.overrides import apply_overrides
 from mas.sweep.injection import POSITIONS, injection_plan, place
 
 LONG = ["--set", "benchmarks.arith.min_ops=10", "--set", "benchmarks.arith.max_ops=20",

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 def _settings(args: argparse.Namespace) -> EmbeddedSettings:
-    from mas.config import apply_overrides, load_config  # here: the config models are ~0.3 s of start-up
+    from mas.config import load_config  # here: the config models are ~0.3 s of start-up
+    from mas.overrides import apply_overrides
 
     configure_logging()  # structlog to stderr: stdout carries only results (serve prints base_url)
     cfg = load_config(args.config)
