@@ -95,6 +95,10 @@ class RunMetadata(RunIdentity):
     injected_error: InjectionRecord | None = None
     """The scripted model's injected wrong step (ground truth for attribution tests)."""
     versions: dict[str, str | None] = Field(default_factory=dict)
+    """Python's and the key packages' versions (numpy and scipy too: the summaries' statistics use them)."""
+    plugins: list[str] | None = None
+    """The plugin modules the sweep's process had loaded (``--plugin``, config ``plugins``): code outside the
+    commit that may define the run's benchmark, system or model. None: none."""
     git_commit: str | None = None
     """The code's git commit (``+dirty`` with uncommitted changes); None when unknown."""
     git_commit_reason: str | None = None

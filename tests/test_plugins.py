@@ -137,6 +137,11 @@ def test_run_warns_when_every_run_of_a_plugin_system_ends_in_an_error_of_its_own
     err = capsys.readouterr().err
     assert "warning: every run of plug_broken ended in an error of the system's own (2 runs; first: " in err
     assert "IndexError: list index out of range" in err and "every run of sas" not in err
+    # every run records the plugin code it ran with, and the statistics' packages
+    import json
+
+    metas = [json.loads(p.read_text()) for p in sorted((plugin_dir / "e").rglob("run_0.metadata.json"))]
+    assert len(metas) == 4 and all(m["plugins"] == [mod] and m["versions"]["numpy"] for m in metas)
 
 
 def test_finish_loop_without_a_controller_decision_says_what_the_topology_missed():

@@ -10,13 +10,14 @@ from pathlib import Path
 from benchmark.base import Task
 from descriptor.layout import RunKey, RunPaths
 from descriptor.records import InjectionPlanRecord, RunMetadata, TaskRecord
+from descriptor.registry import loaded_plugins
 from descriptor.run_config import config_path, store_config
 from mas.config import ExperimentConfig
 from mas.llm.injection import InjectionPlan
 from mas.sweep.provenance import git_commit
 from mas.tracing import utc_now_iso
 
-_PACKAGES = ("langgraph", "langchain-core", "langchain-openai", "pydantic", "mas-econ")
+_PACKAGES = ("langgraph", "langchain-core", "langchain-openai", "pydantic", "numpy", "scipy", "mas-econ")
 
 
 @lru_cache(maxsize=1)
@@ -65,5 +66,6 @@ def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPa
         injection_plan=None if injection is None else InjectionPlanRecord(
             agent=injection.agent, step=injection.step, position=injection.position, fraction=injection.fraction,
             probe_steps=injection.probe_steps),
-        versions=versions(), git_commit=commit, git_commit_reason=commit_unknown, host=platform.node(),
+        versions=versions(), plugins=loaded_plugins() or None, git_commit=commit, git_commit_reason=commit_unknown,
+        host=platform.node(),
     )
