@@ -49,6 +49,8 @@ def print_summary(summary: ExperimentSummary) -> None:
 
     for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
+    for note in summary.notes:
+        print(f"warning: {note}", file=sys.stderr)
     errors = f", {summary.n_errors} errored" if summary.n_errors else ""
     if summary.count_errors_as_failures:
         errors += ", errored runs counted as failures"

@@ -39,6 +39,7 @@ from descriptor.rollback_summary import (
     rollup_rollback_fields,
     task_rollback_fields,
 )
+from descriptor.provenance import provenance_notes
 from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
 from descriptor.task_descriptor import (
@@ -94,6 +95,8 @@ class ExperimentSummary(BaseModel):
     economics: list[dict[str, Any]]
     issues: list[RunIssue]
     """Skipped runs and damaged trace lines."""
+    notes: list[str] = []
+    """The runs ran with more than one config or version of the code (:mod:`descriptor.provenance`)."""
     n_runs: int
     n_errors: int = 0
     """Runs that ended in an infrastructure error: counted per system, left out of every other number."""
@@ -378,6 +381,7 @@ def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, 
     write_derived_json(root / "topology.json", topology)
     blocks = _benchmark_blocks(rollups)
     _write_benchmark_summaries(root, blocks)
+    notes = provenance_notes(root)
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_errors": n_errors,
@@ -386,6 +390,7 @@ def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, 
         "rollups": rollups,
         "benchmarks": blocks,
         "issues": [i.model_dump() for i in issues],
+        "notes": notes,
     })
     write_csv_atomic(root / "experiment_summary.csv", rollups, ROLLUP_FIELDS)
     # The plots are redrawn only when what they show changed.
@@ -400,5 +405,5 @@ def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, 
     cache["version"] = CACHE_VERSION
     write_derived_json(root / SUMMARY_CACHE_NAME, cache)
     return ExperimentSummary(experiment_root=str(root), rollups=rollups, descriptors=descriptors,
-                             economics=economics, issues=issues, n_runs=n_runs, n_errors=n_errors,
+                             economics=economics, issues=issues, notes=notes, n_runs=n_runs, n_errors=n_errors,
                              count_errors_as_failures=count_errors)

@@ -23,6 +23,7 @@ from descriptor.layout import MANIFEST_NAME
 from descriptor.records import RunIdentity, RunResult
 from descriptor.redact import redact
 from mas.config import ExperimentConfig
+from mas.sweep.provenance import git_commit
 from mas.sweep.runner import RunSpec
 from mas.tracing import utc_now_iso
 
@@ -73,6 +74,9 @@ class Invocation(BaseModel):
     pid: int
     request: dict[str, Any]
     """Benchmarks, systems, task limit, runs per task and tracing of this invocation."""
+    git_commit: str | None = None
+    """The code's git commit (``+dirty`` with changes; None: unknown), so a summary can say when the runs of
+    one experiment ran on different code (:mod:`descriptor.provenance`)."""
     skipped: int = 0
     """Runs already finished when it started (their files untouched)."""
     ran: int = 0
@@ -147,7 +151,9 @@ class ManifestStore:
                 manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
             except ValueError as err:
                 raise UserError(f"{path}: not a valid experiment manifest ({str(err).splitlines()[0]}); "
-                                "move it away to rebuild it from the run files") from None
+                                "move it away to rebuild it from the run files (its check that a resume uses the "
+                                "same config goes with it: the summary then says when the runs' configs differ)"
+                                ) from None
             diff = config_differences(manifest.config, config)
             if diff:
                 raise UserError(f"{path}: experiment {experiment_id!r} was started with a different config "
@@ -165,7 +171,7 @@ class ManifestStore:
                 self.manifest.runs.append(entry)
                 self._index[spec.run_id] = entry
         inv = Invocation(started_at=utc_now_iso(), executor=executor, concurrency=concurrency,
-                         host=platform.node(), pid=os.getpid(), request=request)
+                         host=platform.node(), pid=os.getpid(), request=request, git_commit=git_commit()[0])
         self.manifest.invocations.append(inv)
         self.manifest.status = "running"
         return inv

@@ -1,0 +1,61 @@
+"""Whether an experiment's runs all ran with one config and one version of the code: notes when they did not.
+
+A sweep refuses to resume an experiment with another config (:mod:`mas.sweep.manifest`), but that guard reads
+``manifest.json``: with the manifest gone (moved away, as the advice for a damaged one says), the experiment can
+be resumed with any config, and a summary mixed its runs silently. The runs' own files say what they ran with:
+their configs are stored once each under ``configs/`` (:mod:`descriptor.run_config`), and each invocation of the
+sweep records its git commit in the manifest. These notes say when either is more than one, so a summary never
+mixes two setups without saying so. Settings that change no result (``output_root``, ``concurrency``) are not a
+difference; nor, in a model matrix, is the default route, which is each unit's own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from descriptor.layout import CONFIGS_DIR, MANIFEST_NAME
+from descriptor.untrusted import BadJson, parse_json
+
+OPERATIONAL = ("output_root", "concurrency")
+"""Config keys that change how a sweep runs, not what its runs do."""
+
+
+def _setup(config: dict) -> str:
+    """The config as the setup it describes (without :data:`OPERATIONAL` keys, nor a matrix unit's route)."""
+    data = {k: v for k, v in config.items() if k not in OPERATIONAL}
+    if data.get("sweep_models") and isinstance(data.get("models"), dict):
+        data["models"] = {k: v for k, v in data["models"].items() if k != "default"}
+    return json.dumps(data, sort_keys=True)
+
+
+def _read(path: Path) -> object:
+    try:
+        return parse_json(path.read_bytes())
+    except (OSError, BadJson):
+        return None
+
+
+def provenance_notes(root: Path) -> list[str]:
+    """Notes (one line each) when the runs under ``root`` ran with more than one config or more than one git
+    commit; [] when they did not, or nothing says."""
+    notes = []
+    setups: dict[str, list[str]] = {}
+    for path in sorted((root / CONFIGS_DIR).glob("*.json")):
+        if isinstance(config := _read(path), dict):
+            setups.setdefault(_setup(config), []).append(path.name)
+    if len(setups) > 1:
+        files = "; ".join(", ".join(names) for names in setups.values())
+        notes.append(f"{root / CONFIGS_DIR}: the runs ran with {len(setups)} different configs ({files}); this "
+                     "summary mixes their runs (compare the files; a run's metadata.json names its config_sha256)")
+    manifest = _read(root / MANIFEST_NAME)
+    invocations = manifest.get("invocations") if isinstance(manifest, dict) else None
+    commits: dict[str, str] = {}  # commit -> when it was first used
+    for inv in invocations if isinstance(invocations, list) else []:
+        if isinstance(inv, dict) and isinstance(commit := inv.get("git_commit"), str):
+            commits.setdefault(commit, str(inv.get("started_at", "?")))
+    if len(commits) > 1:
+        used = ", ".join(f"{c} (from {when})" for c, when in commits.items())
+        notes.append(f"{root / MANIFEST_NAME}: the sweep's invocations ran on {len(commits)} versions of the code "
+                     f"({used}); this summary mixes their runs (each run's metadata.json names its git_commit)")
+    return notes
