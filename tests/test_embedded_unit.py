@@ -11,8 +11,10 @@ import base64
 import hashlib
 import http.server
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -506,3 +508,24 @@ def test_the_server_build_keeps_the_cpu_kernels_at_O3_and_compiles_the_rest_of_t
     include = Path(next(c for c in configure if c.startswith("-DCMAKE_PROJECT_INCLUDE=")).split("=", 1)[1])
     assert "TARGET ggml-cpu APPEND PROPERTY COMPILE_OPTIONS -O3" in include.read_text()
     assert commands[1][-2:] == ["llama-server", f"-j{len(os.sched_getaffinity(0))}"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
+def test_a_run_killed_without_its_exit_handlers_leaves_no_run_started_server(settings, fake_llama, health_server,
+                                                                            sig):
+    """A sweep killed with -9 (or by a closed terminal's SIGHUP) runs no atexit release: the server it used stayed
+    up (~850 MB, re-parented to init). Its watchdog (mas.serving.watchdog) now stops it."""
+    paths = embedded.cache_paths(settings)
+    _record(fake_llama.pid, health_server, paths)
+    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from mas.config import EmbeddedSettings
+        from mas.serving.server import ensure_server
+        ensure_server(EmbeddedSettings(cache_dir={settings.cache_dir!r}, startup_timeout_s=5), progress=None)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+    assert run.stdout.readline().strip() == b"ready"
+    run.send_signal(sig)
+    run.wait(timeout=10)
+    assert fake_llama.wait(timeout=15) is not None  # stopped, by PID

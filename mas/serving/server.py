@@ -57,6 +57,7 @@ from mas.serving.process import (
     wait_ready,
     write_record,
 )
+from mas.serving.watchdog import start_watchdog
 
 __all__ = [
     "EmbeddedServerError",
@@ -91,6 +92,8 @@ class ServerHandle:
     record: ServerRecord
     paths: CachePaths
     _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _watchdog: subprocess.Popen | None = field(default=None, repr=False)
+    """:mod:`mas.serving.watchdog` of this process over the server (None: a persistent server, which no run stops)."""
 
     def stop(self) -> None:
         """Terminate the server now (SIGTERM, then SIGKILL, by PID) and remove its record."""
@@ -114,6 +117,9 @@ class ServerHandle:
                 log.info("embedded_server_stop", pid=self.pid, reason="last user exited")
                 self._stop_locked()
         _forget(self)
+        if self._watchdog is not None:  # released: it finds nothing left to do and exits
+            self._watchdog.stdin.close()  # type: ignore[union-attr]
+            self._watchdog.wait(timeout=10)
 
 
 _handles: dict[Path, ServerHandle] = {}
@@ -288,6 +294,7 @@ def ensure_server(
             )  # fmt: skip
             if not rec.persistent:
                 register_user(paths, os.getpid())
+                handle._watchdog = start_watchdog(paths, os.getpid())  # stops it should this process die unreleased
                 _handles[paths.root] = handle
                 _install_sigterm_exit()
         return handle
