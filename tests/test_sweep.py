@@ -348,6 +348,7 @@ async def test_sigint_in_process_stops_cleanly(tmp_path):
     cfg = scripted_cfg(tmp_path, concurrency=2, latency_ms=60)
     loop = asyncio.get_running_loop()
     root = tmp_path / "e"
+    before = signal.getsignal(signal.SIGINT)
 
     def kill_when_some_finished():
         if len(list(root.rglob("run_*.result.json"))) >= 2:
@@ -362,7 +363,21 @@ async def test_sigint_in_process_stops_cleanly(tmp_path):
     manifest = json.loads((root / MANIFEST_NAME).read_text())
     assert manifest["status"] == "interrupted" and manifest["invocations"][-1]["stopped_by"] == "SIGINT"
     assert 2 <= manifest["counts"]["finished"] < 8
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers removed
+    assert signal.getsignal(signal.SIGINT) == before  # the sweep's handlers removed, the earlier one back
+
+
+async def test_the_sweep_gives_back_the_signal_handlers_it_found(tmp_path):
+    """asyncio's removal leaves the default action: a SIGTERM during the summaries or rollbacks after the sweep
+    then ended the process without its exit handlers (no word, the embedded server left running)."""
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, on_term)
+    try:
+        await run_experiment(request(scripted_cfg(tmp_path), tasks=1, runs=1))
+        assert signal.getsignal(signal.SIGTERM) is on_term
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def sigterm_after_finished(proc: subprocess.Popen, root: Path, n: int, *, wait_s: float = 180) -> str:

@@ -140,15 +140,21 @@ def _stop_on_signals(task: asyncio.Task[Any], received: list[int]) -> Iterator[N
 
     for sig in STOP_SIGNALS:
         try:
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, stop, sig)
-            installed.append(sig)
+            installed.append((sig, previous))
         except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
             pass
     try:
         yield
     finally:
-        for sig in installed:
+        for sig, previous in installed:
             loop.remove_signal_handler(sig)
+            # asyncio leaves the default action behind, which ends the process without its exit handlers: a
+            # SIGTERM during the summaries or the rollbacks after the sweep stopped it with no word and left the
+            # embedded server running. What was there before comes back (the server's SIGTERM-as-exit).
+            if previous is not None:
+                signal.signal(sig, previous)
 
 
 def _split_finished(root: Path, specs: list[RunSpec], store: ManifestStore, stats: SweepStats,
