@@ -81,6 +81,8 @@ def test_a_second_sweep_on_the_same_id_is_refused_and_a_killed_one_resumes(tmp_p
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["counts"]["finished"] == 12
     assert manifest["invocations"][-1]["skipped"] == len(done_before)
+    # the killed invocation is no longer "running" for ever: the one that took its lock says it crashed
+    assert [inv["status"] for inv in manifest["invocations"]] == ["crashed", "finished"]
 
 
 @pytest.mark.slow

@@ -170,6 +170,9 @@ class ManifestStore:
                 entry = spec_entry(spec)
                 self.manifest.runs.append(entry)
                 self._index[spec.run_id] = entry
+        for earlier in self.manifest.invocations:
+            if earlier.status == "running":  # this one holds the sweep's lock: that one died without a word (kill -9)
+                earlier.status = "crashed"
         inv = Invocation(started_at=utc_now_iso(), executor=executor, concurrency=concurrency,
                          host=platform.node(), pid=os.getpid(), request=request, git_commit=git_commit()[0])
         self.manifest.invocations.append(inv)
