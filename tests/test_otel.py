@@ -264,3 +264,57 @@ def test_exporter_process_lacks_the_model_keys_and_never_blocks_a_run(tmp_path, 
         assert car.dropped >= 5
     finally:
         car.close(timeout_s=5)
+
+
+def test_a_sweep_killed_with_9_leaves_its_exporter_process_a_few_seconds_at_most(tmp_path):
+    """At the end of its input the exporter process sent what was queued with the exporter's own timeout (10 s)
+    and retries: against an endpoint that accepts and never answers it outlived a SIGKILLed sweep by 11-18 s."""
+    import os
+    import signal
+    import socket
+    import threading
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: [held.append(silent.accept()[0]) for _ in iter(int, 1)], daemon=True).start()
+    port = silent.getsockname()[1]
+    sweep = subprocess.Popen(
+        [sys.executable, "main.py", "run", "--benchmark", "arith", "--task-limit", "40", "--systems", "sas",
+         "--model", "scripted", "--output-root", str(tmp_path), "--experiment-id", "e", "--progress", "none",
+         "--set", "models.default.scripted_latency_ms=100", "--set", f'tracing.otlp_endpoint="http://127.0.0.1:{port}"'],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        child = None
+        while time.monotonic() < deadline and (child is None or len(list(tmp_path.rglob("*.result.json"))) < 3):
+            for proc in Path("/proc").iterdir():
+                if proc.name.isdigit():
+                    try:
+                        stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                        if int(stat[1]) == sweep.pid and b"mas.otel.sidecar" in (proc / "cmdline").read_bytes():
+                            child = int(proc.name)
+                    except (OSError, IndexError, ValueError):
+                        pass
+            time.sleep(0.1)
+        assert child is not None, "no exporter process started"
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(timeout=10)
+        killed = time.monotonic()
+        while Path(f"/proc/{child}").exists() and time.monotonic() - killed < 30:
+            state = (Path(f"/proc/{child}") / "stat").read_text().rsplit(")", 1)[1].split()[0] \
+                if Path(f"/proc/{child}").exists() else "X"
+            if state == "Z":  # exited; init reaps it
+                break
+            time.sleep(0.1)
+        assert time.monotonic() - killed < 8, "the exporter process outlived the killed sweep"
+    finally:
+        sweep.kill()
+        sweep.wait()
+        for c in held:
+            c.close()
+        silent.close()
+        with __import__("contextlib").suppress(ProcessLookupError, TypeError):
+            os.kill(child, signal.SIGKILL)  # type: ignore[arg-type]

@@ -101,6 +101,24 @@ def shutdown_sinks() -> None:
         s.shutdown()
 
 
+def flush_sinks(timeout_s: float) -> bool:
+    """Send what the batch processors hold, waiting at most ``timeout_s`` seconds in all; True when it was sent.
+
+    On a thread of its own: an endpoint that does not answer holds an export for the exporter's own timeout
+    (10 s) and its retries, and the SDK's ``force_flush`` exports in the caller's thread past its own timeout."""
+    with _LOCK:
+        sinks = list(_SINKS.values())
+    done = threading.Event()
+
+    def flush() -> None:
+        for s in sinks:
+            s.force_flush()
+        done.set()
+
+    threading.Thread(target=flush, name="otel-exit-flush", daemon=True).start()
+    return done.wait(timeout_s)
+
+
 def queue_run(url: str, meta: RunMetadata, *, end: str, events: list[Event], record_inputs: bool = False) -> None:
     """Queue the spans of run ``meta`` (its trace ``events``, ended at ``end``) for export to ``url``."""
     run = RunInfo.from_metadata(meta, end=end)

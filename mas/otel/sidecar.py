@@ -200,10 +200,14 @@ class OtelRunExporter:
         sidecar(self.url).send(frame)
 
 
+EXIT_FLUSH_S = 3.0
+"""Seconds the child spends on what is still queued once its input has ended (s)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """The child: read frames from stdin until it closes, export them, answer flushes on stdout."""
     from descriptor.events import parse_event
-    from mas.otel.export import queue_run, shutdown_sinks, sink
+    from mas.otel.export import flush_sinks, queue_run, sink
 
     (url,) = [os.environ[URL_ENV]] if argv is None else argv
     from mas.logging import configure_logging
@@ -222,8 +226,13 @@ def main(argv: list[str] | None = None) -> int:
                       events=[parse_event(e) for e in msg["events"]], record_inputs=bool(msg["record_inputs"]))
         except Exception as err:  # noqa: BLE001 - a bad frame loses that run's spans, not the others'
             print(f"mas.otel.sidecar: a run's spans were not exported: {type(err).__name__}: {err}", file=sys.stderr)
-    shutdown_sinks()
-    return 0
+    # End of input: a sweep that exits flushes first (it waits for our answer), so little is left; a sweep killed
+    # with -9 waits for nothing, and a slow or silent endpoint held this process 11-18 s after it (the
+    # exporter's timeout and retries). What is queued gets EXIT_FLUSH_S, then the process ends without joining
+    # the exporter's threads; the JSONL traces stay the record (``export-otel`` sends them again).
+    flush_sinks(EXIT_FLUSH_S)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
