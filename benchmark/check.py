@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from benchmark.base import Benchmark, Evaluation, Task
+from descriptor.errors import UserError
 
 
 @dataclass(slots=True)
@@ -75,7 +76,13 @@ def check_benchmark(bench: Benchmark, limit: int | None = None, seed: int = 0) -
     empties: list[tuple[Task, bool]] = []
     for task in bench.load_tasks(limit, seed=seed):
         report.n += 1
-        oracle, empty = run_oracle(bench, task).success, run_empty(bench, task).success
+        try:
+            oracle, empty = run_oracle(bench, task).success, run_empty(bench, task).success
+        except UserError:
+            raise
+        except Exception as err:  # a benchmark's own bug (a plugin's evaluate), named, not a traceback
+            raise UserError(f"benchmark {bench.name!r}: judging task {task.task_id!r} raised "
+                            f"{type(err).__name__}: {err}") from err
         if oracle:
             report.oracle_solved += 1
         else:

@@ -144,6 +144,25 @@ def test_run_warns_when_every_run_of_a_plugin_system_ends_in_an_error_of_its_own
     assert len(metas) == 4 and all(m["plugins"] == [mod] and m["versions"]["numpy"] for m in metas)
 
 
+def test_benchmark_check_of_a_plugin_benchmark_whose_evaluation_raises_names_the_task_and_exits_2(plugin_dir, capsys):
+    mod = write_plugin(plugin_dir, "plug_raising_eval", """
+        from benchmark.arith import ArithBenchmark
+        from benchmark.base import BENCHMARKS
+
+
+        @BENCHMARKS.register("raising_arith")
+        class RaisingArith(ArithBenchmark):
+            name = "raising_arith"
+
+            def evaluate(self, task, answer, environment=None, **kw):
+                raise KeyError("expected")
+    """)
+    assert main(["--plugin", mod, "benchmark-check", "--benchmark", "raising_arith", "--task-limit", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "benchmark 'raising_arith': judging task" in err and "KeyError: 'expected'" in err
+    assert "Traceback" not in err
+
+
 def test_finish_loop_without_a_controller_decision_says_what_the_topology_missed():
     from mas.topologies.loop import finish_loop
 

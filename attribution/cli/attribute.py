@@ -154,7 +154,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_source(p)
     p.add_argument("--method", required=True, type=_registered("method"),
                    help="attribution method: random, all_at_once, step_by_step, binary_search, echo, chief, learned "
-                        "(learned needs --method-option train_dir=DIR)")
+                        "(learned needs --method-option train_dir=DIR), or one a plugin registers (--plugin MODULE; "
+                        "an unknown name lists every registered one)")
     p.add_argument("--method-option", action="append", metavar="KEY=VALUE",
                    help="an option of the method (repeatable), e.g. echo's vote=weighted_share, "
                         "compare_votes=true; chief's graph=regex (see attribution/README.md)")

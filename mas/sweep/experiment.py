@@ -299,8 +299,9 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
             await asyncio.to_thread(flush_all)
     if outcome.crashed:
         shown = "; ".join(f"{k}: {v}" for k, v in list(outcome.crashed.items())[:5])
-        raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph and were not recorded "
-                        f"({shown}); run the same command again to redo them")
+        raise UserError(f"{len(outcome.crashed)} run(s) crashed outside their graph (in the benchmark's "
+                        f"evaluation, the grading or the writing of their files) and were not recorded ({shown}); "
+                        "run the same command again to redo them once the cause is fixed")
     if outcome.over_budget:
         raise SweepOverBudget(outcome.results, total=len(specs), limit=req.cfg.limits.sweep_cost_usd or 0.0)
     return outcome.results
@@ -320,16 +321,17 @@ class SweepOverBudget(Exception):
 
 
 def scripted_notes(cfg: ExperimentConfig, benchmarks: list[str], systems: list[str]) -> list[str]:
-    """Why a scripted sweep scores 0 on a benchmark: the scripted double solves only ``arith`` problems (and
-    replays the reference actions of a benchmark solved by acting); elsewhere it answers a placeholder."""
+    """Why a scripted sweep's score on a benchmark says nothing of its systems: the scripted double solves
+    ``arith`` problems and replays the reference actions of a benchmark solved by acting; elsewhere it answers
+    without knowing the task (a placeholder; SciCode: a stub)."""
     routes = cfg.used_routes(agent_roles(systems, cfg))
     if not any(r.provider == "scripted" for r in routes.values()):
         return []
     blind = [b for b in benchmarks if b != "arith" and run_benchmark(cfg, b).answer_kind != "actions"]
-    return [f"note: {b}: the scripted model (--model scripted) solves only arith problems and replays the "
-            f"reference actions of benchmarks solved by acting; on {b} it answers a placeholder, so its success "
-            "is 0 by construction: the sweep tests the pipeline, not the systems (use --model embedded or an "
-            "API route)" for b in blind]
+    return [f"note: {b}: the scripted model (--model scripted) solves arith problems and replays the reference "
+            f"actions of benchmarks solved by acting; on {b} it answers without knowing the task (a placeholder "
+            "or a stub), so its success is 0 unless that happens to be right: the sweep tests the pipeline, not "
+            "the systems (use --model embedded or an API route)" for b in blind]
 
 
 def write_system_pictures(req: ExperimentRequest, benches: dict[str, Benchmark]) -> None:
