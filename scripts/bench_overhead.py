@@ -355,10 +355,9 @@ def whole_processes(systems: list[str], sizes: tuple[int, int], repeats: int, tm
         for r in range(repeats):
             order = [(side, n) for n in sizes for side in ("p", "l")]
             for side, n in (order if r % 2 == 0 else order[::-1]):
-                if side == "p":
+                if side == "p":  # its files are deleted after the rounds (see in_process)
                     exp = f"w_{system}_{n}_{r}"
                     walls.setdefault((side, n), []).append(timed(project_cmd(system, n, tmp, exp), ROOT))
-                    shutil.rmtree(tmp / exp, ignore_errors=True)
                 else:
                     cmd = [sys.executable, __file__, "--plain-child", system, str(n), str(tmp / "samples.jsonl")]
                     walls.setdefault((side, n), []).append(timed(cmd, ROOT))
@@ -377,6 +376,9 @@ def whole_processes(systems: list[str], sizes: tuple[int, int], repeats: int, tm
         probes.append(file_cost_ms(tmp))
         print(f"  the disk: creating a file here cost {' then '.join(f'{x:.2f}' for x in probes)} ms of CPU (before "
               f"and after these sweeps; {tmp.parent})")
+        for r in range(repeats):
+            for n in sizes:
+                shutil.rmtree(tmp / f"w_{system}_{n}_{r}", ignore_errors=True)
 
 
 INSPECT_TASK = '''from inspect_ai import Task, task
