@@ -9,11 +9,13 @@ and rollback read them only through :mod:`descriptor.run_files`.
 from __future__ import annotations
 
 import hashlib
+import json
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from descriptor.redact import may_hold_secret, redact
 from descriptor.run_metrics import RunMetrics
 from descriptor.trace_digest import TraceDigest
 
@@ -146,6 +148,16 @@ class TraceMetricsRecord(RunMetrics):
     def content_check(self) -> str:
         """The SHA-256 (hex) of the record without ``check``, as pydantic-core serializes it."""
         return hashlib.sha256(self.model_dump_json(exclude={"check"}).encode()).hexdigest()
+
+    def sealed(self) -> TraceMetricsRecord:
+        """This record as it is written, with its ``check``: redacted first when it may hold a secret, as every JSON
+        artifact is (:func:`descriptor.io.json_bytes`), so the check is of what a reader will find, not of a value
+        the file never held."""
+        text = self.model_dump_json(exclude={"check"})
+        record = self
+        if may_hold_secret(text):
+            record = TraceMetricsRecord.model_validate(redact(json.loads(text)))
+        return record.model_copy(update={"check": record.content_check()})
 
 
 class RunResult(RunIdentity):

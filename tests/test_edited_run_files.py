@@ -95,3 +95,24 @@ def test_a_trace_changed_without_changing_its_totals_is_read_as_it_is_with_a_war
     assert next(r for r in summary.rollups if r["system"] == "sas")["n_runs"] == 3
     assert main(["summarize-experiment", "--experiment-root", str(root)]) == 0
     assert "run_0.trace.jsonl: trace_changed: the trace was changed after the run ended" in capsys.readouterr().err
+
+
+def test_a_record_written_redacted_is_not_taken_for_one_edited_by_hand(tmp_path):
+    """Every JSON artifact is written redacted; a check computed before the redaction failed on the file, and a
+    run's own record was reported as edited by hand."""
+    from descriptor.io import write_json_atomic
+    from descriptor.layout import RunPaths
+    from descriptor.records import TraceMetricsRecord
+    from descriptor.run_files import _digested
+    from descriptor.run_metrics import compute_run_metrics
+    from descriptor.trace_digest import trace_digest
+
+    paths = RunPaths(tmp_path, 0)
+    paths.trace.write_bytes(b"")
+    record = TraceMetricsRecord(success=False, completion=True, **compute_run_metrics([]).model_dump(),
+                                stages=[{"stage": "debate", "stop_reason": "see http://bob:hunter2@host/v1"}],
+                                digest=trace_digest([], b"")).sealed()
+    write_json_atomic(paths.trace_metrics, record, indent=None)
+    assert "hunter2" not in paths.trace_metrics.read_text()
+    found = _digested(paths)
+    assert not found.record_edited and found.metrics is not None

@@ -390,8 +390,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
     digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None
     record = TraceMetricsRecord(success=evaluation.success, completion=completion, **metrics.model_dump(),
-                                stages=stage_metrics(state), digest=digest)
-    record.check = record.content_check()
+                                stages=stage_metrics(state), digest=digest).sealed()
     write_json_atomic(paths.trace_metrics, record, indent=None, durable=False, staged=True)
     if digest is not None:
         write_page_file(paths.page, events, digest.sha256, staged=True)
