@@ -5,28 +5,26 @@ A sweep refuses to resume an experiment with another config (:mod:`mas.sweep.man
 be resumed with any config, and a summary mixed its runs silently. The runs' own files say what they ran with:
 their configs are stored once each under ``configs/`` (:mod:`descriptor.run_config`), and each invocation of the
 sweep records its git commit in the manifest. These notes say when either is more than one, so a summary never
-mixes two setups without saying so. Settings that change no result (``output_root``, ``concurrency``) are not a
-difference; nor, in a model matrix, is the default route, which is each unit's own.
+mixes two setups without saying so. The settings a resume may change are not a difference (the one rule,
+:func:`descriptor.run_config.config_differences`); nor, in a model matrix, is the default route, which is each
+unit's own.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 from descriptor.layout import CONFIGS_DIR, MANIFEST_NAME
+from descriptor.run_config import config_differences
 from descriptor.untrusted import BadJson, parse_json
 
-OPERATIONAL = ("output_root", "concurrency")
-"""Config keys that change how a sweep runs, not what its runs do."""
 
-
-def _setup(config: dict) -> str:
-    """The config as the setup it describes (without :data:`OPERATIONAL` keys, nor a matrix unit's route)."""
-    data = {k: v for k, v in config.items() if k not in OPERATIONAL}
-    if data.get("sweep_models") and isinstance(data.get("models"), dict):
-        data["models"] = {k: v for k, v in data["models"].items() if k != "default"}
-    return json.dumps(data, sort_keys=True)
+def _setup(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as the setup it describes: in a model matrix, without the unit's own default route."""
+    if config.get("sweep_models") and isinstance(config.get("models"), dict):
+        return {**config, "models": {k: v for k, v in config["models"].items() if k != "default"}}
+    return config
 
 
 def _read(path: Path) -> object:
@@ -40,12 +38,18 @@ def provenance_notes(root: Path) -> list[str]:
     """Notes (one line each) when the runs under ``root`` ran with more than one config or more than one git
     commit; [] when they did not, or nothing says."""
     notes = []
-    setups: dict[str, list[str]] = {}
+    setups: list[tuple[dict[str, Any], list[str]]] = []  # a setup and the config files that hold it
     for path in sorted((root / CONFIGS_DIR).glob("*.json")):
-        if isinstance(config := _read(path), dict):
-            setups.setdefault(_setup(config), []).append(path.name)
+        if not isinstance(config := _read(path), dict):
+            continue
+        setup = _setup(config)
+        same = next((names for known, names in setups if not config_differences(known, setup)), None)
+        if same is None:
+            setups.append((setup, [path.name]))
+        else:
+            same.append(path.name)
     if len(setups) > 1:
-        files = "; ".join(", ".join(names) for names in setups.values())
+        files = "; ".join(", ".join(names) for _, names in setups)
         notes.append(f"{root / CONFIGS_DIR}: the runs ran with {len(setups)} different configs ({files}); this "
                      "summary mixes their runs (compare the files; a run's metadata.json names its config_sha256)")
     manifest = _read(root / MANIFEST_NAME)

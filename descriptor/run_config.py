@@ -25,6 +25,37 @@ from descriptor.records import RunMetadata
 from descriptor.run_files import RunFileError, json_object, read_metadata
 
 
+RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root", "cache", "limits.sweep_cost_usd"})
+"""Settings a resumed sweep may change (:mod:`mas.sweep.manifest`), and that the summaries' provenance notes
+ignore (:mod:`descriptor.provenance`): they change how runs are scheduled, stored or paid for, never what a run
+does (a cache hit replays the reply the call would get; the sweep's spending limit is raised to finish it)."""
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): data}
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ, ignoring :data:`RESUME_NEUTRAL_KEYS`.
+
+    >>> config_differences({"seed": 0, "mas": {"agents": 3}}, {"seed": 0, "mas": {"agents": 4}})
+    ['mas.agents']
+    """
+    a, b = _flatten(old), _flatten(new)
+    keys = sorted(set(a) | set(b))
+    return [k for k in keys if not _neutral(k) and a.get(k) != b.get(k)]
+
+
+def _neutral(key: str) -> bool:
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in RESUME_NEUTRAL_KEYS for i in range(1, len(parts) + 1))
+
+
 def config_path(experiment_root: Path, sha256: str) -> Path:
     """``<experiment_root>/configs/<sha256>.json``."""
     return Path(experiment_root) / CONFIGS_DIR / f"{sha256}.json"

@@ -49,3 +49,21 @@ def test_invocations_on_different_code_are_named_by_the_summary(tmp_path):
     (root / "manifest.json").write_text(json.dumps(manifest))
     [note] = summarize_experiment(root).notes
     assert "ran on 2 versions of the code" in note and "0123abc+dirty" in note
+
+
+def test_configs_that_differ_only_in_what_a_resume_may_change_are_one_setup(tmp_path):
+    """The notes follow the resume guard's one rule (descriptor.run_config.config_differences): a resume that
+    raised the sweep's spending limit or changed the cache is the same setup; they had their own list, which
+    called those two configs."""
+    from descriptor.provenance import provenance_notes
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    base = {"seed": 0, "mas": {"agents": 3}, "cache": {"mode": "off"}, "limits": {"sweep_cost_usd": None}}
+    (configs / "a.json").write_text(json.dumps(base))
+    (configs / "b.json").write_text(json.dumps({**base, "cache": {"mode": "read_write"}, "concurrency": 1,
+                                                "limits": {"sweep_cost_usd": 5.0}}))
+    assert provenance_notes(tmp_path) == []
+    (configs / "c.json").write_text(json.dumps({**base, "mas": {"agents": 2}}))
+    [note] = provenance_notes(tmp_path)
+    assert "2 different configs (a.json, b.json; c.json)" in note

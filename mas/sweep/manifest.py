@@ -22,6 +22,7 @@ from descriptor.io import write_json_atomic
 from descriptor.layout import MANIFEST_NAME
 from descriptor.records import RunIdentity, RunResult
 from descriptor.redact import redact
+from descriptor.run_config import config_differences
 from mas.config import ExperimentConfig
 from mas.sweep.provenance import git_commit
 from mas.sweep.runner import RunSpec
@@ -30,10 +31,6 @@ from mas.tracing import utc_now_iso
 MANIFEST_VERSION = 1
 
 # Keys that may change between invocations of one experiment without changing any run's outcome.
-RESUME_NEUTRAL_KEYS = frozenset({"concurrency", "output_root", "cache", "limits.sweep_cost_usd"})
-"""Settings a resumed sweep may change: they change how runs are scheduled, stored or paid for, never what a run
-does (a cache hit replays the reply the call would get; the sweep's spending limit is raised to finish it)."""
-
 RunStatus = Literal["pending", "finished", "error"]
 SweepStatus = Literal["running", "finished", "interrupted", "crashed", "over_budget"]
 
@@ -102,31 +99,6 @@ class Manifest(BaseModel):
 
 def spec_entry(spec: RunSpec) -> ManifestRun:
     return ManifestRun(**spec.key.identity())
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out or {prefix.rstrip("."): {}}
-    return {prefix.rstrip("."): data}
-
-
-def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ, ignoring :data:`RESUME_NEUTRAL_KEYS`.
-
-    >>> config_differences({"seed": 0, "mas": {"agents": 3}}, {"seed": 0, "mas": {"agents": 4}})
-    ['mas.agents']
-    """
-    a, b = _flatten(old), _flatten(new)
-    keys = sorted(set(a) | set(b))
-    return [k for k in keys if not _neutral(k) and a.get(k) != b.get(k)]
-
-
-def _neutral(key: str) -> bool:
-    parts = key.split(".")
-    return any(".".join(parts[:i]) in RESUME_NEUTRAL_KEYS for i in range(1, len(parts) + 1))
 
 
 class ManifestStore:
