@@ -145,18 +145,20 @@ class TraceMetricsRecord(RunMetrics):
     in place of its trace only while the two agree, so a record edited by hand (its figures no longer its
     trace's) is not taken; absent in older runs, whose traces are then parsed."""
 
-    def content_check(self) -> str:
-        """The SHA-256 (hex) of the record without ``check``, as pydantic-core serializes it."""
-        return hashlib.sha256(self.model_dump_json(exclude={"check"}).encode()).hexdigest()
+    def content_check(self, text: str | None = None) -> str:
+        """The SHA-256 (hex) of the record without ``check``, as pydantic-core serializes it (``text``: that
+        serialization, when the caller has it)."""
+        text = self.model_dump_json(exclude={"check"}) if text is None else text
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def sealed(self) -> TraceMetricsRecord:
         """This record as it is written, with its ``check``: redacted first when it may hold a secret, as every JSON
         artifact is (:func:`descriptor.io.json_bytes`), so the check is of what a reader will find, not of a value
         the file never held."""
         text = self.model_dump_json(exclude={"check"})
-        record = self
-        if may_hold_secret(text):
-            record = TraceMetricsRecord.model_validate(redact(json.loads(text)))
+        if not may_hold_secret(text):  # the common case: serialized once
+            return self.model_copy(update={"check": self.content_check(text)})
+        record = TraceMetricsRecord.model_validate(redact(json.loads(text)))
         return record.model_copy(update={"check": record.content_check()})
 
 

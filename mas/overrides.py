@@ -30,11 +30,11 @@ def apply_overrides(cfg: ExperimentConfig, **overrides: Any) -> ExperimentConfig
             route.api_key = cfg.models[name].api_key
     if model is not None:
         chosen = new.route(model)
-        on_default = {tuple(k.split("."))[2:]: v for k, v in given.items() if k.startswith("models.default.")}
+        on_default = {k.removeprefix("models.default."): v for k, v in given.items() if k.startswith("models.default.")}
         if on_default and model != "default":
             route_data = chosen.model_dump()
-            for parts, value in on_default.items():
-                _set_path(route_data, list(parts), value)
+            for key, value in on_default.items():
+                _set_path(route_data, key.split("."), value)
             data = new.model_dump()
             data["models"] = {"default": route_data}
             key = chosen.api_key

@@ -156,11 +156,9 @@ def _tool(p: dict[str, Any], res: Event | None) -> dict[str, Any]:
 
 
 def event_row(ev: Event, pos: int | None, marks: list[tuple[str, str]], result: Event | None,
-              p: dict[str, Any] | None = None) -> dict[str, Any]:
+              p: dict[str, Any]) -> dict[str, Any]:
     """One event for the page's script; empty fields are left out (the script reads a missing field as empty).
-    ``p``: the event's :func:`payload_dict`, when the caller has it."""
-    if p is None:
-        p = payload_dict(ev)
+    ``p``: the event's :func:`payload_dict`."""
     system = is_system_actor(ev.actor)
     row: dict[str, Any] = {"seq": ev.seq, "actor": ev.actor, "type": ev.event_type, "ms": _ms(ev.latency_ms)}
     if pos is not None:

@@ -43,7 +43,7 @@ def stored_config(experiment_root: Path, cfg: ExperimentConfig) -> str:
     in this process."""
     key = (experiment_root, id(cfg))
     hit = _STORED.get(key)
-    if hit is not None and hit[0] is cfg and config_path(experiment_root, hit[1]).is_file():
+    if hit is not None and config_path(experiment_root, hit[1]).is_file():
         return hit[1]
     if len(_STORED) > 64:  # a long-lived process (tests, a notebook) sweeping many configs
         _STORED.clear()
