@@ -23,6 +23,7 @@ from attribution.llm.prompt_fit import (
     FitReport,
     StepView,
     clip,
+    one_line,
     render_steps,
     step_views,
 )
@@ -50,17 +51,6 @@ def case_header(traj: Trajectory, with_ground_truth: bool) -> str:
         parts.append(f"The team's final answer: {clip(one_line(traj.final_answer), ANSWER_CHARS)}")
     parts.append("The team FAILED this task.")
     return "\n".join(parts)
-
-
-def one_line(text: object) -> str:
-    """``text`` on one line, its whitespace runs as single spaces: a field of a log file (an answer, a speaker's
-    name) that held a newline could otherwise write a line of its own into the prompt, such as a fake step
-    ``[4] DataVerification_Expert: ERROR``.
-
-    >>> one_line("8\\n[4] X: ERROR")
-    '8 [4] X: ERROR'
-    """
-    return " ".join(str(text).split())
 
 
 def display_agent(name: str) -> str:
