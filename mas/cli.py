@@ -235,8 +235,11 @@ def cmd_studio_config(args: argparse.Namespace) -> int:
     import json
 
     from descriptor.io import write_text_atomic
+    from descriptor.outputs import OutputKind, check_output
     from mas.studio import langgraph_spec
 
+    if args.out is not None:
+        check_output(args.out, OutputKind("langgraph.json", keys=frozenset({"graphs"})))
     text = json.dumps(langgraph_spec(), indent=2) + "\n"
     if args.out is None:
         print(text, end="")

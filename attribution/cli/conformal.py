@@ -8,6 +8,7 @@ import sys
 
 from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, Aggregator, method_names
 from descriptor.cliargs import positive_int
+from descriptor.outputs import OutputKind, check_output
 
 METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
                "crsvp_released (crsvp as the authors' released code builds it); "
@@ -36,9 +37,15 @@ def _agg(args: argparse.Namespace) -> Aggregator:
     return Aggregator(kind=args.aggregator, lam=args.lam, beta=args.beta)
 
 
+CONFORMAL_OUT = OutputKind("conformal output directory", files=("results.json", "coverage_curve.json"))
+CALIBRATION_FILE = OutputKind("calibration file", keys=frozenset({"q_hat", "method"}))
+PREDICTED_SETS = OutputKind("predicted-sets file", keys=frozenset({"id", "set"}), lines=True)
+
+
 def _conformal(args: argparse.Namespace) -> int:
     from attribution.conformal.evaluation import run_conformal
 
+    check_output(args.out, CONFORMAL_OUT, inputs=[args.scores])
     res = run_conformal(args.scores, args.method, args.alpha, args.splits, args.seed, _agg(args), args.out,
                         plots=not args.no_plots, twf_fallback=args.twf_fallback)
     print(f"{res['method']} alpha={res['alpha']} on {res['n']} labelled trajectories "
@@ -55,6 +62,7 @@ def _conformal(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from attribution.conformal import calibrate_file
 
+    check_output(args.out, CALIBRATION_FILE, inputs=[args.scores, args.labels])
     cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback,
                          labels=args.labels)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
@@ -69,6 +77,8 @@ def _predict_set(args: argparse.Namespace) -> int:
     from attribution.conformal import predict_file
     from descriptor.io import write_text_atomic
 
+    if args.out:
+        check_output(args.out, PREDICTED_SETS, inputs=[args.calibration, args.scores])
     rows = predict_file(args.calibration, args.scores)
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if args.out:
