@@ -65,6 +65,9 @@ class BoundModel:
     judges: bool = True
     """False: this model does not play the LLM judge; the runtime's judge decides lexically without calling it
     (a test double's mock mode, see :mod:`mas.topologies.judge`)."""
+    cacheable: bool = True
+    """False: its replies depend on per-run state no request shows (the scripted double's injection plan), so the
+    response cache neither answers nor stores its calls (:mod:`mas.llm.cache`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     tool_bindings: dict[tuple[int, ...], tuple[tuple[Any, dict[str, Any]], list[Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)

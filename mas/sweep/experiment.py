@@ -26,6 +26,7 @@ from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
 from mas.config import ExperimentConfig, require_api_key
+from mas.llm.cache import check_cache
 from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
@@ -132,6 +133,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         check_provider(name, route)
         require_api_key(route, name)
     check_isolation(req.cfg, benches)
+    check_cache(req.cfg.cache)
     return benches
 
 
