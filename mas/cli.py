@@ -286,6 +286,7 @@ def cmd_init_config(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from descriptor.registry import RegistryError
     from mas.sweep.hooks import SWEEP_HOOKS
 
     p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
@@ -297,7 +298,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
     add_run_arguments(p)
-    for _, hook in SWEEP_HOOKS.items():
+    try:
+        hooks = SWEEP_HOOKS.items()
+    except RegistryError:  # a hook plugin that does not load fails `run` (cmd_run reads them), not list-systems
+        hooks = []
+    for _, hook in hooks:
         hook.add_arguments(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("init-config", help="write the example experiment config (every key, commented)")

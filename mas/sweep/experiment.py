@@ -24,7 +24,7 @@ from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
-from descriptor.registry import loaded_plugins
+from descriptor.registry import check_entry_points, loaded_plugins
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.cache import check_cache
 from mas.llm.providers import check_provider
@@ -110,6 +110,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--retry-errors must be 0 or more (got {req.retry_errors})")
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
+    check_entry_points()  # a broken plugin of any group stops the sweep now, not run after run
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
