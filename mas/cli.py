@@ -24,6 +24,18 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _routes(value: str) -> list[str]:
+    """``--models ROUTE,ROUTE``: every name given, none empty (an empty list or a stray comma is a typo, not a
+    request for the default route)."""
+    from descriptor.errors import UserError
+
+    names = [v.strip() for v in value.split(",")]
+    if not any(names) or not all(names):
+        raise UserError(f"--models {value!r}: expected route names separated by commas, none empty "
+                        "(e.g. --models default,judge)")
+    return names
+
+
 def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
     """The config file (or defaults) with this command's overrides applied."""
     # imported here: the config models are ~0.3 s of start-up that commands not running a sweep skip
@@ -79,17 +91,23 @@ def freeze_startup_heap() -> None:
 
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
+    from descriptor.errors import UserError
     from mas.sweep.experiment import ExperimentRequest
     from mas.sweep.selection import TaskSelection, parse_task_ids
 
     cfg = load_effective_config(args)
-    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids else None, shuffle=args.shuffle,
-                              stratify=args.stratify)
+    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids is not None else None,
+                              shuffle=args.shuffle, stratify=args.stratify)
+    models = _routes(args.models) if args.models is not None else list(cfg.sweep_models)
+    if args.model is not None and models:
+        given = f"--models {args.models}" if args.models is not None else f"sweep_models = {models} (config)"
+        raise UserError(f"--model {args.model} and {given}: --model puts one route on every role and replaces the "
+                        "others, so there is no model matrix to compare; give one of them")
     req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
                             progress=args.progress, retry_errors=args.retry_errors, selection=selection,
-                            models=_csv(args.models) if args.models else list(cfg.sweep_models))
+                            models=models)
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     return req
