@@ -145,8 +145,9 @@ class ResponseCache:
             try:
                 reply = _read_entry(row)
             except _Damaged as damaged:
-                self._db.execute("INSERT INTO rejections (key, provider, model, reason, created) VALUES (?, ?, ?, ?, ?)",
-                                 (key, str(row[7]), str(row[8]), str(damaged)[:500], time.time()))
+                self._db.execute("INSERT INTO rejections (key, provider, model, reason, created) "
+                                 "VALUES (?, ?, ?, ?, ?)", (key, str(row[7]), str(row[8]), str(damaged)[:500],
+                                                            time.time()))
                 return None
             self._db.execute("UPDATE responses SET hits = hits + 1 WHERE key = ?", (key,))
         return reply

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from descriptor.events import ErrorInfo
 from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.limits_run import current_budget
+from mas.llm.limits_run import call_bound, current_budget
 from mas.llm.meter import METER
 from mas.llm.models import BoundModel, MalformedReplyError
 from mas.llm.sanitize import clean_message, sane_usage
@@ -249,8 +249,8 @@ async def call_llm(
     tracer = current_tracer()
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
     budget = current_budget()
-    if budget is not None:
-        budget.start(tracer)  # refused here when the run has used up a budget (limits.*)
+    # refused here when the run has used up a budget (limits.*), counting what the calls in flight may use
+    reserved = None if budget is None else await budget.admit(tracer, call_bound(bound.route, messages, max_tokens))
     result: LLMResult | None = None
     ticket = METER.call_started()
     try:
@@ -263,7 +263,7 @@ async def call_llm(
         METER.call_finished(ticket, tracer.run_id, used)
         if budget is not None:
             budget.finish(used, 0.0 if result is None else result.cost_usd,
-                          0.0 if result is None else result.cost_usd_saved)
+                          0.0 if result is None else result.cost_usd_saved, reserved or (0, 0.0))
 
 
 async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messages: list[BaseMessage], tracer: Any,
