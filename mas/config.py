@@ -40,6 +40,14 @@ class RateLimit(_Strict):
     """Upper bound on requests in flight at once; None means unlimited."""
 
 
+EMBEDDED_MIN_PREFILL_TPS = 10.0
+"""The slowest prompt reading an ``embedded`` call is waited for (tokens/s; ~65 on 2 idle cores)."""
+EMBEDDED_MIN_DECODE_TPS = 1.0
+"""The slowest writing an ``embedded`` call is waited for (tokens/s; ~19 on 2 idle cores)."""
+EMBEDDED_SLACK_S = 30.0
+"""Added to an ``embedded`` call's longest time (s): connecting, the first token, the reply's parsing."""
+
+
 class ModelRoute(_Strict):
     """One chat model endpoint.
 
@@ -67,7 +75,8 @@ class ModelRoute(_Strict):
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
     timeout_s: float | None = Field(default=None, gt=0)
-    """Request timeout (s); None: 120 for endpoints, 1800 for ``embedded`` (see :meth:`request_timeout_s`)."""
+    """Request timeout (s); None: 120 for endpoints, the longest call it can make for ``embedded`` (see
+    :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
     price_input_per_1m: float = Field(default=0.0, ge=0)
@@ -85,16 +94,25 @@ class ModelRoute(_Strict):
         return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
 
     def request_timeout_s(self) -> float:
-        """The request timeout in seconds.
+        """The request timeout in seconds: ``timeout_s``, else 120 for endpoints.
 
-        The local server queues requests beyond its slots and the client's
-        timeout runs while they wait (a queued ECHO panel call waited past
-        120 s on 2 cores), so ``embedded`` defaults to 30 minutes; a dead
-        server is detected by its process instead (:mod:`mas.llm.call`).
+        ``embedded``: the longest call the route can make, a full context
+        window read at :data:`EMBEDDED_MIN_PREFILL_TPS` and ``max_tokens``
+        written at :data:`EMBEDDED_MIN_DECODE_TPS`, plus
+        :data:`EMBEDDED_SLACK_S` (4096 and 512 tokens: 952 s). The clock runs
+        from when the request holds one of the server's slots (the route waits
+        for a slot on the client side, :mod:`mas.llm.providers`), not while it
+        queues; a server that stops producing tokens is restarted by its watch
+        long before (:mod:`mas.serving.stall`), a dead one is detected by its
+        process (:mod:`mas.llm.call`). A server slower than these rates (a
+        machine far busier than its cores) needs ``timeout_s``.
         """
         if self.timeout_s is not None:
             return self.timeout_s
-        return 1800.0 if self.provider == "embedded" else 120.0
+        if self.provider != "embedded":
+            return 120.0
+        return (self.context_window / EMBEDDED_MIN_PREFILL_TPS + self.max_tokens / EMBEDDED_MIN_DECODE_TPS
+                + EMBEDDED_SLACK_S)
 
 
 class EmbeddedSettings(_Strict):
@@ -113,6 +131,10 @@ class EmbeddedSettings(_Strict):
     threads: int = Field(default=0, ge=0)
     """CPU threads; 0 means the number of cores."""
     startup_timeout_s: float = Field(default=180.0, gt=0)
+    stall_timeout_s: float = Field(default=120.0, gt=0)
+    """With calls in flight, how long the server may produce no token (its ``/metrics`` counters, else ``/slots``)
+    or leave its health check unanswered before it is restarted and the calls retried (s;
+    :mod:`mas.serving.stall`)."""
 
 
 class MasSettings(_Strict):

@@ -33,6 +33,8 @@ class MeterReading:
     """Seconds the oldest call in flight has been waiting (s); None when none is."""
     open_tokens: int
     """Tokens (input + output) of finished calls of runs not yet closed (tokens)."""
+    notice: str | None = None
+    """What the model server is going through, when it is not simply working (a stall and its restart)."""
 
 
 class CallMeter:
@@ -44,6 +46,12 @@ class CallMeter:
         self._started: dict[int, float] = {}
         self._open: dict[str, int] = {}
         self._done = 0
+        self._notice: str | None = None
+
+    def note(self, notice: str | None) -> None:
+        """Say ``notice`` on the progress line from now on (None: nothing more to say); :mod:`mas.serving.stall`."""
+        with self._lock:
+            self._notice = notice
 
     def call_started(self) -> int:
         """Count a call as in flight; returns the ticket to pass to :meth:`call_finished`."""
@@ -72,7 +80,7 @@ class CallMeter:
             tokens = self._open.values() if runs is None else (n for r, n in self._open.items() if r in runs)
             return MeterReading(calls_done=self._done, in_flight=len(self._started),
                                 oldest_s=None if oldest is None else time.monotonic() - oldest,
-                                open_tokens=sum(tokens))
+                                open_tokens=sum(tokens), notice=self._notice)
 
 
 METER = CallMeter()
