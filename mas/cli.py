@@ -285,6 +285,9 @@ def init_config(path: str | Path) -> Path:
         raise UserError(f"init-config: {target} exists; not overwritten (remove it or give another PATH)")
     if not target.parent.is_dir():
         raise UserError(f"init-config: {target.parent} is not a directory")
+    from descriptor.outputs import OutputKind, check_output
+
+    check_output(target, OutputKind("experiment config"), flag="init-config")  # not into an experiment's files
     data = resources.files("mas").joinpath(EXAMPLE_CONFIG).read_bytes()
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
