@@ -2,8 +2,8 @@
 
 A command's output path is refused, before the command does any work, with one line naming it (exit 2) when it
 
-- is one of the command's own inputs (the cache ``cache export`` reads, the experiment ``label-failures``
-  replays), or lies inside an input directory;
+- is one of the command's own inputs (the cache ``cache export`` reads, a score file ``calibrate`` reads), or a
+  directory output that holds one;
 - lies inside an experiment directory (one holding ``manifest.json`` or ``runs.jsonl``), whose files are the
   sweep's own (resumes and summaries trust them), outside its ``attribution/`` directory (where attribution
   outputs go, and the report finds them); the report, which lives in the experiment, may also be a directory of
@@ -17,10 +17,10 @@ What passes is written through a temporary file beside the target and a rename (
 target is the old file or the new one, never half of one.
 
 >>> LABELS = OutputKind("labels file", keys=frozenset({"run_id", "decisive_step"}), lines=True)
->>> check_output("/nonexistent-dir-xyz/labels.jsonl", LABELS, inputs=["/nonexistent-dir-xyz"])
+>>> check_output("/nonexistent-dir-xyz/labels.jsonl", LABELS, inputs=["/nonexistent-dir-xyz/labels.jsonl"])
 Traceback (most recent call last):
 ...
-descriptor.errors.UserError: --out /nonexistent-dir-xyz/labels.jsonl: is inside /nonexistent-dir-xyz, an input of this command; write it elsewhere
+descriptor.errors.UserError: --out /nonexistent-dir-xyz/labels.jsonl: is an input of this command; write it elsewhere
 """
 
 from __future__ import annotations
@@ -117,8 +117,6 @@ def check_output(path: str | Path, kind: OutputKind, *, flag: str = "--out",
     for src in _inputs(inputs):
         if target == src:
             raise UserError(f"{said}: is an input of this command; write it elsewhere")
-        if target.is_relative_to(src) and not derived:
-            raise UserError(f"{said}: is inside {src}, an input of this command; write it elsewhere")
         if kind.directory and src.is_relative_to(target):
             raise UserError(f"{said}: holds {src}, an input of this command; write it elsewhere")
     if target.exists() or given.is_symlink():
