@@ -144,6 +144,7 @@ class RouteChatModel(BaseChatModel):
     """The route's chat model for an application's agents (see the module docstring)."""
 
     metadata: dict[str, Any] | None = Field(default_factory=lambda: {ROUTE_MODEL_KEY: True})
+    cache: bool | None = False  # a LangChain cache set globally would answer without the call layer: never
 
     @property
     def _llm_type(self) -> str:
