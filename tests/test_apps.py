@@ -162,7 +162,7 @@ def test_an_app_that_cannot_be_run_is_refused_before_any_run(tmp_path, capsys, s
     assert not (tmp_path / "x").exists()  # nothing half-written
 
 
-def test_a_state_without_the_answer_key_is_refused(tmp_path, capsys):
+def test_a_state_without_the_answer_key_and_other_misconfigurations_are_refused(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[systems.plain]\ngraph = "tests.app_fixtures:no_messages"\ninput_key = "question"\n')
     assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--systems", "plain", "--model", "scripted",
@@ -170,6 +170,9 @@ def test_a_state_without_the_answer_key_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "systems.plain.graph = 'tests.app_fixtures:no_messages'" in err
     assert "the graph's final state has no key 'messages' to read the answer from" in err
+    assert main(["run", "--benchmark", "arith", "--systems", TWO_NODE, "--model", "scripted", "--set",
+                 'mas.persona_mode="generated"', "--output-root", str(tmp_path), "--progress", "none"]) == 2
+    assert "would never read them" in capsys.readouterr().err
     cfg.write_text('[systems.sas]\ngraph = "tests.app_fixtures:two_node"\n')
     assert main(["run", "--config", str(cfg), "--benchmark", "arith", "--systems", "sas", "--model", "scripted",
                  "--output-root", str(tmp_path), "--progress", "none"]) == 2

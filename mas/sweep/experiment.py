@@ -25,6 +25,7 @@ from descriptor.errors import UserError
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
+from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
@@ -118,8 +119,11 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     if shadowing:
         raise UserError(f"systems.{shadowing[0]}: {shadowing[0]!r} is a built-in system; give the application "
                         "system another name")
-    for system in req.systems:
-        get_system(system, req.cfg)  # an application system is loaded and checked now, before any run
+    # an application system is loaded and checked now, before any run
+    apps = [s for s in req.systems if isinstance(get_system(s, req.cfg), AppTopology)]
+    if apps and req.cfg.mas.persona_mode == "generated":
+        raise UserError(f"mas.persona_mode = 'generated' writes personas into the built-in agents' prompts; "
+                        f"{apps[0]} prompts its agents itself and would never read them: use 'static'")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
     _check_cost_limits(req)
