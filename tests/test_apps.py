@@ -35,6 +35,17 @@ def runs(exp: Path, system: str) -> list[tuple[dict, list]]:
     return out
 
 
+def test_the_doctests_hold():
+    import doctest
+
+    import mas.apps.handler
+    import mas.apps.topology
+
+    for module in (mas.apps.handler, mas.apps.topology):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__
+
+
 def model_events(events: list) -> list:
     return [e for e in events if e.token_in or e.token_out]
 

@@ -84,7 +84,13 @@ def render_calls(calls: list[ToolCallRequest]) -> str:
 
 
 def agent_of(serialized: dict[str, Any] | None, metadata: dict[str, Any], run_name: str | None) -> str:
-    """The agent a call belongs to (see the module docstring)."""
+    """The agent a call belongs to (see the module docstring).
+
+    >>> model = {"name": "ChatOpenAI", "id": ["langchain", "chat_models", "ChatOpenAI"]}
+    >>> inner = {"langgraph_node": "agent", "langgraph_checkpoint_ns": "researcher:1f0|agent:2a1"}
+    >>> agent_of(model, inner, None), agent_of(model, inner, "critic"), agent_of({**model, "name": "judge"}, {}, None)
+    ('researcher', 'critic', 'judge')
+    """
     serialized = serialized or {}
     own = serialized.get("name")
     cls = (serialized.get("id") or [None])[-1]

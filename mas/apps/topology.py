@@ -53,7 +53,14 @@ class Precompiled:
 
 
 def read_answer(state: dict[str, Any], answer_key: str | None) -> tuple[str | None, str | None]:
-    """The answer's text in a final state, and the id of the message holding it (None when not a message)."""
+    """The answer's text in a final state, and the id of the message holding it (None when not a message).
+
+    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> state = {"messages": [HumanMessage("2 + 2?"), AIMessage("4", id="m1"), HumanMessage("thanks")],
+    ...          "verdict": {"ok": True}}
+    >>> read_answer(state, None), read_answer(state, "verdict"), read_answer(state, "missing")
+    (('4', 'm1'), ('{"ok": true}', None), (None, None))
+    """
     value = state.get(answer_key or MESSAGES)
     if answer_key is None or (isinstance(value, list) and value and isinstance(value[-1], BaseMessage)):
         messages = value if isinstance(value, list) else []
