@@ -50,7 +50,7 @@ def _origin(entry: object) -> str:
 class Registry(Generic[T]):
     """Name -> entry for one kind of extension, filled by decorator, entry points and plugins."""
 
-    def __init__(self, kind: str, group: str) -> None:
+    def __init__(self, kind: str, group: str, adapt: Callable[[str, Any], T] | None = None) -> None:
         self.kind = kind
         """What an entry is, for messages: ``benchmark``, ``system``, ``provider``, ..."""
         self.group = group
@@ -58,6 +58,9 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._entry_points_loaded = False
+        self.adapt = adapt
+        """Turns what an entry point names into an entry, ``adapt(name, loaded)`` (the systems' registry takes a
+        plain LangGraph graph factory there); None: the object is the entry."""
 
     @overload
     def register(self, name: str) -> Callable[[T], T]: ...
@@ -136,6 +139,11 @@ class Registry(Generic[T]):
             except Exception as err:  # a broken plugin must say which one it is, not fail anonymously
                 raise RegistryError(f"{self.kind} plugin {where} did not load: {type(err).__name__}: {err}") from err
             if not isinstance(loaded, types.ModuleType):  # a module registers its entries itself
+                if self.adapt is not None:
+                    try:
+                        loaded = self.adapt(ep.name, loaded)
+                    except Exception as err:
+                        raise RegistryError(f"{self.kind} plugin {where} is not usable: {err}") from err
                 self.register(ep.name, loaded, origin=where)
 
 

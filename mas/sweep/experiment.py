@@ -25,6 +25,7 @@ from descriptor.errors import UserError
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
+from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
@@ -37,7 +38,7 @@ from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.selection import TaskSelection, select_tasks
 from mas.sweep.runner import RunSpec, run_seed
-from mas.systems import SYSTEMS, agent_roles, unit_config
+from mas.systems import SYSTEMS, agent_roles, get_system, known_system, unit_config
 
 __all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
            "validate_request"]
@@ -109,9 +110,20 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--retry-errors must be 0 or more (got {req.retry_errors})")
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
-    unknown = [s for s in req.systems if s not in SYSTEMS]
+    unknown = [s for s in req.systems if not known_system(s, req.cfg)]
     if unknown or not req.systems:
-        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+        known = sorted([*SYSTEMS, *req.cfg.systems.apps()])
+        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)} "
+                        "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
+    shadowing = sorted(n for n in req.cfg.systems.apps() if n in SYSTEMS)
+    if shadowing:
+        raise UserError(f"systems.{shadowing[0]}: {shadowing[0]!r} is a built-in system; give the application "
+                        "system another name")
+    # an application system is loaded and checked now, before any run
+    apps = [s for s in req.systems if isinstance(get_system(s, req.cfg), AppTopology)]
+    if apps and req.cfg.mas.persona_mode == "generated":
+        raise UserError(f"mas.persona_mode = 'generated' writes personas into the built-in agents' prompts; "
+                        f"{apps[0]} prompts its agents itself and would never read them: use 'static'")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
     _check_cost_limits(req)

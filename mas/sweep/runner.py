@@ -23,7 +23,7 @@ from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
 from descriptor.events import ErrorInfo, Event
 from descriptor.io import write_json_atomic, write_text_atomic
-from descriptor.layout import RunKey, RunPaths, split_unit
+from descriptor.layout import RunKey, RunPaths
 from descriptor.records import (
     EvalRecord,
     InjectionRecord,
@@ -60,7 +60,7 @@ from mas.sweep.grading import Grading, grade
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
-from mas.systems import SYSTEMS, final_answer, get_system, stage_metrics, unit_config
+from mas.systems import final_answer, get_system, known_system, stage_metrics, unit_config
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
@@ -243,8 +243,8 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | InMemorySav
     caller keeps, or None: a fresh one in memory): (final state, error, whether the error is the system's own
     failure rather than the infrastructure's).
 
-    ``fork``: resume from the checkpoint named in ``config`` after applying
-    this state update (a rollback); otherwise start a new thread. An
+    ``fork``: resume from the checkpoint named in ``config`` after applying this state update (a rollback; empty:
+    as it is); otherwise start a new thread. The topology makes the input and reads the final state. An
     exception is recorded as an ``error`` event and returned, never raised:
     the sweep goes on. The tracer is closed at the end.
 
@@ -270,15 +270,17 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | InMemorySav
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
-                    rt.personas = await generate_personas(rt, get_system(system))
-                graph = compiled_graph(get_system(system), rt).copy({"checkpointer": saver})
+                    rt.personas = await generate_personas(rt, get_system(system, rt.cfg))
+                graph = compiled_graph(topology := get_system(system, rt.cfg), rt).copy({"checkpointer": saver})
                 # The graph's LangChain run is the trace's root span (see mas.spans).
-                if fork is None:
-                    state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
+                if fork is None:  # run_config: the config with what the system adds (an app's callbacks)
+                    state = await graph.ainvoke(topology.graph_input(rt), {**topology.run_config(rt, config),
+                                                                           "run_id": tracer.root})
                 else:
-                    forked = await graph.aupdate_state(config, fork)
-                    state = await graph.ainvoke(None, {**forked, "recursion_limit": RECURSION_LIMIT,
-                                                       "run_id": tracer.root})
+                    forked = await graph.aupdate_state(config, fork) if fork else config
+                    state = await graph.ainvoke(None, {**topology.run_config(rt, config), **forked,
+                                                       "recursion_limit": RECURSION_LIMIT, "run_id": tracer.root})
+                state = topology.outcome(state)
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
             # A budget reached, a prompt over the context, any failure of the system's own: a task result.
@@ -453,8 +455,9 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rol
     except RunFileError as err:
         raise UserError(str(err)) from None
     cfg = with_supplied_keys(ExperimentConfig.model_validate(meta.config))  # stored configs hold no keys
-    if split_unit(meta.system)[0] not in SYSTEMS:
+    if not known_system(meta.system, cfg):
         raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
+    topology = get_system(meta.system, cfg)  # an application system is loaded (and checked) here
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
         raise UserError(f"{run.prefix}: the run kept no checkpoints (settings: checkpoints), so it cannot be resumed")
@@ -478,7 +481,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rol
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
-                                                fork={"notes": [] if note is None else [note]})
+                                                fork=topology.fork_update([] if note is None else [note]))
     writer.raise_failure()
     answer = final_answer(state) if error is None else None
     grading = await grade(bench, task, rt, answer, error)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from descriptor.registry import Registry
 from mas.config import MasSettings
@@ -109,6 +109,26 @@ class Topology:
     def role_names(self) -> tuple[str, ...]:
         """Every role whose route a run of this system may call (``judge`` included when it uses one)."""
         return (*(r.name for r in self.roles), *(("judge",) if self.uses_judge else ()))
+
+    # How a run drives the graph. The built-in topologies read the task from the run's context and leave the
+    # runner's fields in their state; an application system (:mod:`mas.apps`) overrides these.
+
+    def graph_input(self, rt: RunContext) -> dict[str, Any]:
+        """The input a new run's graph is invoked with."""
+        return {}
+
+    def run_config(self, rt: RunContext, config: dict[str, Any]) -> dict[str, Any]:
+        """The LangGraph config a run invokes the graph with: the caller's ``config`` and what the system adds."""
+        return config
+
+    def fork_update(self, notes: list[str]) -> dict[str, Any]:
+        """The state update a rollback forks a checkpoint with, telling the resumed agents ``notes``; an empty one:
+        resume the checkpoint as it is."""
+        return {"notes": notes}
+
+    def outcome(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The finished graph's state as the runner reads it: ``answer`` and ``stages`` (see :mod:`mas.systems`)."""
+        return state
 
 
 SYSTEMS: Registry[Topology] = Registry("system", "mas_econ.systems")
