@@ -259,7 +259,7 @@ def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
 async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
     model = RecordingModel(seed=0)
-    pred = await METHODS["echo"](candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
+    pred = await METHODS["echo"](variant="project", candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
     assert (pred.agent, pred.step) == ("Coder", 8)
     candidates = pred.details["candidates"]
     assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
@@ -278,7 +278,7 @@ async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> No
 
 async def test_echos_step_pass_judges_every_step_of_the_elected_agent_by_default() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
-    pred = await METHODS["echo"]()(traj, ctx())
+    pred = await METHODS["echo"](variant="project")(traj, ctx())  # the project variant's step pass
     assert (pred.agent, pred.step) == ("Coder", 8)
     assert pred.details["candidates"] == [2, 5, 8, 11, 14]
     assert pred.nfe == len(pred.details["panel"]) * (1 + 5)
@@ -592,10 +592,18 @@ class BabblingModel(ScriptedChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Let me think about the agents carefully"))])
 
 
+NO_PREDICTION_WITHOUT_CONSENSUS = {"echo"}
+"""Methods whose paper gives no answer when no reply is usable (ECHO A.7: no conclusion clears δ)."""
+
+
 @pytest.mark.parametrize("method", LLM_METHODS)
 async def test_unusable_replies_fall_back_and_are_recorded(method: str) -> None:
     traj = TRAJS[1]
     pred = await METHODS[method]()(traj, MethodContext(model=bound(BabblingModel(seed=0))))
+    if method in NO_PREDICTION_WITHOUT_CONSENSUS:
+        assert pred.agent is None and pred.step is None
+        assert {f["kind"] for f in pred.details["fallbacks"]} >= {"unusable", "no_prediction"}
+        pred = await METHODS[method](fallback="heuristic")(traj, MethodContext(model=bound(BabblingModel(seed=0))))
     assert pred.agent is not None and pred.step is not None and 0 <= pred.step < traj.n_steps
     assert pred.details["fallbacks"], "a fallback must be recorded"
     assert pred.tokens > 0  # estimated when the model reports no usage
