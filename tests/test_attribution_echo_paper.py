@@ -115,3 +115,22 @@ def test_the_paper_variant_refuses_the_project_variants_options() -> None:
     with pytest.raises(ValueError, match="variant must be"):
         METHODS["echo"](variant="appendix")
     assert METHODS["echo"](variant="project", context="paper").settings["context"] == "paper"
+
+
+def test_echo_votes_replays_a_paper_variant_run_under_both_rules(tmp_path) -> None:
+    import main
+    from tests.scripts_loader import load_script
+    from tests.test_attribution_echo_vote import write_case
+    from tests.test_attribution_methods import TRAJS
+
+    for traj in TRAJS[:2]:
+        write_case(tmp_path / "ww", traj)
+    out = tmp_path / "echo"
+    assert main.main(["attribute", "--data-dir", str(tmp_path / "ww"), "--method", "echo", "--model", "scripted",
+                      "--out", str(out)]) == 0
+    script = load_script("echo_votes")
+    res = script.replay(script.read_records(out))
+    assert not res["mismatches"] and not res["skipped"]
+    for rule in ("paper", "weighted_share"):  # both rules vote on the same two passes: every step is known
+        m = res["subsets"]["all"][rule]
+        assert (m["n"], m["agent"], m["step"], m["step_known"]) == (2, 1.0, 1.0, 2)
