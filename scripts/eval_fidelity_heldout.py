@@ -1,4 +1,4 @@
-"""ECHO and CHIEF as their papers write them beside the project's earlier versions, on the held-out Who&When records.
+"""ECHO and CHIEF as their papers write them beside the project's own versions, on the held-out Who&When records.
 
     python scripts/eval_fidelity_heldout.py --model embedded --config config/attribution_heldout.toml \\
         --out runs/fidelity_heldout --minutes 60

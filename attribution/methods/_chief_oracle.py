@@ -1,9 +1,8 @@
 """CHIEF's virtual oracles in the project variant: synthesised in one call, checked against the steps in another.
 
 CHIEF (section 4.2.1) prunes the search with virtual oracles: what each
-subtask should have achieved. This is ``chief(variant="project")``'s version,
-written before Appendix D was at hand: the oracle comes from the task and the
-decomposition alone, where D's prompt (the paper variant,
+subtask should have achieved. This is ``chief(variant="project")``'s version:
+the oracle comes from the task and the decomposition alone, where D's prompt (the paper variant,
 :mod:`._chief_paper`) also gives the history with the later steps, the
 exemplars and the earlier oracles. Two stages:
 

@@ -31,7 +31,7 @@ pass's consensus. Without consensus there is no prediction, as in A.7
 (``fallback="heuristic"`` instead takes the project's chain: the highest mean
 error likelihood, then the model-free guess; for the step the step pass's most
 supported proposal, then the guess). ``rule="weighted_share"`` replays the
-project's earlier tally on the same two passes (``scripts/echo_votes.py``);
+project variant's ``weighted_share`` tally on the same two passes (``scripts/echo_votes.py``);
 :func:`decide` replays a record of either variant.
 """
 

@@ -5,8 +5,8 @@ Two extractions of levels L2-L4 (``extraction``):
 - ``paper``: ECHO's appendix A.3 (:mod:`._echo_extraction`): its regular
   expressions, the capture of the first pattern that matches, cut to 50 / 20 /
   15 words (L2 / L3 / L4), the first sentence when nothing matches;
-- ``project``: this project's earlier extraction, written from the paper's
-  section 3 before A.3 was at hand, kept by name (``echo`` with
+- ``project``: this project's own extraction, written from the paper's
+  section 3 alone, kept by name (``echo`` with
   ``variant=project`` or ``context=project``). Its word lists and character
   limits (LEVEL_LIMITS: 400, 160, 70) are the project's, not A.3's.
 

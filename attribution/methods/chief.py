@@ -18,7 +18,7 @@ steps; F counterfactual attribution over the candidates (local,
 planning-control, data-flow, final screening) to one agent and step. Seven
 calls on a short log.
 
-``project``: the project's earlier pipeline, kept by name so the two can be
+``project``: the project's own pipeline, kept by name so the two can be
 compared on the same records (model calls in brackets):
 
 1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)

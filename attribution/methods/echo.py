@@ -13,7 +13,7 @@ recorded in ``details.attribution``, the first predicted), the step from the
 step pass's: the winning conclusions' ``mistake_step``. Without consensus
 there is no prediction (``fallback=heuristic``: the project's fallbacks).
 
-``project``: this project's earlier pipeline, kept by name so that the two can
+``project``: this project's own pipeline, kept by name so that the two can
 be compared on the same records:
 
 1. agent pass (k calls, one per analyst): the analysts see the whole log
