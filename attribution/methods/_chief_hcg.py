@@ -50,7 +50,7 @@ from attribution.llm.prompting import estimate_tokens, messages, resolve_agent, 
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
 from attribution.methods._chief_graph import Subtask, actors, fallback_subtasks, loop_start, regex_otar, regex_step_edges
 from attribution.methods._chief_graph import CausalGraph, repair_subtasks
-from attribution.methods._chief_model_graph import graph_batches
+from attribution.methods._chief_model_graph import OTAR_CHARS, graph_batches
 from attribution.sources.trajectory import Trajectory, normalize_agent
 
 SYSTEM = ("You analyse the conversation of a multi-agent team that tried to solve a real-world problem and failed. "
@@ -165,7 +165,8 @@ async def parse_otar(ledger: CaseLedger, traj: Trajectory, header: str, graph: H
     for pairs in graph_batches(traj, subs, ledger.reply_tokens):
         batch = list(dict.fromkeys(s.index for s, _ in pairs))
         names = list(dict.fromkeys(name for _, name in pairs))
-        agent = contract("OtarAgent", agent=one_of(names), **{f: text(FIELD_CHARS) for f in OTAR_FIELDS})
+        # OTAR_CHARS per field: graph_batches sizes a batch for tuples of that length.
+        agent = contract("OtarAgent", agent=one_of(names), **{f: text(OTAR_CHARS) for f in OTAR_FIELDS})
         item = contract("OtarSubtask", subtask=one_of([sid(k) for k in batch]), agents=many(agent, len(names), 1))
         schema = schema_of(contract("OtarReply", subtasks=many(item, len(batch), 1)))
         task = (
