@@ -88,3 +88,78 @@ async def test_the_judge_and_the_lexical_fallback_judge_progress_on_the_same_art
                  previous_consensus_artifacts=cands("40", "41", prefix="v"), expected_count=2, mode="llm_judge",
                  judge=judge)
     assert [c.agent for c in got[0].current] == ["w0", "w1"] and got[0].previous == before
+
+
+# ---- SciCode: problem-level success beside sub-step success; sub-steps whose tests compare no target ------------
+
+
+def _scicode_like(root, outcomes, untargeted=()):
+    """Runs of sub-step tasks ``{(task, problem, size): [success of run 0, run 1, ...]}`` under ``sas``."""
+    import json
+
+    from tests.descriptor_fixtures import sas_trace, write_run
+
+    import random
+
+    for (task, problem, size), runs in outcomes.items():
+        task_dir = root / "scicode" / "sas" / task
+        for r, ok in enumerate(runs):
+            extra = {"details": {"problem": problem, **({"tests_compare_no_target": True} if task in untargeted
+                                                         else {})}}
+            write_run(task_dir, r, sas_trace(random.Random(r)), success=ok, benchmark="scicode", system="sas",
+                      eval_extra=extra)
+            path = task_dir / f"run_{r}.result.json"
+            result = json.loads(path.read_text())
+            path.write_text(json.dumps({**result, "problem": problem, "problem_tasks": size}))
+
+
+def test_summary_csv_carries_problem_success_beside_sub_step_success(tmp_path):
+    import csv
+
+    from descriptor.summaries import summarize_experiment
+
+    _scicode_like(tmp_path, {("scicode_1.1", "1", 2): [True, True, False], ("scicode_1.2", "1", 2): [True, False, True],
+                             ("scicode_2.1", "2", 1): [True, True, True],
+                             ("scicode_3.1", "3", 2): [True, True, True]})  # 3.2 never ran: problem 3 is partial
+    summary = summarize_experiment(tmp_path, plots=False)
+    rows = {r["task_id"]: r for r in csv.DictReader((tmp_path / "scicode" / "sas" / "summary.csv").open())}
+    # problem 1 is solved in run 0 only (1.1 fails run 2, 1.2 fails run 1): 1 of 3 runs
+    assert rows["scicode_1.1"]["problem"] == "1" and float(rows["scicode_1.1"]["problem_success_rate"]) == pytest.approx(1 / 3, abs=1e-6)
+    assert float(rows["scicode_1.1"]["success_rate"]) == pytest.approx(2 / 3, abs=1e-6)  # the sub-step's own rate beside it
+    assert float(rows["scicode_2.1"]["problem_success_rate"]) == 1.0
+    assert rows["scicode_3.1"]["problem"] == "3" and rows["scicode_3.1"]["problem_success_rate"] == ""
+    rollup = summary.rollups[0]
+    assert rollup["n_problems"] == 2 and rollup["problem_success_rate"] == pytest.approx((1 / 3 + 1.0) / 2)
+    experiment = next(csv.DictReader((tmp_path / "experiment_summary.csv").open()))
+    assert float(experiment["problem_success_rate"]) == pytest.approx(rollup["problem_success_rate"], abs=1e-6)
+
+
+def test_the_report_gives_problem_success_and_marks_passes_whose_tests_compare_no_target(tmp_path):
+    import re
+
+    from descriptor.report.build import write_report
+
+    _scicode_like(tmp_path, {("scicode_78.1", "78", 2): [True, False], ("scicode_78.2", "78", 2): [True, True]},
+                  untargeted={"scicode_78.2"})
+    index = write_report(tmp_path).read_text()
+    table = index[index.index('id="problems"'):]
+    table = re.sub(r"<[^>]+>", " ", table[:table.index("</table>")])
+    assert "1/2 problem-runs" in table and "3/4" in table  # problem 78 in run 0 only; 3 of 4 sub-step runs
+    assert "scicode_78.2" in table
+    grid = (tmp_path / "report").rglob("*.html")
+    marked = [p for p in grid if "its tests compare no target" in p.read_text()]
+    assert marked
+
+
+def test_benchmark_check_lists_the_sub_steps_whose_tests_compare_no_target():
+    from benchmark.check import check_benchmark
+    from benchmark.registry import get_benchmark
+
+    bench = get_benchmark("scicode")
+    tasks = [t for t in bench.load_tasks() if t.metadata["problem"] == "78"]
+    bench.load_tasks = lambda limit=None, seed=0: tasks  # problem 78 alone (3 sub-steps)
+    bench.evaluate = lambda task, answer, environment=None: __import__("benchmark.base").base.Evaluation(
+        success=bool(answer), score=float(bool(answer)))  # the listing needs no sandbox
+    report = check_benchmark(bench)
+    assert report.untargeted == ["scicode_78.1", "scicode_78.2"]
+    assert report.summary()["tests_compare_no_target"] == 2
