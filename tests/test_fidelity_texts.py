@@ -163,3 +163,100 @@ def test_benchmark_check_lists_the_sub_steps_whose_tests_compare_no_target():
     report = check_benchmark(bench)
     assert report.untargeted == ["scicode_78.1", "scicode_78.2"]
     assert report.summary()["tests_compare_no_target"] == 2
+
+
+# ---- Who&When: step-by-step ends at "No error found" (Algorithm 1); the baselines' prompts (appendix G) --------
+
+
+class _AlwaysNo:
+    """A chat model that answers every step-by-step question with "No", recording the prompts it is sent."""
+
+    @staticmethod
+    def bound(reply: str = "1. No.\n2. Reason: the step looks right"):
+        from langchain_core.messages import AIMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        from mas.config import ModelRoute
+        from mas.llm.models import BoundModel
+        from mas.scripted.model import ScriptedChatModel
+
+        class Model(ScriptedChatModel):
+            prompts: list = []
+
+            def _respond(self, messages, meta, kwargs):
+                self.prompts.append("\n".join(str(m.content) for m in messages))
+                return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+
+        model = Model(seed=0, prompts=[])
+        return BoundModel(name="scripted", route=ModelRoute(provider="scripted", model="scripted"), model=model,
+                          model_label="scripted"), model
+
+
+def _traj():
+    from attribution.sources.trajectory import Step, Trajectory
+
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Verifier"]
+    steps = [Step(index=i, agent=a, content=f"step {i}: error 404 from {a}" if i == 3 else f"step {i} by {a}")
+             for i, a in enumerate(agents)]
+    return Trajectory(id="t", subset="s", query="How many clients?", ground_truth="42", final_answer="17",
+                      steps=steps, mistake_agent="Coder", mistake_step=2)
+
+
+@pytest.mark.parametrize("prompts", ["paper", "project"])
+async def test_step_by_step_with_no_step_flagged_predicts_nothing_and_is_counted_wrong(prompts):
+    from attribution.evaluate import _record, attribution_metrics
+    from attribution.methods import METHODS, MethodContext
+
+    model, _ = _AlwaysNo.bound("1. No.\n2. Reason: fine" if prompts == "paper" else '{"reason": "r", "error": "no"}')
+    traj = _traj()
+    pred = await METHODS["step_by_step"](prompts=prompts)(traj, MethodContext(model=model))
+    assert (pred.agent, pred.step) == (None, None) and pred.details["no_error_found"] is True
+    metrics = attribution_metrics([_record(traj, pred, 0.0, None)])["all"]
+    assert metrics["agent_accuracy"] == 0.0 and metrics["step_accuracy"] == 0.0 and metrics["n_no_prediction"] == 1
+    guess = await METHODS["step_by_step"](prompts=prompts, no_flag="heuristic")(traj, MethodContext(model=model))
+    assert (guess.agent, guess.step) == ("Coder", 2)  # the heuristic's guess: the actor before the error cue
+    assert {"stage": "judge_step", "kind": "no_step_flagged_heuristic"} in guess.details["fallbacks"]
+
+
+def test_the_baselines_table_labels_g2_binary_search_and_g3_step_by_step():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "attribution" / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    assert "G.3" in rows["`step_by_step`"] and "G.2" not in rows["`step_by_step`"]
+    assert "G.2" in rows["`binary_search`"] and "G.3" not in rows["`binary_search`"]
+
+
+def test_the_baselines_prompts_carry_what_appendix_g_gives_the_model():
+    from attribution.methods import _whowhen_paper as paper
+
+    traj = _traj()
+    g1 = paper.all_at_once_prompt(traj, True, "LOG")
+    assert all(part in g1 for part in ("How many clients?", "42", "LOG", "Agent Name:", "Step Number:",
+                                       "Reason for Mistake:", "step 0", "still choose"))
+    g2 = paper.halve_prompt(traj, True, "SEGMENT", 2, 3, 5)
+    assert all(part in g2 for part in ("How many clients?", "42", "SEGMENT", "step 2 to step 5", "steps 2 to 3",
+                                       "steps 4 to 5", "'upper half' or 'lower half'", "nothing else"))
+    g3 = paper.step_prompt(traj, True, "LOG")
+    assert all(part in g3 for part in ("How many clients?", "most recent agent", "overly critical", "1. Yes/No.",
+                                       "2. Reason"))
+    assert g3.index("LOG") < g3.index("42")  # G.3 gives the answer after the conversation
+    assert "42" not in paper.step_prompt(traj, False, "LOG") and "42" not in paper.halve_prompt(traj, False, "S", 0, 0, 1)
+
+
+def test_the_held_out_baselines_script_prints_both_accuracies_with_wilson_intervals(tmp_path, capsys):
+    from tests.scripts_loader import load_script
+    from tests.shared_data import WHO_AND_WHEN_HOWTO, shared_data
+
+    dev = shared_data() / "who_and_when" / "dev"
+    if not dev.is_dir():
+        pytest.skip(WHO_AND_WHEN_HOWTO)
+    script = load_script("eval_baselines_heldout")
+    assert script.main(["--model", "scripted", "--max-cases", "1", "--methods", "all_at_once,binary_search",
+                        "--data", str(dev), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for method in ("all_at_once", "binary_search"):
+        line = next(x for x in out.splitlines() if x.startswith(method) and " all " in x)
+        assert "n=  2" in line and "agent " in line and "step " in line and "[" in line
+    assert script.main(["--model", "scripted", "--methods", "everything", "--data", str(dev),
+                        "--out", str(tmp_path)]) == 2
