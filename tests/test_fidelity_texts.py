@@ -260,3 +260,43 @@ def test_the_held_out_baselines_script_prints_both_accuracies_with_wilson_interv
         assert "n=  2" in line and "agent " in line and "step " in line and "[" in line
     assert script.main(["--model", "scripted", "--methods", "everything", "--data", str(dev),
                         "--out", str(tmp_path)]) == 2
+
+
+# ---- conformal attribution: Eq. 19 as printed; the scorers' and the rollback's prompts (appendix C.3) ----------
+
+
+def test_lse_is_eq_19_as_printed_at_beta_0_1_by_hand():
+    from attribution.conformal import Aggregator
+    from attribution.conformal._aggregators import segment_score
+
+    # trajectory of l = 4 steps, segment = steps 1..2 with scores 0.2 and 0.6, beta = 0.1:
+    # beta * l * s = 0.08, 0.24; exp: 1.0832871, 1.2712492; sum 2.3545363; log 0.8563438 (by hand, 7 digits)
+    # Eq. 19: (1/0.1) * 0.8563438 - log 4 = 8.563438 - 1.3862944 = 7.177143
+    s = [0.9, 0.2, 0.6, 0.1]
+    assert segment_score(s, 1, 2, Aggregator(kind="lse", beta=0.1)) == pytest.approx(7.177143, abs=2e-6)
+    # the earlier placement, - log l inside the 1/beta: (0.8563438 - 1.3862944) / 0.1 = -5.299506
+    assert segment_score(s, 1, 2, Aggregator(kind="lse_inside", beta=0.1)) == pytest.approx(-5.299506, abs=2e-6)
+    # at beta = 1 the two agree
+    assert segment_score(s, 1, 2, Aggregator(kind="lse", beta=1.0)) == pytest.approx(
+        segment_score(s, 1, 2, Aggregator(kind="lse_inside", beta=1.0)))
+
+
+def test_a_version_3_lse_calibration_is_refused_unless_its_beta_is_one(tmp_path):
+    import json
+
+    from attribution.conformal import Aggregator, calibrate_file, load_calibration
+    from descriptor.errors import UserError
+    from attribution.conformal.evaluation import synthetic_records
+
+    scores = tmp_path / "s.jsonl"
+    scores.write_text("".join(r.model_dump_json() + "\n" for r in synthetic_records(12, seed=1)))
+    for beta, refused in ((0.1, True), (1.0, False)):
+        cal = tmp_path / f"lse-{beta}.json"
+        calibrate_file(scores, "rf", 0.2, Aggregator(kind="lse", beta=beta), 0, cal)
+        obj = json.loads(cal.read_text())
+        cal.write_text(json.dumps({**obj, "version": 3}))
+        if refused:
+            with pytest.raises(UserError, match="LogSumExp"):
+                load_calibration(cal)
+        else:
+            assert load_calibration(cal).q_hat == obj["q_hat"]
