@@ -509,15 +509,17 @@ async def test_segment_scores_ask_once_per_segment_on_demand_and_match_the_full_
     assert [await lazy(i) for i in range(traj.n_steps)] == full.step_scores and lazy.calls == full.nfe
     roles = lazy_scores("llm_roles", traj, sctx)
     await roles(0)
-    assert roles.calls == 3  # one call per analyst role for the step's segment
+    assert roles.calls == 1 + 4  # the failure summary, then one call per analyst role for the step's segment
+    await roles(1)
+    assert roles.calls == 1 + 4 + 4  # the summary is made once
     assert lazy_scores("position", traj, sctx) is None
 
 
-async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
+async def test_llm_roles_averages_the_four_roles_and_segments_long_logs() -> None:
     sctx = ScorerContext(model=bound(ScriptedChatModel(seed=0)), route="scripted")
     traj = make_traj([f"A{i % 3}" for i in range(12)], 7)
-    (res,) = await llm_roles(k=3, max_calls=4)([traj], sctx)
-    assert res.nfe == 3 * 4 and len(res.details["roles"]) == 3
+    (res,) = await llm_roles(max_calls=4)([traj], sctx)
+    assert res.nfe == 1 + 4 * 4 and res.details["roles"] == ["Conservative", "Liberal", "Skeptical", "Pattern"]
     top = max(res.step_scores)
     assert [i for i, s in enumerate(res.step_scores) if s == top] == [6, 7, 8]  # the segment holding step 7
     assert all(0.0 <= s <= 1.0 for s in res.step_scores)

@@ -300,3 +300,74 @@ def test_a_version_3_lse_calibration_is_refused_unless_its_beta_is_one(tmp_path)
                 load_calibration(cal)
         else:
             assert load_calibration(cal).q_hat == obj["q_hat"]
+
+
+class _Recorder:
+    """The scripted double, keeping (contract, prompt) of every call."""
+
+    @staticmethod
+    def bound():
+        from mas.config import ModelRoute
+        from mas.llm.models import BoundModel
+        from mas.scripted.model import ScriptedChatModel
+        import mas.scripted.responders  # noqa: F401
+
+        class Model(ScriptedChatModel):
+            seen: list = []
+
+            def _respond(self, messages, meta, kwargs):
+                self.seen.append((meta.get("contract") if isinstance(meta, dict) else None,
+                                  "\n".join(str(m.content) for m in messages)))
+                return super()._respond(messages, meta, kwargs)
+
+        model = Model(seed=0, seen=[])
+        return BoundModel(name="scripted", route=ModelRoute(provider="scripted", model="scripted"), model=model,
+                          model_label="scripted"), model
+
+
+def _marked_traj():
+    from attribution.sources.trajectory import Step, Trajectory
+
+    agents = ["human", "Planner", "Coder", "Computer_terminal", "Verifier"]
+    steps = [Step(index=i, agent=a, content="ERROR: wrong column" if i == 2 else f"step {i} by {a}")
+             for i, a in enumerate(agents)]
+    return Trajectory(id="t", subset="s", query="How many clients?", ground_truth="42", final_answer="17",
+                      steps=steps, mistake_agent="Coder", mistake_step=2)
+
+
+async def test_llm_naive_asks_c3s_naive_question_with_the_segment_and_the_whole_conversation():
+    from attribution.scorers.base import ScorerContext
+    from attribution.scorers.llm import NAIVE_SYSTEM, llm_naive
+
+    model, raw = _Recorder.bound()
+    traj = _marked_traj()
+    (res,) = await llm_naive()([traj], ScorerContext(model=model, with_ground_truth=True))
+    assert max(range(5), key=res.step_scores.__getitem__) == 2 and res.nfe == 5
+    first = raw.seen[0][1]
+    assert first.startswith(NAIVE_SYSTEM)
+    segment, whole = first.split("The segment under review (step 0):", 1)[1].split("The whole conversation:", 1)
+    assert "[0] human" in segment and "[4] Verifier" not in segment
+    assert "[4] Verifier: step 4 by Verifier" in whole  # the whole conversation, not the log up to the step
+    assert all(x in first for x in ("How many clients?", "correct answer to the problem: 42",
+                                    "wrong answer the conversation ended with: 17", "ONLY one number between 0 and 1"))
+
+
+async def test_llm_roles_summarises_the_failure_then_asks_the_four_fixed_roles_in_the_papers_schema():
+    from attribution.scorers.base import ScorerContext
+    from attribution.scorers.llm import llm_roles
+
+    model, raw = _Recorder.bound()
+    traj = _marked_traj()
+    (res,) = await llm_roles()([traj], ScorerContext(model=model, with_ground_truth=True))
+    prompts = [p for _, p in raw.seen]
+    assert "why they failed" in prompts[0]  # the failure summary comes first, once
+    roles = [p for p in prompts[1:]]
+    assert len(roles) == 4 * traj.n_steps and res.nfe == 1 + 4 * traj.n_steps
+    order = [next(r for r in ("Conservative", "Liberal", "Skeptical", "Pattern") if f"the {r} analyst" in p)
+             for p in roles[:4]]
+    assert order == ["Conservative", "Liberal", "Skeptical", "Pattern"]
+    assert all("The team failed at step 2 (Coder)." in p for p in roles)  # the summary reaches every role
+    assert all(k in roles[0] for k in ("investigation_summary", "primary_conclusion", "mistake_step", "confidence",
+                                       "evidence", "alternative_explanations", "0.8-1.0 very likely"))
+    assert max(range(5), key=res.step_scores.__getitem__) == 2
+    assert res.details["roles"] == ["Conservative", "Liberal", "Skeptical", "Pattern"]
