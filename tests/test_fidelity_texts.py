@@ -371,3 +371,26 @@ async def test_llm_roles_summarises_the_failure_then_asks_the_four_fixed_roles_i
                                        "evidence", "alternative_explanations", "0.8-1.0 very likely"))
     assert max(range(5), key=res.step_scores.__getitem__) == 2
     assert res.details["roles"] == ["Conservative", "Liberal", "Skeptical", "Pattern"]
+
+
+def test_the_rollback_note_carries_what_appendix_c3s_note_does():
+    from attribution.rollback.restart import NOTE_OPENING, rollback_note
+
+    traj = _marked_traj()
+    note = rollback_note(traj, 2)
+    assert note.startswith(NOTE_OPENING) and "from step 0 to step 4" in note and "do not make it again" in note
+    attempt, kept = note.split("The earlier attempt:", 1)[1].split("The history before step 2", 1)
+    assert "- step 0 (human)" in attempt and "- step 4 (Verifier)" in attempt  # the whole failed attempt
+    assert "judged wrong): '17'" in attempt
+    kept, task = kept.split("Solve this task step by step:", 1)
+    assert "mostly correct" in kept and "- step 1 (Planner)" in kept and "- step 2" not in kept
+    assert task.strip() == "How many clients?"
+    assert "(none: the run restarts from its first step)" in rollback_note(traj, 0)
+
+
+def test_an_empty_set_restarts_at_the_last_step_and_says_so():
+    from attribution.rollback.restart import set_choice
+
+    choice = set_choice([], 5)
+    assert (choice.members, choice.step, choice.fallback) == ([], 4, True)
+    assert "empty set" in set_choice.__doc__ and "--twf-fallback" in set_choice.__doc__
