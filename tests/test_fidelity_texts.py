@@ -394,3 +394,14 @@ def test_an_empty_set_restarts_at_the_last_step_and_says_so():
     choice = set_choice([], 5)
     assert (choice.members, choice.step, choice.fallback) == ([], 4, True)
     assert "empty set" in set_choice.__doc__ and "--twf-fallback" in set_choice.__doc__
+
+
+def test_the_fidelity_document_cites_the_texts_and_no_longer_calls_the_benchmarks_missing():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "fidelity.md").read_text(encoding="utf-8")
+    assert "exits 2 (unknown benchmark)" not in text and "missing in this branch" not in text
+    assert "are not benchmarks here yet" not in text
+    for cited in ("harness README, Average confidence", "harness README, Progress / stall judgment",
+                  "Who&When A.2, Algorithm 1", "Who&When G.1", "Eq. 19", "C.3 naive scorer", "C.3 rollback note"):
+        assert cited in text, cited
