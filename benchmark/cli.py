@@ -101,6 +101,10 @@ def cmd_benchmark_check(args: argparse.Namespace) -> int:
             summary = report.summary()
             print(f"{args.benchmark} problems (every sub-step solved): oracle {summary['oracle_problems_solved']}/"
                   f"{summary['problems']}, empty {summary['empty_problems_solved']}/{summary['problems']}")
+    if report.untargeted:  # on stderr beside the other warnings, so --json stays one object
+        print(f"tests compare no target in {len(report.untargeted)} task(s): {', '.join(report.untargeted)} "
+              "(a pass checks properties of the answer, not the reference's values; the report marks them)",
+              file=sys.stderr)
     return 0
 
 

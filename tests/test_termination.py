@@ -289,7 +289,7 @@ async def test_a_failed_judge_call_is_not_replaced_by_a_lexical_verdict(monkeypa
 
 
 async def test_judge_unsubstantive_verdict_blocks_consensus():
-    async def judge(current, previous):
+    async def judge(current, previous, work):
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2]], is_substantive=False, explanation="a plan"))
 
     d = await decide(pos(), candidate_artifacts=cands("42", "42", "42"), previous_candidate_artifacts=None,
@@ -299,7 +299,7 @@ async def test_judge_unsubstantive_verdict_blocks_consensus():
 
 async def test_consensus_denominator_leaves_out_the_judges_invalid_answers():
     """The seed's rule: valid_count = answers left after removing invalid_indices; 3 of 4 is consensus."""
-    async def judge(current, previous):
+    async def judge(current, previous, work):
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2], [3]], invalid_indices=[4], is_substantive=True))
 
     d = await decide(pos(), candidate_artifacts=cands("42", "42", "42", "41", "no idea, sorry"),
@@ -520,7 +520,7 @@ async def test_no_progress_compares_candidates_even_when_the_vote_runs_over_othe
 async def test_no_judge_call_before_the_minimum_rounds():
     calls = []
 
-    async def judge(cands, prev):
+    async def judge(cands, prev, work):
         calls.append(1)
         raise AssertionError("not expected")
 

@@ -92,7 +92,8 @@ def _attribute(args: argparse.Namespace) -> int:
         print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])}{_ci(m.get('agent_accuracy_ci'))} "
               f"step={_fmt(m['step_accuracy'])}{_ci(m.get('step_accuracy_ci'))} "
               f"±1={_fmt(within['1'])} ±3={_fmt(within['3'])} ±5={_fmt(within['5'])} "
-              f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
+              f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}"
+              + (f" no prediction={m['n_no_prediction']} (counted wrong)" if m.get("n_no_prediction") else ""))
     for s in res["skipped_files"]:
         print(f"skipped {s['path']}: {s['reason']}")
     if res["excluded_training_records"]:

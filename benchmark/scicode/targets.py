@@ -81,6 +81,21 @@ class _Capture(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(value=call), node)
 
 
+def names_target(test_case: str) -> bool:
+    """Whether ``test_case`` reads ``target`` at all (upstream's expected value from ``test_data.h5``).
+
+    >>> names_target("assert np.allclose(f(1), target)"), names_target("assert not np.isnan(f(1)).any()")
+    (True, False)
+    """
+    return any(isinstance(n, ast.Name) and n.id == "target" for n in ast.walk(ast.parse(clean_test_case(test_case))))
+
+
+def compares_no_target(step: Step) -> bool:
+    """Whether none of ``step``'s test cases compares a target: its tests check properties or a closed form of
+    their own (78.1, 78.2), so a pass does not say the answer reproduces the ground truth's values."""
+    return not any(names_target(case) for case in step.test_cases)
+
+
 def capture_source(test_case: str) -> str:
     """``test_case`` with each assert on ``target`` replaced by ``__capture__(<the expression compared>)``.
 

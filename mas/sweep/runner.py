@@ -31,6 +31,7 @@ from descriptor.records import (
     RunResult,
     TraceMetricsRecord,
 )
+from descriptor.problems import problem_of
 from descriptor.run_config import read_metadata_with_config
 from descriptor.run_files import RunFileError, read_result
 from descriptor.report.page_file import write_page_file
@@ -415,6 +416,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error, limit=rt.limit_reached,
         grading_cost_usd=float(grading.details.get("judge_cost_usd", 0.0)) if grading is not None else 0.0,
+        **problem_of(spec.task.metadata),
     )
     write_json_atomic(paths.result, result, indent=None)
     return result

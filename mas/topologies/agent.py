@@ -31,7 +31,7 @@ from mas.config import ExperimentConfig
 from mas.llm.call import LLMResult, call_llm, llm_event_fields
 from mas.llm.tool_calls import ToolCallRequest
 from mas.llm.injection import INJECTED_KEY, InjectionPlan
-from mas.llm.confidence import parse_confidence
+from mas.llm.confidence import Scale, parse_confidence
 from mas.llm.models import ModelSet
 from mas.topologies.environment import (
     MAIN,
@@ -165,8 +165,11 @@ _BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _CALL_SHAPE_RE = re.compile(r'^\s*(```(?:json)?\s*)?\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"arguments"\s*:', re.DOTALL)
 
 
-def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
+def parse_answer(parsed: dict[str, Any] | None, text: str, confidence_scale: Scale = "clip") -> Answer:
     """Answer from the reply's JSON, else a salvage, else the whole reply (each recorded in ``parse``).
+
+    The JSON's ``confidence`` is read on ``confidence_scale`` (``mas.confidence_scale``; default the harness
+    README's rule: clipped into [0, 1], 0.5 when missing or unparsable).
 
     Small models cut their JSON short at the token limit (``salvaged``: the
     ``answer_artifact`` field read from the broken JSON) or write a tool call
@@ -181,7 +184,8 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
     if parsed:
         art = parsed.get("answer_artifact", parsed.get("answer", parsed.get("final_answer")))
         if art is not None:
-            return Answer(answer_artifact=str(art).strip(), confidence=parse_confidence(parsed.get("confidence"), 0.5),
+            confidence = parse_confidence(parsed.get("confidence"), MISSING_CONFIDENCE, confidence_scale)
+            return Answer(answer_artifact=str(art).strip(), confidence=confidence,
                           reasoning=str(parsed.get("reasoning", ""))[:2000], parse="json")
     found = _ARTIFACT_RE.search(text)
     if found:
@@ -265,7 +269,7 @@ async def agent_step(
         _record_injection(rt, res, first)
         reply = res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text)
         return StepOutcome(answer=None, tool_calls=res.tool_calls, routing_calls=routing, new_messages=[reply])
-    answer = parse_answer(res.parsed, res.text)
+    answer = parse_answer(res.parsed, res.text, rt.cfg.mas.confidence_scale)
     event_type = answer_event(answer) if callable(answer_event) else answer_event
     redo = True if redo_revise and event_type == "revise" else None
     ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends, redo=redo),

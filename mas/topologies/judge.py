@@ -40,6 +40,7 @@ from mas.topologies.termination import (
     ConsensusJudge,
     ConsensusView,
     JudgeOutcome,
+    Work,
     artifact_kind,
     lexical_view,
     normalize_artifact,
@@ -49,6 +50,7 @@ JUDGE_ACTOR = "system:judge"
 ANSWER_RECIPIENT = "user"
 """Recipient of a final answer that a system actor publishes (the caller of the run)."""
 CANDIDATES_HEADER = "Candidates (JSON):"
+WORK_HEADER = "Work under revision (JSON):"
 MOCK_JUDGE = "mock mode (scripted model): no LLM judge, the lexical fallback decides"
 """``judge_error`` of a decision or vote made in mock mode."""
 
@@ -98,6 +100,12 @@ Reply with ONLY this JSON:
  "progress_status": "improving"|"stalled"|"unclear", "expected_improvement": "high"|"medium"|"low",
  "should_stop_for_no_progress": true|false, "explanation": "<one or two sentences>"}"""
 
+WORK_INSTRUCTIONS = """
+The work under revision lists the artifacts another round would revise (each with its agent's previous one); the
+candidates vote, the work shows progress: group only the candidates, and judge progress (progress_status,
+expected_improvement, should_stop_for_no_progress) on how the work and the candidates changed since their
+previous answers."""
+
 VOTE_INSTRUCTIONS = """You pick the final answer of a multi-agent system. Group the candidate answers that state the same
 final answer. Prefer a direct answer backed by evidence (tool results, checked reasoning) over refusals, plans,
 "blocked" statuses or answers that admit missing evidence; among direct answers prefer the one most agents
@@ -127,13 +135,27 @@ def candidate_rows(candidates: Sequence[Candidate], previous: Sequence[Candidate
     return rows
 
 
+def work_rows(work: Work | None) -> list[dict[str, Any]]:
+    """The work under revision as the consensus judge sees it (also its calls' ``judge_work`` metadata): each
+    agent's current and previous artifact."""
+    if work is None:
+        return []
+    before = {p.agent: p.artifact for p in work.previous or []}
+    return [{"agent": c.agent, "answer": c.artifact, **({"previous_answer": before[c.agent]} if c.agent in before
+                                                       else {})} for c in work.current]
+
+
 def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
-                   previous: Sequence[Candidate] | None = None, notes: Sequence[str] = ()) -> list[Any]:
+                   previous: Sequence[Candidate] | None = None, notes: Sequence[str] = (),
+                   work: Work | None = None) -> list[Any]:
     """The judge's prompt; ``notes`` (a rollback's note on the failed continuation) go between task and
-    candidates, as they do in an agent's prompt."""
+    candidates, as they do in an agent's prompt; ``work`` (the consensus judge only) follows the candidates, and
+    the instructions say how to read it."""
     told = "".join(f"{n}\n\n" for n in notes)
-    return [SystemMessage(instructions),
-            HumanMessage(f"Task:\n{question}\n\n{told}{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}")]
+    shown = f"\n\n{WORK_HEADER}\n{json.dumps(work_rows(work), ensure_ascii=False, indent=1)}" if work else ""
+    return [SystemMessage(instructions + (WORK_INSTRUCTIONS if work else "")),
+            HumanMessage(f"Task:\n{question}\n\n{told}{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}"
+                         f"{shown}")]
 
 
 def _check_indices(groups: list[list[int]], invalid: list[int], n: int) -> list[list[int]]:
@@ -189,15 +211,17 @@ def parse_vote(parsed: dict[str, Any] | None, candidates: Sequence[Candidate]) -
 def consensus_judge(rt: RunContext) -> ConsensusJudge:
     """The ``llm_judge`` consensus judge of this run (the ``judge`` route)."""
 
-    async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> JudgeOutcome:
+    async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
+                    work: Work | None = None) -> JudgeOutcome:
         if is_mock_judge(rt):
             return JudgeOutcome(view=None, error=MOCK_JUDGE)
         # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
         res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
-                                                                         candidates, previous),
+                                                                         candidates, previous, work=work),
                              contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
                              json_schema=CONSENSUS_SCHEMA, temperature=0.0,
-                             metadata={"judge_candidates": candidate_rows(candidates, previous)})
+                             metadata={"judge_candidates": candidate_rows(candidates, previous),
+                                       **({"judge_work": work_rows(work)} if work else {})})
         usage = judge_usage(res)
         try:
             return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
@@ -354,8 +378,9 @@ def _scripted_candidates(ctx: ScriptedContext) -> tuple[list[Candidate], list[di
 def scripted_consensus(ctx: ScriptedContext) -> str:
     cands, rows = _scripted_candidates(ctx)
     view = lexical_view(cands, None)
+    # progress as the lexical fallback measures it: over the work under revision when there is one
     changed = [normalize_artifact(r["answer"]) != normalize_artifact(r["previous_answer"])
-               for r in rows if "previous_answer" in r]
+               for r in ctx.metadata.get("judge_work") or rows if "previous_answer" in r]
     stalled = bool(changed) and not any(changed)
     return json.dumps({
         "groups": view.groups, "invalid_indices": view.invalid_indices, "is_substantive": view.is_substantive,

@@ -8,7 +8,9 @@ events); the critic checks the parts and names the ones it rejects
 composes the cycle's answer from the parts and the critique and sends it to
 the ``controller``. The controller decides between cycles: the branch check
 and progress run over the workers' parts, consensus is the critic's and the
-aggregator's answers agreeing (the critic accepts the composition);
+aggregator's answers agreeing (the critic accepts the composition); a judge
+model sees both, the parts with each worker's previous part, as the lexical
+fallback compares them;
 ``mas.rounds`` bounds the cycles (``rounds = 1`` runs exactly one). When it
 stops, ``finalize`` publishes the last aggregate to the ``user``; for a
 further cycle the controller relays the critique and the aggregate to the
@@ -211,7 +213,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         current = [candidate(a) for a in round_artifacts(history, names, c)]
         previous = [candidate(a) for a in round_artifacts(history, names, c - 1)] if c > 0 else None
         verdicts = [candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c)]
-        # the judge's no-progress verdict compares the critic and the aggregator with their own last cycle
+        # the judge sees the critic and the aggregator with their own last cycle, and the parts with the workers'
         verdicts_before = ([candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c - 1)]
                            if c > 0 else None)
         d = await decide(LoopPosition(stage="orchestrator", round=c + 1, max_rounds=rt.cfg.mas.rounds),

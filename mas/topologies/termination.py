@@ -149,8 +149,18 @@ class JudgeOutcome:
     cost_usd_saved: float | None = None
 
 
-ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None], Awaitable[JudgeOutcome]]
-"""``(candidates, previous) -> JudgeOutcome``; see :func:`mas.topologies.judge.consensus_judge`."""
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Work:
+    """The artifacts a loop would revise when they are not the ones voted on (the orchestrator's workers' parts,
+    while the critic and the aggregator vote), with each agent's previous artifact: what progress compares."""
+
+    current: Sequence[Candidate]
+    previous: Sequence[Candidate] | None = None
+
+
+ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None, Work | None], Awaitable[JudgeOutcome]]
+"""``(candidates, previous, work) -> JudgeOutcome``: the artifacts voted on, their agents' previous answers, and
+the work under revision when it differs from them (else None); see :func:`mas.topologies.judge.consensus_judge`."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -220,8 +230,8 @@ def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | 
 
 async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candidate],
                 previous: Sequence[Candidate] | None, candidates: Sequence[Candidate],
-                call_judge: bool, judge_previous: Sequence[Candidate] | None) -> tuple[ConsensusView, str,
-                                                                                       JudgeOutcome | None]:
+                call_judge: bool, judge_previous: Sequence[Candidate] | None,
+                work: Work | None) -> tuple[ConsensusView, str, JudgeOutcome | None]:
     lexical = lexical_view(voters, previous, progress_of=candidates)
     if mode != "llm_judge":
         return lexical, "lexical", None
@@ -230,7 +240,7 @@ async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candid
         return lexical, "lexical", None
     if judge is None:
         return lexical, "lexical_fallback", JudgeOutcome(view=None, error="no judge configured")
-    outcome = await judge(voters, judge_previous)
+    outcome = await judge(voters, judge_previous, work)
     if outcome.view is not None:
         return outcome.view, "llm_judge", outcome
     return lexical, "lexical_fallback", outcome
@@ -253,8 +263,12 @@ async def decide(
     the candidates); lexical progress always compares the candidates with
     ``previous_candidate_artifacts``. The judge sees the artifacts it votes
     on with *their* previous answers (``previous_consensus_artifacts``;
-    without them, the previous candidates of the same agents), so its
-    no-progress verdict compares each agent shown with itself. The judge is only called when a
+    without them, the previous candidates of the same agents) and, when the
+    vote runs over other artifacts than the candidates, the candidates with
+    each agent's previous answer as the work under revision (:class:`Work`),
+    so its progress verdict and the lexical one compare the same artifacts
+    (the harness README: the judge "sees the current candidate artifacts plus
+    each agent's previous answer"). The judge is only called when a
     consensus or progress check could stop the loop (not before
     ``min_rounds``); a judge that is missing (``judge=None`` in ``llm_judge``
     mode) or unusable is recorded as ``consensus_source="lexical_fallback"``
@@ -286,9 +300,11 @@ async def decide(
     has_previous = bool(comparable_pairs(candidate_artifacts, previous_candidate_artifacts))
     voter_valid = sum(c.valid for c in voters)
     if voter_valid > 1 or has_previous:
+        work = (Work(current=list(candidate_artifacts), previous=previous_candidate_artifacts)
+                if consensus_artifacts is not None else None)
         view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts, candidate_artifacts,
                                             call_judge=position.round >= position.min_rounds,
-                                            judge_previous=judge_previous)
+                                            judge_previous=judge_previous, work=work)
         _record_view(d, view, source, outcome, voters, has_previous)
         held: list[str] = []
         ratio_ok = d.consensus_valid_count > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
