@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import remote_child
+import benchmark.remote_child as remote_child
 from benchmark.sandbox import SandboxResult, _finish, _kill_tree, _memfd, _Prepared, _prepare, _wait
 
 _CHILD_SOURCE = (Path(__file__).parent / "remote_child.py").read_text(encoding="utf-8")

@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from benchmark import sandbox_view as view
+import benchmark.sandbox_view as view
 from descriptor.errors import UserError
 
 Isolation = Literal["namespaces", "unsafe-no-namespaces"]

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmark import remote_child
+import benchmark.remote_child as remote_child
 from benchmark.remote import capture_value
 from benchmark.scicode.data import Problem, Step
 from benchmark.scicode.prompts import previous_code

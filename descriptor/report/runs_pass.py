@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from descriptor.parallel import PARALLEL_MIN_RUNS, PARALLEL_MIN_TASKS, fork_chunks, usable_workers
-from descriptor.report import collect
+import descriptor.report.collect as collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
 from descriptor.report.render import Layout, run_name, write_file

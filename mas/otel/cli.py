@@ -8,7 +8,7 @@ import sys
 
 def _export_otel(args: argparse.Namespace) -> int:
     from descriptor.errors import UserError
-    from mas.otel import export_endpoint, traces_url
+    from mas.otel.endpoint import export_endpoint, traces_url
     from mas.otel.replay import replay_experiment, send
 
     if args.endpoint:
