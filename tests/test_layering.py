@@ -1,5 +1,5 @@
 """The house: each package is one stage and imports only the stages below it; no cycles; small modules;
-the scripted test double is imported by no production module.
+only public names cross modules; the scripted test double is imported by no production module.
 
 Stages, bottom up: ``descriptor`` (the run-record contract and what is computed from run files),
 ``benchmark`` (tasks and native evaluation), ``mas`` (the runtime), ``attribution`` (on top).
@@ -32,6 +32,10 @@ MAX_LINES = 500
 MAX_MAS_TOP_LEVEL = 12
 # Modules over the size limit, each with the work that splits it (an empty dict is the goal).
 OVERSIZED: dict[str, str] = {}
+# Modules importing another module's private name, each with the work that ends it (an empty dict is the goal).
+PRIVATE_IMPORTS: dict[str, str] = {
+    "attribution.methods.chief": "re-exports _chief_oracle._oracle_items; ends when CHIEF gets its own folder",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -173,6 +177,18 @@ def test_a_module_imports_its_siblings_not_its_package_face(name):
     loaded |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     faces = sorted(m for m in loaded if name.startswith(m + "."))
     assert not faces, f"{name} imports its own package's face {faces}: import the sibling module instead"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_a_module_imports_only_public_names_of_another(name):
+    """A name with a leading underscore belongs to its module: a sibling that needs it gets a public name."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    bad = sorted(f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 and n.module.split(".")[0] in PACKAGES for a in n.names
+                 if a.name.startswith("_") and not a.name.startswith("__"))
+    if name in PRIVATE_IMPORTS:
+        pytest.xfail(PRIVATE_IMPORTS[name])
+    assert not bad, f"{name} imports private names {bad}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
