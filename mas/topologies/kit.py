@@ -23,7 +23,6 @@ from mas.topologies.agent import (
     agent_turn,
     opening_messages,
     run_tool_calls,
-    state_id_of,
 )
 from mas.topologies.declaration import (
     TOOLS_NODE,
@@ -38,6 +37,7 @@ from mas.topologies.declaration import (
 from mas.topologies.environment import MAIN, changes_text, log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
 from mas.topologies.loop import StageRecord, finish_loop, round_decision, take_turn
+from mas.topologies.node import state_id_of
 from mas.topologies.roles import (
     Published,
     artifact_of,

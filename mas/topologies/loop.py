@@ -18,6 +18,7 @@ from descriptor.events import FinalAnswer
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages
 from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
+from mas.topologies.node import state_id_of
 from mas.topologies.roles import (
     artifact_of,
     candidate,
@@ -71,7 +72,7 @@ class StageRecord:
 
 
 async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *, round_index: int, extra: str,
-                    sends: list[dict[str, str]], state_id: str | None, own: dict[str, Any] | None = None,
+                    sends: list[dict[str, str]], state_id: str | None = None, own: dict[str, Any] | None = None,
                     payload: dict[str, Any] | None = None, peers: Sequence[dict[str, Any]] | None = None,
                     ) -> dict[str, Any]:
     """One agent's turn in a looped stage, on its own environment branch; returns the graph-state update.
@@ -96,8 +97,9 @@ async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *
 
 
 async def round_decision(rt: RunContext, *, stage: str, round_index: int, current: Sequence[dict[str, Any]],
-                         previous: Sequence[dict[str, Any]] | None, expected_count: int, state_id: str | None,
-                         sends: Callable[[bool], list[dict[str, str]] | None]) -> dict[str, Any]:
+                         previous: Sequence[dict[str, Any]] | None, expected_count: int,
+                         sends: Callable[[bool], list[dict[str, str]] | None], state_id: str | None = None,
+                         ) -> dict[str, Any]:
     """The termination controller's decision after round ``round_index`` (stored artifacts of this round and the
     one before), traced with ``sends(stop)`` as its recipients; returns ``{"decisions", "round"}`` (the round
     advances unless the loop stops). Budget ``mas.max_rounds``, at least ``mas.minimum_discussion_rounds``."""
@@ -114,7 +116,7 @@ async def round_decision(rt: RunContext, *, stage: str, round_index: int, curren
 _UNSET: Any = object()
 
 
-async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, state_id: str | None,
+async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, state_id: str | None = None,
                       max_rounds: int | None = None, vote: Sequence[dict[str, Any]] | None = None,
                       winner: dict[str, Any] | None = None, selection: str = "", announcer: str = CONTROLLER,
                       outcome: str | None = _UNSET, finalize: Mapping[str, Any] | None = None,
@@ -131,6 +133,7 @@ async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, s
     (``state["decisions"]``, from :func:`round_decision`) must not be empty: the record is its closing one.
     """
     sync_step_counter(state.get("steps_done", 0))
+    state_id = state_id_of() if state_id is None else state_id
     if not state.get("decisions"):  # a topology's bug, which would otherwise surface as an IndexError
         raise RuntimeError(f"finish_loop(stage={stage!r}): the stage took no controller decision; a looped stage "
                            "calls round_decision after each round and closes on its stop")

@@ -33,6 +33,7 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from descriptor.events import Decision
+from mas.topologies.node import state_id_of
 from mas.topologies.usage import Usage
 from mas.tracing import current_tracer
 
@@ -361,12 +362,14 @@ def _stop(d: Decision, reason: str, detail: str) -> Decision:
 
 def emit_decision(decision: Decision, *, state_id: str | None = None,
                   sends: list[dict[str, str]] | None = None) -> None:
-    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage.
+    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage
+    (``state_id`` default: the running node's checkpoint).
 
     A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
     """
     payload = Decision.model_validate({**decision.model_dump(exclude={"sends"}), "sends": sends or None})
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
-                          cost_usd=decision.judge_cost_usd, state_id=state_id, model=decision.judge_model,
+                          cost_usd=decision.judge_cost_usd, state_id=state_id_of() if state_id is None else state_id,
+                          model=decision.judge_model,
                           route=decision.judge_route, usage_source=decision.judge_usage_source)
