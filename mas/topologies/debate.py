@@ -33,11 +33,9 @@ from mas.topologies.kit import (
     Role,
     RunContext,
     Topology,
-    context_block,
     finish_loop,
     latest,
     make_agents,
-    packet,
     register_system,
     round_artifacts,
     round_decision,
@@ -82,9 +80,8 @@ def build_debate(rt: RunContext) -> StateGraph:
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
         peers = [a for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:",
-                              packets=[packet(a) for a in peers], own=own, instruction=DISCUSS if r > 0 else "")
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=peers,
+                               peers_title="Other agents' answers:", instruction=DISCUSS if r > 0 else "",
                                sends=graph.sends(agent.name))
 
     async def controller(state: DebateState) -> dict[str, Any]:

@@ -48,14 +48,12 @@ from mas.topologies.kit import (
     RunContext,
     Topology,
     candidate,
-    context_block,
     current_tracer,
     final_vote,
     finish_loop,
     latest,
     lexical_groups,
     make_agents,
-    packet,
     register_system,
     round_artifacts,
     round_decision,
@@ -108,8 +106,8 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
 
     async def member(task: dict[str, Any]) -> dict[str, Any]:
         agent = by_name[task["agent"]]
-        return await take_turn(rt, agent, task, round_index=0, extra=context_block(notes=task["notes"]),
-                               sends=graph.sends(agent.name), payload={"round": 0, "group": group_of[agent.name]})
+        return await take_turn(rt, agent, task, round_index=0, sends=graph.sends(agent.name),
+                               payload={"round": 0, "group": group_of[agent.name]})
 
     async def elect(state: ExchangeState) -> dict[str, Any]:
         """Each group's vote; its representative takes over the elected member's answer (round 0) and environment."""
@@ -137,10 +135,9 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
         others = [a for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
-        extra = context_block(notes=task["notes"], packets_title="The other groups' representatives' answers:",
-                              packets=[packet(a) for a in others], own=own, instruction=EXCHANGE)
         # its branch: the elected member's environment, handed over
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=others,
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=others,
+                               peers_title="The other groups' representatives' answers:", instruction=EXCHANGE,
                                sends=graph.sends(agent.name), payload={"round": r, "group": group_of[agent.name]})
 
     def answers(state: ExchangeState, r: int) -> list[dict[str, Any]]:

@@ -219,13 +219,11 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         r = task["round"]
         own = latest(task["history"], agent.name, before_round=r)
         peers = [a for a in task["peers"] if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other workers' reports (relayed by the supervisor):",
-                              packets=[packet(a) for a in peers], own=own,
-                              instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
-                                          "Report concisely.")
         # its own fork of the environment, kept across rounds
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
-                               sends=graph.sends(agent.name))
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=peers,
+                               peers_title="Other workers' reports (relayed by the supervisor):",
+                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
+                                           "Report concisely.", sends=graph.sends(agent.name))
 
     async def controller(state: SupervisorState) -> dict[str, Any]:
         r = state.get("round", 0)
