@@ -6,13 +6,15 @@ of a command that never logs through it (``summarize-experiment``, ``report``).
 
 Records pass :mod:`descriptor.redact` on their way to stderr: structlog's through a processor, the standard
 library's (httpx, openai, dask, ...) and ``warnings`` through the formatter :func:`configure_logging` puts on the
-root logger. Text a command prints itself is redacted where it is made (an error's message, a URL).
+root logger. Text a command prints itself is redacted where it is made (an error's message, a URL), and a
+crash's traceback by the process's entry point (:func:`redacted_traceback`).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -82,6 +84,12 @@ def configure_logging(level: str = "INFO") -> None:
     if root.level == logging.NOTSET or root.level > logging.WARNING:
         root.setLevel(logging.WARNING)
     logging.captureWarnings(True)
+
+
+def redacted_traceback() -> str:
+    """The traceback of the exception being handled, as Python prints it, with secrets redacted (an error's
+    message may quote a key or a URL's password): what a process's entry point prints when it crashes."""
+    return redact(traceback.format_exc())
 
 
 class RedactingFormatter(logging.Formatter):

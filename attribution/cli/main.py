@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -216,7 +215,7 @@ def console(prog: str = "mas-econ") -> NoReturn:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
         sys.exit(141)  # what a shell reports for a writer killed by SIGPIPE
     except Exception:  # noqa: BLE001 - printed like Python would, redacted
-        from descriptor.redact import redact
+        from mas.logging import redacted_traceback
 
-        sys.stderr.write(redact(traceback.format_exc()))
+        sys.stderr.write(redacted_traceback())
         sys.exit(1)

@@ -237,4 +237,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception:  # noqa: BLE001 - printed like Python would, redacted: the endpoint's URL may hold a password
+        from mas.logging import redacted_traceback
+
+        sys.stderr.write(redacted_traceback())
+        sys.exit(1)
