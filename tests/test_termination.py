@@ -317,7 +317,7 @@ async def test_mock_mode_reads_as_the_lexical_fallback():
     assert d.reason == "consensus_reached" and d.consensus_source == "lexical_fallback"
     assert d.judge_error == MOCK_JUDGE and d.judge_token_in == 0
     out = await final_vote(rt, cands("41", "42", "42"))
-    assert out.source == "lexical_fallback" and out.error == MOCK_JUDGE and out.token_in == 0
+    assert out.source == "lexical_fallback" and out.error == MOCK_JUDGE and out.usage.token_in == 0
 
 
 async def test_identical_non_ascii_answers_reach_consensus():
@@ -370,12 +370,12 @@ async def test_final_vote_judge_and_fallback(monkeypatch):
     rt = scripted_rt()
     c = cands("41", "42", "42")
     out = await final_vote(rt, c)
-    assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.token_in > 0
+    assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.usage.token_in > 0
     rt = scripted_rt(script={"judge.vote": lambda ctx: '{"winner_index": 9, "groups": []}'})
     out = await final_vote(rt, c)
     assert out.source == "lexical_fallback" and "winner_index" in out.error and c[out.winner_index].artifact == "42"
     out = await final_vote(scripted_rt(final_vote_mode="lexical"), c)
-    assert out.source == "lexical" and out.token_in == 0
+    assert out.source == "lexical" and out.usage.token_in == 0
 
 
 def test_vote_never_picks_an_empty_artifact_while_another_answered():
@@ -411,7 +411,7 @@ async def test_final_vote_falls_back_when_the_judge_picks_an_empty_artifact(monk
     c = cands(" ", "42", "42")
     out = await final_vote(scripted_rt(script={"judge.vote": choose(lambda a: not a.strip())}), c)
     assert out.source == "lexical_fallback" and "empty artifact" in out.error
-    assert c[out.winner_index].artifact == "42" and out.token_in > 0  # the unusable call still costs tokens
+    assert c[out.winner_index].artifact == "42" and out.usage.token_in > 0  # the unusable call still costs tokens
 
 
 def test_the_judge_sees_the_candidates_in_an_order_drawn_from_the_run_seed():

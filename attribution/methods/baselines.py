@@ -41,7 +41,7 @@ import re
 from typing import Any
 
 from attribution.llm.scripted_log import first_marked, marked
-from attribution.methods import _whowhen_paper as paper
+import attribution.methods._whowhen_paper as paper
 from descriptor.errors import UserError
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method

@@ -60,7 +60,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from attribution.methods import _chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
+import attribution.methods._chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
 from attribution.methods._chief_counterfactual import screen_candidates, walk
 from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks

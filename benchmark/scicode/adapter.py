@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.remote import RemoteTests, run_remote_tests
+from benchmark.sandbox import RemoteTests, run_remote_tests
 from benchmark.scicode.data import HAND_WRITTEN, Problem, Step, load_problems
 from benchmark.scicode.prompts import answer_code, step_prompt
 from benchmark.scicode.targets import clean_test_case, compares_no_target, computed_targets, h5_targets, step_program
@@ -58,11 +58,12 @@ class SciCodeBenchmark(Benchmark):
     hand-written context (13.6, 62.1, 76.3) are context, not tasks. Success: the program made of the problem's
     dependencies, the previous sub-steps' code and the answer passes every test case of the sub-step, run as
     upstream writes them (``target = targets[i]`` then the asserts) in a trusted judge that calls the answer's
-    functions in a separate sandbox (:mod:`benchmark.remote`), so the answer cannot forge a pass. A problem is
-    solved in run r when all its sub-steps passed in run r (each task's metadata names its ``problem`` and the
-    problem's ``problem_tasks``; :mod:`descriptor.problems`; ``benchmark-check``, the summaries and the report give
-    both). Sub-steps none of whose tests compares a target (78.1, 78.2) carry ``tests_compare_no_target`` in their
-    metadata and eval details: their passes check properties, not upstream's values.
+    functions in a separate sandbox (:mod:`benchmark.sandbox.remote`), so the answer cannot forge a pass. A
+    problem is solved in run r when all its sub-steps passed in run r (each task's metadata names its ``problem``
+    and the problem's ``problem_tasks``; :mod:`descriptor.problems`; ``benchmark-check``, the summaries and the
+    report give both). Sub-steps none of whose tests compares a target (78.1, 78.2) carry
+    ``tests_compare_no_target`` in their metadata and eval details: their passes check properties, not upstream's
+    values.
     Targets: for ``split = "dev"`` (15 problems, 50 sub-steps) computed once from the ground truth in the
     sandbox and cached per user (:mod:`benchmark.scicode.targets`); for ``split = "test"`` (65 problems, 288
     generated sub-steps) read from upstream's ``test_data.h5`` given as ``targets`` (needs h5py:

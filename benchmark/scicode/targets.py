@@ -10,7 +10,7 @@ ground-truth program runs with the rewritten test cases in the code sandbox (:mo
 The values are cached per user (``$MAS_CACHE_DIR`` or ``$XDG_CACHE_HOME/mas-econ``, ``~/.cache``, in
 ``scicode/``), not shipped: they total tens of MB of arrays (filtered images of 800x800 pixels) and depend on the
 installed numpy and scipy, which are part of the cache key. Values are kept in the plain-data encoding of
-:mod:`benchmark.remote_child` (never pickled), so reading a cache file executes nothing.
+:mod:`benchmark.sandbox.remote_child` (never pickled), so reading a cache file executes nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmark import remote_child
-from benchmark.remote import capture_value
+import benchmark.sandbox.remote_child as remote_child
+from benchmark.sandbox import capture_value
 from benchmark.scicode.data import Problem, Step
 from benchmark.scicode.prompts import previous_code
 from descriptor.errors import UserError

@@ -19,7 +19,7 @@ from descriptor.errors import UserError
 from descriptor.io import write_derived_json
 from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 from descriptor.layout import split_unit
-from descriptor.report import collect
+import descriptor.report.collect as collect
 from descriptor.report.analysis import (
     FEW_TASKS,
     MATCHED_SAS,

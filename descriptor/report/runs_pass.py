@@ -14,7 +14,7 @@ from typing import Any
 
 from descriptor.problems import UNTARGETED_KEY
 from descriptor.parallel import PARALLEL_MIN_RUNS, PARALLEL_MIN_TASKS, fork_chunks, usable_workers
-from descriptor.report import collect
+import descriptor.report.collect as collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
 from descriptor.report.render import Layout, run_name, write_file

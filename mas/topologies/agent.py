@@ -24,7 +24,6 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
 
 from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
@@ -39,6 +38,7 @@ from mas.topologies.environment import (
     EnvironmentFactory,
     branch_environment,
 )
+from mas.topologies.node import state_id_of
 from mas.topologies.prompts import (
     GENERIC_BRIEF,
     answer_schema as _answer_schema,
@@ -139,13 +139,6 @@ class StepOutcome:
     """The answer reply's JSON object, when it had one (fields beyond the answer's)."""
 
 
-def state_id_of(config: RunnableConfig | None) -> str | None:
-    """The top-level checkpoint a node runs from (its resumable point)."""
-    if not config:
-        return None
-    return (config.get("configurable", {}).get("checkpoint_map") or {}).get("")
-
-
 def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "", toolbox: Toolbox | None = None,
                      ) -> list[BaseMessage]:
     """System prompt plus the task (and any relay packets selected for this agent).
@@ -240,10 +233,12 @@ async def agent_step(
     critique) and is marked ``payload.redo``. ``hints``: facts the caller
     knows about this call (the roster, the reports shown), sent as invoke
     metadata (``metadata["hints"]``) for a test double to read instead of the
-    prompt's prose; no real model sees them. Raises
+    prompt's prose; no real model sees them. ``state_id``: the checkpoint the
+    events name (default: the running node's, :func:`~mas.topologies.node.state_id_of`). Raises
     :class:`~mas.llm.call.LLMCallError` when the call fails for good.
     """
     tracer = current_tracer()
+    state_id = state_id_of() if state_id is None else state_id
     own_tools = (toolbox or rt.toolbox()).tools if agent.tools else ()
     tools = [*own_tools, *route_tools] if allow_tools else []
     # an agent with tools that may not use them any more is told to answer now
@@ -312,6 +307,7 @@ async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallR
     environment, ``state_changing`` marks the calls that changed its state.
     """
     tracer = current_tracer()
+    state_id = state_id_of() if state_id is None else state_id
     box = toolbox or rt.toolbox()
     out: list[ToolRun] = []
     for call in calls:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import LLMResult, actor_seed, call_llm
+from mas.llm.call import actor_seed, call_llm
 from mas.llm.schema import bounded_schema
 from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
@@ -45,6 +45,7 @@ from mas.topologies.termination import (
     lexical_view,
     normalize_artifact,
 )
+from mas.topologies.usage import Usage
 
 JUDGE_ACTOR = "system:judge"
 ANSWER_RECIPIENT = "user"
@@ -222,11 +223,11 @@ def consensus_judge(rt: RunContext) -> ConsensusJudge:
                              json_schema=CONSENSUS_SCHEMA, temperature=0.0,
                              metadata={"judge_candidates": candidate_rows(candidates, previous),
                                        **({"judge_work": work_rows(work)} if work else {})})
-        usage = judge_usage(res)
+        usage = Usage.of(res)
         try:
-            return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
+            return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), usage=usage)
         except ValueError as err:
-            return JudgeOutcome(view=None, error=f"unusable judge reply: {err}"[:500], **usage)
+            return JudgeOutcome(view=None, error=f"unusable judge reply: {err}"[:500], usage=usage)
 
     return judge
 
@@ -242,39 +243,19 @@ class VoteOutcome:
     source: str = "lexical"
     """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
     error: str | None = None
-    token_in: int = 0
-    token_out: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0
-    model: str | None = None
-    """The judge call's model and route (None: no call was made, :attr:`by_model`)."""
-    route: str | None = None
-    usage_source: str | None = None
-    cache_hit: bool | None = None
-    """The judge's reply came from the response cache (``cost_usd_saved`` is what it did not pay again)."""
-    cost_usd_saved: float | None = None
+    usage: Usage = Usage()
+    """The judge call's usage (its model and route None: no call was made, :attr:`by_model`)."""
     shown_order: list[int] | None = None
     """The candidates' indices in the order the judge model saw them (None: no judge model saw them)."""
 
     @property
     def by_model(self) -> bool:
         """A judge model was called for this vote (its reply decided, or was unusable and the lexical vote did)."""
-        return self.route is not None
+        return self.usage.route is not None
 
     def envelope(self) -> dict[str, Any]:
         """The trace event fields of the judge call behind this vote (usage, model, route, cache)."""
-        return {"token_in": self.token_in, "token_out": self.token_out, "latency_ms": self.latency_ms,
-                "cost_usd": self.cost_usd, "model": self.model, "route": self.route,
-                "usage_source": self.usage_source, "cache_hit": self.cache_hit, "cost_usd_saved": self.cost_usd_saved}
-
-
-def judge_usage(res: LLMResult) -> dict[str, Any]:
-    """What a judge call cost and which model and route answered it, as :class:`JudgeOutcome` and
-    :class:`VoteOutcome` fields."""
-    return {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-            "cost_usd": res.cost_usd, "model": res.model_label or None, "route": res.route or None,
-            "usage_source": res.usage_source, "cache_hit": res.cache_hit or None,
-            "cost_usd_saved": res.cost_usd_saved if res.cache_hit else None}
+        return self.usage.envelope()
 
 
 def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
@@ -350,19 +331,17 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
                          judge_messages(VOTE_INSTRUCTIONS, rt.question, shown, notes=notes),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA, temperature=0.0,
                          metadata={"judge_candidates": candidate_rows(shown)})
-    usage = judge_usage(res)
+    usage = Usage.of(res)
     try:
         r = parse_vote(res.parsed, shown)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
-        for name, value in usage.items():
-            setattr(out, name, value)
-        out.shown_order = order
+        out.usage, out.shown_order = usage, order
         return out
     return VoteOutcome(winner_index=order[r.winner_index], groups=[[order[i] for i in g] for g in r.groups],
                        invalid_indices=[order[i] for i in r.invalid_indices], explanation=r.explanation[:1000],
-                       source="llm_judge", shown_order=order, **usage)
+                       source="llm_judge", shown_order=order, usage=usage)
 
 
 # ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----

@@ -33,6 +33,8 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from descriptor.events import Decision
+from mas.topologies.node import state_id_of
+from mas.topologies.usage import Usage
 from mas.tracing import current_tracer
 
 CONSENSUS_THRESHOLD = 0.75
@@ -136,17 +138,8 @@ class JudgeOutcome:
     view: ConsensusView | None
     error: str | None = None
     """Why the reply was unusable or the call failed."""
-    token_in: int = 0
-    token_out: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0
-    model: str | None = None
-    """The judge call's model and route (None: no call was made)."""
-    route: str | None = None
-    usage_source: str | None = None
-    cache_hit: bool | None = None
-    """The reply came from the response cache (the decision event does not carry this yet; see mas.llm.cache)."""
-    cost_usd_saved: float | None = None
+    usage: Usage = Usage()
+    """The call's usage (the decision event carries all of it but ``cache_hit`` and ``cost_usd_saved``)."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -372,10 +365,10 @@ def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOu
         d.progress_explanation = view.explanation if source == "llm_judge" else (
             f"mean delta {d.mean_delta:.3f} {'<=' if view.should_stop_for_no_progress else '>'} {NO_PROGRESS_DELTA}")
     if outcome is not None:
-        d.judge_error = outcome.error
-        d.judge_token_in, d.judge_token_out = outcome.token_in, outcome.token_out
-        d.judge_latency_ms, d.judge_cost_usd = outcome.latency_ms, outcome.cost_usd
-        d.judge_model, d.judge_route, d.judge_usage_source = outcome.model, outcome.route, outcome.usage_source
+        d.judge_error, u = outcome.error, outcome.usage
+        d.judge_token_in, d.judge_token_out, d.judge_latency_ms, d.judge_cost_usd = (u.token_in, u.token_out,
+                                                                                      u.latency_ms, u.cost_usd)
+        d.judge_model, d.judge_route, d.judge_usage_source = u.model, u.route, u.usage_source
 
 
 def _stop(d: Decision, reason: str, detail: str) -> Decision:
@@ -385,12 +378,14 @@ def _stop(d: Decision, reason: str, detail: str) -> Decision:
 
 def emit_decision(decision: Decision, *, state_id: str | None = None,
                   sends: list[dict[str, str]] | None = None) -> None:
-    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage.
+    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage
+    (``state_id`` default: the running node's checkpoint).
 
     A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
     """
     payload = Decision.model_validate({**decision.model_dump(exclude={"sends"}), "sends": sends or None})
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
-                          cost_usd=decision.judge_cost_usd, state_id=state_id, model=decision.judge_model,
+                          cost_usd=decision.judge_cost_usd, state_id=state_id_of() if state_id is None else state_id,
+                          model=decision.judge_model,
                           route=decision.judge_route, usage_source=decision.judge_usage_source)
