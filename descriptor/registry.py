@@ -73,7 +73,7 @@ def _not_loaded(what: str, err: BaseException) -> RegistryError:
 class Registry(Generic[T]):
     """Name -> entry for one kind of extension, filled by decorator, entry points and plugins."""
 
-    def __init__(self, kind: str, group: str) -> None:
+    def __init__(self, kind: str, group: str, adapt: Callable[[str, Any], T] | None = None) -> None:
         self.kind = kind
         """What an entry is, for messages: ``benchmark``, ``system``, ``provider``, ..."""
         self.group = group
@@ -81,6 +81,9 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._entry_points_loaded = False
+        self.adapt = adapt
+        """Turns what an entry point names into an entry, ``adapt(name, loaded)`` (the systems' registry takes a
+        plain LangGraph graph factory there); None: the object is the entry."""
         self._load_error: str | None = None
         """Why an entry point did not load, raised again by every read (the registry is incomplete)."""
         _REGISTRIES.add(self)
@@ -160,6 +163,11 @@ class Registry(Generic[T]):
             try:
                 loaded = ep.load()
                 if not isinstance(loaded, types.ModuleType):  # a module registers its entries itself
+                    if self.adapt is not None:
+                        try:
+                            loaded = self.adapt(ep.name, loaded)
+                        except Exception as err:
+                            raise RegistryError(f"{self.kind} plugin {_where(ep)} is not usable: {err}") from err
                     self.register(ep.name, loaded, origin=_where(ep))
             except BaseException as err:  # a broken plugin must say which one it is, not fail anonymously
                 if isinstance(err, KeyboardInterrupt):

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -62,7 +63,49 @@ class SasMatchedSettings(Strict):
     come near that system's, from its finished runs and the ``sas`` runs (which must be in the sweep)."""
 
 
+GRAPH_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+"""``MODULE:ATTRIBUTE``: a dotted module name and an attribute (path) of it."""
+APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""The name of an application system declared in the config: a directory name without ``@`` or ``:``."""
+
+
+class AppSettings(Strict):
+    """An application system: a LangGraph graph the user already has, run as a system (``[systems.<name>]
+    graph = "MODULE:FACTORY"``; see :mod:`mas.apps`)."""
+
+    graph: str
+    """``MODULE:FACTORY``: a function returning a LangGraph ``StateGraph`` or compiled graph (a function that takes
+    a ``model`` argument gets the route's chat model), or such a graph itself."""
+    input_key: str | None = None
+    """The state key the task's text enters as; None: ``messages``, a list of one human message holding it."""
+    answer_key: str | None = None
+    """The state key the answer is read from; None: the last AI message of ``messages``."""
+
+    @field_validator("graph")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        if GRAPH_SPEC.fullmatch(value) is None:
+            raise ValueError("expected MODULE:FACTORY (a dotted module name, a colon, and a function or graph in it)")
+        return value
+
+
 class SystemsSettings(Strict):
-    """Options of the systems that take any (``[systems.<name>]``)."""
+    """Options of the systems that take any (``[systems.<name>]``), and the application systems the config declares
+    (``[systems.<name>] graph = "MODULE:FACTORY"``: every table besides the built-in systems' is one)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    __pydantic_extra__: dict[str, AppSettings] = Field(init=False)  # type: ignore[assignment]
 
     sas_matched: SasMatchedSettings = Field(default_factory=SasMatchedSettings)
+
+    @model_validator(mode="after")
+    def _app_names(self) -> SystemsSettings:
+        for name in self.apps():
+            if APP_NAME.fullmatch(name) is None:
+                raise ValueError(f"systems.{name}: an application system's name is 1-100 letters, digits, '.', '_' "
+                                 "or '-' (it names the directory its runs go to)")
+        return self
+
+    def apps(self) -> dict[str, AppSettings]:
+        """The application systems declared here, by name."""
+        return dict(self.__pydantic_extra__ or {})

@@ -10,7 +10,9 @@ module under :mod:`mas.topologies` (its builder and its ``TOPOLOGY``
 declaration, registered with :func:`~mas.topologies.declaration.register_system`) plus its import here; its
 roles, routes, pictures and LangGraph Studio graph follow (``python main.py studio-config`` rewrites
 ``langgraph.json``). A topology outside the project is the same module in its own package, registered
-through an entry point (see ``examples/plugin/``).
+through an entry point (see ``examples/plugin/``). A LangGraph graph the user already has is an application
+system (:mod:`mas.apps`): named ``app:MODULE:FACTORY`` or declared in the config (``[systems.<name>] graph``),
+loaded by :func:`get_system`, or registered by an entry point naming its factory.
 
 Routing functions (conditional edges) are ``async def`` like the nodes:
 LangGraph runs a plain ``def`` one in a thread pool on every step, and
@@ -27,19 +29,35 @@ from descriptor.layout import split_unit
 from mas.config import ExperimentConfig
 # The built-in topologies register themselves in SYSTEMS when their modules are imported.
 from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor  # noqa: F401
+from mas.apps.spec import APP_PREFIX, app_system, installed_system
 from mas.topologies.declaration import SYSTEMS, Topology, register_system
 from mas.topologies.personas import ROLE as PERSONA_ROLE
 
-__all__ = ["SYSTEMS", "agent_roles", "final_answer", "get_system", "register_system", "stage_metrics"]
+__all__ = ["SYSTEMS", "agent_roles", "final_answer", "get_system", "known_system", "register_system", "stage_metrics"]
+
+SYSTEMS.adapt = installed_system  # an entry point may name a LangGraph graph factory: an application system
 
 
-def get_system(name: str) -> Topology:
-    """The declaration of system ``name`` (or of a model-matrix unit's system, ``debate@gpt``); ``UserError`` naming
-    the known ones otherwise."""
+def get_system(name: str, cfg: ExperimentConfig | None = None) -> Topology:
+    """The declaration of system ``name`` (or of a model-matrix unit's system, ``debate@gpt``): a registered one, or
+    an application system (:mod:`mas.apps`: ``app:MODULE:FACTORY``, or declared in ``cfg``'s ``[systems.<name>]``);
+    ``UserError`` naming the known ones otherwise, or saying why the application cannot be loaded."""
     name = split_unit(name)[0]
-    if name not in SYSTEMS:
-        raise UserError(f"unknown system {name!r}; known: {', '.join(SYSTEMS.names())}")
-    return SYSTEMS.get(name)
+    if name in SYSTEMS:
+        return SYSTEMS.get(name)
+    app = app_system(name, cfg)
+    if app is None:
+        declared = sorted(cfg.systems.apps()) if cfg is not None else []
+        raise UserError(f"unknown system {name!r}; known: {', '.join([*SYSTEMS.names(), *declared])} "
+                        "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
+    return app
+
+
+def known_system(name: str, cfg: ExperimentConfig | None = None) -> bool:
+    """Whether ``name`` names a system (without loading an application system)."""
+    name = split_unit(name)[0]
+    return (name in SYSTEMS or name.startswith(APP_PREFIX)
+            or (cfg is not None and name in cfg.systems.apps()))
 
 
 def unit_config(cfg: ExperimentConfig, unit: str) -> ExperimentConfig:
@@ -59,7 +77,7 @@ def agent_roles(systems: Iterable[str] | None = None, cfg: ExperimentConfig | No
     ('solver',)
     """
     names = SYSTEMS.names() if systems is None else systems
-    roles = [r for n in names for r in get_system(n).role_names()]
+    roles = [r for n in names for r in get_system(n, cfg).role_names()]
     if cfg is not None and cfg.mas.persona_mode == "generated":
         roles.append(PERSONA_ROLE)
     return tuple(dict.fromkeys(roles))

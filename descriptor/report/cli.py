@@ -9,7 +9,7 @@ from pathlib import Path
 
 def _run(args: argparse.Namespace) -> int:
     from descriptor.outputs import check_output
-    from descriptor.report import write_report
+    from descriptor.report.build import write_report
     from descriptor.report.render import REPORT_OUT
 
     if args.out is not None:

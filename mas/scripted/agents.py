@@ -1,4 +1,5 @@
-"""The double's answer to the runtime's agent prompts (contract ``agent.turn``): the run's player plays it.
+"""The double's answer to the runtime's agent prompts (contract ``agent.turn``) and to an application system's
+calls of the route's model (``app.turn``): the run's player plays it.
 
 The player (:mod:`mas.scripted.players`, chosen by the benchmark's name) solves the task from its structured
 fields: ``arith`` one calculator call per operation, WorkBench and BrowseComp by replaying the reference
@@ -17,6 +18,7 @@ from mas.scripted.replies import tools_allowed, unplayed_turn
 
 
 @responder("agent.turn")
+@responder("app.turn")  # an application system's agent on the route's model (mas.apps): its node is its role
 def agent_turn(ctx: ScriptedContext) -> str | AIMessage:
     role = str(ctx.metadata.get("mas_role", ""))
     if ctx.player is not None:

@@ -25,10 +25,11 @@ from descriptor.errors import UserError
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import check_entry_points, loaded_plugins
+from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.cache import check_cache
 from mas.llm.providers import check_provider
-from mas.sweep import DEFAULT_RETRY_ERRORS
+from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.grading import grading_routes
@@ -38,7 +39,7 @@ from mas.sweep.loop import SweepInterrupted, run_sweep
 from mas.sweep.progress import ProgressMode
 from mas.sweep.selection import TaskSelection, select_tasks
 from mas.sweep.runner import RunSpec, run_seed
-from mas.systems import SYSTEMS, agent_roles, unit_config
+from mas.systems import SYSTEMS, agent_roles, get_system, known_system, unit_config
 
 __all__ = ["ExperimentRequest", "SweepInterrupted", "plan_runs", "prepare_models", "run_experiment", "summary_rows",
            "validate_request"]
@@ -111,9 +112,20 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
     check_entry_points()  # a broken plugin of any group stops the sweep now, not run after run
-    unknown = [s for s in req.systems if s not in SYSTEMS]
+    unknown = [s for s in req.systems if not known_system(s, req.cfg)]
     if unknown or not req.systems:
-        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
+        known = sorted([*SYSTEMS, *req.cfg.systems.apps()])
+        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)} "
+                        "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
+    shadowing = sorted(n for n in req.cfg.systems.apps() if n in SYSTEMS)
+    if shadowing:
+        raise UserError(f"systems.{shadowing[0]}: {shadowing[0]!r} is a built-in system; give the application "
+                        "system another name")
+    # an application system is loaded and checked now, before any run
+    apps = [s for s in req.systems if isinstance(get_system(s, req.cfg), AppTopology)]
+    if apps and req.cfg.mas.persona_mode == "generated":
+        raise UserError(f"mas.persona_mode = 'generated' writes personas into the built-in agents' prompts; "
+                        f"{apps[0]} prompts its agents itself and would never read them: use 'static'")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
     _check_cost_limits(req)

@@ -23,7 +23,7 @@ from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
 from descriptor.events import ErrorInfo, Event
 from descriptor.io import write_json_atomic, write_text_atomic
-from descriptor.layout import RunKey, RunPaths, split_unit
+from descriptor.layout import RunKey, RunPaths
 from descriptor.records import (
     EvalRecord,
     InjectionRecord,
@@ -31,6 +31,7 @@ from descriptor.records import (
     RunResult,
     TraceMetricsRecord,
 )
+from descriptor.problems import problem_of
 from descriptor.run_config import read_metadata_with_config
 from descriptor.run_files import RunFileError, read_result
 from descriptor.report.page_file import write_page_file
@@ -60,7 +61,7 @@ from mas.sweep.grading import Grading, grade
 from mas.sweep.injection import injection_plan, place
 from mas.sweep.metadata import run_metadata
 from mas.sweep.trajectory import write_trajectory
-from mas.systems import SYSTEMS, final_answer, get_system, stage_metrics, unit_config
+from mas.systems import final_answer, get_system, known_system, stage_metrics, unit_config
 from mas.topologies.agent import RunContext
 from mas.topologies.environment import EnvironmentFactory, outcome_environment
 from mas.topologies.personas import generate_personas
@@ -243,24 +244,20 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | InMemorySav
     caller keeps, or None: a fresh one in memory): (final state, error, whether the error is the system's own
     failure rather than the infrastructure's).
 
-    ``fork``: resume from the checkpoint named in ``config`` after applying
-    this state update (a rollback); otherwise start a new thread. An
-    exception is recorded as an ``error`` event and returned, never raised:
-    the sweep goes on. The tracer is closed at the end.
+    ``fork``: resume from the checkpoint named in ``config`` after applying this state update (a rollback; empty:
+    as it is); otherwise start a new thread. The topology makes the input and reads the final state. An exception
+    is recorded as an ``error`` event and returned, never raised: the sweep goes on. The tracer is closed at the end.
 
     The error rule (also in ``descriptor/README.md``), two kinds:
 
-    - an infrastructure error (:func:`is_infrastructure_error`: a model call
-      that failed for good after its retries, or a non-retryable endpoint
-      error such as 401; a dead embedded server; an unavailable sandbox)
-      makes the run ``status: error``: no task result, retried by the next
-      sweep, left out of the task metrics with a warning. No topology carries
-      on with a failed branch or replaces a failed judge call (only an
+    - an infrastructure error (:func:`is_infrastructure_error`: a model call that failed for good after its
+      retries, or a non-retryable endpoint error such as 401; a dead embedded server; an unavailable sandbox)
+      makes the run ``status: error``: no task result, retried by the next sweep, left out of the task metrics
+      with a warning. No topology carries on with a failed branch or replaces a failed judge call (only an
       unusable *reply* falls back), so one such failure ends the run;
-    - any other exception is the system's own failure (a prompt over the
-      model's context, a graph exception, the recursion limit, unusable
-      output): a finished run with ``completion`` and ``success`` false,
-      counted in every rate, as the seed's contract has it.
+    - any other exception is the system's own failure (a prompt over the model's context, a graph exception,
+      the recursion limit, unusable output): a finished run with ``completion`` and ``success`` false, counted
+      in every rate, as the seed's contract has it.
     """
     state: dict[str, Any] = {}
     error: str | None = None
@@ -270,15 +267,17 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | InMemorySav
         try:
             async with open_checkpointer(checkpoints) as saver:
                 if fork is None and rt.cfg.mas.persona_mode == "generated":  # before the graph: builders read them
-                    rt.personas = await generate_personas(rt, get_system(system))
-                graph = compiled_graph(get_system(system), rt).copy({"checkpointer": saver})
+                    rt.personas = await generate_personas(rt, get_system(system, rt.cfg))
+                graph = compiled_graph(topology := get_system(system, rt.cfg), rt).copy({"checkpointer": saver})
                 # The graph's LangChain run is the trace's root span (see mas.spans).
-                if fork is None:
-                    state = await graph.ainvoke({}, {**config, "run_id": tracer.root})
+                if fork is None:  # run_config: the config with what the system adds (an app's callbacks)
+                    state = await graph.ainvoke(topology.graph_input(rt), {**topology.run_config(rt, config),
+                                                                           "run_id": tracer.root})
                 else:
-                    forked = await graph.aupdate_state(config, fork)
-                    state = await graph.ainvoke(None, {**forked, "recursion_limit": RECURSION_LIMIT,
-                                                       "run_id": tracer.root})
+                    forked = await graph.aupdate_state(config, fork) if fork else config
+                    state = await graph.ainvoke(None, {**topology.run_config(rt, config), **forked,
+                                                       "recursion_limit": RECURSION_LIMIT, "run_id": tracer.root})
+                state = topology.outcome(state)
         except Exception as err:  # recorded, not raised: the sweep goes on
             error = f"{type(err).__name__}: {err}"
             # A budget reached, a prompt over the context, any failure of the system's own: a task result.
@@ -413,6 +412,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error, limit=rt.limit_reached,
         grading_cost_usd=float(grading.details.get("judge_cost_usd", 0.0)) if grading is not None else 0.0,
+        **problem_of(spec.task.metadata),
     )
     write_json_atomic(paths.result, result, indent=None)
     return result
@@ -453,8 +453,9 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rol
     except RunFileError as err:
         raise UserError(str(err)) from None
     cfg = with_supplied_keys(ExperimentConfig.model_validate(meta.config))  # stored configs hold no keys
-    if split_unit(meta.system)[0] not in SYSTEMS:
+    if not known_system(meta.system, cfg):
         raise UserError(f"{run.metadata}: system {meta.system!r} is not available in this installation")
+    topology = get_system(meta.system, cfg)  # an application system is loaded (and checked) here
     source_db = run.task_dir / meta.checkpoint_db if meta.checkpoint_db else None
     if source_db is None or not source_db.is_file():
         raise UserError(f"{run.prefix}: the run kept no checkpoints (settings: checkpoints), so it cannot be resumed")
@@ -478,7 +479,7 @@ async def resume_run(run: RunPaths, *, checkpoint_id: str, note: str | None, rol
                     first_step=first_step, redo=True, record_inputs=cfg.tracing.record_inputs)
     config = {"configurable": {"thread_id": meta.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     state, error, own_failure = await run_graph(meta.system, rt, out.checkpoints, tracer, config=config,
-                                                fork={"notes": [] if note is None else [note]})
+                                                fork=topology.fork_update([] if note is None else [note]))
     writer.raise_failure()
     answer = final_answer(state) if error is None else None
     grading = await grade(bench, task, rt, answer, error)

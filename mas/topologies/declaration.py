@@ -8,8 +8,7 @@ else is derived from the declaration: the registry of systems
 agent picture (:mod:`mas.topologies.pictures`; the workflow picture comes
 from the compiled graph), and the agents generated personas specialise.
 
->>> from descriptor.registry import Registry
-from mas.config import MasSettings
+>>> from mas.config import MasSettings
 >>> from mas.topologies.debate import TOPOLOGY
 >>> [p.name for p in TOPOLOGY.agents(MasSettings(agents=2)).agents()]
 ['debater_0', 'debater_1']
@@ -20,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from descriptor.registry import Registry
 from mas.config import MasSettings
@@ -90,6 +89,18 @@ class AgentGraph:
     def rows(self) -> dict[str, int]:
         return {p.name: p.row for p in self.participants}
 
+    def sends(self, source: str, *labels: str) -> list[dict[str, str]]:
+        """The messages ``source`` sends (those labelled one of ``labels``, if any are given) as a trace event's
+        ``sends``, in declaration order; edges to :data:`TOOLS_NODE` are tool calls, not messages.
+
+        >>> g = AgentGraph(participants=(), messages=(Message(source="a", target="b", label="answer"),
+        ...                                            Message(source="a", target=TOOLS_NODE)))
+        >>> g.sends("a")
+        [{'from': 'a', 'to': 'b'}]
+        """
+        return [{"from": m.source, "to": m.target} for m in self.messages
+                if m.source == source and m.target != TOOLS_NODE and (not labels or m.label in labels)]
+
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Topology:
@@ -109,6 +120,26 @@ class Topology:
     def role_names(self) -> tuple[str, ...]:
         """Every role whose route a run of this system may call (``judge`` included when it uses one)."""
         return (*(r.name for r in self.roles), *(("judge",) if self.uses_judge else ()))
+
+    # How a run drives the graph. The built-in topologies read the task from the run's context and leave the
+    # runner's fields in their state; an application system (:mod:`mas.apps`) overrides these.
+
+    def graph_input(self, rt: RunContext) -> dict[str, Any]:
+        """The input a new run's graph is invoked with."""
+        return {}
+
+    def run_config(self, rt: RunContext, config: dict[str, Any]) -> dict[str, Any]:
+        """The LangGraph config a run invokes the graph with: the caller's ``config`` and what the system adds."""
+        return config
+
+    def fork_update(self, notes: list[str]) -> dict[str, Any]:
+        """The state update a rollback forks a checkpoint with, telling the resumed agents ``notes``; an empty one:
+        resume the checkpoint as it is."""
+        return {"notes": notes}
+
+    def outcome(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The finished graph's state as the runner reads it: ``answer`` and ``stages`` (see :mod:`mas.systems`)."""
+        return state
 
 
 SYSTEMS: Registry[Topology] = Registry("system", "mas_econ.systems")

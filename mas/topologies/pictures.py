@@ -198,7 +198,7 @@ def agent_picture(system: str, cfg: ExperimentConfig) -> tuple[list[Message], di
     """The declared message edges of ``system`` under ``cfg`` and the row of each participant."""
     from mas.systems import get_system
 
-    graph = get_system(system).agents(cfg.mas)
+    graph = get_system(system, cfg).agents(cfg.mas)
     return list(graph.messages), graph.rows()
 
 
@@ -209,7 +209,7 @@ def workflow_picture(system: str, cfg: ExperimentConfig) -> tuple[list[str], lis
     from mas.topologies.agent import RunContext
 
     rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=cfg.seed), question="")  # models are built lazily, never here
-    graph = get_system(system).build(rt).compile().get_graph()
+    graph = get_system(system, cfg).build(rt).compile().get_graph()
     edges = [Message(source=e.source, target=e.target, label=str(e.data or ""), dashed=e.conditional)
              for e in graph.edges]
     return list(graph.nodes), edges, graph.draw_mermaid()
