@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
+from descriptor.extras import require_extra
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
@@ -119,6 +120,8 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
         raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
+    if req.executor == "dask":
+        require_extra("dask", "--executor dask", "distributed")
     if req.scheduler_address and req.executor != "dask":
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
