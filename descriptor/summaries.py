@@ -39,7 +39,7 @@ from descriptor.rollback_summary import (
     rollup_rollback_fields,
     task_rollback_fields,
 )
-from descriptor.provenance import provenance_notes
+from descriptor.provenance import price_notes, provenance_notes
 from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
 from descriptor.task_descriptor import (
@@ -381,7 +381,7 @@ def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, 
     write_derived_json(root / "topology.json", topology)
     blocks = _benchmark_blocks(rollups)
     _write_benchmark_summaries(root, blocks)
-    notes = provenance_notes(root)
+    notes = provenance_notes(root) + price_notes(root)
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_errors": n_errors,

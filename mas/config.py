@@ -40,6 +40,15 @@ class RateLimit(_Strict):
     """Upper bound on requests in flight at once; None means unlimited."""
 
 
+class TablePrice(_Strict):
+    """Where a route's prices come from when the config gives none (:mod:`mas.llm.prices`)."""
+
+    table: str
+    """The price table and its version, e.g. ``genai-prices 0.2.5``."""
+    model: str | None
+    """The table's ``provider:model`` the route matched; None: the table does not know the model (priced 0)."""
+
+
 class ModelRoute(_Strict):
     """One chat model endpoint.
 
@@ -70,10 +79,13 @@ class ModelRoute(_Strict):
     """Request timeout (s); None: 120 for endpoints, 1800 for ``embedded`` (see :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
-    price_input_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million input tokens, for ``cost_usd``."""
-    price_output_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million output tokens, for ``cost_usd``."""
+    price_input_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million input tokens, for ``cost_usd``. None with ``price_output_per_1m`` None too: a sweep
+    takes both from a maintained price table (:mod:`mas.llm.prices`; local models cost 0); the config's win."""
+    price_output_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million output tokens, for ``cost_usd`` (None: see ``price_input_per_1m``)."""
+    price_table: TablePrice | None = None
+    """Set by the sweep when the prices come from the price table (:mod:`mas.llm.prices`), not the config."""
     context_window: int = Field(default=8192, ge=256)
     """Tokens the model accepts; long prompts are fitted to this."""
     scripted_latency_ms: float = Field(default=0.0, ge=0)
@@ -81,8 +93,8 @@ class ModelRoute(_Strict):
     rate_limit: RateLimit = Field(default_factory=RateLimit)
 
     def cost_usd(self, token_in: int, token_out: int) -> float:
-        """Price of one call in USD."""
-        return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
+        """Price of one call in USD (a price not set counts 0)."""
+        return (token_in * (self.price_input_per_1m or 0.0) + token_out * (self.price_output_per_1m or 0.0)) / 1e6
 
     def request_timeout_s(self) -> float:
         """The request timeout in seconds.

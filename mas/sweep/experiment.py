@@ -27,6 +27,7 @@ from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.registry import loaded_plugins
 from mas.config import ExperimentConfig, require_api_key
+from mas.llm.prices import price_routes
 from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
@@ -93,7 +94,7 @@ def _check_cost_limits(req: ExperimentRequest) -> None:
     if not given:
         return
     routes = req.cfg.used_routes(agent_roles(list(req.systems), req.cfg))
-    if all(r.price_input_per_1m == 0 and r.price_output_per_1m == 0 for r in routes.values()):
+    if all(not r.price_input_per_1m and not r.price_output_per_1m for r in routes.values()):
         raise UserError(f"{' and '.join(given)}: no route this sweep calls has a price ({', '.join(routes)}: "
                         "price_input_per_1m and price_output_per_1m are 0), so every run costs 0 USD and the limit "
                         "never stops anything; set the prices (models.<route>.price_input_per_1m, "
@@ -115,7 +116,6 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
-    _check_cost_limits(req)
     check_experiment_id(req.experiment_id)
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
@@ -134,8 +134,19 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     for name, route in routes:
         check_provider(name, route)
         require_api_key(route, name)
+    _price_routes(req, [name for name, _ in routes])
+    _check_cost_limits(req)
     check_isolation(req.cfg, benches)
     return benches
+
+
+def _price_routes(req: ExperimentRequest, used: list[str]) -> None:
+    """Settle every route's prices (:func:`mas.llm.prices.price_routes`) in ``req.cfg``, the config the runs record;
+    a route the sweep calls whose model the price table does not know is a warning on the console."""
+    used += [split_unit(unit)[1] or "default" for unit in req.units]  # a model matrix's routes run as "default"
+    req.cfg, warnings = price_routes(req.cfg, used)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _check_models(req: ExperimentRequest) -> None:
