@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
+from benchmark.dataset_spec import DatasetSpec, beside
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env, register_secret_value, url_credentials
 from descriptor.registry import RegistryError, load_plugins
@@ -268,6 +270,9 @@ class ExperimentConfig(_Strict):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
+    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
+    """Plain datasets as benchmarks, by name (``--benchmark NAME``; :mod:`benchmark.dataset`); a relative ``path``
+    is relative to the config file's directory."""
     plugins: list[str] = Field(default_factory=list)
     """Python modules to import when the config is loaded, as ``--plugin MODULE`` does: code that is not installed
     (``my_benchmarks``, a file next to the config) registering benchmarks, systems, methods or scorers with the
@@ -285,6 +290,14 @@ class ExperimentConfig(_Strict):
         except RegistryError as err:
             raise ValueError(str(err)) from None
         return modules
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_names(cls, datasets: dict[str, DatasetSpec]) -> dict[str, DatasetSpec]:
+        for name in datasets:  # a benchmark's name is a directory name, and never a unit's system@model
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name) is None:
+                raise ValueError(f"dataset name {name!r}: expected 1-100 letters, digits, '.', '_' or '-'")
+        return datasets
 
     @field_validator("models")
     @classmethod
@@ -387,6 +400,10 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
         raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
     except OSError as err:
         raise ConfigError(f"{p}: cannot be read ({err.strerror})") from None
+    for table in (data.get("datasets") or {}).values() if isinstance(data.get("datasets"), dict) else ():
+        path = table.get("path") if isinstance(table, dict) else None
+        if isinstance(path, str):
+            table["path"] = beside(path, p.parent)
     return parse_config(data, str(p))
 
 

@@ -30,7 +30,7 @@ from mas.config import ExperimentConfig, require_api_key
 from mas.llm.prices import price_routes
 from mas.llm.providers import check_provider
 from mas.sweep import DEFAULT_RETRY_ERRORS
-from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
+from mas.sweep.benchmarks import benchmark_options, check_isolation, resolve_benchmarks, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.grading import grading_routes
 from mas.sweep.lock import sweep_lock
@@ -111,6 +111,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--retry-errors must be 0 or more (got {req.retry_errors})")
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
+    req.cfg, req.benchmarks = resolve_benchmarks(req.cfg, req.benchmarks)
     unknown = [s for s in req.systems if s not in SYSTEMS]
     if unknown or not req.systems:
         raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(sorted(SYSTEMS))}")
