@@ -210,3 +210,12 @@ def test_scorer_normalisation():
     assert bench.name == "quiz" and bench.spec.scorer == "exact"
     with pytest.raises(UserError, match=r"benchmarks\.quiz: unknown option\(s\) colour"):
         get_benchmark("quiz", {"adapter": "dataset", "path": "x.jsonl", "input": "q", "target": "a", "colour": 1})
+
+
+@pytest.mark.parametrize("module", ["benchmark.answers", "benchmark.inspect_task", "descriptor.extras", "mas.cli"])
+def test_doctests(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted and not result.failed
