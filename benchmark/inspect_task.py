@@ -6,8 +6,9 @@ task's solver. Each sample becomes a task (its id, else its position, names the 
 the sample's input (a chat input's messages' texts, joined by blank lines), and a sample with ``choices`` shows them
 with the ``multiple_choice()`` solver's own template (answer ``ANSWER: $LETTER``). The run's final answer becomes
 the ``TaskState`` the scorers read (``output.completion``, the last message), and every scorer of the task scores
-it; a sample with choices has them marked from the answer by ``multiple_choice()``'s own parser, an answer without
-the ``ANSWER:`` prefix read as if it had it (the systems answer in a field of their own).
+it; a sample with choices has them marked from the answer by ``multiple_choice()``'s own parser, an answer it finds no
+``ANSWER:`` line in read again as if it began with one ("B", "(B)", "B) 7": the systems answer in a field of their
+own).
 
 Success: the first scorer's value, as Inspect reads it (``value_to_float``: ``C`` 1, ``P`` 0.5, ``I`` 0, ``yes``,
 ``true``, numbers as they are; a dict or list of values: their mean), reaches ``success_at`` (default: the top of
@@ -229,7 +230,7 @@ class InspectBenchmark(Benchmark):
         return json.dumps(await asyncio.create_task(self._score(task, answer, ask), context=contextvars.copy_context()))
 
     async def _score(self, task: Task, answer: str, ask: Ask | None) -> list[dict[str, Any]]:
-        from inspect_ai.model import GenerateConfig, ModelOutput, get_model
+        from inspect_ai.model import ChatMessageUser, GenerateConfig, ModelOutput, get_model
         from inspect_ai.model._model import init_active_model, init_model_roles
         from inspect_ai.scorer import Target
         from inspect_ai.solver import TaskState
@@ -242,16 +243,14 @@ class InspectBenchmark(Benchmark):
         init_active_model(grader, GenerateConfig())  # the model "under evaluation", for scorers that ask for it
         init_model_roles({"grader": grader})
         output = ModelOutput.from_content(model=f"{MODEL_API}/system", content=answer)
-        from inspect_ai.model import ChatMessageUser
-
         messages = [ChatMessageUser(content=sample.input)] if isinstance(sample.input, str) else list(sample.input)
         state = TaskState(model=f"{MODEL_API}/system", sample_id=sample.id if sample.id is not None else task.task_id,
                           epoch=1, input=sample.input, messages=[*messages, output.message], output=output,
                           target=Target(sample.target), choices=sample.choices, metadata=dict(sample.metadata or {}))
         if sample.choices:
             many = isinstance(sample.target, list) and len(sample.target) > 1
-            read = state if "answer" in answer.lower() else _with_completion(state, f"ANSWER: {answer}")
-            set_choices_based_on_generated_response(state, parse_answers(read, many))
+            chosen = parse_answers(state, many) or parse_answers(_with_completion(state, f"ANSWER: {answer}"), many)
+            set_choices_based_on_generated_response(state, chosen)
         scores = []
         for scorer in inspect_task.scorer or []:
             name = _scorer_name(scorer)

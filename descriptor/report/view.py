@@ -130,11 +130,10 @@ class Viewer:
         return self.version(name)
 
     def version(self, name: str) -> str:
-        """What an open page compares: the live report's write time, or its build error."""
+        """What an open page compares: the live report's write time, or (none written yet) why not."""
         marker = _marker(self.root / name / VIEW_DIR / "report")
         state = self._reports.get(name)
-        error = state.error if state is not None else None
-        return f"{marker}" if marker is not None and error is None else f"none:{error or ''}"[:200]
+        return f"{marker}" if marker is not None else f"none:{(state.error if state else None) or ''}"[:200]
 
     def _build(self, name: str, stamp: tuple[int, int]) -> None:
         from descriptor.report import write_report
@@ -271,6 +270,10 @@ class _Handler(BaseHTTPRequestHandler):
         if any(p.startswith(".") and (i, p) != (0, VIEW_DIR) for i, p in enumerate(parts)):
             return self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
         target = base.joinpath(*parts).resolve()
+        for _ in range(20 if parts[0] == VIEW_DIR else 1):  # a rebuilt report takes its place by two renames
+            if target.is_file():
+                break
+            time.sleep(0.05)
         if not target.is_relative_to(base) or not target.is_file():
             return self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
         data = target.read_bytes()
@@ -295,7 +298,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
-def make_server(root: str | Path, *, port: int = DEFAULT_PORT, interval_s: float = DEFAULT_INTERVAL_S) -> ThreadingHTTPServer:
+def make_server(root: str | Path, *, port: int = DEFAULT_PORT,
+                interval_s: float = DEFAULT_INTERVAL_S) -> ThreadingHTTPServer:
     """The viewer's HTTP server on 127.0.0.1:``port`` (0: a free port), not yet serving. :class:`UserError` when
     the root is no directory or the port is taken."""
     path = Path(root)

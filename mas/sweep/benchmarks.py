@@ -7,8 +7,8 @@ from typing import Any
 
 from benchmark.base import Benchmark
 from benchmark.registry import ADAPTER_KEY, BENCHMARKS, get_benchmark, spec_benchmark
-from descriptor.errors import UserError
 from benchmark.sandbox import require_isolation
+from descriptor.errors import UserError
 from mas.config import ExperimentConfig
 
 
@@ -32,9 +32,9 @@ def resolve_benchmarks(cfg: ExperimentConfig, given: list[str]) -> tuple[Experim
         names.append(name)
     names = list(dict.fromkeys(names))
     for name in names:
-        if name in cfg.datasets and (name in BENCHMARKS or name in cfg.benchmarks):
-            raise UserError(f"datasets.{name}: {'a built-in benchmark' if name in BENCHMARKS else '[benchmarks.' + name + ']'}"
-                            " has this name too; give the dataset another name")
+        if name in cfg.datasets and (name in BENCHMARKS or name in tables):
+            other = "a built-in benchmark" if name in BENCHMARKS else f"[benchmarks.{name}]"
+            raise UserError(f"datasets.{name}: {other} has this name too; give the dataset another name")
     return (cfg if tables == cfg.benchmarks else cfg.model_copy(update={"benchmarks": tables})), names
 
 
