@@ -193,6 +193,7 @@ def test_an_installed_tasks_registry_name_is_a_benchmark_too(tmp_path, monkeypat
     its registry name, as ``inspect eval`` takes it."""
     task_file(tmp_path, TINY.replace("def tiny", "def tiny_registered"), "my_inspect_tasks.py")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("descriptor.registry._PLUGINS", [])  # later sweeps' workers must not import it
     assert main(["--plugin", "my_inspect_tasks", "benchmark-check", "--benchmark", "inspect:tiny_registered"]) == 0
     assert "inspect:tiny_registered: oracle solved 3/3, empty solved 0/3" in capsys.readouterr().out
 
