@@ -75,10 +75,11 @@ class PriceRecord(_Record):
     """USD per one million input tokens."""
     output_per_1m: float
     """USD per one million output tokens."""
-    source: Literal["config", "table", "unknown", "local"]
+    source: Literal["config", "table", "unknown", "local", "unpriced"]
     """``config``: the experiment's config gave them; ``table``: a maintained price table (``table``, ``model``,
     ``date``); ``unknown``: the table does not know the model, priced 0 (its costs are not measured); ``local``: a
-    model served here (embedded, scripted), 0."""
+    model served here (embedded, scripted), 0; ``unpriced``: none given and none looked up, since the sweep did
+    not call the route (0 if something did)."""
     table: str | None = None
     """The price table and its version (``genai-prices 0.2.5``) when ``source`` is ``table`` or ``unknown``."""
     model: str | None = None

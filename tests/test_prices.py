@@ -11,6 +11,7 @@ import pytest
 from main import main
 from mas.config import parse_config
 from mas.llm.prices import price_routes, table_price
+from mas.sweep.metadata import price_records
 from tests.fake_endpoint import answer
 
 KEY_VAR = "MAS_TEST_PRICES_KEY"
@@ -83,9 +84,11 @@ def test_local_and_unused_routes_are_never_looked_up():
     priced, warnings = price_routes(cfg, ["default", "used"])
     assert warnings == []
     assert [(n, r.price_input_per_1m, r.price_table) for n, r in priced.models.items() if n != "used"] == [
-        ("default", 0.0, None), ("spare", 0.0, None)]
+        ("default", 0.0, None), ("spare", None, None)]
     assert priced.models["used"].price_table.model == "openai:gpt-4o-mini"
     assert price_routes(priced, ["default", "used"])[0] == priced  # settled once: a second pass changes nothing
+    records = price_records(priced)
+    assert {n: r.source for n, r in records.items()} == {"default": "local", "spare": "unpriced", "used": "table"}
 
 
 @pytest.mark.parametrize(("route", "match"), [

@@ -5,7 +5,8 @@ sweep starts, :func:`price_routes` settles every route's prices once:
 
 - a local model (the ``embedded`` server, the ``scripted`` double) costs nothing: 0;
 - prices the config gives win, even 0 (a free local vLLM); a route giving one of the two has 0 for the other;
-- a route the sweep calls that gives neither is looked up in genai-prices' bundled table (pydantic's maintained
+- a route the sweep calls that gives neither is looked up (one it does not call keeps no price, and its record
+  says ``unpriced``) in genai-prices' bundled table (pydantic's maintained
   list of hosted models' prices, read offline: nothing is fetched), by its provider and model: the provider from
   the ``base_url`` when the table knows it (OpenRouter, OpenAI, Anthropic, ...), else from the model name alone
   (a local stand-in serving ``gpt-4o-mini``); a ``langchain`` route's ``provider:model`` names both. The route
@@ -42,10 +43,12 @@ def price_routes(cfg: ExperimentConfig, used: Iterable[str]) -> tuple[Experiment
     warnings: list[str] = []
     for name, route in cfg.models.items():
         given = (route.price_input_per_1m, route.price_output_per_1m)
-        if route.provider in LOCAL_PROVIDERS or given != (None, None) or name not in used:
-            # an unused route is never called: 0 keeps it out of every sum without a lookup
+        if route.provider in LOCAL_PROVIDERS or given != (None, None):
             routes[name] = route.model_copy(update={"price_input_per_1m": given[0] or 0.0,
                                                     "price_output_per_1m": given[1] or 0.0})
+            continue
+        if name not in used:  # never called by this sweep: not looked up, and its record says so
+            routes[name] = route
             continue
         found = table_price(route)
         if found is None:

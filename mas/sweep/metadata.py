@@ -78,8 +78,9 @@ def price_records(cfg: ExperimentConfig) -> dict[str, PriceRecord]:
     for name, r in cfg.models.items():
         table = r.price_table
         priced = bool(r.price_input_per_1m or r.price_output_per_1m)
+        given = r.price_input_per_1m is not None or r.price_output_per_1m is not None
         source = ("table" if table.model is not None else "unknown") if table is not None else (
-            "local" if r.provider in LOCAL_PROVIDERS and not priced else "config")
+            "local" if r.provider in LOCAL_PROVIDERS and not priced else "config" if given else "unpriced")
         out[name] = PriceRecord(input_per_1m=r.price_input_per_1m or 0.0, output_per_1m=r.price_output_per_1m or 0.0,
                                 source=source, table=None if table is None else table.table,
                                 model=None if table is None else table.model,
