@@ -77,6 +77,16 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+def benchmark_names(given: list[str] | None) -> list[str]:
+    """The benchmarks ``--benchmark`` names: a comma list, as ``--systems`` takes, and the flag repeatable; each
+    name once, in the order given.
+
+    >>> benchmark_names(["arith,gsm8k", "mbpp", "arith"])
+    ['arith', 'gsm8k', 'mbpp']
+    """
+    return list(dict.fromkeys(name for item in given or [] for name in _csv(item)))
+
+
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
     from mas.sweep.experiment import ExperimentRequest
@@ -85,7 +95,7 @@ def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     cfg = load_effective_config(args)
     selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids else None, shuffle=args.shuffle,
                               stratify=args.stratify)
-    req = ExperimentRequest(cfg=cfg, benchmarks=args.benchmark or [], systems=_csv(args.systems),
+    req = ExperimentRequest(cfg=cfg, benchmarks=benchmark_names(args.benchmark), systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
                             progress=args.progress, retry_errors=args.retry_errors, selection=selection,
@@ -178,7 +188,9 @@ EXIT_OVER_BUDGET = 3
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments shared by ``run`` and the sweep commands."""
     p.add_argument("--config", help="experiment TOML (default: built-in defaults)")
-    p.add_argument("--benchmark", action="append", help="benchmark name; repeat for several")
+    p.add_argument("--benchmark", action="append", metavar="NAME[,NAME]",
+                   help="comma-separated benchmarks (repeatable): a name from list-benchmarks, a [datasets.NAME] of "
+                        "the config, or an Inspect AI task: inspect:FILE.py@TASK or inspect:REGISTRY/NAME")
     p.add_argument("--task-limit", type=int, default=3, help="tasks per benchmark (default 3)")
     p.add_argument("--runs-per-task", type=int, default=1, help="repeated runs per task and system (default 1)")
     p.add_argument("--task-ids", metavar="IDS|FILE",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
+from benchmark.dataset_spec import DatasetSpec, beside
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env, register_secret_value, url_credentials
 from descriptor.registry import RegistryError, load_plugins
@@ -38,6 +40,15 @@ class RateLimit(_Strict):
     """Upper bound on request starts per minute; None means unlimited."""
     max_concurrent: int | None = Field(default=None, ge=1)
     """Upper bound on requests in flight at once; None means unlimited."""
+
+
+class TablePrice(_Strict):
+    """Where a route's prices come from when the config gives none (:mod:`mas.llm.prices`)."""
+
+    table: str
+    """The price table and its version, e.g. ``genai-prices 0.2.5``."""
+    model: str | None
+    """The table's ``provider:model`` the route matched; None: the table does not know the model (priced 0)."""
 
 
 class ModelRoute(_Strict):
@@ -70,10 +81,13 @@ class ModelRoute(_Strict):
     """Request timeout (s); None: 120 for endpoints, 1800 for ``embedded`` (see :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
-    price_input_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million input tokens, for ``cost_usd``."""
-    price_output_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million output tokens, for ``cost_usd``."""
+    price_input_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million input tokens, for ``cost_usd``. None with ``price_output_per_1m`` None too: a sweep
+    takes both from a maintained price table (:mod:`mas.llm.prices`; local models cost 0); the config's win."""
+    price_output_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million output tokens, for ``cost_usd`` (None: see ``price_input_per_1m``)."""
+    price_table: TablePrice | None = None
+    """Set by the sweep when the prices come from the price table (:mod:`mas.llm.prices`), not the config."""
     context_window: int = Field(default=8192, ge=256)
     """Tokens the model accepts; long prompts are fitted to this."""
     scripted_latency_ms: float = Field(default=0.0, ge=0)
@@ -81,8 +95,8 @@ class ModelRoute(_Strict):
     rate_limit: RateLimit = Field(default_factory=RateLimit)
 
     def cost_usd(self, token_in: int, token_out: int) -> float:
-        """Price of one call in USD."""
-        return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
+        """Price of one call in USD (a price not set counts 0)."""
+        return (token_in * (self.price_input_per_1m or 0.0) + token_out * (self.price_output_per_1m or 0.0)) / 1e6
 
     def request_timeout_s(self) -> float:
         """The request timeout in seconds.
@@ -260,6 +274,9 @@ class ExperimentConfig(_Strict):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
+    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
+    """Plain datasets as benchmarks, by name (``--benchmark NAME``; :mod:`benchmark.dataset`); a relative ``path``
+    is relative to the config file's directory."""
     plugins: list[str] = Field(default_factory=list)
     """Python modules to import when the config is loaded, as ``--plugin MODULE`` does: code that is not installed
     (``my_benchmarks``, a file next to the config) registering benchmarks, systems, methods or scorers with the
@@ -277,6 +294,14 @@ class ExperimentConfig(_Strict):
         except RegistryError as err:
             raise ValueError(str(err)) from None
         return modules
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_names(cls, datasets: dict[str, DatasetSpec]) -> dict[str, DatasetSpec]:
+        for name in datasets:  # a benchmark's name is a directory name, and never a unit's system@model
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name) is None:
+                raise ValueError(f"dataset name {name!r}: expected 1-100 letters, digits, '.', '_' or '-'")
+        return datasets
 
     @field_validator("models")
     @classmethod
@@ -379,6 +404,10 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
         raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
     except OSError as err:
         raise ConfigError(f"{p}: cannot be read ({err.strerror})") from None
+    for table in (data.get("datasets") or {}).values() if isinstance(data.get("datasets"), dict) else ():
+        path = table.get("path") if isinstance(table, dict) else None
+        if isinstance(path, str):
+            table["path"] = beside(path, p.parent)
     return parse_config(data, str(p))
 
 
