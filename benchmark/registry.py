@@ -15,6 +15,7 @@ from typing import Any
 from benchmark import arith, browsecomp, gsm8k, humaneval, mbpp, reasoning_gym, scicode, workbench  # noqa: F401
 from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
+from descriptor.suggest import unknown_name, unknown_names
 
 __all__ = ["BENCHMARKS", "get_benchmark", "list_benchmarks", "unavailable_reason"]
 
@@ -31,14 +32,14 @@ def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark
     unknown option (listing the accepted ones).
     """
     if name not in BENCHMARKS:
-        raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())}")
+        raise UserError(unknown_name("benchmark", name, list_benchmarks()))
     cls = BENCHMARKS.get(name)
     options = dict(options or {})
     allowed = getattr(cls, "option_names", None)
     if allowed is not None:
         unknown = sorted(set(options) - set(allowed))
         if unknown:
-            raise UserError(f"benchmarks.{name}: unknown option(s) {', '.join(unknown)}; "
+            raise UserError(f"benchmarks.{name}: unknown option(s) {unknown_names(unknown, allowed)}; "
                             f"accepted: {', '.join(allowed) or '(none)'}")
     return cls(**options)
 
