@@ -222,11 +222,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_list_systems(args: argparse.Namespace) -> int:
-    """``list-systems``: one registered system a line (with ``--long``: its roles and where it comes from)."""
+    """``list-systems``: one registered system a line with what it does (``--names``: the names alone; ``--long``:
+    its roles and where it comes from, tab-separated)."""
+    from descriptor.describe import listing, terminal_width
     from mas.systems import SYSTEMS
 
-    for name, topology in SYSTEMS.items():
-        print(f"{name}\t{','.join(topology.role_names())}\t{SYSTEMS.origin(name)}" if args.long else name)
+    if args.long or args.names:
+        for name, topology in SYSTEMS.items():
+            print(f"{name}\t{','.join(topology.role_names())}\t{SYSTEMS.origin(name)}" if args.long else name)
+        return 0
+    print(listing([(name, topology.summary()) for name, topology in SYSTEMS.items()], terminal_width()))
     return 0
 
 
@@ -287,6 +292,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
     p.add_argument("--long", action="store_true", help="also each system's roles and where it is registered")
+    p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.set_defaults(func=cmd_list_systems)
     p = sub.add_parser("studio-config", help="write langgraph.json serving every registered system in Studio")
     p.add_argument("--out", help="file to write (default: print it), e.g. langgraph.json")

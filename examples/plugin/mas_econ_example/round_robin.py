@@ -127,4 +127,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 
 TOPOLOGY = register_system(Topology(name=STAGE, build=build_round_robin, roles=(SPEAKER_ROLE,),
-                                    agents=agent_graph, uses_judge=True))
+                                    agents=agent_graph, uses_judge=True,
+                                    description="Speakers answer in turn, each reading the others' latest answers."))
