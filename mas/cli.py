@@ -48,19 +48,21 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def print_table(rows: list[dict[str, object]], title: str) -> None:
-    """A rich table of ``rows`` (plain text when not on a terminal)."""
+    """``title``, then ``rows`` as a table that cuts no value or header: on a narrow terminal it is split into
+    several tables led by the first column (:mod:`descriptor.console_table`); off a terminal, one table."""
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=title)
+    from descriptor.console_table import Column, print_columns
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
     if not rows:
-        Console().print(f"{title}: (no rows)")
+        console.print(f"{title}: (no rows)", markup=False)
         return
-    for col in rows[0]:
-        table.add_column(col, justify="right" if isinstance(rows[0][col], int | float) else "left")
-    for row in rows:
-        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
-    Console(width=140).print(table)
+    console.print(title, soft_wrap=True, markup=False)
+    columns = [Column(header=col, right=isinstance(rows[0][col], int | float),
+                      cells=tuple(f"{v:.3f}" if isinstance(v, float) else str(v) for v in (r.get(col) for r in rows)))
+               for col in rows[0]]
+    print_columns(console, columns, keys=1)
 
 
 def freeze_startup_heap() -> None:
