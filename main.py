@@ -1,8 +1,6 @@
 """``python main.py COMMAND --help``: the same commands as the installed ``mas-econ`` (attribution/cli/main.py)."""
 
-import sys
-
-from attribution.cli.main import main
+from attribution.cli.main import console, main  # noqa: F401  (main: what tests and scripts call in-process)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console(prog="main.py")

@@ -136,6 +136,9 @@ def _attribution_block(records: list[CaseRecord]) -> dict[str, Any]:
         "n_truncated": sum(1 for r in records if r.truncated),
         "n_errors": sum(1 for r in records if r.error),
         "n_no_step": sum(1 for r in records if r.predicted_step is None),
+        # a method that chose to predict nothing (step-by-step finding no error): counted wrong in both accuracies
+        "n_no_prediction": sum(1 for r in records if r.error is None and r.predicted_agent is None
+                               and r.predicted_step is None),
     }
     return block
 

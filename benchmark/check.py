@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from benchmark.base import Benchmark, Evaluation, Task
 from descriptor.errors import UserError
+from descriptor.problems import UNTARGETED_KEY
+from descriptor.problems import problem_success as solved_problems
 
 
 @dataclass(slots=True)
@@ -31,29 +33,32 @@ class CheckReport:
     """Benchmarks whose tasks are sub-steps of problems (``metadata["problem"]``, SciCode): problem -> every
     sub-step solved by the oracle (:func:`problem_success`); empty for the others."""
     empty_problems: dict[str, bool] = field(default_factory=dict)
+    untargeted: list[str] = field(default_factory=list)
+    """Task ids none of whose tests compares an expected value (``metadata["tests_compare_no_target"]``): a pass
+    there checks properties, not the reference's values."""
 
     def summary(self) -> dict[str, int]:
+        """Counts: tasks, oracle and empty passes; problems and their passes, and tasks whose tests compare no
+        target, where there are any."""
         out = {"n": self.n, "oracle_solved": self.oracle_solved, "empty_solved": self.empty_solved}
         if self.oracle_problems:
             out |= {"problems": len(self.oracle_problems), "oracle_problems_solved": sum(self.oracle_problems.values()),
                     "empty_problems_solved": sum(self.empty_problems.values())}
+        if self.untargeted:
+            out["tests_compare_no_target"] = len(self.untargeted)
         return out
 
 
 def problem_success(outcomes: Iterable[tuple[Task, bool]]) -> dict[str, bool]:
     """Main-problem success from sub-step outcomes: a problem (``metadata["problem"]``) is solved when every one
-    of its sub-steps is; tasks without a problem are left out.
+    of its sub-steps is (:func:`descriptor.problems.problem_success`, the summaries' rule); tasks without a
+    problem are left out.
 
     >>> t = lambda i, p: Task(task_id=i, question="", reference=None, metadata={"problem": p})
     >>> problem_success([(t("a", "1"), True), (t("b", "1"), False), (t("c", "2"), True)])
     {'1': False, '2': True}
     """
-    solved: dict[str, bool] = {}
-    for task, ok in outcomes:
-        if "problem" in task.metadata:
-            key = str(task.metadata["problem"])
-            solved[key] = solved.get(key, True) and ok
-    return solved
+    return solved_problems((str(task.metadata["problem"]), ok) for task, ok in outcomes if "problem" in task.metadata)
 
 
 def run_oracle(bench: Benchmark, task: Task) -> Evaluation:
@@ -93,5 +98,7 @@ def check_benchmark(bench: Benchmark, limit: int | None = None, seed: int = 0) -
                 report.empty_passes_with_reference_actions.append(task.task_id)
         oracles.append((task, oracle))
         empties.append((task, empty))
+        if task.metadata.get(UNTARGETED_KEY) is True:
+            report.untargeted.append(task.task_id)
     report.oracle_problems, report.empty_problems = problem_success(oracles), problem_success(empties)
     return report

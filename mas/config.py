@@ -137,6 +137,10 @@ class MasSettings(_Strict):
     """Upper bound on an answer's ``reasoning`` (characters), enforced by the JSON schema on routes that constrain
     it (the embedded model): the concise-answer lever, about 4 characters a token."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    confidence_scale: Literal["clip", "percent"] = "clip"
+    """How an answer's ``confidence`` is read (:mod:`mas.llm.confidence`): ``clip``, the harness README's rule
+    (a float clipped into [0, 1]; missing or unparsable: 0.5); ``percent`` also reads 1-100 as a percentage and
+    words such as ``high`` (``"1.5"`` is then 0.015)."""
     final_vote_mode: Literal["llm_judge", "lexical"] = "llm_judge"
     """How a topology whose last stage chooses among candidates (debate, representative_exchange) chooses."""
     groups: int = Field(default=3, ge=2)

@@ -3,16 +3,20 @@
     python scripts/echo_votes.py OUT [--delta 0.3] [--json FILE]
 
 ``OUT`` is an ``attribute --method echo`` output directory (or its
-``predictions.jsonl``). Every case records its analysts' parsed outputs, step
-judgments and candidates (see ``attribution/methods/_echo_vote.py``); this
+``predictions.jsonl``). Every case records its analysts' parsed outputs (and,
+in the project variant, its step judgments and candidates; see
+``attribution/methods/_echo_vote.py`` and ``_echo_consensus.py``); this
 script replays :func:`decide` under ``paper`` and ``weighted_share`` and prints
 agent and step accuracy (exact, ±1, ±3) per subset, side by side, on the
-same model outputs. A step is known under a rule only when the run judged
-that rule's agent: run ECHO with ``--method-option compare_votes=true`` to
-judge both rules' agents (otherwise cases where the rules elect different
-agents count as ``step unknown`` for the rule the run did not use). The
-replay of the run's own rule must equal its predictions; a mismatch is
-reported (and exits 1), so the figures are the method's, not a copy of it.
+same model outputs. In the paper variant both rules vote on the same two
+passes, so every step is known. In the project variant a step is known under
+a rule only when the run judged that rule's agent: run it with
+``--method-option compare_votes=true`` to judge both rules' agents (otherwise
+cases where the rules elect different agents count as ``step unknown`` for
+the rule the run did not use). The replay of the run's own rule must equal
+its predictions (a step where the environment spoke compared before it moved
+to the action it reacts to); a mismatch is reported (and exits 1), so the
+figures are the method's, not a copy of it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attribution.evaluate import agent_correct, step_within  # noqa: E402
-from attribution.methods._echo_vote import DELTA, VOTES, decide  # noqa: E402
+from attribution.methods._echo_consensus import decide  # noqa: E402
+from attribution.methods._echo_vote import DELTA, VOTES  # noqa: E402
 
 TOLERANCES = (0, 1, 3)
 
@@ -51,7 +56,8 @@ def replay(records: list[dict[str, Any]], delta: float = DELTA) -> dict[str, Any
             continue
         out = {rule: decide(d, rule, delta) for rule in VOTES}
         own = out[d.get("vote", "weighted_share")]
-        if (own.agent, own.step) != (r["predicted_agent"], r["predicted_step"]):
+        predicted_step = d.get("environment_step", r["predicted_step"])
+        if (own.agent, own.step) != (r["predicted_agent"], predicted_step):
             mismatches.append({"id": r["id"], "predicted": [r["predicted_agent"], r["predicted_step"]],
                                "replayed": [own.agent, own.step]})
         row = {"record": r, "decisions": out}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attribution.conformal.heldout import check_split, read_split  # noqa: E402
+from attribution.conformal.heldout import check_split, link_records, read_split  # noqa: E402
 from attribution.evaluate import CaseRecord, agent_correct  # noqa: E402
 from attribution.jobs import AttributeJob, run_attribute_job  # noqa: E402
 from attribution.sources.loaders import load_who_and_when_dir  # noqa: E402
@@ -36,14 +36,6 @@ GOALS = {"hand_crafted": {"agent": 0.70, "step": 0.25}, "algorithm_generated": {
 """Issue 29's goals (AgenTracer-8B: hand-crafted agent 0.691, step 0.207; algorithm-generated step 0.373)."""
 
 
-def link_part(trajs: list, ids: set[str], into: Path) -> None:
-    """Symlink the records ``ids`` into ``into/<subset>/`` (a Who&When directory of just them)."""
-    for t in trajs:
-        if t.id in ids:
-            (into / t.subset).mkdir(parents=True, exist_ok=True)
-            (into / t.subset / Path(t.source_path).name).symlink_to(Path(t.source_path).resolve())
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="working directory (default: a temporary one)")
@@ -53,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     split = read_split(SPLIT)
     check_split(split, trajs, SPLIT)
     out = Path(args.out or tempfile.mkdtemp(prefix="learned_heldout_"))
-    link_part(trajs, set(split.train_ids), out / "train")
-    link_part(trajs, set(split.heldout_ids), out / "heldout")
+    link_records(trajs, set(split.train_ids), out / "train")
+    link_records(trajs, set(split.heldout_ids), out / "heldout")
     res = run_attribute_job(AttributeJob(method="learned", data_dir=str(out / "heldout"), out=str(out / "run"),
                                          seed=args.seed, concurrency=1,
                                          method_options={"train_dir": str(out / "train")}))

@@ -2,8 +2,9 @@
 
 Reads ``<experiment>/scicode/<system>/<task>/run_<r>.result.json``. A sub-step counts once per run; a problem
 counts for a system only when every one of its sub-steps has a finished run there (a sweep stopped early leaves
-problems partly run; they are named, not counted), and is solved when all its sub-steps are
-(:func:`benchmark.check.problem_success`, on run 0 of each sub-step).
+problems partly run; they are named, not counted), and is solved in run r when all its sub-steps passed in run r
+(:mod:`descriptor.problems`, the rule of the summaries' ``problem_success_rate``); its (problem, run) pairs are
+pooled for the interval.
 
     python scripts/scicode_figures.py artifacts/<experiment-id> [--json]
 """
@@ -17,8 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmark.check import problem_success
 from benchmark.registry import get_benchmark
+from descriptor.problems import problem_outcomes
 from descriptor.stats import wilson_interval
 
 
@@ -40,18 +41,18 @@ def figures(experiment: Path, options: dict[str, Any] | None = None) -> dict[str
         runs = [r for r in runs if r.get("status") == "finished" and r["task_id"] in tasks]
         if not runs:
             continue
-        first = {r["task_id"]: bool(r["success"]) for r in runs if r["run_index"] == 0}
-        ran: dict[str, int] = defaultdict(int)
-        for task_id in first:
-            ran[str(tasks[task_id].metadata["problem"])] += 1
-        complete = {p for p, n in ran.items() if n == per_problem[p]}
-        solved = problem_success((tasks[t], ok) for t, ok in first.items()
-                                 if str(tasks[t].metadata["problem"]) in complete)
+        by_task: dict[str, dict[str, bool]] = defaultdict(dict)
+        for r in runs:
+            by_task[r["task_id"]][str(r["run_index"])] = bool(r["success"])
+        problem = {t: str(tasks[t].metadata["problem"]) for t in by_task}
+        outcomes = problem_outcomes([{"task_id": t, "problem": problem[t], "problem_tasks": per_problem[problem[t]],
+                                      "run_success": ok} for t, ok in by_task.items()])
+        complete = [o for o in outcomes.values() if o.complete]
         out[system_dir.name] = {
             "sub_steps": _rate(sum(bool(r["success"]) for r in runs), len(runs)),
-            "problems": _rate(sum(solved.values()), len(solved)),
-            "problems_solved": sorted((p for p, ok in solved.items() if ok), key=int),
-            "problems_partial": sorted(set(ran) - complete, key=int),
+            "problems": _rate(sum(o.solved for o in complete), sum(o.runs for o in complete)),
+            "problems_solved": sorted((o.problem for o in complete if o.solved), key=int),
+            "problems_partial": sorted((o.problem for o in outcomes.values() if not o.complete), key=int),
             "tokens_per_run": round(sum(r["tokens_total"] for r in runs) / len(runs), 1),
             "tokens_total": sum(r["tokens_total"] for r in runs),
         }
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     for system, f in result.items():
         s, p = f["sub_steps"], f["problems"]
         print(f"{system}: sub-steps {s['k']}/{s['n']} = {s['rate']} [{s['wilson95'][0]}, {s['wilson95'][1]}]; "
-              f"problems {p['k']}/{p['n']} = {p['rate']} [{p['wilson95'][0]}, {p['wilson95'][1]}] "
+              f"problem-runs {p['k']}/{p['n']} = {p['rate']} [{p['wilson95'][0]}, {p['wilson95'][1]}] "
               f"(partly run: {', '.join(f['problems_partial']) or 'none'}); tokens/run {f['tokens_per_run']:,}")
     return 0
 

@@ -30,11 +30,12 @@ def ref_g(s, seg, agg):
         return math.fsum(vals) / n
     if agg.kind == "max":
         return max(vals) + agg.lam * (max(seg) - min(seg)) / n
-    # the normalised LogSumExp (the paper's with the trajectory length n, the released code's with the segment's),
-    # shifted by its largest term as the implementation is
-    m = n if agg.kind == "lse" else len(vals)
+    # the normalised LogSumExp (the paper's with the trajectory length n, the released code's with the segment's;
+    # the paper's print subtracts log n outside the 1/beta), shifted by its largest term as the implementation is
+    m = n if agg.kind in ("lse", "lse_inside") else len(vals)
     xs = [agg.beta * m * v for v in vals]
-    return (max(xs) + math.log(math.fsum(math.exp(x - max(xs)) for x in xs)) - math.log(m)) / agg.beta
+    lse = max(xs) + math.log(math.fsum(math.exp(x - max(xs)) for x in xs))
+    return lse / agg.beta - math.log(m) if agg.kind == "lse" else (lse - math.log(m)) / agg.beta
 
 
 def ref_family(method, n):

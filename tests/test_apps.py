@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from attribution.rollback.restart import NOTE_OPENING
 from descriptor.events import read_trace
 from descriptor.layout import RunPaths
 from main import main
@@ -258,7 +259,7 @@ def test_a_failed_run_of_the_app_is_labelled_by_replay_and_rolled_back(injected,
     (step,) = [e for e in redone if e.step_index is not None]
     assert (step.actor, step.step_index, step.payload.redo) == ("solver", 1, True)
     # the rollback's note reached the resumed solver, as a message in the app's own conversation
-    assert any(m.role == "user" and "an earlier attempt continued from this point" in m.content
+    assert any(m.role == "user" and NOTE_OPENING in m.content
                for m in step.payload.input_messages)
 
 

@@ -25,14 +25,14 @@ from tests.test_attribution_methods import TRAJS, RecordingModel, bound, make_tr
 async def test_chief_builds_its_causal_graph_with_a_model_call() -> None:
     model = RecordingModel(seed=0)
     traj = TRAJS[1]
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model)))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(model)))
     graph_calls = [m for m, _ in model.seen if m["contract"] == "attribution.chief.graph"]
     assert len(graph_calls) == 1 and graph_calls[0]["attr_range"] == [0, traj.n_steps - 1]
     assert pred.details["graph_source"] == "model"
     assert pred.details["otar"]["0:planner"]["observation"] == "the previous step"  # the scripted model's tuple
     assert pred.step == traj.mistake_step
     regex_model = RecordingModel(seed=0)
-    regex = await METHODS["chief"](graph="regex")(traj, MethodContext(model=bound(regex_model)))
+    regex = await METHODS["chief"](variant="project", graph="regex")(traj, MethodContext(model=bound(regex_model)))
     assert not any(m["contract"] == "attribution.chief.graph" for m, _ in regex_model.seen)
     assert regex.details["graph_source"] == "regex" and regex.nfe == pred.nfe - 1
 
@@ -48,7 +48,7 @@ class NoGraphModel(ScriptedChatModel):
 
 
 async def test_an_unusable_model_graph_falls_back_to_the_regex_graph_and_says_so() -> None:
-    pred = await METHODS["chief"]()(TRAJS[1], MethodContext(model=bound(NoGraphModel(seed=0))))
+    pred = await METHODS["chief"](variant="project")(TRAJS[1], MethodContext(model=bound(NoGraphModel(seed=0))))
     assert pred.details["graph_source"] == "regex"
     assert {"stage": "graph", "kind": "regex_graph"} in pred.details["fallbacks"]
     assert pred.step == TRAJS[1].mistake_step
@@ -103,10 +103,10 @@ def two_errors(shared_value: bool) -> Trajectory:
 
 
 async def test_chief_starts_backtracking_at_the_last_failed_subtask() -> None:
-    pred = await METHODS["chief"]()(two_errors(False), MethodContext(model=bound(ThreePartModel(seed=0))))
+    pred = await METHODS["chief"](variant="project")(two_errors(False), MethodContext(model=bound(ThreePartModel(seed=0))))
     assert [o["satisfied"] for o in pred.details["oracles"]] == [False, True, False]
     assert pred.details["backtrack"] == [2] and pred.step == 7  # the first failed subtask would have given step 1
-    linked = await METHODS["chief"]()(two_errors(True), MethodContext(model=bound(ThreePartModel(seed=0))))
+    linked = await METHODS["chief"](variant="project")(two_errors(True), MethodContext(model=bound(ThreePartModel(seed=0))))
     assert linked.details["backtrack"] == [2, 0] and linked.details["failed_subtask"] == 0  # the shared value links them
 
 
@@ -127,7 +127,7 @@ def test_retrieval_never_returns_the_case_itself_or_its_question() -> None:
 
 async def test_decomposition_prompt_shows_the_retrieved_exemplars() -> None:
     model = RecordingModel(seed=0)
-    pred = await METHODS["chief"]()(TRAJS[0], MethodContext(model=bound(model)))
+    pred = await METHODS["chief"](variant="project")(TRAJS[0], MethodContext(model=bound(model)))
     meta, prompt = next((m, p) for m, p in model.seen if m["contract"] == "attribution.chief.decompose")
     ids = [e["id"] for e in pred.details["exemplars"]]
     assert meta["attr_exemplars"] == ids and len(ids) == 2
@@ -170,7 +170,8 @@ def test_compare_predictions_script_puts_two_runs_side_by_side_on_common_cases(t
 
     for traj in TRAJS[:2]:
         write_case(tmp_path / "ww", traj)
-    base = ["attribute", "--data-dir", str(tmp_path / "ww"), "--method", "chief", "--model", "scripted"]
+    base = ["attribute", "--data-dir", str(tmp_path / "ww"), "--method", "chief", "--model", "scripted",
+            "--method-option", "variant=project"]
     assert main.main([*base, "--out", str(tmp_path / "old"), "--method-option", "graph=regex"]) == 0
     assert main.main([*base, "--out", str(tmp_path / "new"), "--max-cases", "1"]) == 0
     script = load_script("compare_predictions")
@@ -198,7 +199,7 @@ def test_retrieval_ranks_exemplars_by_tf_idf_so_words_every_exemplar_shares_do_n
 async def test_the_oracle_is_synthesised_without_the_steps_and_judged_in_a_call_of_its_own() -> None:
     model = RecordingModel(seed=0)
     traj = TRAJS[1]
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model)))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(model)))
     synthesis = [p for m, p in model.seen if m["contract"] == "attribution.chief.oracle"]
     verdict = [p for m, p in model.seen if m["contract"] == "attribution.chief.verdict"]
     assert len(synthesis) == 1 and len(verdict) == 1
@@ -224,14 +225,14 @@ async def test_reflection_is_a_model_call_whose_corrected_subtasks_are_used_and_
     traj = TRAJS[1]  # the scripted decomposition overlaps at step 3 and misses step 6
     fixed = json.dumps({"problems": "overlap", "subtasks": [{"name": "a", "start": 0, "end": 1},
                                                             {"name": "b", "start": 2, "end": 6}]})
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection=fixed))))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection=fixed))))
     assert [(s["start"], s["end"]) for s in pred.details["subtasks"]] == [(0, 1), (2, 6)]
     assert pred.details["decomposition"] == "reflected" and pred.step == traj.mistake_step
-    prose = await METHODS["chief"]()(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection="Looks fine."))))
+    prose = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(ReflectModel(seed=0, reflection="Looks fine."))))
     assert [(s["start"], s["end"]) for s in prose.details["subtasks"]] == [(0, 3), (4, 6)]  # the repaired proposal
     assert prose.details["decomposition"] == "model"
     assert {"stage": "reflect", "kind": "repair"} in prose.details["fallbacks"]
-    no_call = await METHODS["chief"](reflect=False)(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    no_call = await METHODS["chief"](variant="project", reflect=False)(traj, MethodContext(model=bound(RecordingModel(seed=0))))
     assert no_call.nfe == pred.nfe - 1 and no_call.details["decomposition"] == "model"
 
 
@@ -244,7 +245,7 @@ async def test_a_rejected_candidate_sends_the_search_back_to_the_next_agent_then
     # Subtasks (0-3) and (4-6) both fail their oracles; the origin's marked step did no harm.
     traj = with_texts(make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 5),
                       {2: "ERROR HARMLESS: a warning that changed nothing."})
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(RecordingModel(seed=0))))
     assert pred.details["backtrack"] == [1, 0] and pred.details["candidate_subtasks"] == [0, 1]
     tried = [(t["subtask"], t["agent"], t["start"], t["stop"]) for t in pred.details["search"]]
     assert tried == [(0, "Coder", 2, "rejected"), (0, "Planner", 1, "rejected"),
@@ -256,12 +257,12 @@ async def test_an_executor_that_followed_a_wrong_plan_hands_the_blame_to_the_pla
     agents = ["human", "Planner", "Coder", "Computer_terminal", "Verifier"]
     traj = with_texts(make_traj(agents, 2), {1: "Plan: BADPLAN, step 1: sum the 2019 sheet.",
                                               2: "ERROR PLANNED: summing the 2019 sheet as planned gives 17."})
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(RecordingModel(seed=0))))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(RecordingModel(seed=0))))
     hops = pred.details["counterfactuals"]
     assert hops[0]["plan_step"] == 1 and hops[0]["hop"] == "planner"
     assert (pred.agent, pred.step) == ("Planner", 1)
     deviated = with_texts(traj, {2: "ERROR: I used the 2018 sheet instead and got 17."})  # a plan, not followed
-    kept = await METHODS["chief"]()(deviated, MethodContext(model=bound(RecordingModel(seed=0))))
+    kept = await METHODS["chief"](variant="project")(deviated, MethodContext(model=bound(RecordingModel(seed=0))))
     assert kept.details["counterfactuals"][0]["followed_plan"] is False
     assert (kept.agent, kept.step) == ("Coder", 2)
 
@@ -270,10 +271,10 @@ async def test_the_data_flow_walk_does_not_follow_an_edge_whose_counterfactual_p
     agents = ["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier"]
     texts = {2: "SOURCE value 1717 computed from the wrong sheet.",
              4: "ERROR total is 1717 using the STALE value."}
-    passed_on = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    passed_on = await METHODS["chief"](variant="project")(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
     assert passed_on.step == 2 and passed_on.details["edge_patterns"]["propagates"] >= 1
     texts[4] = "ERROR total is 1717 using the STALE value; CORRECTS it after checking the sheet."
-    caught = await METHODS["chief"]()(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
+    caught = await METHODS["chief"](variant="project")(with_texts(make_traj(agents, 4), texts), MethodContext(model=bound(RecordingModel(seed=0))))
     assert caught.details["edge_patterns"]["corrects"] >= 1
     assert caught.details["counterfactuals"][0]["source_step"] is None and caught.step == 4
     # The regex graph reads the pattern from a correction cue in the later step.

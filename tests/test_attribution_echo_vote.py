@@ -19,9 +19,9 @@ from attribution.methods._echo_vote import (
     Judgment,
     choose_step,
     conclusion_type,
-    decide,
     elect_agent,
 )
+from attribution.methods._echo_consensus import decide
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
 from tests.test_attribution_methods import TRAJS, bound, make_traj
@@ -77,13 +77,19 @@ def test_no_ballot_above_delta_means_no_consensus_and_the_fallbacks() -> None:
     assert (step, basis) == (5, "agent_pass_proposal")  # every "yes" below δ: the agent pass's first proposal
 
 
-async def test_echo_records_every_analyst_output_and_its_answer_replays() -> None:
+@pytest.mark.parametrize("variant", ["paper", "project"])
+async def test_echo_records_every_analyst_output_and_its_answer_replays(variant: str) -> None:
     for traj in TRAJS:
-        pred = await METHODS["echo"]()(traj, MethodContext(model=bound(ScriptedChatModel(seed=0))))
+        pred = await METHODS["echo"](variant=variant)(traj, MethodContext(model=bound(ScriptedChatModel(seed=0))))
         d = pred.details
-        assert d["vote"] == "paper" and len(d["analyses"]) == len(d["panel"]) == 3
-        assert all(isinstance(a["raw"], dict) and a["raw"]["conclusion"] for a in d["analyses"])
-        assert all(j["agent"] == pred.agent and "type" in j for j in d["judgments"])
+        assert d["vote"] == "paper" and d["variant"] == variant and len(d["analyses"]) == len(d["panel"]) == 3
+        if variant == "project":
+            assert all(isinstance(a["raw"], dict) and a["raw"]["conclusion"] for a in d["analyses"])
+            assert all(j["agent"] == pred.agent and "type" in j for j in d["judgments"])
+        else:
+            assert len(d["step_analyses"]) == 3
+            assert all(isinstance(a["raw"], dict) and a["raw"]["primary_conclusion"]
+                       for a in d["analyses"] + d["step_analyses"])
         replay = decide(json.loads(json.dumps(d)), "paper")  # as read back from predictions.jsonl
         assert (replay.agent, replay.step) == (pred.agent, pred.step) == (traj.mistake_agent, traj.mistake_step)
 
@@ -110,14 +116,14 @@ async def test_compare_votes_judges_both_rules_agents_and_counts_the_calls() -> 
     from attribution.methods.echo import sample_panel
 
     model = SplitPanelModel(seed=0, first_role=sample_panel(3, 0)[0])
-    pred = await METHODS["echo"](compare_votes=True)(traj, MethodContext(model=bound(model)))
+    pred = await METHODS["echo"](variant="project", compare_votes=True)(traj, MethodContext(model=bound(model)))
     d = pred.details
     assert pred.agent == "Coder" and d["candidates_by_agent"] == {"Coder": [2, 4], "Planner": [1, 6]}
     assert pred.nfe == 3 * (1 + 2 + 2)  # the agent pass, then both agents' two candidates by every analyst
     assert {j["agent"] for j in d["judgments"]} == {"Coder", "Planner"}
     old = decide(d, "weighted_share")
     assert old.agent == "Planner" and old.step in (1, 6) and old.step_basis != "not_judged"
-    plain = await METHODS["echo"]()(traj, MethodContext(model=bound(model)))  # without compare_votes
+    plain = await METHODS["echo"](variant="project")(traj, MethodContext(model=bound(model)))  # no compare_votes
     assert plain.nfe == 3 * (1 + 2) and decide(plain.details, "weighted_share").step_basis == "not_judged"
 
 
@@ -136,7 +142,7 @@ def test_echo_votes_script_recomputes_both_votes_from_one_run(tmp_path: Path, ca
         write_case(data, traj)
     out = tmp_path / "echo"
     argv = ["attribute", "--data-dir", str(data), "--method", "echo", "--model", "scripted", "--out", str(out),
-            "--method-option", "compare_votes=true"]
+            "--method-option", "variant=project", "--method-option", "compare_votes=true"]
     assert main.main(argv) == 0
     script = load_script("echo_votes")
     res = script.replay(script.read_records(out))

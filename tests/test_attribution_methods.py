@@ -259,7 +259,7 @@ def test_hierarchical_view_levels_by_distance_to_the_step() -> None:
 async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
     model = RecordingModel(seed=0)
-    pred = await METHODS["echo"](candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
+    pred = await METHODS["echo"](variant="project", candidates=3)(traj, MethodContext(model=bound(model), route="scripted"))
     assert (pred.agent, pred.step) == ("Coder", 8)
     candidates = pred.details["candidates"]
     assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
@@ -278,7 +278,7 @@ async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> No
 
 async def test_echos_step_pass_judges_every_step_of_the_elected_agent_by_default() -> None:
     traj = chatty_traj(15, 8)  # Coder speaks at 2, 5, 8, 11, 14
-    pred = await METHODS["echo"]()(traj, ctx())
+    pred = await METHODS["echo"](variant="project")(traj, ctx())  # the project variant's step pass
     assert (pred.agent, pred.step) == ("Coder", 8)
     assert pred.details["candidates"] == [2, 5, 8, 11, 14]
     assert pred.nfe == len(pred.details["panel"]) * (1 + 5)
@@ -372,7 +372,7 @@ def test_graph_edges_loops_and_self_correction() -> None:
 
 async def test_chief_repairs_scripted_decomposition_and_records_oracles() -> None:
     traj = TRAJS[1]
-    pred = await METHODS["chief"]()(traj, ctx())
+    pred = await METHODS["chief"](variant="project")(traj, ctx())
     spans = [(s["start"], s["end"]) for s in pred.details["subtasks"]]
     assert spans == [(0, 3), (4, 6)]  # scripted reply overlapped at 3 and missed step 6
     assert pred.details["oracles"][0]["satisfied"] is True and pred.details["oracles"][-1]["satisfied"] is False
@@ -389,7 +389,7 @@ async def test_chief_follows_data_flow_to_first_corrupted_data() -> None:
     steps[2] = steps[2].model_copy(update={"content": "SOURCE value 1717 computed from the wrong sheet."})
     steps[4] = steps[4].model_copy(update={"content": "ERROR total is 1717 using the STALE value."})
     traj = traj.model_copy(update={"steps": steps})
-    pred = await METHODS["chief"]()(traj, ctx())
+    pred = await METHODS["chief"](variant="project")(traj, ctx())
     assert pred.step == 2 and pred.agent == "Coder"
     assert pred.details["counterfactuals"][0]["source_step"] == 2
 
@@ -413,7 +413,7 @@ async def test_chief_data_flow_walk_reaches_earliest_source_over_three_hops() ->
     traj = chain_traj()
     graph = build_graph(traj, repair_subtasks([{"start": 0, "end": 9}], traj.n_steps))
     assert graph.data_ancestors(8) == [2, 4, 6] and graph.data_ancestors(2) == []
-    pred = await METHODS["chief"]()(traj, ctx())
+    pred = await METHODS["chief"](variant="project")(traj, ctx())
     assert (pred.step, pred.agent) == (2, "Coder")
     assert [h["step"] for h in pred.details["counterfactuals"]] == [8, 6, 4, 2]
     assert pred.details["walk_stop"] == "no_earlier_corruption"
@@ -422,7 +422,7 @@ async def test_chief_data_flow_walk_reaches_earliest_source_over_three_hops() ->
 
 async def test_chief_walk_cost_guard_is_recorded(monkeypatch) -> None:
     monkeypatch.setattr(chief_module, "MAX_WALK_CALLS", 2)
-    pred = await METHODS["chief"]()(chain_traj(), ctx())
+    pred = await METHODS["chief"](variant="project")(chain_traj(), ctx())
     assert [h["step"] for h in pred.details["counterfactuals"]] == [8, 6] and pred.step == 4
     assert pred.details["walk_stop"] == "budget"
     assert {"stage": "counterfactual", "kind": "walk_budget"} in pred.details["fallbacks"]
@@ -433,7 +433,7 @@ async def test_chief_writes_an_oracle_for_every_subtask(reply_tokens: int, calls
     # The marker sits in the first subtask: the oracles of the later ones are written all the same.
     traj = TRAJS[0]
     model = RecordingModel(seed=0)
-    pred = await METHODS["chief"]()(traj, MethodContext(model=bound(model), max_output_tokens=reply_tokens))
+    pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(model), max_output_tokens=reply_tokens))
     subs = pred.details["subtasks"]
     verdicts = pred.details["oracles"]
     assert [v["subtask"] for v in verdicts] == list(range(len(subs))) and len(subs) == 2
@@ -447,7 +447,7 @@ async def test_chief_writes_an_oracle_for_every_subtask(reply_tokens: int, calls
 async def test_chief_judges_long_subtasks_in_calls_of_their_own(graph: str) -> None:
     traj = long_traj()  # two subtasks of 65 steps, far beyond a 2048-token window together
     model = RecordingModel(seed=0)
-    pred = await METHODS["chief"](graph=graph)(traj, MethodContext(model=bound(model), context_window=2048,
+    pred = await METHODS["chief"](variant="project", graph=graph)(traj, MethodContext(model=bound(model), context_window=2048,
                                                                    max_output_tokens=256))
     assert sum(m["contract"] == "attribution.chief.oracle" for m, _ in model.seen) == 1  # no log: both in one
     assert sum(m["contract"] == "attribution.chief.verdict" for m, _ in model.seen) == 2
@@ -509,15 +509,17 @@ async def test_segment_scores_ask_once_per_segment_on_demand_and_match_the_full_
     assert [await lazy(i) for i in range(traj.n_steps)] == full.step_scores and lazy.calls == full.nfe
     roles = lazy_scores("llm_roles", traj, sctx)
     await roles(0)
-    assert roles.calls == 3  # one call per analyst role for the step's segment
+    assert roles.calls == 1 + 4  # the failure summary, then one call per analyst role for the step's segment
+    await roles(1)
+    assert roles.calls == 1 + 4 + 4  # the summary is made once
     assert lazy_scores("position", traj, sctx) is None
 
 
-async def test_llm_roles_averages_k_roles_and_segments_long_logs() -> None:
+async def test_llm_roles_averages_the_four_roles_and_segments_long_logs() -> None:
     sctx = ScorerContext(model=bound(ScriptedChatModel(seed=0)), route="scripted")
     traj = make_traj([f"A{i % 3}" for i in range(12)], 7)
-    (res,) = await llm_roles(k=3, max_calls=4)([traj], sctx)
-    assert res.nfe == 3 * 4 and len(res.details["roles"]) == 3
+    (res,) = await llm_roles(max_calls=4)([traj], sctx)
+    assert res.nfe == 1 + 4 * 4 and res.details["roles"] == ["Conservative", "Liberal", "Skeptical", "Pattern"]
     top = max(res.step_scores)
     assert [i for i, s in enumerate(res.step_scores) if s == top] == [6, 7, 8]  # the segment holding step 7
     assert all(0.0 <= s <= 1.0 for s in res.step_scores)
@@ -592,10 +594,20 @@ class BabblingModel(ScriptedChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Let me think about the agents carefully"))])
 
 
+NO_PREDICTION_WITHOUT_CONSENSUS = {"echo"}
+"""Methods whose paper gives no answer when no reply is usable (ECHO A.7: no conclusion clears δ)."""
+
+
 @pytest.mark.parametrize("method", LLM_METHODS)
 async def test_unusable_replies_fall_back_and_are_recorded(method: str) -> None:
     traj = TRAJS[1]
-    pred = await METHODS[method]()(traj, MethodContext(model=bound(BabblingModel(seed=0))))
+    # step-by-step reads a babbled verdict as "no"; with nothing flagged it predicts nothing unless asked to guess
+    options = {"no_flag": "heuristic"} if method == "step_by_step" else {}
+    pred = await METHODS[method](**options)(traj, MethodContext(model=bound(BabblingModel(seed=0))))
+    if method in NO_PREDICTION_WITHOUT_CONSENSUS:
+        assert pred.agent is None and pred.step is None
+        assert {f["kind"] for f in pred.details["fallbacks"]} >= {"unusable", "no_prediction"}
+        pred = await METHODS[method](fallback="heuristic")(traj, MethodContext(model=bound(BabblingModel(seed=0))))
     assert pred.agent is not None and pred.step is not None and 0 <= pred.step < traj.n_steps
     assert pred.details["fallbacks"], "a fallback must be recorded"
     assert pred.tokens > 0  # estimated when the model reports no usage
@@ -676,9 +688,9 @@ class PromptRecorder(ScriptedChatModel):
 
 async def test_the_baselines_use_the_papers_templates_by_default_and_ours_on_request() -> None:
     traj = TRAJS[1]
-    for method, phrase in [("all_at_once", "Agent Name: (Your prediction)"),
-                           ("step_by_step", "Respond ONLY in the format: 1. Yes/No."),
-                           ("binary_search", "responding with ONLY 'upper half' or 'lower half'")]:
+    for method, phrase in [("all_at_once", "Agent Name: <the agent>"),
+                           ("step_by_step", "Answer in this format:\n1. Yes/No."),
+                           ("binary_search", "Reply with only 'upper half' or 'lower half'")]:
         paper_model, ours_model = PromptRecorder(seed=0), PromptRecorder(seed=0)
         pred = await METHODS[method]()(traj, MethodContext(model=bound(paper_model)))
         assert pred.details["prompts"] == "paper" and pred.step == traj.mistake_step
@@ -697,7 +709,7 @@ async def test_the_papers_binary_search_shows_only_the_segment_and_asks_no_reaso
     for (lo, hi), prompt in zip(ranges, model.prompts):
         shown = [int(i) for i in re.findall(r"^\[(\d+)\] ", prompt, re.M)]
         assert shown == list(range(lo, hi + 1)), (lo, hi, shown)
-        assert "reason" not in prompt.split("Based on your analysis")[-1].lower().replace("reasoning", "")
+        assert "reason" not in prompt.split("Is the error more likely")[-1].lower().replace("reasoning", "")
 
 
 async def test_a_paper_reply_naming_no_half_picks_a_seeded_random_half() -> None:

@@ -131,7 +131,7 @@ def test_old_calibrations_of_changed_definitions_are_refused(tmp_path):
         cal = tmp_path / f"{method}-{kind}.json"
         calibrate_file(scores, method, 0.2, Aggregator(kind=kind), 0, cal)
         obj = json.loads(cal.read_text())
-        assert obj["version"] == 3
+        assert obj["version"] == 4
         obj["version"] = 2  # as written before crsvp and lse followed the paper
         cal.write_text(json.dumps(obj))
         if method == "rf" and kind == "sum":
@@ -145,9 +145,9 @@ def test_old_calibrations_of_changed_definitions_are_refused(tmp_path):
 
 
 def test_lse_has_the_trajectory_length_where_the_papers_formula_has_it():
-    # (1/beta)(log Σ_{i in segment} exp(beta l s_i) - log l), l = steps in the trajectory (4), not in the segment (2)
+    # (1/beta) log Σ_{i in segment} exp(beta l s_i) - log l, l = steps in the trajectory (4), not in the segment (2)
     s = [0.5, 0.25, 0.0, 1.0]
-    want = (math.log(math.exp(2 * 4 * 0.25) + math.exp(0.0)) - math.log(4)) / 2.0
+    want = math.log(math.exp(2 * 4 * 0.25) + math.exp(0.0)) / 2.0 - math.log(4)
     assert segment_score(s, 1, 2, Aggregator(kind="lse", beta=2.0)) == pytest.approx(want, rel=1e-12)
     assert segment_score(s, 0, 0, Aggregator(kind="lse", beta=1.0)) == pytest.approx(4 * 0.5 - math.log(4))
     # still grows with the segment at either end (what nests the filtrations)

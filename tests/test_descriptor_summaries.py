@@ -13,8 +13,8 @@ import pytest
 import main
 from descriptor.io import csv_float
 from descriptor.plots import PLOT_FILES
-from descriptor.summaries import summarize_experiment
-from descriptor.task_descriptor import DESCRIPTOR_FIELDS, PipelineError
+from descriptor.summaries import SYSTEM_SUMMARY_FIELDS, summarize_experiment
+from descriptor.task_descriptor import PipelineError
 from descriptor.errors import UserError
 from tests.descriptor_fixtures import build_experiment, ev, write_run
 
@@ -43,7 +43,7 @@ def test_all_files_written(experiment):
         with open(root / "arith" / system / "summary.csv") as fh:
             rows = list(csv.DictReader(fh))
         # pass@5 and pass@8 are blank for every task (4 runs < k): blank cells, as the seed has it
-        assert len(rows) == 3 and list(rows[0]) == list(DESCRIPTOR_FIELDS)
+        assert len(rows) == 3 and list(rows[0]) == list(SYSTEM_SUMMARY_FIELDS)
         assert all(r["pass_at_5"] == r["pass_at_8"] == "" for r in rows)
     for name in ("experiment_summary.json", "experiment_summary.csv", "economics.json", "economics.csv", "topology.json"):
         assert (root / name).is_file()

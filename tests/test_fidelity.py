@@ -116,7 +116,7 @@ def test_the_orchestrators_judge_gets_the_critic_and_aggregator_previous_answers
     seen: list[tuple[list[str], list[str] | None]] = []
 
     def recording_judge(rt):
-        async def judge(candidates, previous):
+        async def judge(candidates, previous, work):
             seen.append(([c.agent for c in candidates], None if previous is None else [p.agent for p in previous]))
             return JudgeOutcome(view=ConsensusView(groups=[[0], [1]], is_substantive=True))  # go on
         return judge
@@ -140,7 +140,7 @@ def test_the_orchestrators_judge_gets_the_critic_and_aggregator_previous_answers
 async def test_a_vote_over_other_agents_shows_the_judge_those_agents_previous_answers():
     got = []
 
-    async def judge(voters, previous):
+    async def judge(voters, previous, work):
         got.append(previous)
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1]], is_substantive=True))
 
@@ -247,7 +247,7 @@ def test_an_answer_in_a_box_is_recorded_as_the_boxed_value():
 
 
 async def test_a_judge_grouping_different_numbers_is_logged_beside_the_lexical_view():
-    async def judge(voters, previous):
+    async def judge(voters, previous, work):
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2]], is_substantive=True))
 
     d = await decide(LoopPosition(stage="s", round=1, max_rounds=3), candidate_artifacts=cands("18", "9", "9"),

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from benchmark.registry import get_benchmark
-from benchmark.remote import RemoteTests, run_remote_tests
+from benchmark.sandbox import RemoteTests, run_remote_tests
 from mas.config import SandboxSettings
 from mas.tools.builtin import execute_tool
 from tests.forged_answers import ATTACKS

@@ -1,10 +1,15 @@
 """The house: each package is one stage and imports only the stages below it; no cycles; small modules;
-the scripted test double is imported by no production module.
+only public names cross modules; the scripted test double is imported by no production module.
 
 Stages, bottom up: ``descriptor`` (the run-record contract and what is computed from run files),
 ``benchmark`` (tasks and native evaluation), ``mas`` (the runtime), ``attribution`` (on top).
-Every import counts: at module level, inside functions, under ``if TYPE_CHECKING:`` and through
-``importlib.import_module("literal")`` (an import that runs late is a dependency all the same).
+Every import counts: at module level, inside functions, under ``if TYPE_CHECKING:``, through
+``importlib.import_module("literal")`` and through a lazy package face's name -> module table
+(``lazy_exports``): an import that runs late is a dependency all the same.
+
+Package faces count: ``from pkg import sub`` runs ``pkg/__init__.py`` and reads ``sub`` from it, so it depends on
+the face ``pkg`` as well as on ``pkg.sub``; a face depends on what it imports or lazily exports. A module inside
+a package imports its siblings (``from pkg.sub import name``), never its own package's face.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ MAX_LINES = 500
 MAX_MAS_TOP_LEVEL = 12
 # Modules over the size limit, each with the work that splits it (an empty dict is the goal).
 OVERSIZED: dict[str, str] = {}
+# Modules importing another module's private name, each with the work that ends it (an empty dict is the goal).
+PRIVATE_IMPORTS: dict[str, str] = {
+    "attribution.methods.chief": "re-exports _chief_oracle._oracle_items; ends when CHIEF gets its own folder",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -40,13 +49,13 @@ def modules() -> dict[str, Path]:
 
 
 def _names(node: ast.AST) -> set[str]:
-    """Modules a node loads: an import statement (``from pkg import sub`` is ``pkg.sub`` when that is a module,
-    a relative import resolved later), or ``importlib.import_module("literal")``."""
+    """Modules a node loads: an import statement (``from pkg import sub`` is the face ``pkg`` and ``pkg.sub``
+    when that is a module), or ``importlib.import_module("literal")``."""
     if isinstance(node, ast.Import):
         return {a.name for a in node.names}
-    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-        subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
-        return subs or {node.module}
+    if isinstance(node, ast.ImportFrom):
+        assert node.level == 0, "relative import: the project imports by absolute name"
+        return {node.module} | ({f"{node.module}.{a.name}" for a in node.names} & MODULES.keys())
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
             and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
             and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
@@ -54,12 +63,28 @@ def _names(node: ast.AST) -> set[str]:
     return set()
 
 
+def _lazy_exports(tree: ast.Module) -> set[str]:
+    """The modules a lazy face serves (``__getattr__ = lazy_exports(__name__, {name: module})``, the table given
+    inline or as a module-level name)."""
+    tables = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+              if isinstance(t, ast.Name)}
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) == 2:
+            table = node.args[1]
+            table = tables.get(table.id) if isinstance(table, ast.Name) else table
+            assert isinstance(table, ast.Dict), "lazy_exports takes a literal table: the layering reads it"
+            out |= {v.value for v in table.values if isinstance(v, ast.Constant)}
+    return out
+
+
 @functools.cache
 def imports(path: Path) -> set[str]:
     """Project modules ``path`` imports anywhere: at module level, inside functions, under ``if TYPE_CHECKING:``,
-    and through ``importlib.import_module`` with a literal name. An import that runs late is still a dependency."""
+    through ``importlib.import_module`` with a literal name and through a lazy face's table. An import that runs
+    late is still a dependency."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set().union(*(_names(n) for n in ast.walk(tree)))
+    found = set().union(*(_names(n) for n in ast.walk(tree))) | _lazy_exports(tree)
     return {m for m in found if m.split(".")[0] in PACKAGES}
 
 
@@ -83,7 +108,8 @@ def test_no_production_module_imports_the_scripted_double(name):
     assert not bad, f"{name} imports the test double: {bad}"
 
 
-def test_no_import_cycles():
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a name that is no module is its nearest enclosing one)."""
     graph = {}
     for name, path in MODULES.items():
         targets = set()
@@ -93,22 +119,76 @@ def test_no_import_cycles():
             if m and m != name:
                 targets.add(m)
         graph[name] = targets
-    state: dict[str, int] = {}
-    cycles: list[list[str]] = []
+    return graph
 
-    def dfs(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt])
-            elif nxt not in state:
-                dfs(nxt, [*stack, nxt])
-        state[node] = 2
 
-    for n in sorted(graph):
-        if n not in state:
-            dfs(n, [n])
-    assert not cycles, f"import cycles: {cycles[:5]}"
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: each group of two or more modules that reach one another (Tarjan's strongly connected
+    components, iteratively), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, targets = work[-1]
+            nxt = next(targets, None)
+            if nxt is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = stack[stack.index(node):]
+                    del stack[stack.index(node):]
+                    if len(group) > 1:
+                        found.append(sorted(group))
+            elif nxt not in index:
+                index[nxt] = low[nxt] = len(index)
+                stack.append(nxt)
+                work.append((nxt, iter(sorted(graph[nxt]))))
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+    return sorted(found)
+
+
+def test_the_cycle_count_sees_a_cycle_through_a_package_face():
+    graph = {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg"}, "pkg.c": {"pkg.a"}, "other": set()}
+    assert cycles(graph) == [["pkg", "pkg.a", "pkg.b"]]
+    tree = ast.parse("from benchmark.workbench import toolkit")
+    assert _names(tree.body[0]) == {"benchmark.workbench", "benchmark.workbench.toolkit"}
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert len(found) == 0, f"{len(found)} import cycle(s): {found[:5]}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_a_module_imports_its_siblings_not_its_package_face(name):
+    """``from pkg import x`` inside ``pkg`` runs ``pkg/__init__.py`` from within its own package: a cycle as soon
+    as the face imports (or lazily exports) the module doing it."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    loaded = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    loaded |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    faces = sorted(m for m in loaded if name.startswith(m + "."))
+    assert not faces, f"{name} imports its own package's face {faces}: import the sibling module instead"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_a_module_imports_only_public_names_of_another(name):
+    """A name with a leading underscore belongs to its module: a sibling that needs it gets a public name."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    bad = sorted(f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 and n.module.split(".")[0] in PACKAGES for a in n.names
+                 if a.name.startswith("_") and not a.name.startswith("__"))
+    if name in PRIVATE_IMPORTS:
+        pytest.xfail(PRIVATE_IMPORTS[name])
+    assert not bad, f"{name} imports private names {bad}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -40,7 +40,7 @@ def test_confidence_doctests_hold():
 
 def test_answer_parse_and_fallback():
     a = parse_answer(parse_json_object('```json\n{"reasoning": "r", "answer_artifact": "42", "confidence": 9}\n```'), "")
-    assert (a.answer_artifact, a.confidence, a.parse) == ("42", 0.09, "json")  # 9 read as 9 % (one rule)
+    assert (a.answer_artifact, a.confidence, a.parse) == ("42", 1.0, "json")  # 9 clipped (the harness README's rule)
     b = parse_answer(None, "  the answer is 7 ")
     assert (b.answer_artifact, b.confidence, b.parse) == ("the answer is 7", 0.5, "fallback")
 

@@ -9,7 +9,7 @@ import pytest
 
 from attribution.conformal import Calibration
 from attribution.sources.loaders import load_run
-from attribution.rollback.restart import choose_restart, rollback_one, superstep_start
+from attribution.rollback.restart import NOTE_OPENING, choose_restart, rollback_one, superstep_start
 from attribution.rollback.experiment import resolve_scoring, training_for
 from attribution.sources.scorefile import ScoreRecord, TrainSource
 from attribution.sources.trajectory import Step, Trajectory
@@ -118,7 +118,7 @@ async def test_a_retry_reruns_the_whole_run_without_the_note(failed_run_with_inp
     retry = await rollback_one(traj, strategy="retry", scores=None, calibration=None)
     for rec in (restart, retry):
         assert rec.restart_step == 0 and rec.cost == 1.0 and rec.set == list(range(traj.n_steps)) and rec.success
-    note = "an earlier attempt continued from this point and failed"
+    note = NOTE_OPENING
     assert note in _told(failed_run_with_inputs, restart.rollback_index)
     told = _told(failed_run_with_inputs, retry.rollback_index)
     assert told and note not in told and "judged wrong" not in told
@@ -158,7 +158,7 @@ async def test_a_judges_vote_is_a_step_and_a_rollback_redoes_it_alone(judged_run
     assert [(e["actor"], e["payload"]["step_index"], e["payload"]["redo"]) for e in steps] == [
         ("system:judge", n - 1, True)]
     told = " ".join(m["content"] for m in steps[0]["payload"]["input_messages"])
-    assert "an earlier attempt continued from this point and failed" in told  # the judge read the rollback note
+    assert NOTE_OPENING in told  # the judge read the rollback note
 
 
 @pytest.mark.parametrize("system", ["debate", "sas_matched", "representative_exchange"])
@@ -330,7 +330,7 @@ async def test_a_rollback_with_no_note_tells_the_resumed_agents_nothing(failed_r
     quiet = await rollback_one(traj, strategy="top1", scores=None, calibration=None, note=False, choice=choose_restart(
         "oracle", None, None, traj.n_steps - 1))
     assert (told.note, quiet.note, told.restart_step) == (True, False, quiet.restart_step)
-    note = "an earlier attempt continued from this point and failed"
+    note = NOTE_OPENING
     assert note in _told(failed_run_with_inputs, told.rollback_index)
     said = _told(failed_run_with_inputs, quiet.rollback_index)
     assert said and note not in said and "judged wrong" not in said

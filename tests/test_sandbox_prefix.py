@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import sandbox, sandbox_view
+import benchmark.sandbox.process as sandbox
+import benchmark.sandbox.view as sandbox_view
 from benchmark.sandbox import SandboxUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmark import remote_child
+import benchmark.sandbox.remote_child as remote_child
 from benchmark.base import Benchmark, Evaluation, Task
 from benchmark.check import check_benchmark, run_empty, run_oracle
 from benchmark.registry import get_benchmark
-from benchmark.remote import RemoteTests, capture_value, run_remote_tests
+from benchmark.sandbox import RemoteTests, capture_value, run_remote_tests
 from benchmark.scicode import prompts, targets
 from benchmark.scicode.data import load_problems
 from descriptor.errors import UserError

@@ -90,7 +90,7 @@ def test_a_runs_in_memory_checkpoints_are_masked_when_they_are_written_out(monke
 
 
 def test_namespaces_unavailable_refuses_to_run_code_unless_opted_out(monkeypatch):
-    import benchmark.sandbox as sandbox
+    import benchmark.sandbox.process as sandbox
     from descriptor.errors import UserError
     from mas.sweep.benchmarks import check_isolation, run_benchmark
 

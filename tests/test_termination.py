@@ -289,7 +289,7 @@ async def test_a_failed_judge_call_is_not_replaced_by_a_lexical_verdict(monkeypa
 
 
 async def test_judge_unsubstantive_verdict_blocks_consensus():
-    async def judge(current, previous):
+    async def judge(current, previous, work):
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2]], is_substantive=False, explanation="a plan"))
 
     d = await decide(pos(), candidate_artifacts=cands("42", "42", "42"), previous_candidate_artifacts=None,
@@ -299,7 +299,7 @@ async def test_judge_unsubstantive_verdict_blocks_consensus():
 
 async def test_consensus_denominator_leaves_out_the_judges_invalid_answers():
     """The seed's rule: valid_count = answers left after removing invalid_indices; 3 of 4 is consensus."""
-    async def judge(current, previous):
+    async def judge(current, previous, work):
         return JudgeOutcome(view=ConsensusView(groups=[[0, 1, 2], [3]], invalid_indices=[4], is_substantive=True))
 
     d = await decide(pos(), candidate_artifacts=cands("42", "42", "42", "41", "no idea, sorry"),
@@ -317,7 +317,7 @@ async def test_mock_mode_reads_as_the_lexical_fallback():
     assert d.reason == "consensus_reached" and d.consensus_source == "lexical_fallback"
     assert d.judge_error == MOCK_JUDGE and d.judge_token_in == 0
     out = await final_vote(rt, cands("41", "42", "42"))
-    assert out.source == "lexical_fallback" and out.error == MOCK_JUDGE and out.token_in == 0
+    assert out.source == "lexical_fallback" and out.error == MOCK_JUDGE and out.usage.token_in == 0
 
 
 async def test_identical_non_ascii_answers_reach_consensus():
@@ -370,12 +370,12 @@ async def test_final_vote_judge_and_fallback(monkeypatch):
     rt = scripted_rt()
     c = cands("41", "42", "42")
     out = await final_vote(rt, c)
-    assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.token_in > 0
+    assert out.source == "llm_judge" and c[out.winner_index].artifact == "42" and out.usage.token_in > 0
     rt = scripted_rt(script={"judge.vote": lambda ctx: '{"winner_index": 9, "groups": []}'})
     out = await final_vote(rt, c)
     assert out.source == "lexical_fallback" and "winner_index" in out.error and c[out.winner_index].artifact == "42"
     out = await final_vote(scripted_rt(final_vote_mode="lexical"), c)
-    assert out.source == "lexical" and out.token_in == 0
+    assert out.source == "lexical" and out.usage.token_in == 0
 
 
 def test_vote_never_picks_an_empty_artifact_while_another_answered():
@@ -411,7 +411,7 @@ async def test_final_vote_falls_back_when_the_judge_picks_an_empty_artifact(monk
     c = cands(" ", "42", "42")
     out = await final_vote(scripted_rt(script={"judge.vote": choose(lambda a: not a.strip())}), c)
     assert out.source == "lexical_fallback" and "empty artifact" in out.error
-    assert c[out.winner_index].artifact == "42" and out.token_in > 0  # the unusable call still costs tokens
+    assert c[out.winner_index].artifact == "42" and out.usage.token_in > 0  # the unusable call still costs tokens
 
 
 def test_the_judge_sees_the_candidates_in_an_order_drawn_from_the_run_seed():
@@ -520,7 +520,7 @@ async def test_no_progress_compares_candidates_even_when_the_vote_runs_over_othe
 async def test_no_judge_call_before_the_minimum_rounds():
     calls = []
 
-    async def judge(cands, prev):
+    async def judge(cands, prev, work):
         calls.append(1)
         raise AssertionError("not expected")
 

@@ -76,3 +76,54 @@ async def test_round_robin_runs_and_finish_loop_writes_its_closing_records(round
     assert stage["stage"] == "round_robin" and stage["winner_agent"] == final[0].payload.source_agent
     assert set(StageRecord.__dataclass_fields__) - {"extra"} <= set(stage)
     assert stage["decisions"] == sum(1 for e in events if e.actor == "system:controller" and e.event_type == "verify")
+
+
+MAX_EXAMPLE_LINES = 80
+
+
+def test_the_example_topology_stays_short():
+    lines = MODULE.read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_EXAMPLE_LINES, f"{MODULE.name} has {lines} lines (at most {MAX_EXAMPLE_LINES})"
+
+
+def test_sends_are_the_agent_graphs_messages_from_one_participant():
+    from mas.topologies.debate import agent_graph
+    from mas.topologies.kit import CONTROLLER, JUDGE_ACTOR, MasSettings
+
+    graph = agent_graph(MasSettings(agents=3))
+    assert graph.sends("debater_1") == [{"from": "debater_1", "to": "debater_0"},
+                                        {"from": "debater_1", "to": "debater_2"}]  # not to the tools
+    assert graph.sends(CONTROLLER, "final vote") == [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
+    assert [s["to"] for s in graph.sends(CONTROLLER, "next round")] == ["debater_0", "debater_1", "debater_2"]
+    assert graph.sends("nobody") == []
+
+
+async def test_the_kit_names_the_running_nodes_checkpoint_without_being_told():
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from descriptor.events import Decision
+    from mas.topologies.kit import emit_decision, state_id_of
+    from mas.tracing import ListCollector, Tracer, use_tracer
+
+    seen: list[str | None] = []
+
+    class S(TypedDict, total=False):
+        n: int
+
+    async def node(state: S, config) -> dict:
+        seen.append(state_id_of(config))  # what a node had to pass by hand
+        emit_decision(Decision(stage="s", round=0, max_rounds=1, min_rounds=0, stop=True, reason="max_rounds_reached",
+                               reason_detail="x"))
+        return {"n": 1}
+
+    graph = StateGraph(S).add_node(node)
+    graph.add_edge(START, "node")
+    graph.add_edge("node", END)
+    sink = ListCollector()
+    with use_tracer(Tracer("t", [sink])):
+        await graph.compile(checkpointer=InMemorySaver()).ainvoke({}, {"configurable": {"thread_id": "t"}})
+    assert seen[0] is not None and [e.state_id for e in sink.events] == seen
+    assert state_id_of() is None  # outside a node there is none

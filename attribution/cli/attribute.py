@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from descriptor.cliargs import positive_int
+from descriptor.redact import redact
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
@@ -92,9 +93,10 @@ def _attribute(args: argparse.Namespace) -> int:
         print(f"{subset:20s} n={m['n']:4d} agent={_fmt(m['agent_accuracy'])}{_ci(m.get('agent_accuracy_ci'))} "
               f"step={_fmt(m['step_accuracy'])}{_ci(m.get('step_accuracy_ci'))} "
               f"±1={_fmt(within['1'])} ±3={_fmt(within['3'])} ±5={_fmt(within['5'])} "
-              f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}")
+              f"tokens/case={_fmt(m['mean_tokens'])} s/case={_fmt(m['mean_seconds'])}"
+              + (f" no prediction={m['n_no_prediction']} (counted wrong)" if m.get("n_no_prediction") else ""))
     for s in res["skipped_files"]:
-        print(f"skipped {s['path']}: {s['reason']}")
+        print(redact(f"skipped {s['path']}: {s['reason']}"))
     if res["excluded_training_records"]:
         print(f"left out {len(res['excluded_training_records'])} record(s) the method was built from "
               f"(see results.json excluded_training_records)")
@@ -114,7 +116,7 @@ def _score_steps(args: argparse.Namespace) -> int:
               f"auroc_within={_fmt(m['auroc_within'])} removal@80(in-sample)={_fmt(m['removal_at_80_in_sample'])} "
               f"nfe={_fmt(m['mean_nfe'])}")
     for s in res["skipped_files"]:
-        print(f"skipped {s['path']}: {s['reason']}")
+        print(redact(f"skipped {s['path']}: {s['reason']}"))
     if res["n_resumed"]:
         print(f"kept {res['n_resumed']} trajectory score(s) finished by an earlier run")
     print(f"wrote {args.out} and {args.out}.metrics.json")

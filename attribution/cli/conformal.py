@@ -19,12 +19,13 @@ def _add_set_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", required=True, help="score file (JSONL written by score-steps)")
     p.add_argument("--aggregator", choices=AGGREGATORS, default="sum",
                    help="set score g of lf, rf, twf, crsvp: normalised sum (default), max + length penalty, "
-                        "the paper's normalised LogSumExp (lse, with the trajectory length), or lse_segment (the "
-                        "released code's, with the segment length)")
+                        "the paper's normalised LogSumExp as Eq. 19 prints it (lse: trajectory length l, - log l "
+                        "outside the 1/beta), lse_inside (- log l inside the 1/beta) or lse_segment (the released "
+                        "code's: the segment's length, inside)")
     p.add_argument("--lam", type=float, default=DEFAULT_LAM,
                    help=f"max aggregator: weight of the length penalty (default {DEFAULT_LAM}; the paper uses 0.01-0.1)")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
-                   help=f"lse aggregator: inverse temperature (default {DEFAULT_BETA})")
+                   help=f"LogSumExp aggregators: inverse temperature (default {DEFAULT_BETA})")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of splits, crsvp's interpolation draws and auto's inner splits (default 0)")
     p.add_argument("--twf-fallback", dest="twf_fallback", action="store_true",

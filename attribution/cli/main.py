@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None, *, prog: str = "main.py") -> int:
 
 
 def _dispatch(argv: list[str] | None, prog: str) -> int:
-    from mas.logging import configure_logging, redacted_std_streams
+    from mas.logging import configure_logging
 
     from descriptor.errors import UserError, bad_path, disk_full, disk_full_message
     from descriptor.redact import redact
@@ -191,8 +191,7 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
             args = build_parser(prog, command_modules(rest)).parse_args(rest)
         except SystemExit as done:  # --help, or a bad flag (already reported in one line)
             return done.code if isinstance(done.code, int) else 2
-        with redacted_std_streams():
-            return int(args.func(args) or 0)
+        return int(args.func(args) or 0)
     except UserError as err:  # also a plugin that does not import, or an installed one that does not load
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
@@ -207,10 +206,16 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
         return 2
 
 
-def console() -> None:
-    """The ``mas-econ`` console script."""
+def console(prog: str = "mas-econ") -> NoReturn:
+    """The ``mas-econ`` console script (and ``python main.py``): a crash's traceback is printed with secrets
+    redacted (an error's message may quote a key or a URL's password), exit status 1 as Python's own."""
     try:
-        sys.exit(main(prog="mas-econ"))
+        sys.exit(main(prog=prog))
     except BrokenPipeError:  # the reader went away (`mas-econ list-benchmarks | head -1`): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
         sys.exit(141)  # what a shell reports for a writer killed by SIGPIPE
+    except Exception:  # noqa: BLE001 - printed like Python would, redacted
+        from mas.logging import redacted_traceback
+
+        sys.stderr.write(redacted_traceback())
+        sys.exit(1)

@@ -10,6 +10,7 @@ import sys
 
 from descriptor.cliargs import positive_int
 from descriptor.records import ROLLBACK_STRATEGIES
+from descriptor.redact import redact
 
 
 def _prepared(args: argparse.Namespace, strategies: list[str]):
@@ -84,10 +85,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         scores = asyncio.run(score_runs([traj], setup))[0] if setup else None
         rec = asyncio.run(rollback_one(traj, strategy=args.strategy, scores=scores, calibration=calibration,
                                        scoring_nfe=(scores.nfe or 0) if scores else 0, note=args.note))
-    print(json.dumps(rec.model_dump(mode="json"), indent=2))
+    print(redact(json.dumps(rec.model_dump(mode="json"), indent=2)))
     if rec.status == "error":
-        print(f"error: the rollback of {rec.run} ended in an error ({(rec.error or '')[:300]}); it is no outcome",
-              file=sys.stderr)
+        print(redact(f"error: the rollback of {rec.run} ended in an error ({(rec.error or '')[:300]}); it is no "
+                     "outcome"), file=sys.stderr)
         return 1
     return 0
 
@@ -136,8 +137,8 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     errors = sum(summary[s]["errors"] for s in strategies)
     if errors:
         first = next(run for s in strategies for run in summary[s]["runs"] if run["status"] == "error")
-        print(f"error: {errors} rollback(s) ended in an error, not counted as failed rollbacks (first: "
-              f"{first['run']}: {(first['error'] or '')[:300]})", file=sys.stderr)
+        print(redact(f"error: {errors} rollback(s) ended in an error, not counted as failed rollbacks (first: "
+                     f"{first['run']}: {(first['error'] or '')[:300]})"), file=sys.stderr)
         return 1
     return 0
 

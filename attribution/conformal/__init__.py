@@ -13,8 +13,8 @@ quasi-convex along the trajectory (falls, then rises).
 - The paper's methods (:mod:`._paper`): ``vcp`` (not contiguous), ``lf``,
   ``rf``, ``twf``, ``crsvp`` (tree nodes; ``crsvp_released`` as the
   authors' released code builds them), with the set scores of
-  :mod:`._aggregators` (``sum``, ``max``, ``lse``; ``lse_segment`` as the
-  released code normalises it).
+  :mod:`._aggregators` (``sum``, ``max``, ``lse`` as Eq. 19 prints it;
+  ``lse_inside`` and ``lse_segment`` as the released code normalises it).
 - Contiguous families beyond the paper, for a sharp scorer
   (:mod:`._contiguous`): ``trim`` (density peeling), ``grow`` (interval grown
   from the most likely step), ``band`` (central band of the scores' CDF),

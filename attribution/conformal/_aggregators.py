@@ -9,21 +9,35 @@ boundary conditions ``g(∅) = 0`` and ``g(whole trajectory) = inf``:
   paper sweeps ``lam`` over 0.01–0.1; the default 0.05 is the middle of that
   range and the default of the authors' released configuration
   (``conf/conformal_method.yaml``, ``default_lambda: 0.05``).
-- ``lse``: the paper's *normalised LogSumExp* as its formula writes it, with
-  the trajectory length ``l``: ``(1/beta) (log Σ exp(beta l s_i) - log l)``
-  over the segment's steps. Adding a step adds a positive term, so ``g``
-  grows with the segment; a single low-scoring step may score below
-  ``g(∅) = 0`` (``-log(l)/beta`` for a score of 0).
-- ``lse_segment``: the same with the segment's own length ``m`` in place of
-  ``l``, as the authors' released code defines it
+- ``lse``: the paper's *normalised LogSumExp* as its Eq. 19 prints it
+  (appendix C.2.1), with the trajectory length ``l`` and ``- log l`` outside
+  the ``1/beta``: ``(1/beta) log Σ exp(beta l s_i) - log l`` over the
+  segment's steps. Adding a step adds a positive term, so ``g`` grows with
+  the segment; a single low-scoring step may score below ``g(∅) = 0``
+  (``-log l`` for a score of 0).
+- ``lse_inside``: the same with ``- log l`` inside the ``1/beta``,
+  ``(1/beta) (log Σ exp(beta l s_i) - log l)``: the placement of the
+  released code (below) with the paper's ``l``. Equal to ``lse`` at
+  beta = 1; otherwise it differs from it by ``(1 - 1/beta) log l``, a
+  constant of the trajectory, so a trajectory's sets are ranked alike and
+  only the calibration across lengths changes. Kept so that the two
+  differences between the printed formula and the released code (where
+  ``log`` stands, which length) can be measured one at a time; it is what
+  ``lse`` computed before it followed the print.
+- ``lse_segment``: ``lse_inside`` with the segment's own length ``m`` in
+  place of ``l``, as the authors' released code defines it
   (``src/aggregator/normalized_logsumexp_aggregator.py``, ``g_lse_normalized``;
   github.com/layer6ai-labs/conformal-agent-error-attribution). As beta → 0 it
   tends to the segment's plain sum ``Σ s_i``, as beta → ∞ to ``m · max s_i``.
 
-Both use beta = 1.0 by default, the released configuration's ``default_beta``.
+All three use beta = 1.0 by default, the released configuration's ``default_beta``, at which ``lse`` and
+``lse_inside`` coincide. The default aggregator is ``sum``, the paper's main text's; of the LogSumExp family the
+name ``lse`` is the formula as printed, because a method named for the paper follows its text.
 
 Every ``g`` is non-decreasing when a step is added at either end, which is
-what makes left and right filtrations nested. For ``lse_segment`` with scores in
+what makes left and right filtrations nested (for ``lse`` and ``lse_inside``
+a step adds a positive term under a logarithm whose shift depends on ``l``
+alone). For ``lse_segment`` with scores in
 [0, 1]: with ``a_i = exp(beta m s_i) >= 1`` and ``A`` their mean, adding a
 step gives the mean of ``a_i^((m+1)/m)`` and ``exp(beta (m+1) s_new) >= 1``,
 which is at least ``(m A^((m+1)/m) + 1)/(m + 1) >= A`` (power mean, then
@@ -43,7 +57,7 @@ import numpy as np
 
 from descriptor.errors import UserError
 
-AGGREGATORS = ("sum", "max", "lse", "lse_segment")
+AGGREGATORS = ("sum", "max", "lse", "lse_inside", "lse_segment")
 DEFAULT_LAM = 0.05
 DEFAULT_BETA = 1.0
 INF = math.inf
@@ -70,19 +84,24 @@ class Aggregator:
             raise UserError(f"beta: expected a number in (0, 500], got {self.beta}")
 
 
-def lse_normalised(seg: Sequence[float], beta: float, length: int | None = None) -> float:
-    """``(1/beta) (log Σ exp(beta L x) - log L)`` over a non-empty segment, overflow-safe; ``L`` is ``length``
-    (the paper: the trajectory's length), else the segment's own length (the released code).
+def lse_normalised(seg: Sequence[float], beta: float, length: int | None = None, *, log_inside: bool = True) -> float:
+    """The normalised LogSumExp over a non-empty segment, overflow-safe: ``(1/beta) (log Σ exp(beta L x) - log L)``
+    with ``log_inside`` (the released code's placement), else ``(1/beta) log Σ exp(beta L x) - log L`` (the paper's
+    Eq. 19 as printed); ``L`` is ``length`` (the paper: the trajectory's length), else the segment's own length
+    (the released code).
 
     >>> round(lse_normalised([0.5, 0.5], 1.0), 6)  # equal scores, L = m: m * x
     1.0
     >>> round(lse_normalised([0.5, 0.5], 1.0, length=4), 6)  # L = 4: 2 + log(2/4)
     1.306853
+    >>> round(lse_normalised([0.5, 0.5], 0.5, length=4, log_inside=False), 6)  # 2 + 2 log 2 - log 4
+    2.0
     """
     m = len(seg) if length is None else length
     xs = [beta * m * x for x in seg]
     top = max(xs)
-    return (top + math.log(math.fsum(math.exp(x - top) for x in xs)) - math.log(m)) / beta
+    lse = top + math.log(math.fsum(math.exp(x - top) for x in xs))
+    return (lse - math.log(m)) / beta if log_inside else lse / beta - math.log(m)
 
 
 def _open_segment_score(seg: Sequence[float], j: int, k: int, n: int, agg: Aggregator) -> float:
@@ -91,7 +110,9 @@ def _open_segment_score(seg: Sequence[float], j: int, k: int, n: int, agg: Aggre
         return math.fsum(seg) / n
     if agg.kind == "max":
         return max(seg) + agg.lam * (k - j) / n
-    return lse_normalised(seg, agg.beta, length=n if agg.kind == "lse" else None)
+    if agg.kind == "lse":
+        return lse_normalised(seg, agg.beta, length=n, log_inside=False)
+    return lse_normalised(seg, agg.beta, length=n if agg.kind == "lse_inside" else None)
 
 
 def segment_score(s: Sequence[float], j: int, k: int, agg: Aggregator) -> float:

@@ -17,11 +17,13 @@ from descriptor.errors import UserError
 from descriptor.io import write_json_atomic
 from descriptor.untrusted import BadJson, parse_json
 
-CALIBRATION_VERSION = 3
-"""3: crsvp and lse as the paper writes them (the halving tree, the top-1 leaf not interpolated; the trajectory
+CALIBRATION_VERSION = 4
+"""4: ``lse`` is Eq. 19 as printed (``- log l`` outside the ``1/beta``; the earlier placement is ``lse_inside``).
+3: crsvp and lse as the paper writes them (the halving tree, the top-1 leaf not interpolated; the trajectory
 length in lse), the released code's as ``crsvp_released`` and ``lse_segment``. 2: crsvp sets are tree nodes,
 auto chooses by inner cross-validation on its selection half. Older files that depend on an earlier crsvp or lse
-are refused (their q_hat means something else now); other older files read as before."""
+are refused (their q_hat means something else now: a version-3 ``lse`` file only when its beta is not 1, where
+both placements agree); other older files read as before."""
 
 
 def _q_from_json(v: object) -> object:
@@ -45,7 +47,7 @@ class Calibration(ScorerFields):
     resolved_method: str
     """Base method actually used (differs from ``method`` only for auto)."""
     aggregator: str
-    """Set-score aggregator of lf/rf/twf/crsvp: sum, max, lse or lse_segment."""
+    """Set-score aggregator of lf/rf/twf/crsvp: sum, max, lse, lse_inside or lse_segment."""
     lam: float
     """max aggregator: weight of the length penalty."""
     beta: float
@@ -136,8 +138,10 @@ def _check_version(cal: Calibration, path: Path) -> None:
         raise UserError(f"{path}: field 'version': expected 1 to {CALIBRATION_VERSION}, got {cal.version}")
     # A version-1 auto file stays valid: its q_hat was fitted for the method it resolved to.
     uses_lse = cal.aggregator == "lse" and cal.resolved_method in ("lf", "rf", "twf", "crsvp")
-    if cal.version < CALIBRATION_VERSION and (cal.resolved_method == "crsvp" or uses_lse):
-        what = "crsvp's chain" if cal.resolved_method == "crsvp" else "the LogSumExp aggregator"
+    old_crsvp = cal.resolved_method == "crsvp" and cal.version < 3
+    old_lse = uses_lse and (cal.version < 3 or (cal.version < 4 and cal.beta != 1.0))
+    if old_crsvp or old_lse:
+        what = "crsvp's chain" if old_crsvp else "the LogSumExp aggregator"
         raise UserError(f"{path}: field 'version': a version-{cal.version} calibration made with an old definition of "
                         f"{what}; its q_hat does not apply to the current one: run calibrate again")
 

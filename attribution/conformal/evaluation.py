@@ -20,22 +20,18 @@ from typing import Sequence
 
 import numpy as np
 
-from attribution.conformal import (
+from attribution.conformal._aggregators import Aggregator, prefix_scores, suffix_scores
+from attribution.conformal._calibrate import (
     AUTO_CANDIDATES,
     METHODS,
-    Aggregator,
     auto_halves,
-    base_methods,
     coverage_guard,
-    CRSVP_VARIANTS,
-    crsvp_levels,
     inner_splits,
-    method_names,
-    prefix_scores,
     rank_for,
     step_thresholds,
-    suffix_scores,
 )
+from attribution.conformal._methods import base_methods, method_names
+from attribution.conformal._paper import CRSVP_VARIANTS, crsvp_levels
 from attribution.sources.scorefile import ScoreRecord, fingerprint, labelled, read_score_file
 from descriptor.io import write_json_atomic
 from descriptor.errors import UserError

@@ -112,3 +112,16 @@ def check_split(recorded: HeldoutSplit, trajectories: Sequence[Trajectory], path
         raise UserError(f"{path}: {len(straddling)} question(s) have records on both sides of this split (by their "
                         f"question id or near-identical text, e.g. {straddling[0][:80]!r}): a scorer trained on "
                         "one side would have seen the other side's question")
+
+
+def link_records(trajectories: Sequence[Trajectory], ids: set[str], into: str | Path) -> Path:
+    """Symlink the Who&When records ``ids`` into ``into/<subset>/``: a Who&When directory of just them, which the
+    ``attribute`` and ``score-steps`` jobs read as any other (links already there are kept). Returns ``into``."""
+    into = Path(into)
+    for t in trajectories:
+        if t.id in ids and t.source_path:
+            link = into / t.subset / Path(t.source_path).name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(Path(t.source_path).resolve())
+    return into

@@ -176,21 +176,23 @@ def heuristic_guess(traj: Trajectory) -> tuple[str | None, int | None]:
 
 
 def finish(
-    ledger: Any, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any]
+    ledger: Any, traj: Trajectory, agent: str | None, step: int | None, confidence: float, details: dict[str, Any],
+    *, infer_agent: bool = True,
 ) -> Any:
     """The :class:`~attribution.methods.base.Prediction` of a case, with the accounting of its
     :class:`~attribution.llm.calls.CaseLedger`.
 
     A step where the environment spoke (terminal output, the human) moves to
-    the actor step it reacts to (recorded as ``environment_step``); a missing
-    or environment agent becomes the step's agent.
+    the actor step it reacts to (recorded as ``environment_step``); with
+    ``infer_agent`` a missing or environment agent becomes the step's agent (a
+    method whose text decides the agent apart from the step passes False).
     """
     from attribution.methods.base import Prediction
 
     if step is not None and (moved := actor_step(traj, step)) != step:
         details = {**details, "environment_step": step}
         step = moved
-    if step is not None and (agent is None or resolve_actor(traj, agent) is None):
+    if infer_agent and step is not None and (agent is None or resolve_actor(traj, agent) is None):
         agent = display_agent(traj.steps[step].agent)
     modes = {f["mode"] for f in ledger.fits}
     truncated: bool | str = "windowed" if "windowed" in modes else "compressed" if "compressed" in modes else False

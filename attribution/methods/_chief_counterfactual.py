@@ -1,8 +1,8 @@
-"""CHIEF's counterfactual screening of a candidate step: pruning, planning control, and the counterfactual walk.
+"""CHIEF's counterfactual screening of a candidate step in the project variant: pruning, planning control, walk.
 
-Progressive causal screening (CHIEF's paper, arXiv 2602.23701, "counterfactual
-attribution via a progressive causal screening strategy to distinguish true
-root causes from propagated symptoms"), in order:
+CHIEF's progressive causal screening (section 4.3) as ``chief(variant="project")``
+does it, by rules and one call per visited step; Appendix F does it in one call
+over the candidate set (the paper variant, :mod:`._chief_paper`). In order:
 
 1. deviation-aware pruning (:func:`screen_candidates`): an error the agent
    corrected itself later, with no error after the fix, or whose output a

@@ -12,9 +12,11 @@ Similarity is TF-IDF cosine (scikit-learn's ``TfidfVectorizer``, sublinear
 term frequency, words of 3+ letters; fitted on the exemplars a case may be
 given), a maintained lexical ranker in place of the earlier hand-written
 cosine of log-scaled counts: a word every exemplar shares no longer decides
-the ranking. CHIEF's paper (arXiv 2602.23701) retrieves by similarity; an
-embedding model would need weights this project does not ship, and
-``rank_bm25`` is not a dependency.
+the ranking. CHIEF A retrieves 2 exemplars by cosine similarity over
+embeddings from 165 GAIA and 33 AssistantBench solutions; neither data set
+nor an embedding model is shipped here, and ``rank_bm25`` is not a
+dependency. The paper variant shows an exemplar as GAIA's entries are (its
+question and its numbered steps), the project variant as a log with ranges.
 """
 
 from __future__ import annotations

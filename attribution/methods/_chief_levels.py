@@ -1,12 +1,11 @@
-"""CHIEF's candidate sets per level of the hierarchy: subtasks, then agents inside a subtask, then their steps.
+"""CHIEF's candidate sets per level in the project variant: subtasks, then agents inside a subtask, then their steps.
 
-CHIEF's paper (arXiv 2602.23701) backtracks top-down through the hierarchy
-under the oracles' guidance. The project followed one origin path: one
-subtask, one agent, one step, and a single hand-over to the next step when
-the counterfactual rejected the first. Each level now yields a ranked
-candidate set, and the search (:func:`attribution.methods.chief.locate`)
-backtracks to the next candidate of a level when every candidate below it was
-rejected:
+CHIEF (section 4.2.2) backtracks top-down through the hierarchy under the
+oracles' guidance; Appendix E does it in one call (the paper variant,
+:mod:`._chief_paper`). ``chief(variant="project")`` searches instead: each
+level yields a ranked candidate set, and the search
+(:func:`attribution.methods.chief.locate`) backtracks to the next candidate
+of a level when every candidate below it was rejected:
 
 - subtasks (:func:`candidate_subtasks`): every failed subtask reachable
   back from the last failed one along failed parents, the origin that

@@ -1,4 +1,6 @@
-"""CHIEF's causal graph built by the model: OTAR tuples per agent and subtask, causal edges between steps.
+"""CHIEF's causal graph in the project variant, by the model: OTAR tuples per agent and subtask, edges between steps.
+
+The paper variant builds its graph by Appendix B's and C's calls (:mod:`._chief_hcg`).
 
 One call (``attribution.chief.graph``) per batch of consecutive subtasks:
 the prompt shows the whole fitted log (the batch's steps as focus), lists

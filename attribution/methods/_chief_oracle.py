@@ -1,10 +1,10 @@
-"""CHIEF's virtual oracles: synthesised in one call, checked against the steps in another.
+"""CHIEF's virtual oracles in the project variant: synthesised in one call, checked against the steps in another.
 
-CHIEF's paper (Wang, Wu, Wang, Wang, "From Flat Logs to Causal Graphs",
-arXiv 2602.23701) prunes the search with "synthesized virtual oracles": what
-each subtask should have achieved. The project wrote oracle and verdict in one
-call, so the criteria were written while reading the steps they judge; they
-are now two stages:
+CHIEF (section 4.2.1) prunes the search with virtual oracles: what each
+subtask should have achieved. This is ``chief(variant="project")``'s version:
+the oracle comes from the task and the decomposition alone, where D's prompt (the paper variant,
+:mod:`._chief_paper`) also gives the history with the later steps, the
+exemplars and the earlier oracles. Two stages:
 
 1. synthesis (``attribution.chief.oracle``): from the task and the
    decomposition alone (subtask names and step ranges, no step text), each

@@ -105,3 +105,72 @@ def _chief_counterfactual(ctx: ScriptedContext) -> str:
         reply |= {"followed_plan": "yes" if "PLANNED" in text else "no",
                   "plan_was_wrong": "yes" if "BADPLAN" in shown.get(plan, "") else "no"}
     return json.dumps(reply)
+
+
+# ---- the paper variant's prompts (attribution/methods/_chief_hcg.py, _chief_paper.py) ----
+
+
+@responder("attribution.chief.decomposition")
+def _paper_decomposition(ctx: ScriptedContext) -> str:
+    # Two halves of the log (the repair makes any reply a cover).
+    n = int(ctx.metadata.get("attr_n_steps", 1))
+    half = max(0, (n - 1) // 2)
+    subs = [{"name": "plan and compute", "start": 0, "end": half}]
+    if n > 1:
+        subs.append({"name": "check and answer", "start": half + 1, "end": n - 1})
+    return json.dumps({"reflection": "the ranges follow the dialogue", "subtasks": subs})
+
+
+@responder("attribution.chief.otar")
+def _paper_otar(ctx: ScriptedContext) -> str:
+    shown = lines(ctx)
+    by_subtask: dict[int, list[dict[str, str]]] = {}
+    for k, agent in ctx.metadata.get("attr_pairs", []):
+        erred = any("ERROR" in t for _, a, t in shown if a == agent)
+        by_subtask.setdefault(k, []).append({"agent": agent, "action": "acted on it", "observation": "the previous step",
+                                             "thought": "what to do next", "result": "ERROR seen" if erred else "no error"})
+    return json.dumps({"subtasks": [{"subtask": f"S{k + 1}", "agents": v} for k, v in by_subtask.items()]})
+
+
+@responder("attribution.chief.edges")
+def _paper_edges(ctx: ScriptedContext) -> str:
+    ids = ctx.metadata.get("attr_subtasks", [])
+    pattern = {"bias": "a wrong value upstream", "anomaly": "a wrong result downstream"}
+    return json.dumps({"edges": [{"from": a, "to": b, "subtask": None, "type": "data_dependency",
+                                  "counterfactual_patterns": [pattern]} for a, b in zip(ids, ids[1:])]})
+
+
+@responder("attribution.chief.step_edges")
+def _paper_step_edges(ctx: ScriptedContext) -> str:
+    # From the first line holding a number (2+ digits) to each later line reusing it.
+    first: dict[str, int] = {}
+    edges = []
+    for i, _, text in lines(ctx):
+        for v in sorted(set(_VALUE_RE.findall(text))):
+            src = first.setdefault(v, i)
+            if src != i:
+                edges.append({"upstream": src, "output_data": v, "output_type": "numeric", "downstream": i,
+                              "input_data": v, "input_type": "numeric"})
+    return json.dumps({"step_edges": edges[:8]})
+
+
+@responder("attribution.chief.oracles")
+def _paper_oracles(ctx: ScriptedContext) -> str:
+    return json.dumps({"oracles": [{"subtask": s, "goal": f"goal of {s}", "precondition": "data loaded",
+                                    "key_evidence": "the marker", "acceptance_criteria": "no ERROR"}
+                                   for s in ctx.metadata.get("attr_subtasks", [])]})
+
+
+@responder("attribution.chief.backtracking")
+def _paper_backtracking(ctx: ScriptedContext) -> str:
+    # The marked step, its agent and the subtask holding it.
+    step, agent = first_marked(ctx)
+    subs = [s for s, lo, hi in ctx.metadata.get("attr_ranges", []) if lo <= step <= hi]
+    return json.dumps({"reason": "the marker", "candidate_error_subtasks": subs, "candidate_error_agents": [agent],
+                       "candidate_error_steps": [step]})
+
+
+@responder("attribution.chief.counterfactual_attribution")
+def _paper_counterfactual(ctx: ScriptedContext) -> str:
+    step, agent = first_marked(ctx)
+    return json.dumps({"reason_for_mistake": "the marked step", "agent_name": agent, "step_number": step})

@@ -1,36 +1,30 @@
 """ECHO's hierarchical context: how much of each step an analyst sees, by distance to the focus.
 
-The step pass builds it per candidate step (the focus is that one step); the
-agent pass uses it around :func:`hotspots` only when the whole log does not
-fit the window.
+Two extractions of levels L2-L4 (``extraction``):
 
-Levels, by a step's distance ``d`` to the nearest focus step, as ECHO's
-paper defines them (Banerjee, Nair, Borogovac, "Where Did It All Go Wrong?",
-arXiv 2510.04886, section 3, "Hierarchical Context Representation"):
+- ``paper``: ECHO's appendix A.3 (:mod:`._echo_extraction`): its regular
+  expressions, the capture of the first pattern that matches, cut to 50 / 20 /
+  15 words (L2 / L3 / L4), the first sentence when nothing matches;
+- ``project``: this project's own extraction, written from the paper's
+  section 3 alone, kept by name (``echo`` with
+  ``variant=project`` or ``context=project``). Its word lists and character
+  limits (LEVEL_LIMITS: 400, 160, 70) are the project's, not A.3's.
+
+Levels, by a step's distance ``d`` to the nearest focus step (ECHO A.1, A.3):
 
 - L1 (``d <= 1``, immediate): the full content;
-- L2 (``d <= 3``, local): "key reasoning chains", "filtering routine
-  operations" (:func:`local_context`): the sentences that carry reasoning
-  (because, therefore, I will, the result is ...) or the step's context type,
-  with code blocks and tool boilerplate (exit codes, "let me run it") left out;
-- L3 (``d <= 6``, distant): "concise outcome summaries, critical assumptions
-  and warning signals" (:func:`distant_context`): the outcome sentence, then
-  the assumption and warning sentences, in step order;
-- L4 (the rest, global): "milestone-based representations, retaining
-  strategically significant decision points and major state transitions"
-  (:func:`milestone`): one line per step, its decision or transition sentence
-  (a handoff, an error, a final answer), marked with its context type; a
-  "general" step keeps its first sentence (the paper compresses the
-  remainder, it does not drop it).
+- L2 (``d <= 3``, nearby): key decisions. ``project``: "key reasoning chains",
+  "filtering routine operations" (:func:`local_context`): the sentences that
+  carry reasoning (because, therefore, I will, the result is ...) or the
+  step's context type, with code blocks and tool boilerplate left out;
+- L3 (``d <= 6``, distant): summaries. ``project``: the outcome sentence, then
+  the assumption and warning sentences, in step order (:func:`distant_context`);
+- L4 (the rest): milestones. ``project``: one line per step, its decision or
+  transition sentence (a handoff, an error, a final answer), marked with its
+  context type; a "general" step keeps its first sentence (:func:`milestone`).
 
-The extraction is by regular expressions, as the paper says. Its appendix
-A.3 (the exact patterns and length limits) was not available here: the
-stored copies of the paper (arxiv.org/html/2510.04886v1 and v2) reach the
-search corpus only from their beginning, and no implementation by the
-authors is public. The character limits per level (LEVEL_LIMITS) are this
-project's choice, and so are the word lists below.
-
-Context types, by regular expressions over the step text: ``error_propagation``
+Context types (``project`` only; A.3 calls each extractor with its default
+type), by regular expressions over the step text: ``error_propagation``
 (error cues), ``handoff`` (the speaker changed and the text addresses someone
 or passes control), ``decision_quality`` (plans, choices, conclusions) and
 ``general``. The type decides which sentences L2 keeps beside the reasoning.
@@ -42,6 +36,7 @@ import re
 from collections.abc import Iterable
 
 from attribution.llm.prompting import ERROR_CUE_RE, StepView, clip, display_agent
+from attribution.methods._echo_extraction import extract_level
 from attribution.sources.trajectory import Trajectory
 
 HANDOFF_RE = re.compile(
@@ -85,8 +80,9 @@ _NUMBER_RE = re.compile(r"\d")
 _FENCE_RE = re.compile(r"```.*?(?:```|$)", re.S)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 LEVEL_LIMITS = {2: 400, 3: 160, 4: 70}
-"""Characters kept per step at levels L2-L4 (L1 keeps everything): this project's choice, the paper's appendix A.3
-not being available here (see the module docstring)."""
+"""Characters kept per step at levels L2-L4 by the ``project`` extraction (L1 keeps everything); A.3's limits are
+words (50, 20, 15: :data:`._echo_extraction.WORD_LIMITS`)."""
+EXTRACTIONS = ("paper", "project")
 LEVEL_WEIGHTS = {1: 3.0, 2: 1.5, 3: 1.0, 4: 0.6}
 """Share of the prompt budget per level when texts must be cut further."""
 
@@ -215,14 +211,20 @@ def level_of(index: int, focus: Iterable[int]) -> int:
     return 1 if d <= 1 else 2 if d <= 3 else 3 if d <= 6 else 4
 
 
-def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
-    """Step views at their context level (see the module docstring); every step is shown."""
+def hierarchical_views(traj: Trajectory, focus: set[int], extraction: str = "project") -> list[StepView]:
+    """Step views at their context level (see the module docstring), extracted by ``extraction`` (``paper``: A.3,
+    ``project``); every step is shown."""
+    if extraction not in EXTRACTIONS:
+        raise ValueError(f"extraction must be one of {', '.join(EXTRACTIONS)}, got {extraction!r}")
     types = step_types(traj)
     views = []
     for s, ctype in zip(traj.steps, types, strict=True):
         level = level_of(s.index, focus)
         text = s.content or ""
-        if level == 2:
+        if extraction == "paper" and level > 1:
+            name = ("nearby", "distant", "milestones")[level - 2]
+            text = f"{PAPER_LABELS[level]} " + extract_level(text, name)
+        elif level == 2:
             text = f"(key {SHORT_TYPE[ctype]}) " + local_context(text, ctype)
         elif level == 3:
             text = "(summary) " + distant_context(text)
@@ -230,6 +232,10 @@ def hierarchical_views(traj: Trajectory, focus: set[int]) -> list[StepView]:
             text = f"(milestone {SHORT_TYPE[ctype]}) " + milestone(text, ctype)
         views.append(StepView(index=s.index, agent=display_agent(s.agent), text=text, weight=LEVEL_WEIGHTS[level]))
     return views
+
+
+PAPER_LABELS = {2: "(key decision)", 3: "(summary)", 4: "(milestone)"}
+"""How a line of each shortened level is marked under the ``paper`` extraction."""
 
 
 def hotspots(traj: Trajectory, limit: int = 4) -> set[int]:

@@ -1,16 +1,25 @@
-"""ECHO's consensus: the analysts' parsed outputs, the two vote rules, and the decision replayed from a record.
+"""ECHO's consensus in the project variant: the analysts' parsed outputs, two vote rules, the decision from a record.
+
+This is the vote of ``echo`` with ``variant=project`` (the project's earlier
+pipeline: one agent pass, then a judgment per step of the elected agent). The
+paper variant votes by :mod:`._echo_consensus` (ECHO A.7 as written: the stated
+conclusion type, every agent of a multi-agent conclusion, the step from the
+winning conclusions' ``mistake_step``); the records of both share
+:class:`Analysis`.
 
 Vote rules (:data:`VOTES`), both confidence-weighted:
 
-- ``paper`` (the default, ECHO's rule, its appendix A.7): δ is a *minimum
+- ``paper`` (the default, after ECHO A.7): δ is a *minimum
   confidence*: a ballot below δ is dropped. The kept ballots vote on the
-  conclusion **type** first, and the type is the paper's: ``single_agent``
-  (the ballot names one agent, or one step) or ``multi_agent`` (several),
-  never the analyst's free-text wording, which would split agreeing ballots
-  ("wrong plan" and "planning error" are one vote); confidence is summed per
-  type and the heaviest wins. Then only the ballots of the winning type vote
-  on the candidate: a ``multi_agent`` ballot gives *each* agent it names its
-  full confidence; confidence summed, the heaviest wins. Only primary
+  conclusion **type** first, and the type is read from the ballot:
+  ``single_agent`` (the ballot names one agent, or one step) or ``multi_agent``
+  (several), never the analyst's free-text wording (this variant's prompt asks
+  for an error type in words), which would split agreeing ballots ("wrong
+  plan" and "planning error" are one vote); confidence is summed per type and
+  the heaviest wins. Then only the ballots of the winning type vote on the
+  candidate: a ``multi_agent`` ballot gives *each* agent it names its full
+  confidence; confidence summed, the heaviest wins (one agent, where A.7 keeps
+  every agent of a multi-agent conclusion). Only primary
   conclusions vote; alternative hypotheses do not. There is consensus when at
   least one ballot clears δ.
 - ``weighted_share`` (this project's earlier rule, kept by name): every
@@ -309,7 +318,8 @@ class Decision:
 
 
 def decide(details: dict[str, Any], rule: str = "paper", delta: float = DELTA) -> Decision:
-    """ECHO's answer under ``rule`` from a prediction's recorded ``details`` (see the module docstring)."""
+    """The project variant's answer under ``rule`` from a prediction's recorded ``details`` (see the module
+    docstring); :func:`._echo_consensus.decide` takes a record of either variant."""
     analyses = [Analysis.from_record(a) for a in details["analyses"]]
     h_agent, h_step = details.get("heuristic") or (None, None)
     agent, agent_vote, agent_basis = elect_agent(analyses, rule, delta, h_agent)

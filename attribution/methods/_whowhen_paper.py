@@ -1,21 +1,27 @@
-"""The Who&When paper's prompts (appendix G.1-G.3) for the three baselines, and how their replies are read.
+"""The Who&When paper's prompts for the three baselines (its appendix G), and how their replies are read.
 
-The templates are the authors' (``Automated_FA/Lib/utils.py`` of
-github.com/mingyin1/Agents_Failure_Attribution), word for word except:
+Written in the project's own words, each carrying what its template in the paper gives the model and asks of it:
 
-- the log is rendered by :func:`attribution.llm.prompt_fit.render_steps` as
-  ``[i] agent: text`` lines, fitted to the context window (upstream:
-  ``agent: text`` for all-at-once and binary search, ``Step i - agent: text``
-  for step-by-step, never cut);
-- the reference answer line is left out when the job runs without ground
-  truth (upstream always shows it);
-- step-by-step's question names the step (upstream's ``(Step {idx})`` is
-  missing its ``f`` and reaches the model as the literal ``{idx}``).
+- G.1, all-at-once: the role (analysing a multi-agent conversation that tried to solve a real-world problem),
+  the problem, the reference answer when the job may show it, the task (which agent made the error, at which
+  step, and why), the whole conversation, then three things to predict: the agent directly responsible for the
+  wrong solution (one agent even when none is obviously wrong; the name only), the step where that agent first
+  went wrong (with the paper's rule for counting steps: every entry is a step, counted from 0), and the reason,
+  in the paper's reply format (``Agent Name:``, ``Step Number:``, ``Reason for Mistake:``);
+- G.2, binary search: the role (analysing a segment of a conversation in which agents collaborated on a user's
+  query), the task (locate the most critical mistake, the step where the error that caused the failure
+  occurred), the problem, the reference answer when allowed, the range and the segment's text, the two halves'
+  ranges, and a reply of only ``upper half`` or ``lower half``, nothing else;
+- G.3, step-by-step: the role (evaluating each step of an ongoing multi-agent conversation that tries to solve
+  a real-world problem), the problem, the conversation up to the current step, the reference answer when
+  allowed (after the log, as G.3 places it), the question whether the most recent agent's action holds an error
+  that could hinder solving the problem, a Yes/No with an explanation, the note not to be overly critical, and
+  the reply format ``1. Yes/No. 2. Reason``.
 
-Replies are free text, as upstream asks: all-at-once ``Agent Name: …`` /
-``Step Number: …``; step-by-step ``1. Yes/No``; binary search ``upper half`` /
-``lower half`` (no reason asked; an answer naming neither picks a half at
-random, as upstream does, seeded per case and range).
+The project's own additions: the log rendered by :func:`attribution.llm.prompt_fit.render_steps` as
+``[i] agent: text`` lines fitted to the context window (the paper's templates leave the log's form to the code),
+and a one-line system message of ours per method (the paper gives none). A binary-search reply naming neither
+half picks a half at random, seeded per case and range (the authors' code does the same, unseeded).
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ import re
 from attribution.llm.prompting import ANSWER_CHARS, QUERY_CHARS, clip, one_line
 from attribution.sources.trajectory import Trajectory
 
-ALL_AT_ONCE_SYSTEM = "You are a helpful assistant skilled in analyzing conversations."
-STEP_SYSTEM = "You are a precise step-by-step conversation evaluator."
-HALVE_SYSTEM = "You are an AI assistant specializing in localizing errors in conversation segments."
+ALL_AT_ONCE_SYSTEM = "You find where a team of AI agents went wrong."
+STEP_SYSTEM = "You judge one step of a team of AI agents at a time."
+HALVE_SYSTEM = "You narrow down where in a conversation a team of AI agents went wrong."
 
 
 def _problem(traj: Trajectory) -> str:
@@ -37,33 +43,30 @@ def _problem(traj: Trajectory) -> str:
 
 def _answer_line(traj: Trajectory, with_ground_truth: bool) -> str:
     if with_ground_truth and traj.ground_truth:
-        return f"The Answer for the problem is: {clip(one_line(traj.ground_truth), ANSWER_CHARS)}\n"
+        return f"The correct answer to the problem: {clip(one_line(traj.ground_truth), ANSWER_CHARS)}\n"
     return ""
 
 
 def all_at_once_prompt(traj: Trajectory, with_ground_truth: bool, log: str) -> str:
-    """G.1: the whole log; agent name, step number and reason in a fixed text format."""
+    """G.1: the whole log; the responsible agent, the step of its first mistake and the reason, in the paper's
+    reply format."""
     return (
-        "You are an AI assistant tasked with analyzing a multi-agent conversation history when solving a real world "
-        f"problem. The problem is:  {_problem(traj)}\n"
+        "Several AI agents worked together on a real-world problem and their answer was wrong. Read their "
+        "conversation and find which agent made the error, at which step, and why.\n"
+        f"The problem: {_problem(traj)}\n"
         f"{_answer_line(traj, with_ground_truth)}"
-        "Identify which agent made an error, at which step, and explain the reason for the error. "
-        "Here's the conversation:\n\n" + log +
-        "\n\nBased on this conversation, please predict the following:\n"
-        "1. The name of the agent who made a mistake that should be directly responsible for the wrong solution to "
-        "the real world problem. If there are no agents that make obvious mistakes, decide one single agent in your "
-        "mind. Directly output the name of the Expert.\n"
-        "2. In which step the mistake agent first made mistake. For example, in a conversation structured as "
-        "follows: \n"
-        '            {\n                "agent a": "xx",\n                "agent b": "xxxx",\n'
-        '                "agent c": "xxxxx",\n                "agent a": "xxxxxxx"\n            },\n            '
-        "each entry represents a 'step' where an agent provides input. The 'x' symbolizes the speech of each agent. "
-        "If the mistake is in agent c's speech, the step number is 2. If the second speech by 'agent a' contains the "
-        "mistake, the step number is 3, and so on. Please determine the step number where the first mistake "
-        "occurred.\n"
-        "3. The reason for your prediction."
-        "Please answer in the format: Agent Name: (Your prediction)\n Step Number: (Your prediction)\n "
-        "Reason for Mistake: \n"
+        "The conversation, one entry per step (each entry is one agent's turn; the first entry is step 0, the "
+        "next step 1, and so on, so a mistake in the third entry is at step 2):\n\n" + log +
+        "\n\nFrom this conversation, give:\n"
+        "1. The name of the agent whose mistake is directly responsible for the wrong solution, written as the "
+        "conversation writes it. If no agent made an obvious mistake, still choose the one agent you hold "
+        "responsible. Give the name only.\n"
+        "2. The number of the step where that agent made its first mistake.\n"
+        "3. The reason for your answer.\n"
+        "Answer in this format:\n"
+        "Agent Name: <the agent>\n"
+        "Step Number: <the step>\n"
+        "Reason for Mistake: <your reason>\n"
     )
 
 
@@ -85,24 +88,25 @@ def read_all_at_once(reply: str) -> tuple[str | None, str | None, str]:
     return name or None, step.group(1) if step else None, reason.group(1).strip() if reason else ""
 
 
-def step_prompt(traj: Trajectory, with_ground_truth: bool, log: str, idx: int, agent: str) -> str:
-    """G.2: the log up to step ``idx``; does that most recent step hold an error?"""
+def step_prompt(traj: Trajectory, with_ground_truth: bool, log: str) -> str:
+    """G.3: the log up to the step under review (its last entry); does the most recent agent's action hold an
+    error that could hinder the solution?"""
     return (
-        "You are an AI assistant tasked with evaluating the correctness of each step in an ongoing multi-agent "
-        f"conversation aimed at solving a real-world problem. The problem being addressed is: {_problem(traj)}. "
+        "Several AI agents are working together on a real-world problem, and you check their conversation one "
+        "step at a time.\n"
+        f"The problem: {_problem(traj)}\n"
+        f"The conversation up to the current step:\n{log}\n"
         f"{_answer_line(traj, with_ground_truth)}"
-        f"Here is the conversation history up to the current step:\n{log}\n"
-        f"The most recent step ({idx}) was by '{agent}'.\n"
-        f"Your task is to determine whether this most recent agent's action (Step {idx}) contains an error that "
-        "could hinder the problem-solving process or lead to an incorrect solution. "
-        "Please respond with 'Yes' or 'No' and provide a clear explanation for your judgment. "
-        "Note: Please avoid being overly critical in your evaluation. Focus on errors that clearly derail the process."
-        "Respond ONLY in the format: 1. Yes/No.\n2. Reason: [Your explanation here]"
+        "Does the most recent agent's action contain an error that could hinder solving the problem? Answer Yes "
+        "or No and explain your judgment. Do not be overly critical.\n"
+        "Answer in this format:\n"
+        "1. Yes/No.\n"
+        "2. Reason: <your explanation>"
     )
 
 
 def read_step_verdict(reply: str) -> bool | None:
-    """True/False for a G.2 reply starting "1. Yes"/"1. No" (upstream's test); else the first yes/no word; else None.
+    """True/False for a G.3 reply starting "1. Yes"/"1. No"; else its first yes/no word; else None.
 
     >>> read_step_verdict("1. Yes.\\n2. Reason: wrong"), read_step_verdict("1. No."), read_step_verdict("hmm")
     (True, False, None)
@@ -117,23 +121,17 @@ def read_step_verdict(reply: str) -> bool | None:
 
 
 def halve_prompt(traj: Trajectory, with_ground_truth: bool, segment: str, lo: int, mid: int, hi: int) -> str:
-    """G.3: only the segment ``[lo, hi]``; is the critical error in its upper (``[lo, mid]``) or lower half?"""
+    """G.2: only the segment ``[lo, hi]``; is the most critical mistake in its upper (``[lo, mid]``) or lower
+    (``[mid + 1, hi]``) half?"""
     return (
-        "You are an AI assistant tasked with analyzing a segment of a multi-agent conversation. Multiple agents are "
-        "collaborating to address a user query, with the goal of resolving the query through their collective "
-        "dialogue.\n"
-        "Your primary task is to identify the location of the most critical mistake within the provided segment. "
-        "Determine which half of the segment contains the single step where this crucial error occurs, ultimately "
-        "leading to the failure in resolving the user’s query.\n"
-        f"The problem to address is as follows: {_problem(traj)}\n"
+        "Several AI agents worked together on a user's query in a conversation and failed to resolve it. Below "
+        "is a segment of that conversation. Locate its most critical mistake: the single step where the error "
+        "that led to the failure occurred.\n"
+        f"The problem: {_problem(traj)}\n"
         f"{_answer_line(traj, with_ground_truth)}"
-        f"Review the following conversation segment from step {lo} to step {hi}:\n\n{segment}\n\n"
-        "Based on your analysis, predict whether the most critical error is more likely to be located in the upper "
-        f"half (from step {lo} to step {mid}) or the lower half (from step {mid + 1} to step {hi}) of this segment.\n"
-        "Please provide your prediction by responding with ONLY 'upper half' or 'lower half'. Remember, your answer "
-        "should be based on identifying the mistake that directly contributes to the failure in resolving the user's "
-        "query. If no single clear error is evident, consider the step you believe is most responsible for the "
-        "failure, allowing for subjective judgment, and base your answer on that."
+        f"The conversation from step {lo} to step {hi}:\n\n{segment}\n\n"
+        f"Is the error more likely in the upper half (steps {lo} to {mid}) or in the lower half (steps {mid + 1} "
+        f"to {hi}) of this segment? Reply with only 'upper half' or 'lower half' and nothing else."
     )
 
 

@@ -2,12 +2,20 @@
 
 Two prompt sets, chosen by the factory option ``prompts`` (``--method-option prompts=...``):
 
-- ``paper`` (the default): the Who&When paper's templates (appendix G.1-G.3,
+- ``paper`` (the default): the Who&When paper's prompts (its appendix G: G.1
+  all-at-once, G.2 binary search, G.3 step-by-step; in our words,
   :mod:`attribution.methods._whowhen_paper`): free-text replies; step-by-step
   asks the paper's question about every step, the environment's (human,
   terminal) included; binary search shows only the segment under review and
   asks for "upper half" or "lower half", no reason;
 - ``project``: our own prompts, described below.
+
+Step-by-step with no step flagged (either prompt set) ends as the paper's
+Algorithm 1 (appendix A.2) ends, at "No error found": no prediction (agent and
+step None, counted wrong by every accuracy, ``details["no_error_found"]``);
+``--method-option no_flag=heuristic`` puts the model-free guess of
+:func:`attribution.llm.prompting.heuristic_guess` there instead (recorded as a
+fallback).
 
 - ``all_at_once``: the whole (fitted) log in one prompt; the model names the
   agent and the step.
@@ -27,12 +35,13 @@ and the fallback is recorded in ``details["fallbacks"]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
 
 from attribution.llm.scripted_log import first_marked, marked
-from attribution.methods import _whowhen_paper as paper
+import attribution.methods._whowhen_paper as paper
 from descriptor.errors import UserError
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
@@ -163,17 +172,37 @@ def all_at_once(prompts: str = "paper") -> Method:
 # --------------------------------------------------------------- step by step
 
 
-async def _step_by_step_paper(traj: Trajectory, ctx: MethodContext) -> Prediction:
+NO_FLAG = ("none", "heuristic")
+"""What step-by-step predicts when no step was flagged: nothing (the paper), or the heuristic guess."""
+
+
+def _no_flag(no_flag: str) -> str:
+    if no_flag not in NO_FLAG:
+        raise UserError(f"--method-option no_flag: expected one of {', '.join(NO_FLAG)}, got {no_flag!r}")
+    return no_flag
+
+
+def _nothing_flagged(ledger: CaseLedger, traj: Trajectory, no_flag: str, details: dict[str, Any]) -> Prediction:
+    """The end of a step-by-step pass that flagged no step: no prediction (the paper's "No error found"), or with
+    ``no_flag="heuristic"`` the model-free guess, recorded as a fallback."""
+    if no_flag == "heuristic":
+        agent, step = heuristic_guess(traj)
+        ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
+        return finish(ledger, traj, agent, step, 0.0, details)
+    return finish(ledger, traj, None, None, 0.0, {**details, "no_error_found": True})
+
+
+async def _step_by_step_paper(traj: Trajectory, ctx: MethodContext, no_flag: str = "none") -> Prediction:
     ledger = new_ledger(ctx, "step_by_step")
     verdicts: list[dict[str, Any]] = []
-    for i in range(traj.n_steps):  # every step, the environment's too (G.2)
+    for i in range(traj.n_steps):  # every step, the environment's too (G.3, Algorithm 1)
         agent = display_agent(traj.steps[i].agent)
 
-        def build(budget: int, i: int = i, agent: str = agent):
-            empty = paper.step_prompt(traj, ctx.with_ground_truth, "", i, agent)
+        def build(budget: int, i: int = i):
+            empty = paper.step_prompt(traj, ctx.with_ground_truth, "")
             steps, report = render_steps(step_views(traj, range(i + 1), focus={i}), budget - estimate_tokens(empty),
                                          focus={i})
-            return messages(paper.STEP_SYSTEM, paper.step_prompt(traj, ctx.with_ground_truth, steps, i, agent)), report
+            return messages(paper.STEP_SYSTEM, paper.step_prompt(traj, ctx.with_ground_truth, steps)), report
 
         reply = await ledger.ask("judge_step", build, meta={"attr_step": i, "attr_prompts": "paper"})
         flagged = paper.read_step_verdict(reply)
@@ -183,12 +212,10 @@ async def _step_by_step_paper(traj: Trajectory, ctx: MethodContext) -> Predictio
         if flagged:
             reason = reply.split("Reason:", 1)[-1].strip()
             return finish(ledger, traj, agent, i, 0.5, {"prompts": "paper", "verdicts": verdicts, "reason": reason[:300]})
-    agent, step = heuristic_guess(traj)
-    ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
-    return finish(ledger, traj, agent, step, 0.0, {"prompts": "paper", "verdicts": verdicts})
+    return _nothing_flagged(ledger, traj, no_flag, {"prompts": "paper", "verdicts": verdicts})
 
 
-async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
+async def _step_by_step(traj: Trajectory, ctx: MethodContext, no_flag: str = "none") -> Prediction:
     ledger = new_ledger(ctx, "step_by_step")
     header = case_header(traj, ctx.with_ground_truth)
     verdicts: list[dict[str, Any]] = []
@@ -213,16 +240,16 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext) -> Prediction:
             agent = display_agent(traj.steps[i].agent)
             return finish(ledger, traj, agent, i, 0.5,
                           {"prompts": "project", "verdicts": verdicts, "reason": str(obj.get("reason", ""))[:300]})
-    agent, step = heuristic_guess(traj)
-    ledger.note_fallback("judge_step", "no_step_flagged_heuristic")
-    return finish(ledger, traj, agent, step, 0.0, {"prompts": "project", "verdicts": verdicts})
+    return _nothing_flagged(ledger, traj, no_flag, {"prompts": "project", "verdicts": verdicts})
 
 
 @register_method("step_by_step")
-def step_by_step(prompts: str = "paper") -> Method:
-    """One call per step until the model flags one (at most ``n_steps`` calls); ``prompts``: ``paper`` (G.2) or
-    ``project`` (the environment's steps not judged)."""
-    return _step_by_step_paper if _prompt_set(prompts) == "paper" else _step_by_step
+def step_by_step(prompts: str = "paper", no_flag: str = "none") -> Method:
+    """One call per step until the model flags one (at most ``n_steps`` calls); ``prompts``: ``paper`` (G.3) or
+    ``project`` (the environment's steps not judged); ``no_flag``: what a pass that flags no step predicts,
+    ``none`` (the paper's "No error found", Algorithm 1) or ``heuristic``."""
+    run = _step_by_step_paper if _prompt_set(prompts) == "paper" else _step_by_step
+    return functools.partial(run, no_flag=_no_flag(no_flag))
 
 
 # --------------------------------------------------------------- binary search
@@ -306,7 +333,7 @@ def _part(ledger: CaseLedger, reply: str) -> str:
 
 @register_method("binary_search")
 def binary_search(prompts: str = "paper") -> Method:
-    """About log2(n_steps) calls; see :func:`split_range` for odd lengths; ``prompts``: ``paper`` (G.3, only the
+    """About log2(n_steps) calls; see :func:`split_range` for odd lengths; ``prompts``: ``paper`` (G.2, only the
     segment shown) or ``project`` (the log up to the range's end, with a reason)."""
     return _binary_search_paper if _prompt_set(prompts) == "paper" else _binary_search
 

@@ -1,50 +1,57 @@
-"""CHIEF: hierarchical causal graph, virtual oracles, top-down backtracking, counterfactual screening.
+"""CHIEF: hierarchical causal graph, virtual oracles, top-down backtracking, counterfactual attribution.
 
 After CHIEF's paper (Wang, Wu, Wang, Wang, "From Flat Logs to Causal Graphs:
 Hierarchical Failure Attribution for LLM-based Multi-Agent Systems", arXiv
-2602.23701; read here: the abstract and the public summaries of its method,
-not the full text, which the stored copies do not reach). Pipeline per case
-(model calls in brackets):
+2602.23701): its sections 4.1-4.3 and Appendices A-F. Two variants
+(``variant``):
+
+``paper`` (the default; :mod:`._chief_hcg`, :mod:`._chief_paper`): the
+appendices' pipeline, one prompt per stage, each with the problem, the
+correct answer (with ground truth), the whole conversation and its step
+count: A decomposition with the two most similar reference exemplars and
+self-reflection in the same call; B OTAR tuples per subtask and agent; C
+subtask and agent edges with Bias => Anomaly counterfactual patterns, and
+step (data-flow) edges; D virtual oracles in subtask order from the problem,
+the history and the later steps, the exemplars and the earlier oracles; E
+hierarchical backtracking on the graph to candidate subtasks, agents and
+steps; F counterfactual attribution over the candidates (local,
+planning-control, data-flow, final screening) to one agent and step. Seven
+calls on a short log.
+
+``project``: the project's own pipeline, kept by name so the two can be
+compared on the same records (model calls in brackets):
 
 1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
-   most similar decompositions retrieved from a pool built from the Who&When
-   dev split's training part (:mod:`._chief_exemplars`: TF-IDF similarity,
-   never the case's own record or question) as few-shot.
-2. [1, ``reflect=True``] reflection: the model reviews its decomposition
-   against the log (every step covered once by consecutive ranges, one goal
-   per subtask) and returns it corrected; the deterministic repair
-   (:func:`._chief_graph.repair_subtasks`: contiguous ranges covering every
-   step once, at most MAX_SUBTASKS = 8) stays the fallback when the
-   reflection is unusable, and makes any reply a cover.
+   most similar decompositions as few-shot (logs and subtask ranges);
+2. [1, ``reflect=True``] reflection in a call of its own, the deterministic
+   repair (:func:`._chief_graph.repair_subtasks`) its fallback;
 3. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
    tuples per agent and subtask, step ``data``/``control`` edges, each with
-   its counterfactual pattern (``propagates``, ``corrects``, ``repeats``;
-   :mod:`._chief_model_graph`), plus the structural handoff and subtask
-   edges. When the model's graph is unusable the regex graph
-   (:func:`._chief_graph.build_graph`) stands in, recorded in
-   ``details.fallbacks``; ``graph="regex"`` uses it always (no call).
-4. [1 to #subtasks, twice] a virtual oracle for *every* subtask
-   (:mod:`._chief_oracle`): synthesised from the task and the decomposition
-   alone, then judged in calls of their own against the subtasks' steps.
-5. Oracle-guided backtracking over candidate sets per level
-   (:mod:`._chief_levels`, :func:`locate`): the failed subtasks reachable back
-   from the last failed one (the origin first), inside a subtask [≤ 1] its
-   ranked agents, for an agent [≤ 1] its ranked steps; a candidate step goes
-   through the counterfactual screening (:mod:`._chief_counterfactual`:
-   deviation-aware pruning, planning control with loops and the
-   planner-vs-executor rule, [1 per visited step] the local + data-flow
-   counterfactual walk). A rejected candidate sends the search back to the
-   next candidate of its level, then of the level above (LEVEL_WIDTH = 2 per
-   level); when every candidate is rejected, the first walk's step stands
-   (``walk_stop: "all_rejected"``). MAX_WALK_CALLS caps the counterfactual
-   calls of the whole search (``walk_stop: "budget"``).
+   one of the project's patterns (``propagates``, ``corrects``, ``repeats``;
+   :mod:`._chief_model_graph`), plus structural handoff and subtask edges;
+   the regex graph (:func:`._chief_graph.build_graph`) when the model's is
+   unusable, or always with ``graph="regex"``;
+4. [1 to #subtasks, twice] a virtual oracle per subtask written from the task
+   and the decomposition alone (no step text: CHIEF D's inputs include the
+   history and the later steps), then judged in calls of their own against
+   the subtasks' steps (:mod:`._chief_oracle`);
+5. a deterministic search instead of E's and F's single calls: candidate sets
+   per level (:mod:`._chief_levels`, :func:`locate`; [≤ 1] an agent call and
+   [≤ 1] a step call per candidate), screening by rules (deviation-aware
+   pruning, loops to their first step, the planner-vs-executor rule) and [1 per
+   visited step] a local + data-flow counterfactual walk
+   (:mod:`._chief_counterfactual`), LEVEL_WIDTH = 2 per level, MAX_WALK_CALLS
+   counterfactual calls per case.
 
-Model calls per case: at most 2 + G + 2 * #subtasks + 2 * LEVEL_WIDTH +
-LEVEL_WIDTH ** 2 + MAX_WALK_CALLS, with G graph calls (1 on short logs, at most
-#subtasks); typically 7-10 on a log that fits the window, when the first
-candidate holds. Re-sends after a length refusal or a transient failure are
-counted too. ``attribute`` leaves the exemplar pool's own records out of an
-evaluation (``run.is_training_record``).
+   Model calls per case: at most 2 + G + 2 * #subtasks + 2 * LEVEL_WIDTH +
+   LEVEL_WIDTH ** 2 + MAX_WALK_CALLS, G the graph calls; typically 7-10.
+
+In both, re-sends after a length refusal or a transient failure are counted,
+and ``attribute`` leaves the exemplar pool's own records out of an evaluation
+(``run.is_training_record``). The pool is 11 Who&When records decomposed by
+hand (:mod:`._chief_exemplars`), where CHIEF A's knowledge base holds 165 GAIA
+and 33 AssistantBench solutions retrieved by embeddings: neither data set nor
+an embedding model is shipped here.
 """
 
 from __future__ import annotations
@@ -53,13 +60,14 @@ import json
 from collections import Counter
 from typing import Any
 
-from attribution.methods import _chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
+import attribution.methods._chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
 from attribution.methods._chief_counterfactual import screen_candidates, walk
 from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks
 from attribution.methods._chief_levels import LEVEL_WIDTH, backtrack, candidate_subtasks, pick_agent, pick_steps
 from attribution.methods._chief_model_graph import SYSTEM, model_graph
 from attribution.methods._chief_oracle import _oracle_items, oracle_batches, oracles  # noqa: F401  (re-exported)
+from attribution.methods._chief_paper import chief_paper
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.llm.prompting import (
@@ -210,6 +218,7 @@ async def _chief(traj: Trajectory, ctx: MethodContext, graph_mode: str, n_exempl
     step = found["step"]
     agent = display_agent(traj.steps[step].agent)  # data-flow and planner hops may leave the agent picked
     details = {
+        "variant": "project",
         "exemplars": [{"id": ex["id"], "similarity": round(sim, 4)} for ex, sim in exemplars],
         "decomposition": how,
         "subtasks": [{"name": s.name, "start": s.start, "end": s.end} for s in subtasks],
@@ -239,22 +248,41 @@ def _confidence(hops: list[dict[str, Any]]) -> float:
     return 0.7 if last.get("fix_here_succeeds") is True else 0.4
 
 
+VARIANTS = ("paper", "project")
+
+
 @register_method("chief")
-def chief(graph: str = "model", exemplars: int = 2, reflect: bool = True) -> Method:
-    """CHIEF (see the module docstring). ``graph``: ``model`` (default; the regex graph when the model's is
-    unusable) or ``regex``; ``exemplars``: decompositions retrieved as few-shot (0 for none); ``reflect``: the
-    reflection call on the decomposition (false: the deterministic repair alone, one call fewer)."""
-    if graph not in ("model", "regex"):
+def chief(variant: str = "paper", exemplars: int = 2, graph: str | None = None, reflect: bool | None = None) -> Method:
+    """CHIEF (see the module docstring). ``variant``: ``paper`` (default) or ``project``; ``exemplars``: the
+    decompositions retrieved as examples (0 for none). Project variant only: ``graph``, ``model`` (its default;
+    the regex graph when the model's is unusable) or ``regex``; ``reflect``, the reflection call (default true;
+    false: the deterministic repair alone, one call fewer)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"chief: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if graph is not None and graph not in ("model", "regex"):
         raise ValueError(f"chief: graph must be 'model' or 'regex', got {graph!r}")
     if exemplars < 0:
         raise ValueError(f"chief: exemplars must be >= 0, got {exemplars}")
-    if not isinstance(reflect, bool):
+    if reflect is not None and not isinstance(reflect, bool):
         raise ValueError(f"chief: reflect must be true or false, got {reflect!r}")
+    if variant == "paper" and (graph is not None or reflect is not None):
+        raise ValueError("chief: graph and reflect are options of variant=project (the paper variant builds its "
+                         "graph by Appendix B and C's calls and reflects inside the decomposition call)")
 
-    async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
-        return await _chief(traj, ctx, graph, exemplars, reflect)
+    if variant == "paper":
+        async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
+            return await chief_paper(traj, ctx, exemplars)
 
-    run.settings = {"graph": graph, "exemplars": exemplars, "reflect": reflect,  # type: ignore[attr-defined]
-                    "backtrack": "candidate_sets"}
-    run.is_training_record = is_pool_record  # type: ignore[attr-defined]
-    return run
+        run.settings = {"variant": variant, "exemplars": exemplars}  # type: ignore[attr-defined]
+        run.is_training_record = is_pool_record  # type: ignore[attr-defined]
+        return run
+    graph_mode = graph or "model"
+    reflection = True if reflect is None else reflect
+
+    async def run_project(traj: Trajectory, ctx: MethodContext) -> Prediction:
+        return await _chief(traj, ctx, graph_mode, exemplars, reflection)
+
+    run_project.settings = {"variant": variant, "graph": graph_mode, "exemplars": exemplars,  # type: ignore[attr-defined]
+                            "reflect": reflection, "backtrack": "candidate_sets"}
+    run_project.is_training_record = is_pool_record  # type: ignore[attr-defined]
+    return run_project

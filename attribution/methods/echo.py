@@ -1,53 +1,59 @@
 """ECHO: hierarchical context, a panel of objective analysts, confidence-weighted consensus.
 
-Two decoupled passes by the same panel of ``k`` analysts (default 3, sampled
-with the seed from six roles, each with its own temperature):
+Two variants (``variant``):
 
-1. agent level (k calls, one per analyst): the analysts see the whole log
-   when it fits the route's window (agents are judged on everything they
-   did), otherwise the hierarchical view (:mod:`._echo_context`) centred on
-   error hotspots. Each returns JSON: summary, per-agent evaluations (error
-   likelihood, evidence), a primary conclusion (type, agents, step,
-   confidence) and alternative hypotheses. Votes elect the responsible agent.
-2. step level (k calls per candidate): every step of the elected agent is
-   judged (``candidates=0``, the default, as the paper's step pass covers the
-   agent's steps); ``candidates=N`` keeps the first N by priority (the ones
-   the agent pass proposed, then steps at or just before an error cue, then
-   the earliest; the project's earlier default was 3). Every
-   analyst judges every candidate separately, each time seeing the
-   hierarchical context centred on *that* step: L1 (±1) full content, L2
-   (±2-3) key reasoning chains, L3 (±4-6) outcome, assumptions and warnings,
-   L4 (the rest) milestones (:mod:`._echo_context`). A
+``paper`` (the default): ECHO as its appendices write it (ECHO A.1, A.3, A.5,
+A.7; :mod:`._echo_analysts`). A panel of ``k`` analysts (default 3, roles
+sampled with the seed from A.5's six) makes two decoupled passes over the
+same context, one call per analyst and pass: ``2 k`` calls per case. The
+context is A.5's conversation summary (every step, then the first step's
+hierarchical context with A.3's extraction as an example). The agent comes
+from the agent pass's A.7 consensus (every agent of a multi-agent conclusion
+recorded in ``details.attribution``, the first predicted), the step from the
+step pass's: the winning conclusions' ``mistake_step``. Without consensus
+there is no prediction (``fallback=heuristic``: the project's fallbacks).
+
+``project``: this project's own pipeline, kept by name so that the two can
+be compared on the same records:
+
+1. agent pass (k calls, one per analyst): the analysts see the whole log
+   when it fits the route's window, otherwise the hierarchical view
+   (:mod:`._echo_context`) centred on error hotspots. Each returns JSON:
+   summary, per-agent evaluations (error likelihood, evidence), a primary
+   conclusion (type in words, agents, step, confidence) and alternative
+   hypotheses. Votes elect the responsible agent.
+2. step pass (k calls per candidate): every step of the elected agent is
+   judged (``candidates=0``, the default; ``candidates=N`` keeps the first N
+   by priority: the ones the agent pass proposed, then steps at or just
+   before an error cue, then the earliest). Every analyst judges every
+   candidate separately, each time seeing the hierarchical context centred
+   on *that* step: L1 (±1) full content, L2 (±2-3), L3 (±4-6), L4 (the rest)
+   (:mod:`._echo_context`; ``context=paper`` extracts L2-L4 as A.3 does). A
    judgment says whether the step is the decisive error, with a confidence;
    "yes" judgments vote for their step. An agent with a single step skips
    this pass.
 
-Model calls per case: at most ``k * (1 + s)``, ``s`` the elected agent's
-steps (or ``candidates`` when set), ``k`` when the agent has one step; a prompt the server
-refuses as too long, or a transient failure, is re-sent and counted again.
-Every prompt is fitted to the route's context window
-(:func:`attribution.llm.prompting.render_steps`).
+   Model calls per case: at most ``k * (1 + s)``, ``s`` the elected agent's
+   steps (or ``candidates`` when set), ``k`` when the agent has one step.
 
-Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default) is ECHO's rule as
-its paper defines it: δ = 0.3 is a minimum confidence (ballots below it are
-dropped), the kept ballots vote on the conclusion type first, and only the
-winning type's ballots elect the agent (and, in the step pass, the step);
-alternative hypotheses do not vote. ``vote="weighted_share"`` is this
-project's earlier rule, kept by name: every ballot counts, alternatives at
-half weight, and δ applies to the winner's share of the summed weight. A
-panel without consensus falls back: the agent to the highest mean error
-likelihood, the step to the agent pass's first proposal. Steps outside the
-trajectory are discarded before voting. Disagreement records conclusion
-diversity, confidence spread and a review flag when the spread exceeds 0.5.
+   Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default): δ = 0.3 is a
+   minimum confidence, the kept ballots vote on the conclusion type (read
+   from the number of agents a ballot names) and only the winning type's
+   ballots elect one agent (and, in the step pass, the step).
+   ``vote="weighted_share"``: every ballot counts, alternatives at half
+   weight, and δ applies to the winner's share. A panel without consensus
+   falls back: the agent to the highest mean error likelihood, the step to
+   the agent pass's first proposal. With ``compare_votes=True`` the step pass
+   also judges the agent the other rule elects (real calls, counted).
 
-Every analyst's parsed output (``details.analyses``), every step judgment
-(``details.judgments``), the candidates judged per agent and the model-free
-fallback are recorded, and the answer is :func:`._echo_vote.decide` of that
-record, so ``scripts/echo_votes.py`` recomputes a run under either rule from
-the same model outputs. With ``compare_votes=True`` the step pass also judges
-the candidates of the agent the other rule elects, when it differs (their
-calls are real and counted in the case's NFE), so the step under both rules
-is known for every case.
+In both, a re-sent prompt (too long, a transient failure) is counted again,
+every prompt is fitted to the route's context window
+(:func:`attribution.llm.prompting.render_steps`), steps outside the
+trajectory are discarded before voting, and every analyst's parsed output is
+recorded (``details.analyses``; the paper variant's step pass in
+``details.step_analyses``, the project variant's judgments in
+``details.judgments``), so :func:`._echo_consensus.decide` replays the answer from
+the record (``scripts/echo_votes.py``).
 """
 
 from __future__ import annotations
@@ -62,7 +68,9 @@ from typing import Any
 from attribution.llm.scripted_log import agents_in, first_marked, marked
 from attribution.llm.prompt_fit import clip
 from attribution.llm.calls import CaseLedger, new_ledger
-from attribution.methods._echo_context import hierarchical_views, hotspots, step_types
+from attribution.methods._echo_analysts import analysis_pass
+from attribution.methods._echo_consensus import FALLBACKS, decide_paper
+from attribution.methods._echo_context import EXTRACTIONS, hierarchical_views, hotspots, step_types
 from attribution.methods._echo_vote import (
     DELTA,
     VOTES,
@@ -95,8 +103,8 @@ from mas.llm.scripting import ScriptedContext, responder
 from mas.llm.confidence import parse_confidence
 
 MAX_CANDIDATES = 3
-"""The project's earlier step-pass limit (``candidates=3``); the default now judges every step of the agent."""
-"""Steps of the elected agent judged in the step pass (each by every analyst, one call each)."""
+"""``step_candidates``' default limit (the project variant's earlier step-pass limit, ``candidates=3``)."""
+VARIANTS = ("paper", "project")
 RAW_CHARS = 600
 """Characters kept of a reply that held no JSON object (``raw``)."""
 
@@ -108,7 +116,8 @@ ROLES: dict[str, tuple[float, str]] = {
     "pattern-focused": (0.7, "You look for typical failure patterns: wrong plan, bad handoff, unverified result, loops."),
     "liberal": (0.9, "You consider every plausible culprit and say so."),
 }
-"""Analyst role -> (temperature, instruction)."""
+"""Analyst role -> (temperature, the project variant's instruction); the paper variant instructs each role as A.5
+does (:data:`._echo_analysts.FOCUS`)."""
 
 
 def sample_panel(k: int, seed: int) -> list[str]:
@@ -221,17 +230,17 @@ async def _panel(
     return list(await asyncio.gather(*(one(r) for r in roles)))
 
 
-def _agent_view(traj: Trajectory, hot: set[int], budget: int):
+def _agent_view(traj: Trajectory, hot: set[int], budget: int, extraction: str = "project"):
     """Agent pass: the whole log when it fits (agents are judged on all they did), else L1-L4 around ``hot``."""
     text, report = render_steps(step_views(traj), budget)
     if report.mode == "full":
         return text, report
-    return render_steps(hierarchical_views(traj, hot), budget, focus=hot)
+    return render_steps(hierarchical_views(traj, hot, extraction), budget, focus=hot)
 
 
-def step_view(traj: Trajectory, step: int, budget: int):
+def step_view(traj: Trajectory, step: int, budget: int, extraction: str = "project"):
     """Step pass: the hierarchical context centred on ``step`` (L1 ±1 … L4 milestones), fitted to ``budget``."""
-    return render_steps(hierarchical_views(traj, {step}), budget, focus={step})
+    return render_steps(hierarchical_views(traj, {step}, extraction), budget, focus={step})
 
 
 def _yes_no(value: Any) -> bool | None:
@@ -286,6 +295,7 @@ def step_candidates(traj: Trajectory, analyses: Sequence[Analysis], agent: str, 
 
 async def judge_steps(
     ledger: CaseLedger, traj: Trajectory, roles: list[str], agent: str, candidates: list[int], header: str,
+    extraction: str = "project",
 ) -> list[Judgment]:
     """Every analyst judges every candidate, each with the hierarchical view centred on that candidate."""
     note = "Only step {0} and its neighbours are shown in full; (key ...)/(summary)/(milestone ...) lines are shortened."
@@ -294,7 +304,7 @@ async def judge_steps(
         who = display_agent(traj.steps[step].agent)
 
         def build(budget: int):
-            text, report = step_view(traj, step, budget - 250)
+            text, report = step_view(traj, step, budget - 250, extraction)
             user = (f"{header}\n{note.format(step)}\nThe responsible agent is {agent}.\n\nLog:\n{text}\n\n"
                     + STEP_ASK.format(step=step, agent=who))
             return messages(_system(role), user), report
@@ -314,7 +324,7 @@ async def judge_steps(
 
 
 async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int, rule: str, delta: float,
-                compare_votes: bool) -> Prediction:
+                compare_votes: bool, extraction: str = "project") -> Prediction:
     ledger = new_ledger(ctx, "echo")
     roles = sample_panel(k, ctx.seed)
     header = case_header(traj, ctx.with_ground_truth)
@@ -323,7 +333,7 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int,
     hot = hotspots(traj)
 
     def agent_prompt(role: str, budget: int):
-        text, report = _agent_view(traj, hot, budget - 350)
+        text, report = _agent_view(traj, hot, budget - 350, extraction)
         user = f"{header}\nAgents: {', '.join(agent_names(traj))}\n{note}\n\nLog:\n{text}\n\n{AGENT_ASK}"
         return messages(_system(role), user), report
 
@@ -339,8 +349,10 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int,
             continue
         judged[agent] = step_candidates(traj, first, agent, n_candidates)
         if len(judged[agent]) > 1:
-            judgments += await judge_steps(ledger, traj, roles, agent, judged[agent], header)
+            judgments += await judge_steps(ledger, traj, roles, agent, judged[agent], header, extraction)
     details: dict[str, Any] = {
+        "variant": "project",
+        "context": extraction,
         "panel": roles,
         "vote": rule,
         "delta": delta,
@@ -368,28 +380,86 @@ async def _echo(traj: Trajectory, ctx: MethodContext, k: int, n_candidates: int,
     return finish(ledger, traj, d.agent, d.step, d.confidence, details)
 
 
+async def _echo_paper(traj: Trajectory, ctx: MethodContext, k: int, rule: str, delta: float,
+                      fallback: str) -> Prediction:
+    """The paper variant (ECHO A.1, A.5, A.7; see the module docstring)."""
+    ledger = new_ledger(ctx, "echo")
+    roles = sample_panel(k, ctx.seed)
+    header = case_header(traj, ctx.with_ground_truth)
+    temperatures = {r: ROLES[r][0] for r in roles}
+    agent_pass = await analysis_pass(ledger, traj, roles, temperatures, "agent", header)
+    step_pass = await analysis_pass(ledger, traj, roles, temperatures, "step", header)
+    details: dict[str, Any] = {
+        "variant": "paper", "panel": roles, "vote": rule, "delta": delta, "fallback": fallback,
+        "analyses": [a.record() for a in agent_pass], "step_analyses": [a.record() for a in step_pass],
+        "heuristic": list(heuristic_guess(traj)),
+    }
+    d = decide_paper(details, rule, delta)
+    for stage, basis in (("agent_analysis", d.agent_basis), ("step_analysis", d.step_basis)):
+        if basis != "consensus":
+            ledger.note_fallback(stage, "no_prediction" if basis == "none" else basis)
+    speaker = display_agent(traj.steps[actor_step(traj, d.step)].agent) if d.step is not None else None
+    details |= {
+        "attribution": d.agents,
+        "agent_vote": {"winner": d.agent, "basis": d.agent_basis,
+                       **(d.agent_consensus.record() if d.agent_consensus else {})},
+        "step_vote": {"winner": d.step, "basis": d.step_basis,
+                      **(d.step_consensus.record() if d.step_consensus else {})},
+        "disagreement": {
+            "agent": d.agent_consensus.disagreement if d.agent_consensus else {},
+            "step": d.step_consensus.disagreement if d.step_consensus else {},
+            # ECHO section 3.3, item (3): do the agent and the step levels agree?
+            "agent_step_consistent": None if speaker is None or not d.agents else speaker in d.agents,
+        },
+        "discarded_steps": sum(a.discarded_steps for a in agent_pass + step_pass),
+    }
+    return finish(ledger, traj, d.agent, d.step, d.confidence, details, infer_agent=False)
+
+
 @register_method("echo")
-def echo(k: int = 3, candidates: int = 0, vote: str = "paper", delta: float = DELTA,
-         compare_votes: bool = False) -> Method:
-    """ECHO with a panel of ``k`` analysts judging every step of the elected agent (``candidates=N``: at most N):
-    at most ``k * (1 + s)`` model calls per case, ``s`` the steps judged (twice the step pass with
-    ``compare_votes`` when the rules elect different agents), re-sends counted. ``vote``: ``paper``
-    (default) or ``weighted_share``; ``delta``: δ (see the module docstring)."""
+def echo(k: int = 3, variant: str = "paper", vote: str = "paper", delta: float = DELTA, candidates: int = 0,
+         compare_votes: bool = False, context: str | None = None, fallback: str = "none") -> Method:
+    """ECHO (see the module docstring). ``variant``: ``paper`` (default; ``2 k`` model calls per case) or
+    ``project`` (at most ``k * (1 + s)`` calls, ``s`` the steps judged, twice the step pass with
+    ``compare_votes`` when the rules elect different agents); re-sends counted. ``vote``: ``paper`` (default)
+    or ``weighted_share``; ``delta``: δ. Project variant only: ``candidates``, ``compare_votes``, ``context``
+    (``project``, its default, or ``paper``: A.3's extraction in its hierarchical views). Paper variant only:
+    ``fallback`` (``none``, its default: no consensus, no prediction; ``heuristic``)."""
     if k < 1:
         raise ValueError(f"echo: k must be >= 1, got {k}")
+    if variant not in VARIANTS:
+        raise ValueError(f"echo: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if candidates < 0:
         raise ValueError(f"echo: candidates must be >= 0 (0: every step of the elected agent), got {candidates}")
     if vote not in VOTES:
         raise ValueError(f"echo: vote must be one of {', '.join(VOTES)}, got {vote!r}")
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"echo: delta must be in [0, 1], got {delta}")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"echo: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
+    if context is not None and context not in EXTRACTIONS:
+        raise ValueError(f"echo: context must be one of {', '.join(EXTRACTIONS)}, got {context!r}")
+    if variant == "paper" and (candidates or compare_votes or context is not None):
+        raise ValueError("echo: candidates, compare_votes and context are options of variant=project (the paper "
+                         "variant has no per-step judgments; its context is A.5's)")
+    if variant == "project" and fallback != "none":
+        raise ValueError("echo: fallback is an option of variant=paper (the project variant always falls back)")
 
-    async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
-        return await _echo(traj, ctx, k, candidates, vote, delta, compare_votes)
+    if variant == "paper":
+        async def run(traj: Trajectory, ctx: MethodContext) -> Prediction:
+            return await _echo_paper(traj, ctx, k, vote, delta, fallback)
 
-    run.settings = {"k": k, "candidates": candidates, "vote": vote, "delta": delta,  # type: ignore[attr-defined]
-                    "compare_votes": compare_votes}
-    return run
+        run.settings = {"k": k, "variant": variant, "vote": vote, "delta": delta,  # type: ignore[attr-defined]
+                        "fallback": fallback}
+        return run
+    extraction = context or "project"
+
+    async def run_project(traj: Trajectory, ctx: MethodContext) -> Prediction:
+        return await _echo(traj, ctx, k, candidates, vote, delta, compare_votes, extraction)
+
+    run_project.settings = {"k": k, "variant": variant, "candidates": candidates,  # type: ignore[attr-defined]
+                            "vote": vote, "delta": delta, "compare_votes": compare_votes, "context": extraction}
+    return run_project
 
 # ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 

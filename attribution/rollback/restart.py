@@ -2,8 +2,8 @@
 
 A trajectory step in a trace carries ``state_id``: the top-level LangGraph
 checkpoint its node ran from. Restarting from step ``j`` means forking that
-checkpoint (``update_state`` adds a note saying the later history went wrong,
-with the failed continuation) and resuming to the end. The fork runs on a
+checkpoint (``update_state`` adds the rollback note of the conformal paper's
+appendix C.3, :func:`rollback_note`) and resuming to the end. The fork runs on a
 copy of the checkpoint database; the original run's files are never touched.
 
 Only top-level checkpoints are used: LangGraph's time travel into a subgraph
@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from attribution.conformal import Calibration, predict
+from attribution.llm.prompt_fit import clip, one_line
 from attribution.sources.scorefile import ScoreRecord
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
@@ -44,8 +45,17 @@ UNSCORED: frozenset[str] = frozenset({"restart", "retry", "oracle"})
 """Strategies that need no step scores."""
 FROM_START: frozenset[str] = frozenset({"restart", "retry"})
 """Strategies that redo the whole run (their flagged set is every step)."""
-FAILED_TAIL_CHARS = 1500
-"""Characters of the failed continuation shown in the rollback note."""
+FAILED_CHARS = 1500
+"""Characters of the failed attempt shown in the rollback note (its end kept: the later steps are where the set
+points)."""
+KEPT_CHARS = 600
+"""Characters of the kept history (before the restart step) shown in the rollback note (its end kept)."""
+TASK_CHARS = 600
+"""Characters of the task restated at the note's end."""
+STEP_CHARS = 200
+"""Characters of each step's text in the note."""
+NOTE_OPENING = "Note: an earlier attempt at this task contains wrong information"
+"""How the rollback note begins (:func:`rollback_note`)."""
 
 
 class Choice(BaseModel):
@@ -83,11 +93,16 @@ def choose_restart(strategy: str, scores: ScoreRecord | None, calibration: Calib
 
 
 def set_choice(steps: Iterable[int], n_steps: int) -> Choice:
-    """The restart choice for a conformal set: its first step."""
+    """The restart choice for a conformal set: its first step (the paper's section 3.3).
+
+    An empty set flags no step, and the paper restarts at "the first step in the set", which it lacks; its only
+    rule for an empty set is TWF's fallback to the single most likely step (appendix B), which is the
+    calibration's option ``--twf-fallback`` (then a twf set is never empty). Here an empty set restarts at the
+    last step: the run gets its second try for the least redone work, and the empty set stays on record
+    (``fallback``; coverage is about the set, not the substitute).
+    """
     members = sorted(steps)
     if not members:
-        # An empty set flags nothing; redo the last step so the run still gets a second try,
-        # but keep the empty set on record (coverage is about the set, not the substitute).
         return Choice(members=[], step=n_steps - 1, fallback=True)
     return Choice(members=members, step=members[0])
 
@@ -104,12 +119,12 @@ def superstep_start(traj: Trajectory, step: int) -> int:
     return min(s.index for s in traj.steps if s.state_id == state_id)
 
 
-def _failed_tail(traj: Trajectory, start: int) -> str:
-    lines = [f"- step {s.index} ({s.agent}): {s.content[:200]}" for s in traj.steps[start:]]
-    tail = "\n".join(lines)
-    if len(tail) > FAILED_TAIL_CHARS:
-        tail = "...\n" + tail[-FAILED_TAIL_CHARS:]
-    return tail + f"\nFinal answer of that attempt (judged wrong): {traj.final_answer!r}"
+def _steps_text(traj: Trajectory, start: int, stop: int, limit: int) -> str:
+    """Steps ``start..stop-1`` as ``- step i (agent): text`` lines, each cut at :data:`STEP_CHARS`, the whole cut
+    to its last ``limit`` characters."""
+    text = "\n".join(f"- step {s.index} ({one_line(s.agent)}): {one_line(s.content)[:STEP_CHARS]}"
+                     for s in traj.steps[start:stop])
+    return "...\n" + text[-limit:] if len(text) > limit else text
 
 
 def tells(strategy: str, note: bool = True) -> bool:
@@ -119,11 +134,23 @@ def tells(strategy: str, note: bool = True) -> bool:
 
 
 def rollback_note(traj: Trajectory, restart_step: int) -> str:
-    """What the resumed agents are told about the failed continuation."""
+    """What the resumed agents (and a judge that votes again) are told: the conformal paper's rollback note
+    (appendix C.3) in our words. It carries what C.3's note does: that the earlier attempt, steps 0 to its last,
+    contains wrong information; to avoid making the same mistakes where they find them; that attempt's
+    conversation (its final answer, judged wrong, with it); the history before the restart step as mostly correct;
+    and the task, to be solved step by step. The texts are cut (:data:`FAILED_CHARS`, :data:`KEPT_CHARS`,
+    :data:`TASK_CHARS`) so the note fits a small model's window.
+    """
+    last = traj.n_steps - 1
+    kept = (_steps_text(traj, 0, restart_step, KEPT_CHARS) if restart_step > 0
+            else "(none: the run restarts from its first step)")
     return (
-        "Note: an earlier attempt continued from this point and failed; its later history contained "
-        "an error. Re-check each step carefully instead of repeating it. The failed continuation was:\n"
-        + _failed_tail(traj, restart_step)
+        f"{NOTE_OPENING} (its conversation from step 0 to step {last}, below). If you find its mistake, do not make "
+        "it again.\n"
+        f"The earlier attempt:\n{_steps_text(traj, 0, traj.n_steps, FAILED_CHARS)}\n"
+        f"Its final answer (judged wrong): {clip(one_line(traj.final_answer or ''), 300)!r}\n"
+        f"The history before step {restart_step}, which is mostly correct and is kept:\n{kept}\n"
+        f"Solve this task step by step: {clip(one_line(traj.query), TASK_CHARS)}"
     )
 
 

@@ -1,25 +1,37 @@
-"""LLM step scorers: a probability per step from the model.
+"""LLM step scorers: a probability per step from the model, as the conformal paper's appendix C.3 asks for it.
 
-- ``llm_naive``: one call per step (or per segment of consecutive steps when
-  the trajectory has more than ``max_calls`` steps; every step of a segment
-  gets the segment's probability), the probability as the only output.
-- ``llm_roles``: the same per-step/segment question asked by ``k`` ECHO
-  analyst roles (role instruction and temperature), averaged per step.
+- ``llm_naive`` (C.3, "Naive LLM Prompts"): one call per step (or per segment of consecutive steps when the
+  trajectory has more than ``max_calls`` steps; every step of a segment gets the segment's probability). The
+  prompt carries what the paper's naive prompt gives the model: the task of locating the most critical mistake
+  within the segment, the problem, the correct answer (when the job may show it), the wrong final answer, the
+  segment under review and the whole conversation it was cut from; the reply is one probability that the
+  critical error lies in the segment, nothing else.
+- ``llm_roles`` (C.1.2 and C.3, "Context Engineered Prompts"): first one call summarising why the team failed,
+  from the whole trace; then, per step or segment, the paper's four fixed analyst roles (Conservative, Liberal,
+  Skeptical, Pattern, each with the paper's two instructions in our words) each judge whether the segment holds
+  the key error that led to the wrong answer, given the problem, the correct answer, the failure summary, the
+  segment and the full conversation, in the paper's JSON schema (an investigation summary and a primary
+  conclusion: agent, mistake step, confidence in [0, 1] read on the paper's scale, quoted evidence, reason,
+  alternative explanations). The step score is the mean of the four confidences.
 
-A reply with no readable probability counts as 0.5 (uninformative) and is
-recorded in ``details["unusable"]``. NFE is the number of model calls.
+The prompts are written in the project's words. The log is rendered by
+:func:`attribution.llm.prompt_fit.render_steps` (``[i] agent: text`` lines fitted to the context window; the
+segment's steps weigh most). A reply with no readable probability (or confidence) counts as 0.5 (uninformative)
+and is recorded in ``details["unusable"]``. NFE is the number of model calls (``llm_roles``: 1 + 4 per segment).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
 
+from attribution.llm.calls import new_ledger
+from attribution.llm.prompt_fit import FitReport
+from attribution.llm.prompting import ANSWER_CHARS, QUERY_CHARS, clip, messages, one_line, render_steps, step_views
+from attribution.llm.replies import contract, many, schema_of, step_in, text, unit
 from attribution.llm.scripted_log import marked
-from attribution.methods.echo import ROLES, sample_panel
-from attribution.llm.calls import CaseLedger, new_ledger
-from attribution.llm.prompting import case_header, messages, render_steps, step_views
 from attribution.scorers.base import (
     Scorer,
     ScorerContext,
@@ -28,18 +40,39 @@ from attribution.scorers.base import (
     register_scorer,
 )
 from attribution.sources.trajectory import Trajectory
+from mas.llm.confidence import parse_confidence
 from mas.llm.scripting import ScriptedContext, responder
 
 SCORE_REPLY_TOKENS = 24
-"""Completion budget per scoring call (tokens): the answer is one number."""
-MAX_CALLS, ROLES_K = 40, 3
-"""Default calls per role per trajectory (beyond it, steps are scored in segments) and llm_roles' panel size."""
+"""Completion budget per naive scoring call (tokens): the answer is one number."""
+ROLE_REPLY_TOKENS = 400
+"""Completion budget per role call (tokens): the paper's JSON with a short summary, evidence and reason."""
+SUMMARY_REPLY_TOKENS = 200
+"""Completion budget of the failure summary (tokens)."""
+SUMMARY_CHARS = 800
+"""Characters of the failure summary passed to the roles."""
+MAX_CALLS = 40
+"""Default calls per role per trajectory (beyond it, steps are scored in segments)."""
 _PROB_RE = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%|(?<![\w.])(0?\.\d+|1\.0+|[01])(?!\d|\.\d)")
 
-BASE_SYSTEM = (
-    "You review the log of a multi-agent team that failed its task. The decisive error is the earliest step "
-    "whose mistake caused the failure. Reply with only a probability between 0 and 1."
-)
+NAIVE_SYSTEM = "You find where in a conversation a team of AI agents went wrong."
+ROLE_SYSTEM = "You are one analyst of a panel that finds the key error of a failed multi-agent conversation."
+SUMMARY_SYSTEM = "You explain in a few sentences why a team of AI agents failed its task."
+
+ROLES: dict[str, tuple[str, str]] = {
+    "Conservative": ("Say a segment holds the error only when a contradiction or a logical mistake is plainly "
+                     "visible in it.",
+                     "Give a high confidence only when the evidence is direct and you quote it exactly."),
+    "Liberal": ("Take causes further up or down the conversation into account, even indirect ones.",
+                "Give a moderate confidence (0.5 to 0.7) to a cause that is plausible but not proven."),
+    "Skeptical": ("Always name at least one other explanation and say what evidence is missing.",
+                  "Lower your confidence when the evidence is incomplete."),
+    "Pattern": ("Look for reasoning or coordination problems that repeat.",
+                "Find patterns that span several steps rather than single slips."),
+}
+"""The four fixed analyst roles of the paper's context-engineered scorer (C.3) and their two instructions."""
+CONFIDENCE_SCALE = ("0.0-0.2 very unlikely, 0.2-0.4 unlikely, 0.4-0.6 possible, 0.6-0.8 likely, "
+                    "0.8-1.0 very likely")
 
 
 def parse_probability(text: str) -> float | None:
@@ -68,53 +101,150 @@ def segments(n_steps: int, max_calls: int) -> list[range]:
     return [range(a, min(n_steps, a + size)) for a in range(0, n_steps, size)]
 
 
-async def _score_segment(ledger: CaseLedger, traj: Trajectory, header: str, seg: range, system: str,
-                         temperature: float | None) -> float | None:
-    label = f"step {seg.start}" if len(seg) == 1 else f"one of steps {seg.start}-{seg[-1]}"
-    ask = f"Probability that the decisive error is {label}? Reply with only a number between 0 and 1."
+def role_contract(traj: Trajectory) -> type:
+    """The paper's output schema (C.3) for one role's reply about one segment of ``traj``."""
+    conclusion = contract("PrimaryConclusion", agent=text(80), mistake_step=step_in(0, traj.n_steps - 1),
+                          confidence=unit(), evidence=many(text(200), 3), reason=text(240),
+                          alternative_explanations=many(text(160), 2))
+    return contract("RoleAnalysis", investigation_summary=text(240), primary_conclusion=conclusion)
+
+
+def _problem(traj: Trajectory) -> str:
+    return clip(one_line(traj.query), QUERY_CHARS)
+
+
+def _answers(traj: Trajectory, with_ground_truth: bool, *, wrong: bool = True) -> str:
+    lines = []
+    if with_ground_truth and traj.ground_truth:
+        lines.append(f"The correct answer to the problem: {clip(one_line(traj.ground_truth), ANSWER_CHARS)}")
+    if wrong and traj.final_answer:
+        lines.append(f"The wrong answer the conversation ended with: {clip(one_line(traj.final_answer), ANSWER_CHARS)}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _label(seg: range) -> str:
+    return f"step {seg.start}" if len(seg) == 1 else f"steps {seg.start} to {seg[-1]}"
+
+
+def _segment_and_log(traj: Trajectory, seg: range, budget: int) -> tuple[str, str, FitReport]:
+    """The segment's own lines (a third of ``budget`` at most) and the whole conversation fitted in the rest; the
+    report of the whole conversation's fit, else of the segment's when only that was cut."""
     focus = set(seg)
+    part, part_report = render_steps(step_views(traj, seg, focus=focus), max(32, budget // 3), focus=focus)
+    whole, report = render_steps(step_views(traj, focus=focus), max(32, budget - len(part) // 4 - 8), focus=focus)
+    return part, whole, report if report.mode != "full" else part_report
 
-    def build(budget: int):
-        views = step_views(traj, range(seg[-1] + 1), focus=focus)
-        text, report = render_steps(views, budget - 150, focus=focus)
-        return messages(system, f"{header}\n\nLog up to the step(s) under review:\n{text}\n\n{ask}"), report
 
-    reply = await ledger.ask("score", build, temperature=temperature, meta={"attr_steps": list(seg)})
-    return parse_probability(reply)
+def naive_prompt(traj: Trajectory, with_ground_truth: bool, seg: range, part: str, whole: str) -> str:
+    """C.3's naive prompt, in our words: locate the critical mistake; the probability that it lies in ``seg``."""
+    return (
+        "Several AI agents worked together on a user's query and failed to resolve it. Below is one segment of "
+        "their conversation and the whole conversation it was cut from. Your task is to locate the most critical "
+        "mistake, the one that made the team fail.\n"
+        f"The problem: {_problem(traj)}\n"
+        f"{_answers(traj, with_ground_truth)}"
+        f"The segment under review ({_label(seg)}):\n{part}\n\n"
+        f"The whole conversation:\n{whole}\n\n"
+        "Reply with ONLY one number between 0 and 1: the probability that the critical error lies in the segment "
+        "under review. No explanation, no other text."
+    )
+
+
+def summary_prompt(traj: Trajectory, with_ground_truth: bool, whole: str) -> str:
+    """C.1.2's first call, in our words: why did the team fail, from the whole trace?"""
+    return (
+        "Several AI agents worked together on a problem and their final answer was wrong.\n"
+        f"The problem: {_problem(traj)}\n"
+        f"{_answers(traj, with_ground_truth)}"
+        f"Their conversation:\n{whole}\n\n"
+        "In at most four sentences, say why they failed: what went wrong, where, and how it led to the wrong answer."
+    )
+
+
+def role_prompt(traj: Trajectory, with_ground_truth: bool, role: str, summary: str, seg: range, part: str,
+                whole: str) -> str:
+    """C.3's role prompt, in our words: one analyst's JSON verdict on whether ``seg`` holds the key error."""
+    first, second = ROLES[role]
+    schema = json.dumps(schema_of(role_contract(traj)), ensure_ascii=False)
+    return (
+        f"The problem: {_problem(traj)}\n"
+        f"{_answers(traj, with_ground_truth, wrong=False)}"
+        f"Why the team failed (a summary of the whole conversation): {summary}\n\n"
+        f"The segment under review ({_label(seg)}):\n{part}\n\n"
+        f"The whole conversation:\n{whole}\n\n"
+        f"YOUR ROLE: the {role} analyst.\n- {first}\n- {second}\n"
+        "YOUR TASK: decide whether this segment is likely to hold the key reasoning error that led to the wrong "
+        "final answer. Quote your evidence exactly from the text, and give a confidence between 0 and 1 that the "
+        f"segment holds that error ({CONFIDENCE_SCALE}). Reply with ONLY valid JSON, no other text, following "
+        f"this schema:\n{schema}"
+    )
 
 
 class SegmentScores:
     """One trajectory's step scores from the model, asked per segment on first need and cached.
 
-    Awaiting ``scores(i)`` costs ``len(roles)`` calls the first time step
-    ``i``'s segment is needed and nothing after; early-stopped conformal
-    sets (:func:`attribution.conformal.lazy_filtration_set`) therefore pay
-    only for the steps their scan reaches.
+    Awaiting ``scores(i)`` costs the scorer's calls for step ``i``'s segment the first time it is needed (one for
+    ``llm_naive``; four for ``llm_roles``, after the one failure summary of the trajectory) and nothing after;
+    early-stopped conformal sets (:func:`attribution.conformal.lazy_filtration_set`) therefore pay only for the
+    steps their scan reaches.
     """
 
-    def __init__(self, traj: Trajectory, ctx: ScorerContext, method: str, roles: list[str | None],
-                 max_calls: int) -> None:
-        self.traj, self.roles = traj, roles
+    def __init__(self, traj: Trajectory, ctx: ScorerContext, method: str, max_calls: int) -> None:
+        self.traj, self.method, self.with_ground_truth = traj, method, ctx.with_ground_truth
+        self.roles = list(ROLES) if method == "llm_roles" else []
         self.ledger = new_ledger(ctx, method)
         self.ledger.reply_tokens = SCORE_REPLY_TOKENS
-        self.header = case_header(traj, ctx.with_ground_truth)
         self.segs = segments(traj.n_steps, max_calls)
         self._seg_of = {i: k for k, seg in enumerate(self.segs) for i in seg}
         self._cache: dict[int, float] = {}
+        self.summary: str | None = None
         self.unusable = 0
 
     async def __call__(self, step: int) -> float:
         k = self._seg_of[step]
         if k not in self._cache:
-            self._cache[k] = await self._ask(self.segs[k])
+            self._cache[k] = await (self._roles(self.segs[k]) if self.roles else self._naive(self.segs[k]))
         return self._cache[k]
 
-    async def _ask(self, seg: range) -> float:
+    async def _naive(self, seg: range) -> float:
+        def build(budget: int):
+            part, whole, report = _segment_and_log(self.traj, seg, budget - 200)
+            return messages(NAIVE_SYSTEM, naive_prompt(self.traj, self.with_ground_truth, seg, part, whole)), report
+
+        self.ledger.reply_tokens = SCORE_REPLY_TOKENS
+        p = parse_probability(await self.ledger.ask("score", build, meta={"attr_steps": list(seg)}))
+        if p is None:
+            self.unusable += 1
+            return 0.5
+        return p
+
+    async def _summarise(self) -> str:
+        def build(budget: int):
+            whole, report = render_steps(step_views(self.traj), budget - 150)
+            return messages(SUMMARY_SYSTEM, summary_prompt(self.traj, self.with_ground_truth, whole)), report
+
+        self.ledger.reply_tokens = SUMMARY_REPLY_TOKENS
+        reply = await self.ledger.ask("summary", build)
+        return clip(one_line(reply), SUMMARY_CHARS) or "(no summary)"
+
+    async def _roles(self, seg: range) -> float:
+        if self.summary is None:
+            self.summary = await self._summarise()
+        summary, schema = self.summary, schema_of(role_contract(self.traj))
         total = 0.0
         for role in self.roles:
-            system = BASE_SYSTEM if role is None else f"You are a {role} analyst. {ROLES[role][1]} {BASE_SYSTEM}"
-            temperature = None if role is None else ROLES[role][0]
-            p = await _score_segment(self.ledger, self.traj, self.header, seg, system, temperature)
+            def build(budget: int, role: str = role):
+                part, whole, report = _segment_and_log(self.traj, seg, budget - 500 - len(summary) // 4)
+                return messages(ROLE_SYSTEM, role_prompt(self.traj, self.with_ground_truth, role, summary, seg, part,
+                                                         whole)), report
+
+            self.ledger.reply_tokens = ROLE_REPLY_TOKENS
+            reply = await self.ledger.ask("score", build, schema=schema,
+                                          meta={"attr_steps": list(seg), "attr_role": role})
+            obj = self.ledger.parse("score", reply) or {}
+            conclusion = obj.get("primary_conclusion")
+            raw = conclusion.get("confidence") if isinstance(conclusion, dict) else obj.get("confidence")
+            p = parse_confidence(raw, None)
             if p is None:
                 self.unusable += 1
                 p = 0.5
@@ -128,7 +258,7 @@ class SegmentScores:
 
 
 async def score_trajectory(lazy: SegmentScores) -> StepScores:
-    """Every step's score from ``lazy`` (each segment asked once per role, averaged over the roles)."""
+    """Every step's score from ``lazy`` (each segment asked once, by every role for ``llm_roles``)."""
     start = time.perf_counter()
     traj, ledger = lazy.traj, lazy.ledger
     scores = [await lazy(i) for i in range(traj.n_steps)]
@@ -139,7 +269,8 @@ async def score_trajectory(lazy: SegmentScores) -> StepScores:
         nfe=ledger.calls,
         tokens=ledger.tokens_in + ledger.tokens_out,
         seconds=time.perf_counter() - start,
-        details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": [r for r in lazy.roles if r],
+        details={"segment_size": len(lazy.segs[0]) if lazy.segs else 0, "roles": lazy.roles,
+                 **({"failure_summary": lazy.summary} if lazy.summary is not None else {}),
                  "unusable": lazy.unusable, "truncated": ledger.truncated, **ledger.accounting()},
     )
 
@@ -148,21 +279,16 @@ LAZY_SCORERS = ("llm_naive", "llm_roles")
 """Scorers that can score one step at a time (:class:`SegmentScores`)."""
 
 
-def lazy_scores(name: str, traj: Trajectory, ctx: ScorerContext, *, k: int = ROLES_K,
-                max_calls: int = MAX_CALLS) -> SegmentScores | None:
-    """The on-demand scorer of ``traj`` for the LLM scorer ``name``; None for scorers not in :data:`LAZY_SCORERS`.
-
-    ``llm_naive`` asks the plain prompt; ``llm_roles`` asks ``k`` ECHO roles sampled with the seed.
-    """
+def lazy_scores(name: str, traj: Trajectory, ctx: ScorerContext, *, max_calls: int = MAX_CALLS) -> SegmentScores | None:
+    """The on-demand scorer of ``traj`` for the LLM scorer ``name``; None for scorers not in :data:`LAZY_SCORERS`."""
     if name not in LAZY_SCORERS:
         return None
-    roles: list[str | None] = [None] if name == "llm_naive" else list(sample_panel(k, ctx.seed))
-    return SegmentScores(traj, ctx, name, roles, max_calls)
+    return SegmentScores(traj, ctx, name, max_calls)
 
 
 @register_scorer("llm_naive")
 def llm_naive(max_calls: int = MAX_CALLS) -> Scorer:
-    """One call per step (segments when ``n_steps > max_calls``)."""
+    """One call per step (segments when ``n_steps > max_calls``): C.3's naive prompt."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
         return await score_trajectory(lazy_scores("llm_naive", traj, ctx, max_calls=max_calls))
@@ -171,28 +297,37 @@ def llm_naive(max_calls: int = MAX_CALLS) -> Scorer:
 
 
 @register_scorer("llm_roles")
-def llm_roles(k: int = ROLES_K, max_calls: int = MAX_CALLS) -> Scorer:
-    """``k`` ECHO roles (sampled with the seed) each scoring every step/segment; averaged."""
+def llm_roles(max_calls: int = MAX_CALLS) -> Scorer:
+    """A failure summary, then the paper's four roles each scoring every step/segment (C.1.2, C.3); averaged."""
 
     async def one(traj: Trajectory, ctx: ScorerContext) -> StepScores:
-        return await score_trajectory(lazy_scores("llm_roles", traj, ctx, k=k, max_calls=max_calls))
+        return await score_trajectory(lazy_scores("llm_roles", traj, ctx, max_calls=max_calls))
 
     return per_trajectory(one)
 
 # ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
 
-def _scripted_score(ctx: ScriptedContext, noise: float) -> str:
+def _scripted_probability(ctx: ScriptedContext, noise: float) -> float:
     steps = set(ctx.metadata.get("attr_steps", []))
     hit = any(s in steps for s, _ in marked(ctx))
-    p = (0.85 if hit else 0.1) + noise * (ctx.rng.random() - 0.5)
-    return f"{min(1.0, max(0.0, p)):.2f}"
+    return min(1.0, max(0.0, (0.85 if hit else 0.1) + noise * (ctx.rng.random() - 0.5)))
 
 
 @responder("attribution.llm_naive.score")
 def _scripted_naive_score(ctx: ScriptedContext) -> str:
-    return _scripted_score(ctx, 0.0)
+    return f"{_scripted_probability(ctx, 0.0):.2f}"
+
+
+@responder("attribution.llm_roles.summary")
+def _scripted_roles_summary(ctx: ScriptedContext) -> str:
+    hits = marked(ctx)
+    return f"The team failed at step {hits[0][0]} ({hits[0][1]})." if hits else "No step stands out."
 
 
 @responder("attribution.llm_roles.score")
 def _scripted_roles_score(ctx: ScriptedContext) -> str:
-    return "Probability: " + _scripted_score(ctx, 0.1)
+    steps = list(ctx.metadata.get("attr_steps", [0]))
+    p = _scripted_probability(ctx, 0.1)
+    return json.dumps({"investigation_summary": f"{ctx.metadata.get('attr_role')} view of the segment",
+                       "primary_conclusion": {"agent": "unknown", "mistake_step": steps[0], "confidence": round(p, 2),
+                                              "evidence": [], "reason": "the marker", "alternative_explanations": []}})

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from benchmark.base import BENCHMARKS, Benchmark, Evaluation, Task, check_task_ids
 from benchmark.environment import Environment
-from benchmark.remote import RemoteTests, run_remote_tests
+from benchmark.sandbox import RemoteTests, run_remote_tests
 from benchmark.scicode.data import HAND_WRITTEN, Problem, Step, load_problems
 from benchmark.scicode.prompts import answer_code, step_prompt
-from benchmark.scicode.targets import clean_test_case, computed_targets, h5_targets, step_program
+from benchmark.scicode.targets import clean_test_case, compares_no_target, computed_targets, h5_targets, step_program
 from descriptor.errors import UserError
+from descriptor.problems import UNTARGETED_KEY
 
 COMPARE_SOURCE = (Path(__file__).parent / "compare.py").read_text(encoding="utf-8")
 """The comparison helpers' text, run in the judge (and beside the ground truth when targets are computed)."""
@@ -56,8 +58,12 @@ class SciCodeBenchmark(Benchmark):
     hand-written context (13.6, 62.1, 76.3) are context, not tasks. Success: the program made of the problem's
     dependencies, the previous sub-steps' code and the answer passes every test case of the sub-step, run as
     upstream writes them (``target = targets[i]`` then the asserts) in a trusted judge that calls the answer's
-    functions in a separate sandbox (:mod:`benchmark.remote`), so the answer cannot forge a pass. A problem is
-    solved when all its sub-steps are (:func:`benchmark.check.problem_success`; ``benchmark-check`` reports both).
+    functions in a separate sandbox (:mod:`benchmark.sandbox.remote`), so the answer cannot forge a pass. A
+    problem is solved in run r when all its sub-steps passed in run r (each task's metadata names its ``problem``
+    and the problem's ``problem_tasks``; :mod:`descriptor.problems`; ``benchmark-check``, the summaries and the
+    report give both). Sub-steps none of whose tests compares a target (78.1, 78.2) carry
+    ``tests_compare_no_target`` in their metadata and eval details: their passes check properties, not upstream's
+    values.
     Targets: for ``split = "dev"`` (15 problems, 50 sub-steps) computed once from the ground truth in the
     sandbox and cached per user (:mod:`benchmark.scicode.targets`); for ``split = "test"`` (65 problems, 288
     generated sub-steps) read from upstream's ``test_data.h5`` given as ``targets`` (needs h5py:
@@ -89,12 +95,15 @@ class SciCodeBenchmark(Benchmark):
         """The sub-steps in upstream's order (``seed`` is unused: the set is fixed)."""
         split = self._split()
         with_background = bool(self.options.get("with_background", False))
+        steps = _steps(split)
+        sizes = Counter(problem.problem_id for problem, _ in steps.values())
         tasks = []
-        for tid, (problem, step) in _steps(split).items():
+        for tid, (problem, step) in steps.items():
+            untargeted = {UNTARGETED_KEY: True} if compares_no_target(step) else {}
             tasks.append(Task(task_id=tid, question=step_prompt(problem, step, with_background),
                               reference={"split": split, "step": step.step_id},
-                              metadata={"problem": problem.problem_id, "step": step.step_id,
-                                        "entry_point": step.function_name}))
+                              metadata={"problem": problem.problem_id, "problem_tasks": sizes[problem.problem_id],
+                                        "step": step.step_id, "entry_point": step.function_name, **untargeted}))
         return tasks if limit is None else tasks[:limit]
 
     def _located(self, task: Task) -> tuple[Problem, Step]:
@@ -132,5 +141,6 @@ class SciCodeBenchmark(Benchmark):
                                   memory_mb=int(self.options.get("memory_mb", 4096)),
                                   isolation=self.sandbox_isolation()).details()
         ok = result.pop("passed")
-        return Evaluation(success=ok, score=float(ok), details={"problem": problem.problem_id, **result})
+        untargeted = {UNTARGETED_KEY: True} if compares_no_target(step) else {}
+        return Evaluation(success=ok, score=float(ok), details={"problem": problem.problem_id, **untargeted, **result})
 

@@ -3,7 +3,7 @@
 
 This module's text runs in the trusted judge before the test cases (and beside the ground truth when targets
 are computed); it imports only numpy and scipy, the sandbox's packages. Values from the candidate arrive as
-plain data (:mod:`benchmark.remote_child`), so sparse matrices never reach these functions from that side; they
+plain data (:mod:`benchmark.sandbox.remote_child`), so sparse matrices never reach these functions from that side; they
 are compared densely when a target holds one. Tolerances are upstream's: ``np.allclose`` defaults (atol 1e-8,
 rtol 1e-5).
 """

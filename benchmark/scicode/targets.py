@@ -10,7 +10,7 @@ ground-truth program runs with the rewritten test cases in the code sandbox (:mo
 The values are cached per user (``$MAS_CACHE_DIR`` or ``$XDG_CACHE_HOME/mas-econ``, ``~/.cache``, in
 ``scicode/``), not shipped: they total tens of MB of arrays (filtered images of 800x800 pixels) and depend on the
 installed numpy and scipy, which are part of the cache key. Values are kept in the plain-data encoding of
-:mod:`benchmark.remote_child` (never pickled), so reading a cache file executes nothing.
+:mod:`benchmark.sandbox.remote_child` (never pickled), so reading a cache file executes nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmark import remote_child
-from benchmark.remote import capture_value
+import benchmark.sandbox.remote_child as remote_child
+from benchmark.sandbox import capture_value
 from benchmark.scicode.data import Problem, Step
 from benchmark.scicode.prompts import previous_code
 from descriptor.errors import UserError
@@ -79,6 +79,21 @@ class _Capture(ast.NodeTransformer):
             return node
         call = ast.Call(func=ast.Name(id="__capture__", ctx=ast.Load()), args=[value], keywords=[])
         return ast.copy_location(ast.Expr(value=call), node)
+
+
+def names_target(test_case: str) -> bool:
+    """Whether ``test_case`` reads ``target`` at all (upstream's expected value from ``test_data.h5``).
+
+    >>> names_target("assert np.allclose(f(1), target)"), names_target("assert not np.isnan(f(1)).any()")
+    (True, False)
+    """
+    return any(isinstance(n, ast.Name) and n.id == "target" for n in ast.walk(ast.parse(clean_test_case(test_case))))
+
+
+def compares_no_target(step: Step) -> bool:
+    """Whether none of ``step``'s test cases compares a target: its tests check properties or a closed form of
+    their own (78.1, 78.2), so a pass does not say the answer reproduces the ground truth's values."""
+    return not any(names_target(case) for case in step.test_cases)
 
 
 def capture_source(test_case: str) -> str:

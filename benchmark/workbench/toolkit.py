@@ -18,14 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from benchmark.workbench import (
-    analytics_tools,
-    calendar_tools,
-    crm_tools,
-    directory_tools,
-    email_tools,
-    project_tools,
-)
+from benchmark.workbench.analytics_tools import TOOLS as ANALYTICS_TOOLS
+from benchmark.workbench.calendar_tools import TOOLS as CALENDAR_TOOLS
+from benchmark.workbench.crm_tools import TOOLS as CRM_TOOLS
+from benchmark.workbench.directory_tools import TOOLS as DIRECTORY_TOOLS
+from benchmark.workbench.email_tools import TOOLS as EMAIL_TOOLS
+from benchmark.workbench.project_tools import TOOLS as PROJECT_TOOLS
 from benchmark.workbench.toolspec import ToolSpec, json_schema
 
 if TYPE_CHECKING:
@@ -40,8 +38,7 @@ Selection = Literal["domain", "all"]
 SELECTIONS: tuple[Selection, ...] = ("domain", "all")
 
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
-    *calendar_tools.TOOLS, *email_tools.TOOLS, *analytics_tools.TOOLS, *project_tools.TOOLS, *crm_tools.TOOLS,
-    *directory_tools.TOOLS)}
+    *CALENDAR_TOOLS, *EMAIL_TOOLS, *ANALYTICS_TOOLS, *PROJECT_TOOLS, *CRM_TOOLS, *DIRECTORY_TOOLS)}
 _BY_FUNCTION = {spec.function_name: spec for spec in TOOLS.values()}
 
 

@@ -12,6 +12,8 @@
   per-task success difference, and one sentence stating the finding.
 - Compare: the same paired machinery between experiment roots, per
   benchmark x system, on the tasks both roots ran.
+- Problems (benchmarks whose tasks are sub-steps of problems, SciCode):
+  problem-level success beside sub-step success (:func:`problem_overview`).
 
 Why the sign test over tasks and not McNemar over runs: the bootstrap
 resamples tasks, so tasks are the unit of inference throughout; the runs of
@@ -29,6 +31,7 @@ from typing import Any
 from descriptor.economics import EconomicsSettings, compare_pair
 from descriptor.judge_audit import ConsensusDigest, VoteDigest
 from descriptor.power import detectable_effect
+from descriptor.problems import problem_outcomes, rollup_problem_fields
 from descriptor.stats import SignTest, bootstrap_mean_ci, p95, sign_test, wilson_interval
 from descriptor.summaries import task_average
 
@@ -73,6 +76,9 @@ class RunRow:
     """The benchmark's verdict on each of that vote's candidates (``eval.json``), where it was recorded."""
     consensus: ConsensusDigest | None = None
     """The consensus decisions a judge model decided (:func:`descriptor.judge_audit.consensus_digest`)."""
+    untargeted: bool = False
+    """The run's task has tests that compare no expected value (``eval.json``'s ``tests_compare_no_target``):
+    its success is marked (``U``), as it checks properties of the answer, not the reference's values."""
 
     @property
     def cls(self) -> str:
@@ -107,6 +113,38 @@ def overview(rows: Sequence[RunRow], descriptors: Sequence[dict[str, Any]], seed
                                         "C1_latency_p95"),
             "wall_time_s": sum(r.wall_time_s for r in rs) / n,
         })
+    return out
+
+
+def problem_overview(rows: Sequence[RunRow], descriptors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per benchmark x system whose tasks are sub-steps of problems (:mod:`descriptor.problems`): problem-level
+    success beside sub-step success. A problem is solved in run r when every sub-step passed in run r; the
+    (problem, run) pairs of the complete problems are pooled for a Wilson 95 % interval, as runs are for sub-step
+    success; problems with some sub-steps not run are named, not counted. ``untargeted_successes``: successful runs
+    of sub-steps whose tests compare no target."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in descriptors:
+        groups.setdefault((d["benchmark"], d["system"]), []).append(d)
+    out = []
+    for (bench, system), ds in sorted(groups.items()):
+        outcomes = problem_outcomes(ds)
+        if not outcomes:
+            continue
+        complete = [o for o in outcomes.values() if o.complete]
+        n, k = sum(o.runs for o in complete), sum(o.solved for o in complete)
+        lo, hi = wilson_interval(k, n) if n else (None, None)
+        mine = [r for r in rows if r.included and r.benchmark == bench and r.system == system]
+        sub_n, sub_k = len(mine), sum(1 for r in mine if r.success)
+        s_lo, s_hi = wilson_interval(sub_k, sub_n) if sub_n else (None, None)
+        rollup = rollup_problem_fields(ds)
+        out.append({"benchmark": bench, "system": system, "n_problems": len(complete), "problem_runs": n,
+                    "problem_solved": k, "problem_success": k / n if n else None, "problem_lo": lo, "problem_hi": hi,
+                    "problem_success_rate": rollup["problem_success_rate"],
+                    "sub_steps": sub_n, "sub_solved": sub_k, "sub_success": sub_k / sub_n if sub_n else None,
+                    "sub_lo": s_lo, "sub_hi": s_hi,
+                    "partial": [o.problem for o in outcomes.values() if not o.complete],
+                    "untargeted_successes": sum(1 for r in mine if r.success and r.untargeted),
+                    "untargeted_tasks": sorted({r.task_id for r in mine if r.untargeted})})
     return out
 
 

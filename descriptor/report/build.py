@@ -19,7 +19,7 @@ from descriptor.errors import UserError
 from descriptor.io import write_derived_json
 from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 from descriptor.layout import split_unit
-from descriptor.report import collect
+import descriptor.report.collect as collect
 from descriptor.report.analysis import (
     FEW_TASKS,
     MATCHED_SAS,
@@ -28,6 +28,7 @@ from descriptor.report.analysis import (
     matching_sentence,
     overview,
     paired_rows,
+    problem_overview,
 )
 from descriptor.report.attribution_inputs import AttributionIndex, load_attribution
 from descriptor.report.charts import difference_chart, pca_chart, quality_cost_chart
@@ -194,7 +195,9 @@ def _grids(layout: Layout, rows: list[RunRow], facts: dict[str, Any], baseline: 
                         title = (f"{s} run {r.run_index}: " + (
                                  "infrastructure error (no task result)" if r.errored else
                                  "skipped (damaged files)" if not r.included else
-                                 f"{'solved' if r.success else 'not solved'}, answer {r.answer!r}, {r.tokens:,} tokens"))
+                                 f"{'solved' if r.success else 'not solved'}, answer {r.answer!r}, {r.tokens:,} tokens"
+                                 + ("; U: its tests compare no target (a pass checks properties, not the reference's "
+                                    "values)" if r.untargeted and r.success else "")))
                         cell.append({"run_index": r.run_index, "cls": cls, "title": title, "flags": r.flags,
                                      "href": r.href})
                     inc = [r for r in by_cell.get((bench, t, s), []) if r.included]
@@ -276,6 +279,7 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
         n_runs=len(rows), n_included=n_included, n_errored=n_errored, n_skipped=len(rows) - n_included - n_errored,
         benchmarks=benches,
         systems=systems, models=sorted(facts["models"]), findings=findings, overview=ov,
+        problems=problem_overview(rows, descriptors),
         charts=_charts(layout, ov, paired, descriptors, settings, colors),
         cost_label="tokens per run" if settings.cost_unit == "tokens" else "USD per run",
         pictures=_pictures(root, layout, final_out), grids=[g for g in grids if g["page"] == 1],

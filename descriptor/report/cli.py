@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _run(args: argparse.Namespace) -> int:
-    from descriptor.report import write_report
+    from descriptor.report.build import write_report
 
     index = write_report(args.experiment_root, out=args.out, compare=args.compare or (), baseline=args.baseline,
                          attribution=args.attribution or (), lam=args.lam, cost_unit=args.cost_unit, seed=args.seed)

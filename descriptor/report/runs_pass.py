@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from descriptor.problems import UNTARGETED_KEY
 from descriptor.parallel import PARALLEL_MIN_RUNS, PARALLEL_MIN_TASKS, fork_chunks, usable_workers
-from descriptor.report import collect
+import descriptor.report.collect as collect
 from descriptor.report.analysis import RunRow
 from descriptor.report.attribution_inputs import AttributionIndex
 from descriptor.report.render import Layout, run_name, write_file
@@ -59,8 +60,11 @@ Also = Callable[[Path, list[RunRecord], list[RunIssue]], Any]
 
 
 def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
-    flags = ("R" if run.rollbacks else "") + ("A" if run.key in attr.by_run else "")
     rec = run.record
+    # a pass on a task whose tests compare no expected value is marked (U): it checks properties, not values
+    untargeted = rec is not None and rec.eval.details.get(UNTARGETED_KEY) is True
+    flags = ("R" if run.rollbacks else "") + ("A" if run.key in attr.by_run else "") + (
+        "U" if untargeted and rec is not None and rec.success else "")
     if rec is None:
         return RunRow(benchmark=run.benchmark, system=run.system, task_id=run.task_id, run_index=run.run_index,
                       included=False, success=None, href=page, flags=flags)
@@ -73,7 +77,7 @@ def _row(run: collect.RunData, page: str, attr: AttributionIndex) -> RunRow:
                   error_events=rec.digest.error_events,
                   tool_calls=m.tool_calls_total, tool_fails=m.tool_fail_total,
                   answer=run.answer[:200], href=page, flags=flags, vote=rec.digest.vote, elections=rec.digest.elections,
-                  candidate_success=rec.eval.candidate_success, consensus=rec.digest.consensus)
+                  candidate_success=rec.eval.candidate_success, consensus=rec.digest.consensus, untargeted=untargeted)
 
 
 def _write_task_data(task: collect.TaskRuns, pages: Pages) -> None:

@@ -8,7 +8,8 @@ import sys
 
 def _export_otel(args: argparse.Namespace) -> int:
     from descriptor.errors import UserError
-    from mas.otel import export_endpoint, traces_url
+    from descriptor.redact import redact
+    from mas.otel.endpoint import export_endpoint, traces_url
     from mas.otel.replay import replay_experiment, send
 
     if args.endpoint:
@@ -22,9 +23,9 @@ def _export_otel(args: argparse.Namespace) -> int:
                             "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")
     replay = replay_experiment(args.experiment_root, record_inputs=args.record_inputs)
     for line in replay.skipped:
-        print(f"skipped {line}", file=sys.stderr)
+        print(redact(f"skipped {line}"), file=sys.stderr)
     sent = send(replay, url)
-    print(f"exported {len(replay.runs)} run(s), {sent} spans, to {url}")
+    print(redact(f"exported {len(replay.runs)} run(s), {sent} spans, to {url}"))  # the URL may hold a password
     return 0
 
 

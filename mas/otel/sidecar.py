@@ -41,7 +41,7 @@ from typing import IO, Any
 from descriptor.events import Event
 from descriptor.io import json_bytes
 from descriptor.records import RunMetadata
-from descriptor.redact import registered_secret_env
+from descriptor.redact import redact, registered_secret_env
 from mas.logging import get_logger
 from mas.tracing import utc_now_iso
 
@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             queue_run(url, RunMetadata.model_validate(msg["meta"]), end=msg["end"],
                       events=[parse_event(e) for e in msg["events"]], record_inputs=bool(msg["record_inputs"]))
         except Exception as err:  # noqa: BLE001 - a bad frame loses that run's spans, not the others'
-            print(f"mas.otel.sidecar: a run's spans were not exported: {type(err).__name__}: {err}", file=sys.stderr)
+            print(redact(f"mas.otel.sidecar: a run's spans were not exported: {type(err).__name__}: {err}"),
+                  file=sys.stderr)
     # End of input: a sweep that exits flushes first (it waits for our answer), so little is left; a sweep killed
     # with -9 waits for nothing, and a slow or silent endpoint held this process 11-18 s after it (the
     # exporter's timeout and retries). What is queued gets EXIT_FLUSH_S, then the process ends without joining
@@ -236,4 +237,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception:  # noqa: BLE001 - printed like Python would, redacted: the endpoint's URL may hold a password
+        from mas.logging import redacted_traceback
+
+        sys.stderr.write(redacted_traceback())
+        sys.exit(1)

@@ -2,4 +2,5 @@
 and BrowseComp's grading. The orchestrator's plan and critique are registered beside their prompts
 (:mod:`mas.topologies.decomposition`)."""
 
-from mas.scripted import agents, browsecomp  # noqa: F401  (each registers)
+import mas.scripted.agents  # noqa: F401  (each registers)
+import mas.scripted.browsecomp  # noqa: F401

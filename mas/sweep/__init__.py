@@ -1,9 +1,7 @@
 """Runs and sweeps: one run's artifacts, resumable experiments, the manifest, executors."""
 
 from descriptor.exports import lazy_exports
-
-DEFAULT_RETRY_ERRORS = 3
-"""Times a run that ended in an infrastructure error is run again by later invocations (``--retry-errors``)."""
+from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
 
 _EXPORTS = {
     "ExperimentRequest": "mas.sweep.experiment",

@@ -29,7 +29,7 @@ from descriptor.registry import loaded_plugins
 from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.providers import check_provider
-from mas.sweep import DEFAULT_RETRY_ERRORS
+from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
 from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.grading import grading_routes

@@ -34,7 +34,7 @@ from descriptor.records import RunResult
 from descriptor.run_index import append_entries, entry, read_index
 from mas.llm.meter import METER
 from mas.logging import get_logger
-from mas.sweep import DEFAULT_RETRY_ERRORS
+from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress

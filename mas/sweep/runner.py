@@ -31,6 +31,7 @@ from descriptor.records import (
     RunResult,
     TraceMetricsRecord,
 )
+from descriptor.problems import problem_of
 from descriptor.run_config import read_metadata_with_config
 from descriptor.run_files import RunFileError, read_result
 from descriptor.report.page_file import write_page_file
@@ -244,23 +245,19 @@ async def run_graph(system: str, rt: RunContext, checkpoints: Path | InMemorySav
     failure rather than the infrastructure's).
 
     ``fork``: resume from the checkpoint named in ``config`` after applying this state update (a rollback; empty:
-    as it is); otherwise start a new thread. The topology makes the input and reads the final state. An
-    exception is recorded as an ``error`` event and returned, never raised:
-    the sweep goes on. The tracer is closed at the end.
+    as it is); otherwise start a new thread. The topology makes the input and reads the final state. An exception
+    is recorded as an ``error`` event and returned, never raised: the sweep goes on. The tracer is closed at the end.
 
     The error rule (also in ``descriptor/README.md``), two kinds:
 
-    - an infrastructure error (:func:`is_infrastructure_error`: a model call
-      that failed for good after its retries, or a non-retryable endpoint
-      error such as 401; a dead embedded server; an unavailable sandbox)
-      makes the run ``status: error``: no task result, retried by the next
-      sweep, left out of the task metrics with a warning. No topology carries
-      on with a failed branch or replaces a failed judge call (only an
+    - an infrastructure error (:func:`is_infrastructure_error`: a model call that failed for good after its
+      retries, or a non-retryable endpoint error such as 401; a dead embedded server; an unavailable sandbox)
+      makes the run ``status: error``: no task result, retried by the next sweep, left out of the task metrics
+      with a warning. No topology carries on with a failed branch or replaces a failed judge call (only an
       unusable *reply* falls back), so one such failure ends the run;
-    - any other exception is the system's own failure (a prompt over the
-      model's context, a graph exception, the recursion limit, unusable
-      output): a finished run with ``completion`` and ``success`` false,
-      counted in every rate, as the seed's contract has it.
+    - any other exception is the system's own failure (a prompt over the model's context, a graph exception,
+      the recursion limit, unusable output): a finished run with ``completion`` and ``success`` false, counted
+      in every rate, as the seed's contract has it.
     """
     state: dict[str, Any] = {}
     error: str | None = None
@@ -415,6 +412,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         latency_total_ms=metrics.latency_total, cost_total_usd=metrics.cost_total if tracing else totals["cost_usd"],
         wall_time_s=wall_s, error=error, limit=rt.limit_reached,
         grading_cost_usd=float(grading.details.get("judge_cost_usd", 0.0)) if grading is not None else 0.0,
+        **problem_of(spec.task.metadata),
     )
     write_json_atomic(paths.result, result, indent=None)
     return result

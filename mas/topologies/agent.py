@@ -24,14 +24,13 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
 
 from descriptor.events import AgentOutput, Event, EventType, ToolCall, ToolResult
 from mas.config import ExperimentConfig
 from mas.llm.call import LLMResult, call_llm, llm_event_fields
 from mas.llm.tool_calls import ToolCallRequest
 from mas.llm.injection import INJECTED_KEY, InjectionPlan
-from mas.llm.confidence import parse_confidence
+from mas.llm.confidence import Scale, parse_confidence
 from mas.llm.models import ModelSet
 from mas.topologies.environment import (
     MAIN,
@@ -39,6 +38,7 @@ from mas.topologies.environment import (
     EnvironmentFactory,
     branch_environment,
 )
+from mas.topologies.node import state_id_of
 from mas.topologies.prompts import (
     GENERIC_BRIEF,
     answer_schema as _answer_schema,
@@ -139,13 +139,6 @@ class StepOutcome:
     """The answer reply's JSON object, when it had one (fields beyond the answer's)."""
 
 
-def state_id_of(config: RunnableConfig | None) -> str | None:
-    """The top-level checkpoint a node runs from (its resumable point)."""
-    if not config:
-        return None
-    return (config.get("configurable", {}).get("checkpoint_map") or {}).get("")
-
-
 def opening_messages(rt: RunContext, agent: AgentSpec, extra: str = "", toolbox: Toolbox | None = None,
                      ) -> list[BaseMessage]:
     """System prompt plus the task (and any relay packets selected for this agent).
@@ -165,8 +158,11 @@ _BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _CALL_SHAPE_RE = re.compile(r'^\s*(```(?:json)?\s*)?\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"arguments"\s*:', re.DOTALL)
 
 
-def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
+def parse_answer(parsed: dict[str, Any] | None, text: str, confidence_scale: Scale = "clip") -> Answer:
     """Answer from the reply's JSON, else a salvage, else the whole reply (each recorded in ``parse``).
+
+    The JSON's ``confidence`` is read on ``confidence_scale`` (``mas.confidence_scale``; default the harness
+    README's rule: clipped into [0, 1], 0.5 when missing or unparsable).
 
     Small models cut their JSON short at the token limit (``salvaged``: the
     ``answer_artifact`` field read from the broken JSON) or write a tool call
@@ -181,7 +177,8 @@ def parse_answer(parsed: dict[str, Any] | None, text: str) -> Answer:
     if parsed:
         art = parsed.get("answer_artifact", parsed.get("answer", parsed.get("final_answer")))
         if art is not None:
-            return Answer(answer_artifact=str(art).strip(), confidence=parse_confidence(parsed.get("confidence"), 0.5),
+            confidence = parse_confidence(parsed.get("confidence"), MISSING_CONFIDENCE, confidence_scale)
+            return Answer(answer_artifact=str(art).strip(), confidence=confidence,
                           reasoning=str(parsed.get("reasoning", ""))[:2000], parse="json")
     found = _ARTIFACT_RE.search(text)
     if found:
@@ -236,10 +233,12 @@ async def agent_step(
     critique) and is marked ``payload.redo``. ``hints``: facts the caller
     knows about this call (the roster, the reports shown), sent as invoke
     metadata (``metadata["hints"]``) for a test double to read instead of the
-    prompt's prose; no real model sees them. Raises
+    prompt's prose; no real model sees them. ``state_id``: the checkpoint the
+    events name (default: the running node's, :func:`~mas.topologies.node.state_id_of`). Raises
     :class:`~mas.llm.call.LLMCallError` when the call fails for good.
     """
     tracer = current_tracer()
+    state_id = state_id_of() if state_id is None else state_id
     own_tools = (toolbox or rt.toolbox()).tools if agent.tools else ()
     tools = [*own_tools, *route_tools] if allow_tools else []
     # an agent with tools that may not use them any more is told to answer now
@@ -265,7 +264,7 @@ async def agent_step(
         _record_injection(rt, res, first)
         reply = res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text)
         return StepOutcome(answer=None, tool_calls=res.tool_calls, routing_calls=routing, new_messages=[reply])
-    answer = parse_answer(res.parsed, res.text)
+    answer = parse_answer(res.parsed, res.text, rt.cfg.mas.confidence_scale)
     event_type = answer_event(answer) if callable(answer_event) else answer_event
     redo = True if redo_revise and event_type == "revise" else None
     ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends, redo=redo),
@@ -308,6 +307,7 @@ async def run_tool_calls(rt: RunContext, agent: AgentSpec, calls: list[ToolCallR
     environment, ``state_changing`` marks the calls that changed its state.
     """
     tracer = current_tracer()
+    state_id = state_id_of() if state_id is None else state_id
     box = toolbox or rt.toolbox()
     out: list[ToolRun] = []
     for call in calls:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -34,15 +33,12 @@ from mas.topologies.kit import (
     Role,
     RunContext,
     Topology,
-    context_block,
     finish_loop,
     latest,
     make_agents,
-    packet,
     register_system,
     round_artifacts,
     round_decision,
-    state_id_of,
     take_turn,
     tool_edges,
 )
@@ -50,17 +46,6 @@ from mas.topologies.kit import (
 DEBATER_ROLE = Role(name="debater", brief="You are one of several independent debaters. Solve the task yourself.")
 DISCUSS = ("These are the other agents' answers to the same task. Re-check the task and your own work; "
            "use a tool if a value needs checking. Keep your answer if it is right, change it if it is wrong.")
-
-
-def decision_sends(stop: bool, debaters: list[str]) -> list[dict[str, str]]:
-    """Who the controller's decision goes to: the judge (the final vote) on a stop, else every debater.
-
-    The controller reads the round's answers from graph state (not a message);
-    what it passes on is the next round's start or the answers to be voted on.
-    """
-    if stop:
-        return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
-    return [{"from": CONTROLLER, "to": n} for n in debaters]
 
 
 def debater_names(mas: MasSettings) -> list[str]:
@@ -80,6 +65,7 @@ def build_debate(rt: RunContext) -> StateGraph:
     """
     debaters = make_agents(rt, DEBATER_ROLE, debater_names(rt.cfg.mas))
     names = [d.name for d in debaters]
+    graph = agent_graph(rt.cfg.mas)
     by_name = {d.name: d for d in debaters}
 
     async def fan_out(state: DebateState) -> list[Send]:
@@ -89,33 +75,33 @@ def build_debate(rt: RunContext) -> StateGraph:
                                  "envs": state.get("envs") or {}})
                 for n in names]
 
-    async def debater(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def debater(task: dict[str, Any]) -> dict[str, Any]:
         agent: AgentSpec = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
         peers = [a for a in round_artifacts(history, names, r - 1) if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other agents' answers:",
-                              packets=[packet(a) for a in peers], own=own, instruction=DISCUSS if r > 0 else "")
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
-                               state_id=state_id_of(config),
-                               sends=[{"from": agent.name, "to": n} for n in names if n != agent.name])
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=peers,
+                               peers_title="Other agents' answers:", instruction=DISCUSS if r > 0 else "",
+                               sends=graph.sends(agent.name))
 
-    async def controller(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
+    async def controller(state: DebateState) -> dict[str, Any]:
         r = state.get("round", 0)
         history = state.get("history") or {}
+        # the controller reads the round's answers from graph state (not a message); what it passes on is the
+        # next round's start, or on a stop the answers to be voted on
         return await round_decision(rt, stage="debate", round_index=r, current=round_artifacts(history, names, r),
                                     previous=round_artifacts(history, names, r - 1) if r > 0 else None,
-                                    expected_count=len(names), state_id=state_id_of(config),
-                                    sends=lambda stop: decision_sends(stop, names))
+                                    expected_count=len(names),
+                                    sends=lambda stop: graph.sends(CONTROLLER, "final vote" if stop else "next round"))
 
     async def after_controller(state: DebateState) -> list[Send] | str:
         return "vote" if state["decisions"][-1]["stop"] else await fan_out(state)
 
-    async def vote(state: DebateState, config: RunnableConfig) -> dict[str, Any]:
+    async def vote(state: DebateState) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in names) if a is not None]
         # the winner's branch is the outcome
-        return await finish_loop(rt, state, stage="debate", vote=arts, state_id=state_id_of(config))
+        return await finish_loop(rt, state, stage="debate", vote=arts)
 
     g = StateGraph(DebateState)
     g.add_node("debater", debater)

@@ -8,8 +8,7 @@ else is derived from the declaration: the registry of systems
 agent picture (:mod:`mas.topologies.pictures`; the workflow picture comes
 from the compiled graph), and the agents generated personas specialise.
 
->>> from descriptor.registry import Registry
-from mas.config import MasSettings
+>>> from mas.config import MasSettings
 >>> from mas.topologies.debate import TOPOLOGY
 >>> [p.name for p in TOPOLOGY.agents(MasSettings(agents=2)).agents()]
 ['debater_0', 'debater_1']
@@ -89,6 +88,18 @@ class AgentGraph:
 
     def rows(self) -> dict[str, int]:
         return {p.name: p.row for p in self.participants}
+
+    def sends(self, source: str, *labels: str) -> list[dict[str, str]]:
+        """The messages ``source`` sends (those labelled one of ``labels``, if any are given) as a trace event's
+        ``sends``, in declaration order; edges to :data:`TOOLS_NODE` are tool calls, not messages.
+
+        >>> g = AgentGraph(participants=(), messages=(Message(source="a", target="b", label="answer"),
+        ...                                            Message(source="a", target=TOOLS_NODE)))
+        >>> g.sends("a")
+        [{'from': 'a', 'to': 'b'}]
+        """
+        return [{"from": m.source, "to": m.target} for m in self.messages
+                if m.source == source and m.target != TOOLS_NODE and (not labels or m.label in labels)]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

@@ -30,6 +30,7 @@ from descriptor.events import ToolCall, ToolResult
 from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import CONTENT_LIMIT, AgentSpec
 from mas.topologies.environment import MAIN
+from mas.topologies.node import state_id_of
 from mas.tracing import current_tracer
 
 PLAN_CONTRACT = "orchestrator.plan"
@@ -113,13 +114,14 @@ def part_changes(envs: dict[str, list[dict[str, Any]]], worker: str, env: Enviro
 
 
 def merge_parts(agent: AgentSpec, env: Environment, parts: Sequence[tuple[str, Sequence[dict[str, Any]]]],
-                state_id: str | None) -> list[str]:
+                state_id: str | None = None) -> list[str]:
     """Apply each accepted part's state changes to ``env`` (the run's environment), traced as ``agent``'s calls.
 
     ``parts``: (worker, its accepted state-changing calls ``{"name", "args"}``) in worker order. A change that
     fails here (a conflict with an earlier part) is a failed ``tool_result``. Returns ``tool(args) -> output`` lines.
     """
     tracer = current_tracer()
+    state_id = state_id_of() if state_id is None else state_id
     lines = []
     for worker, calls in parts:
         for call in calls:

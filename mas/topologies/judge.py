@@ -31,7 +31,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from mas.llm.call import LLMResult, actor_seed, call_llm
+from mas.llm.call import actor_seed, call_llm
 from mas.llm.schema import bounded_schema
 from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
@@ -40,15 +40,18 @@ from mas.topologies.termination import (
     ConsensusJudge,
     ConsensusView,
     JudgeOutcome,
+    Work,
     artifact_kind,
     lexical_view,
     normalize_artifact,
 )
+from mas.topologies.usage import Usage
 
 JUDGE_ACTOR = "system:judge"
 ANSWER_RECIPIENT = "user"
 """Recipient of a final answer that a system actor publishes (the caller of the run)."""
 CANDIDATES_HEADER = "Candidates (JSON):"
+WORK_HEADER = "Work under revision (JSON):"
 MOCK_JUDGE = "mock mode (scripted model): no LLM judge, the lexical fallback decides"
 """``judge_error`` of a decision or vote made in mock mode."""
 
@@ -98,6 +101,12 @@ Reply with ONLY this JSON:
  "progress_status": "improving"|"stalled"|"unclear", "expected_improvement": "high"|"medium"|"low",
  "should_stop_for_no_progress": true|false, "explanation": "<one or two sentences>"}"""
 
+WORK_INSTRUCTIONS = """
+The work under revision lists the artifacts another round would revise (each with its agent's previous one); the
+candidates vote, the work shows progress: group only the candidates, and judge progress (progress_status,
+expected_improvement, should_stop_for_no_progress) on how the work and the candidates changed since their
+previous answers."""
+
 VOTE_INSTRUCTIONS = """You pick the final answer of a multi-agent system. Group the candidate answers that state the same
 final answer. Prefer a direct answer backed by evidence (tool results, checked reasoning) over refusals, plans,
 "blocked" statuses or answers that admit missing evidence; among direct answers prefer the one most agents
@@ -127,13 +136,27 @@ def candidate_rows(candidates: Sequence[Candidate], previous: Sequence[Candidate
     return rows
 
 
+def work_rows(work: Work | None) -> list[dict[str, Any]]:
+    """The work under revision as the consensus judge sees it (also its calls' ``judge_work`` metadata): each
+    agent's current and previous artifact."""
+    if work is None:
+        return []
+    before = {p.agent: p.artifact for p in work.previous or []}
+    return [{"agent": c.agent, "answer": c.artifact, **({"previous_answer": before[c.agent]} if c.agent in before
+                                                       else {})} for c in work.current]
+
+
 def judge_messages(instructions: str, question: str, candidates: Sequence[Candidate],
-                   previous: Sequence[Candidate] | None = None, notes: Sequence[str] = ()) -> list[Any]:
+                   previous: Sequence[Candidate] | None = None, notes: Sequence[str] = (),
+                   work: Work | None = None) -> list[Any]:
     """The judge's prompt; ``notes`` (a rollback's note on the failed continuation) go between task and
-    candidates, as they do in an agent's prompt."""
+    candidates, as they do in an agent's prompt; ``work`` (the consensus judge only) follows the candidates, and
+    the instructions say how to read it."""
     told = "".join(f"{n}\n\n" for n in notes)
-    return [SystemMessage(instructions),
-            HumanMessage(f"Task:\n{question}\n\n{told}{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}")]
+    shown = f"\n\n{WORK_HEADER}\n{json.dumps(work_rows(work), ensure_ascii=False, indent=1)}" if work else ""
+    return [SystemMessage(instructions + (WORK_INSTRUCTIONS if work else "")),
+            HumanMessage(f"Task:\n{question}\n\n{told}{CANDIDATES_HEADER}\n{candidates_json(candidates, previous)}"
+                         f"{shown}")]
 
 
 def _check_indices(groups: list[list[int]], invalid: list[int], n: int) -> list[list[int]]:
@@ -189,20 +212,22 @@ def parse_vote(parsed: dict[str, Any] | None, candidates: Sequence[Candidate]) -
 def consensus_judge(rt: RunContext) -> ConsensusJudge:
     """The ``llm_judge`` consensus judge of this run (the ``judge`` route)."""
 
-    async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None) -> JudgeOutcome:
+    async def judge(candidates: Sequence[Candidate], previous: Sequence[Candidate] | None,
+                    work: Work | None = None) -> JudgeOutcome:
         if is_mock_judge(rt):
             return JudgeOutcome(view=None, error=MOCK_JUDGE)
         # A failed call (LLMCallError) ends the run as an infrastructure error; only an unusable reply falls back.
         res = await call_llm(rt.models.for_role("judge"), judge_messages(CONSENSUS_INSTRUCTIONS, rt.question,
-                                                                         candidates, previous),
+                                                                         candidates, previous, work=work),
                              contract="judge.consensus", actor=JUDGE_ACTOR, step=None,
                              json_schema=CONSENSUS_SCHEMA, temperature=0.0,
-                             metadata={"judge_candidates": candidate_rows(candidates, previous)})
-        usage = judge_usage(res)
+                             metadata={"judge_candidates": candidate_rows(candidates, previous),
+                                       **({"judge_work": work_rows(work)} if work else {})})
+        usage = Usage.of(res)
         try:
-            return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), **usage)
+            return JudgeOutcome(view=parse_consensus(res.parsed, len(candidates)), usage=usage)
         except ValueError as err:
-            return JudgeOutcome(view=None, error=f"unusable judge reply: {err}"[:500], **usage)
+            return JudgeOutcome(view=None, error=f"unusable judge reply: {err}"[:500], usage=usage)
 
     return judge
 
@@ -218,39 +243,19 @@ class VoteOutcome:
     source: str = "lexical"
     """``llm_judge``, ``lexical`` or ``lexical_fallback``."""
     error: str | None = None
-    token_in: int = 0
-    token_out: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0
-    model: str | None = None
-    """The judge call's model and route (None: no call was made, :attr:`by_model`)."""
-    route: str | None = None
-    usage_source: str | None = None
-    cache_hit: bool | None = None
-    """The judge's reply came from the response cache (``cost_usd_saved`` is what it did not pay again)."""
-    cost_usd_saved: float | None = None
+    usage: Usage = Usage()
+    """The judge call's usage (its model and route None: no call was made, :attr:`by_model`)."""
     shown_order: list[int] | None = None
     """The candidates' indices in the order the judge model saw them (None: no judge model saw them)."""
 
     @property
     def by_model(self) -> bool:
         """A judge model was called for this vote (its reply decided, or was unusable and the lexical vote did)."""
-        return self.route is not None
+        return self.usage.route is not None
 
     def envelope(self) -> dict[str, Any]:
         """The trace event fields of the judge call behind this vote (usage, model, route, cache)."""
-        return {"token_in": self.token_in, "token_out": self.token_out, "latency_ms": self.latency_ms,
-                "cost_usd": self.cost_usd, "model": self.model, "route": self.route,
-                "usage_source": self.usage_source, "cache_hit": self.cache_hit, "cost_usd_saved": self.cost_usd_saved}
-
-
-def judge_usage(res: LLMResult) -> dict[str, Any]:
-    """What a judge call cost and which model and route answered it, as :class:`JudgeOutcome` and
-    :class:`VoteOutcome` fields."""
-    return {"token_in": res.token_in, "token_out": res.token_out, "latency_ms": res.latency_ms,
-            "cost_usd": res.cost_usd, "model": res.model_label or None, "route": res.route or None,
-            "usage_source": res.usage_source, "cache_hit": res.cache_hit or None,
-            "cost_usd_saved": res.cost_usd_saved if res.cache_hit else None}
+        return self.usage.envelope()
 
 
 def vote_artifacts(candidates: Sequence[Candidate]) -> VoteOutcome:
@@ -326,19 +331,17 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
                          judge_messages(VOTE_INSTRUCTIONS, rt.question, shown, notes=notes),
                          contract="judge.vote", actor=JUDGE_ACTOR, step=None, json_schema=VOTE_SCHEMA, temperature=0.0,
                          metadata={"judge_candidates": candidate_rows(shown)})
-    usage = judge_usage(res)
+    usage = Usage.of(res)
     try:
         r = parse_vote(res.parsed, shown)
     except ValueError as err:
         out = vote_artifacts(candidates)
         out.source, out.error = "lexical_fallback", f"unusable judge reply: {err}"[:500]
-        for name, value in usage.items():
-            setattr(out, name, value)
-        out.shown_order = order
+        out.usage, out.shown_order = usage, order
         return out
     return VoteOutcome(winner_index=order[r.winner_index], groups=[[order[i] for i in g] for g in r.groups],
                        invalid_indices=[order[i] for i in r.invalid_indices], explanation=r.explanation[:1000],
-                       source="llm_judge", shown_order=order, **usage)
+                       source="llm_judge", shown_order=order, usage=usage)
 
 
 # ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----
@@ -354,8 +357,9 @@ def _scripted_candidates(ctx: ScriptedContext) -> tuple[list[Candidate], list[di
 def scripted_consensus(ctx: ScriptedContext) -> str:
     cands, rows = _scripted_candidates(ctx)
     view = lexical_view(cands, None)
+    # progress as the lexical fallback measures it: over the work under revision when there is one
     changed = [normalize_artifact(r["answer"]) != normalize_artifact(r["previous_answer"])
-               for r in rows if "previous_answer" in r]
+               for r in ctx.metadata.get("judge_work") or rows if "previous_answer" in r]
     stalled = bool(changed) and not any(changed)
     return json.dumps({
         "groups": view.groups, "invalid_indices": view.invalid_indices, "is_substantive": view.is_substantive,

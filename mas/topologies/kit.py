@@ -1,12 +1,15 @@
 """The topology kit: everything a topology imports, from one place.
 
-A topology is one module: a graph builder ``build(rt) -> StateGraph``, its roles, its agent picture and
-``register_system(Topology(...))``. It reads the run from a :class:`RunContext`, keeps its state in a
-:class:`LoopState` (or :class:`RunState`) subclass, makes its agents with :func:`make_agents`, lets them speak
-with :func:`take_turn` (or :func:`agent_turn` for a turn of its own making), asks the termination controller
-with :func:`round_decision` and closes with :func:`finish_loop`, which writes the closing records (the
-``finalize`` event to the user, the stage record). The project's topologies (``mas/topologies/*.py``) and the
-example plugin's ``round_robin`` (``examples/plugin``) are built this way.
+A topology is one module: a graph builder ``build(rt) -> StateGraph`` (node functions and ``add_node``), its
+roles, its agent graph (who sends what to whom, also the agent picture) and ``register_system(Topology(...))``.
+It reads the run from a :class:`RunContext`, keeps its state in a :class:`LoopState` (or :class:`RunState`)
+subclass, makes its agents with :func:`make_agents`, lets them speak with :func:`take_turn` (or
+:func:`agent_turn` for a turn of its own making), asks the termination controller with :func:`round_decision`
+and closes with :func:`finish_loop`, which writes the closing records (the ``finalize`` event to the user, the
+stage record). Who a turn or a decision goes to is read from the agent graph (:meth:`AgentGraph.sends`); the
+checkpoint each event names is the running node's, which these functions read themselves
+(:func:`state_id_of`), so a node passes none. The project's topologies (``mas/topologies/*.py``) and the example
+plugin's ``round_robin`` (``examples/plugin``) are built this way.
 
 >>> from mas.topologies import kit
 >>> kit.CONTROLLER, kit.ANSWER_RECIPIENT
@@ -23,7 +26,6 @@ from mas.topologies.agent import (
     agent_turn,
     opening_messages,
     run_tool_calls,
-    state_id_of,
 )
 from mas.topologies.declaration import (
     TOOLS_NODE,
@@ -38,6 +40,7 @@ from mas.topologies.declaration import (
 from mas.topologies.environment import MAIN, changes_text, log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, consensus_judge, final_vote
 from mas.topologies.loop import StageRecord, finish_loop, round_decision, take_turn
+from mas.topologies.node import state_id_of
 from mas.topologies.roles import (
     Published,
     artifact_of,

@@ -18,11 +18,14 @@ from descriptor.events import FinalAnswer
 from mas.topologies.agent import AgentSpec, RunContext, agent_turn, opening_messages
 from mas.topologies.environment import log_update
 from mas.topologies.judge import ANSWER_RECIPIENT, consensus_judge
+from mas.topologies.node import state_id_of
 from mas.topologies.roles import (
     artifact_of,
     candidate,
+    context_block,
     discussion_hints,
     event_for,
+    packet,
     publish_vote,
     sync_step_counter,
 )
@@ -70,19 +73,25 @@ class StageRecord:
                 "decisions": self.decisions, **self.extra}
 
 
-async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *, round_index: int, extra: str,
-                    sends: list[dict[str, str]], state_id: str | None, own: dict[str, Any] | None = None,
-                    payload: dict[str, Any] | None = None, peers: Sequence[dict[str, Any]] | None = None,
-                    ) -> dict[str, Any]:
+async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *, round_index: int,
+                    sends: list[dict[str, str]], extra: str | None = None, own: dict[str, Any] | None = None,
+                    peers: Sequence[dict[str, Any]] | None = None, peers_title: str = "", instruction: str = "",
+                    payload: dict[str, Any] | None = None, state_id: str | None = None) -> dict[str, Any]:
     """One agent's turn in a looped stage, on its own environment branch; returns the graph-state update.
 
     ``task`` is the node's state (or ``Send`` payload): its ``steps_done`` numbers the turn's steps on a resumed
-    run and its ``envs`` hold the agent's branch (named after it, kept across rounds). ``own``: the agent's
-    previous artifact (a changed answer is then a ``revise``). ``payload``: the events' extra fields
-    (default ``{"round": round_index}``). ``peers``: the other agents' artifacts the turn shows (with ``own``,
-    they travel as the call's hints, :func:`~mas.topologies.roles.discussion_hints`). The update stores the turn's artifact under the agent's history, adds
-    its steps and keeps its branch's action log.
+    run, its ``envs`` hold the agent's branch (named after it, kept across rounds) and its ``notes`` (a
+    rollback's) open what the agent is shown after the task. Then ``peers``, the other agents' artifacts under
+    ``peers_title``, ``own``, the agent's previous artifact (a changed answer is then a ``revise``), and
+    ``instruction`` (:func:`~mas.topologies.roles.context_block`); ``extra`` replaces all of that with a text
+    of the caller's. ``own`` and ``peers`` also travel as the call's hints
+    (:func:`~mas.topologies.roles.discussion_hints`). ``payload``: the events' extra fields (default
+    ``{"round": round_index}``). The update stores the turn's artifact under the agent's history, adds its steps
+    and keeps its branch's action log.
     """
+    if extra is None:
+        extra = context_block(notes=task.get("notes") or [], packets_title=peers_title,
+                              packets=[packet(a) for a in peers or []], own=own, instruction=instruction)
     sync_step_counter(task.get("steps_done", 0))
     env = rt.environment(task.get("envs"), agent.name)
     tools = rt.toolbox(env)
@@ -96,8 +105,9 @@ async def take_turn(rt: RunContext, agent: AgentSpec, task: Mapping[str, Any], *
 
 
 async def round_decision(rt: RunContext, *, stage: str, round_index: int, current: Sequence[dict[str, Any]],
-                         previous: Sequence[dict[str, Any]] | None, expected_count: int, state_id: str | None,
-                         sends: Callable[[bool], list[dict[str, str]] | None]) -> dict[str, Any]:
+                         previous: Sequence[dict[str, Any]] | None, expected_count: int,
+                         sends: Callable[[bool], list[dict[str, str]] | None], state_id: str | None = None,
+                         ) -> dict[str, Any]:
     """The termination controller's decision after round ``round_index`` (stored artifacts of this round and the
     one before), traced with ``sends(stop)`` as its recipients; returns ``{"decisions", "round"}`` (the round
     advances unless the loop stops). Budget ``mas.max_rounds``, at least ``mas.minimum_discussion_rounds``."""
@@ -114,7 +124,7 @@ async def round_decision(rt: RunContext, *, stage: str, round_index: int, curren
 _UNSET: Any = object()
 
 
-async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, state_id: str | None,
+async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, state_id: str | None = None,
                       max_rounds: int | None = None, vote: Sequence[dict[str, Any]] | None = None,
                       winner: dict[str, Any] | None = None, selection: str = "", announcer: str = CONTROLLER,
                       outcome: str | None = _UNSET, finalize: Mapping[str, Any] | None = None,
@@ -131,6 +141,7 @@ async def finish_loop(rt: RunContext, state: Mapping[str, Any], *, stage: str, s
     (``state["decisions"]``, from :func:`round_decision`) must not be empty: the record is its closing one.
     """
     sync_step_counter(state.get("steps_done", 0))
+    state_id = state_id_of() if state_id is None else state_id
     if not state.get("decisions"):  # a topology's bug, which would otherwise surface as an IndexError
         raise RuntimeError(f"finish_loop(stage={stage!r}): the stage took no controller decision; a looped stage "
                            "calls round_decision after each round and closes on its stop")

@@ -8,7 +8,9 @@ events); the critic checks the parts and names the ones it rejects
 composes the cycle's answer from the parts and the critique and sends it to
 the ``controller``. The controller decides between cycles: the branch check
 and progress run over the workers' parts, consensus is the critic's and the
-aggregator's answers agreeing (the critic accepts the composition);
+aggregator's answers agreeing (the critic accepts the composition); a judge
+model sees both, the parts with each worker's previous part, as the lexical
+fallback compares them;
 ``mas.rounds`` bounds the cycles (``rounds = 1`` runs exactly one). When it
 stops, ``finalize`` publishes the last aggregate to the ``user``; for a
 further cycle the controller relays the critique and the aggregate to the
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -62,7 +63,6 @@ from mas.topologies.kit import (
     packet,
     register_system,
     round_artifacts,
-    state_id_of,
     sync_step_counter,
     tool_edges,
 )
@@ -112,9 +112,10 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
     workers = make_agents(rt, WORKER_ROLE, worker_names(rt.cfg.mas))
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
+    graph = agent_graph(rt.cfg.mas)
     planner_agent, critic_agent, aggregator_agent = (rt.specialise(a) for a in (PLANNER, CRITIC, AGGREGATOR))
 
-    async def planner(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+    async def planner(state: OrchestratorState) -> dict[str, Any]:
         sync_step_counter(state.get("steps_done", 0))
         c, history = state.get("cycle", 0), state.get("history") or {}
         own = latest(history, PLANNER.name)
@@ -125,7 +126,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         extra = context_block(notes=notes, packets_title="Last cycle's critique and answer:", packets=relayed, own=own,
                               own_label="Your previous plan", instruction=plan_instruction(len(names)))
         res = await agent_turn(rt, planner_agent, opening_messages(rt, planner_agent, extra), answer_event=event_for(own, "plan"),
-                               sends=[{"from": PLANNER.name, "to": n} for n in names], state_id=state_id_of(config),
+                               sends=graph.sends(PLANNER.name),
                                payload={"cycle": c}, contract=PLAN_CONTRACT, answer_schema=plan_schema(len(names)),
                                redo_revise=c > 0, hints={"workers": len(names),
                                                          "changes_made": changes_text(env) if env is not None else None})
@@ -141,7 +142,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                                 "notes": state.get("notes") or [], "steps_done": state.get("steps_done", 0),
                                 "envs": state.get("envs") or {}}) for i, n in enumerate(names)]
 
-    async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def worker(task: dict[str, Any]) -> dict[str, Any]:
         sync_step_counter(task["steps_done"])
         agent, c, own, subtask = by_name[task["agent"]], task["cycle"], task["own"], task["subtask"]
         i = names.index(agent.name)
@@ -153,13 +154,13 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                                           "Solve your subtask (use the tools) and report its result concisely; the "
                                           "aggregator composes the parts.")
         res = await agent_turn(rt, agent, opening_messages(rt, agent, extra, tools), answer_event=event_for(own),
-                               sends=[{"from": agent.name, "to": CRITIC.name}, {"from": agent.name, "to": AGGREGATOR.name}],
-                               state_id=state_id_of(config), payload={"cycle": c, "subtask": subtask}, toolbox=tools,
+                               sends=graph.sends(agent.name),
+                               payload={"cycle": c, "subtask": subtask}, toolbox=tools,
                                redo_revise=c > 0, hints={"subtask": subtask})
         art = {**artifact_of(agent, c, res, env, since=since), "subtask": subtask}
         return {"history": {agent.name: [art]}, "steps_done": res.steps, **log_update(agent.name, env)}
 
-    async def critic(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+    async def critic(state: OrchestratorState) -> dict[str, Any]:
         sync_step_counter(state.get("steps_done", 0))
         c, history, envs = state.get("cycle", 0), state.get("history") or {}, state.get("envs") or {}
         env = rt.environment(envs, MAIN)  # a scratch fork holding every part: what the critic does here never counts
@@ -172,13 +173,13 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         extra = context_block(notes=state.get("notes") or [], packets_title="The workers' parts:",
                               packets=[packet(a) for a in arts], instruction=CRITIQUE_INSTRUCTION)
         res = await agent_turn(rt, critic_agent, opening_messages(rt, critic_agent, extra, tools), answer_event="verify",
-                               sends=[{"from": CRITIC.name, "to": AGGREGATOR.name}], state_id=state_id_of(config),
+                               sends=graph.sends(CRITIC.name),
                                payload={"cycle": c}, contract=CRITIQUE_CONTRACT, answer_schema=CRITIQUE_SCHEMA,
                                toolbox=tools, hints={"parts": part_hints(arts)})
         art = {**artifact_of(CRITIC, c, res), "rejected": rejected_of(res.parsed, names)}
         return {"history": {CRITIC.name: [art]}, "steps_done": res.steps}
 
-    async def aggregator(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+    async def aggregator(state: OrchestratorState) -> dict[str, Any]:
         sync_step_counter(state.get("steps_done", 0))
         c, history, envs = state.get("cycle", 0), state.get("history") or {}, state.get("envs") or {}
         own, critique = latest(history, AGGREGATOR.name), latest(history, CRITIC.name) or {}
@@ -186,8 +187,7 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
         env = rt.environment(envs, MAIN)
         notes = list(state.get("notes") or [])
         if env is not None:  # the accepted parts' changes become the run's
-            merge_parts(aggregator_agent, env, [(n, part_changes(envs, n, env)) for n in names if n not in rejected],
-                        state_id_of(config))
+            merge_parts(aggregator_agent, env, [(n, part_changes(envs, n, env)) for n in names if n not in rejected])
             notes.append(f"Changes now in the environment: {changes_text(env)}")
         hints = {"parts": part_hints(round_artifacts(history, names, c)),
                  "critique": {"answer": str(critique["answer_artifact"]).strip(), "rejected": list(rejected)}
@@ -200,18 +200,18 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                               instruction=COMPOSE)
         # the cycle's answer goes to the controller, which relays it to the planner or publishes it
         res = await agent_turn(rt, aggregator_agent, opening_messages(rt, aggregator_agent, extra, tools),
-                               answer_event=event_for(own), sends=[{"from": AGGREGATOR.name, "to": CONTROLLER}],
-                               state_id=state_id_of(config), payload={"cycle": c}, toolbox=tools, redo_revise=c > 0,
+                               answer_event=event_for(own), sends=graph.sends(AGGREGATOR.name),
+                               payload={"cycle": c}, toolbox=tools, redo_revise=c > 0,
                                hints=hints)
         return {"history": {AGGREGATOR.name: [artifact_of(AGGREGATOR, c, res)]}, "steps_done": res.steps,
                 **log_update(MAIN, env)}
 
-    async def controller(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+    async def controller(state: OrchestratorState) -> dict[str, Any]:
         c, history = state.get("cycle", 0), state.get("history") or {}
         current = [candidate(a) for a in round_artifacts(history, names, c)]
         previous = [candidate(a) for a in round_artifacts(history, names, c - 1)] if c > 0 else None
         verdicts = [candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c)]
-        # the judge's no-progress verdict compares the critic and the aggregator with their own last cycle
+        # the judge sees the critic and the aggregator with their own last cycle, and the parts with the workers'
         verdicts_before = ([candidate(a) for a in round_artifacts(history, [CRITIC.name, AGGREGATOR.name], c - 1)]
                            if c > 0 else None)
         d = await decide(LoopPosition(stage="orchestrator", round=c + 1, max_rounds=rt.cfg.mas.rounds),
@@ -220,19 +220,19 @@ def build_orchestrator(rt: RunContext) -> StateGraph:
                          expected_count=len(names),
                          mode=rt.cfg.mas.termination_consensus_mode, judge=consensus_judge(rt))
         # continuing relays the critique and the aggregate to the planner (and each worker its own part)
-        sends = None if d.stop else [{"from": CONTROLLER, "to": a} for a in (PLANNER.name, *names)]
-        emit_decision(d, state_id=state_id_of(config), sends=sends)
+        sends = None if d.stop else graph.sends(CONTROLLER, "relay", "own part")
+        emit_decision(d, sends=sends)
         return {"decisions": [d.model_dump()], "cycle": c if d.stop else c + 1}
 
     async def after_controller(state: OrchestratorState) -> str:
         return "finalize" if state["decisions"][-1]["stop"] else "planner"
 
-    async def finalize(state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
+    async def finalize(state: OrchestratorState) -> dict[str, Any]:
         agg = latest(state.get("history") or {}, AGGREGATOR.name)
         assert agg is not None
         return await finish_loop(rt, state, stage="orchestrator", winner=agg, selection="aggregator",
                                  outcome=MAIN if rt.new_environment else None, max_rounds=rt.cfg.mas.rounds,
-                                 finalize={"cycle": state.get("cycle", 0)}, state_id=state_id_of(config))
+                                 finalize={"cycle": state.get("cycle", 0)})
 
     g = StateGraph(OrchestratorState)
     for name, fn in (("planner", planner), ("worker", worker), ("critic", critic), ("aggregator", aggregator),

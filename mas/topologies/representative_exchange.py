@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -49,14 +48,12 @@ from mas.topologies.kit import (
     RunContext,
     Topology,
     candidate,
-    context_block,
     current_tracer,
     final_vote,
     finish_loop,
     latest,
     lexical_groups,
     make_agents,
-    packet,
     register_system,
     round_artifacts,
     round_decision,
@@ -90,13 +87,6 @@ class ExchangeState(LoopState, total=False):
     """Group (as text) -> the member it elected."""
 
 
-def decision_sends(stop: bool, representatives: list[str]) -> list[dict[str, str]]:
-    """A stop hands the representatives' answers to the judge (the final vote); else the next round starts."""
-    if stop:
-        return [{"from": CONTROLLER, "to": JUDGE_ACTOR}]
-    return [{"from": CONTROLLER, "to": r} for r in representatives]
-
-
 def build_representative_exchange(rt: RunContext) -> StateGraph:
     """The representative-exchange graph of one run."""
     groups = member_names(rt.cfg.mas)
@@ -107,19 +97,19 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
     rep_names = [r.name for r in reps]
     group_of.update({r: g for g, r in enumerate(rep_names)})
     by_name.update({r.name: r for r in reps})
+    graph = agent_graph(rt.cfg.mas)
 
     async def fan_out_members(state: ExchangeState) -> list[Send]:
         return [Send("member", {"agent": m.name, "notes": state.get("notes") or [],
                                 "steps_done": state.get("steps_done", 0), "envs": state.get("envs") or {}})
                 for m in members]
 
-    async def member(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def member(task: dict[str, Any]) -> dict[str, Any]:
         agent = by_name[task["agent"]]
-        return await take_turn(rt, agent, task, round_index=0, extra=context_block(notes=task["notes"]),
-                               sends=[{"from": agent.name, "to": JUDGE_ACTOR}], state_id=state_id_of(config),
+        return await take_turn(rt, agent, task, round_index=0, sends=graph.sends(agent.name),
                                payload={"round": 0, "group": group_of[agent.name]})
 
-    async def elect(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+    async def elect(state: ExchangeState) -> dict[str, Any]:
         """Each group's vote; its representative takes over the elected member's answer (round 0) and environment."""
         history, envs = state.get("history") or {}, state.get("envs") or {}
         chosen, handed, logs = {}, {}, {}
@@ -137,31 +127,29 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                 groups=[[cands[i].agent for i in grp] for grp in out.groups], invalid_indices=out.invalid_indices,
                 explanation=out.explanation, judge_error=out.error, sends=[{"from": JUDGE_ACTOR, "to": rep}],
                 answer_groups=lexical_groups(cands), shown_order=out.shown_order,
-            ), state_id=state_id_of(config), **out.envelope())
+            ), state_id=state_id_of(), **out.envelope())
         return {"representatives": chosen, "round": 0, "history": handed, **({"envs": logs} if logs else {})}
 
-    async def representative(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def representative(task: dict[str, Any]) -> dict[str, Any]:
         agent = by_name[task["agent"]]
         r, history = task["round"], task["history"]
         own = latest(history, agent.name, before_round=r)
         others = [a for a in (latest(history, n, before_round=r) for n in rep_names if n != agent.name) if a]
-        extra = context_block(notes=task["notes"], packets_title="The other groups' representatives' answers:",
-                              packets=[packet(a) for a in others], own=own, instruction=EXCHANGE)
         # its branch: the elected member's environment, handed over
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=others,
-                               state_id=state_id_of(config),
-                               sends=[{"from": agent.name, "to": n} for n in rep_names if n != agent.name],
-                               payload={"round": r, "group": group_of[agent.name]})
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=others,
+                               peers_title="The other groups' representatives' answers:", instruction=EXCHANGE,
+                               sends=graph.sends(agent.name), payload={"round": r, "group": group_of[agent.name]})
 
     def answers(state: ExchangeState, r: int) -> list[dict[str, Any]]:
         """The representatives' artifacts of round ``r`` (round 0: the elected members' answers)."""
         return round_artifacts(state.get("history") or {}, rep_names, r)
 
-    async def controller(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+    async def controller(state: ExchangeState) -> dict[str, Any]:
         r = state.get("round", 0)
+        # a stop hands the representatives' answers to the judge (the final vote); else the next round starts
         return await round_decision(rt, stage=STAGE, round_index=r, current=answers(state, r),
                                     previous=answers(state, r - 1) if r > 0 else None, expected_count=len(groups),
-                                    state_id=state_id_of(config), sends=lambda stop: decision_sends(stop, rep_names))
+                                    sends=lambda stop: graph.sends(CONTROLLER, "final vote" if stop else "next round"))
 
     async def after_controller(state: ExchangeState) -> list[Send] | str:
         if state["decisions"][-1]["stop"]:
@@ -171,10 +159,10 @@ def build_representative_exchange(rt: RunContext) -> StateGraph:
                                         "envs": state.get("envs") or {}})
                 for n in rep_names]
 
-    async def vote(state: ExchangeState, config: RunnableConfig) -> dict[str, Any]:
+    async def vote(state: ExchangeState) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in rep_names) if a is not None]
-        return await finish_loop(rt, state, stage=STAGE, vote=arts, state_id=state_id_of(config),
+        return await finish_loop(rt, state, stage=STAGE, vote=arts,
                                  representatives=dict(state.get("representatives") or {}))
 
     g = StateGraph(ExchangeState)

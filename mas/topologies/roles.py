@@ -18,6 +18,7 @@ from mas.topologies.agent import AgentSpec, Answer, RunContext, TurnResult
 from mas.topologies.declaration import Role
 from mas.topologies.environment import changes_text
 from mas.topologies.judge import ANSWER_RECIPIENT, JUDGE_ACTOR, VoteOutcome, final_vote
+from mas.topologies.node import state_id_of
 from mas.topologies.prompts import relay_packet
 from mas.topologies.termination import MISSING_CONFIDENCE, Candidate, lexical_groups, normalize_artifact
 from mas.tracing import Tracer, current_tracer
@@ -168,7 +169,7 @@ def round_artifacts(history: dict[str, list[dict[str, Any]]], names: Sequence[st
     return out
 
 
-async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None,
+async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id: str | None = None,
                      sends: list[dict[str, str]] | None = None, notes: Sequence[str] = (),
                      as_step: bool = False) -> tuple[dict[str, Any], VoteOutcome]:
     """The final vote (``mas.final_vote_mode``) among stored artifacts, traced as ``system:judge``'s ``verify``.
@@ -185,7 +186,8 @@ async def vote_among(rt: RunContext, arts: Sequence[dict[str, Any]], *, state_id
         groups=[[cands[i].agent for i in g] for g in out.groups], invalid_indices=out.invalid_indices,
         explanation=out.explanation, judge_error=out.error, sends=sends, candidates=[c.agent for c in cands],
         answer_groups=lexical_groups(cands), shown_order=out.shown_order,
-    ), state_id=state_id, step=as_step and out.by_model, **out.envelope())
+    ), state_id=state_id_of() if state_id is None else state_id, step=as_step and out.by_model,
+        **out.envelope())
     return win, out
 
 
@@ -207,7 +209,7 @@ class Published:
 
 
 async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state: Mapping[str, Any],
-                       state_id: str | None) -> Published:
+                       state_id: str | None = None) -> Published:
     """The final vote among ``arts`` (:func:`vote_among`), then ``system:judge``'s ``finalize`` event giving the
     winner's answer to the user: the closing records every voting topology writes.
 
@@ -217,6 +219,7 @@ async def publish_vote(rt: RunContext, arts: Sequence[dict[str, Any]], *, state:
     function of the steps before it, and redoing it changes nothing.
     """
     sync_step_counter(state.get("steps_done", 0))  # a rollback may resume at the vote
+    state_id = state_id_of() if state_id is None else state_id
     win, out = await vote_among(rt, arts, state_id=state_id, notes=state.get("notes") or (), as_step=True)
     answer = {"answer_artifact": win["answer_artifact"], "confidence": win["confidence"],
               "reasoning": win.get("reasoning", ""), "source_agent": win["agent"], "selection": out.source}

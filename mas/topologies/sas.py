@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
@@ -30,7 +29,6 @@ from mas.topologies.kit import (
     opening_messages,
     register_system,
     run_tool_calls,
-    state_id_of,
 )
 from mas.llm.tool_calls import ToolCallRequest
 
@@ -53,7 +51,7 @@ def build_sas(rt: RunContext):
     """
     solver = rt.specialise(SOLVER)
 
-    async def agent(state: SASState, config: RunnableConfig) -> dict[str, Any]:
+    async def agent(state: SASState) -> dict[str, Any]:
         history = list(state.get("messages") or [])
         notes = state.get("notes") or []
         unseen = notes[state.get("notes_seen", 0):]
@@ -65,8 +63,7 @@ def build_sas(rt: RunContext):
             new = [HumanMessage(n) for n in unseen]
         history += new
         allow = state.get("tool_iterations", 0) < rt.cfg.mas.max_tool_iterations
-        out = await agent_step(rt, solver, history, answer_event="finalize", allow_tools=allow,
-                               state_id=state_id_of(config), toolbox=toolbox)
+        out = await agent_step(rt, solver, history, answer_event="finalize", allow_tools=allow, toolbox=toolbox)
         update: dict[str, Any] = {"messages": new + out.new_messages, "steps_done": 1, "notes_seen": len(notes)}
         if out.answer is not None:
             update["answer"] = out.answer.to_dict()
@@ -78,10 +75,10 @@ def build_sas(rt: RunContext):
             ]
         return update
 
-    async def tools(state: SASState, config: RunnableConfig) -> dict[str, Any]:
+    async def tools(state: SASState) -> dict[str, Any]:
         calls = [ToolCallRequest(**c) for c in state.get("pending_tools") or []]
         env = rt.environment(state.get("envs"), MAIN)
-        runs = await run_tool_calls(rt, solver, calls, state_id_of(config), rt.toolbox(env))
+        runs = await run_tool_calls(rt, solver, calls, toolbox=rt.toolbox(env))
         return {"messages": [r.message for r in runs], "pending_tools": [],
                 "tool_iterations": state.get("tool_iterations", 0) + 1, **log_update(MAIN, env)}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -33,7 +32,6 @@ from mas.topologies.kit import (
     opening_messages,
     publish_vote,
     register_system,
-    state_id_of,
     sync_step_counter,
     tool_edges,
 )
@@ -60,7 +58,7 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
         return [Send("sample", {"index": i, "notes": state.get("notes") or [], "envs": state.get("envs") or {},
                                 "steps_done": state.get("steps_done", 0)}) for i in range(len(names))]
 
-    async def sample(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def sample(task: dict[str, Any]) -> dict[str, Any]:
         sync_step_counter(task["steps_done"])
         i = task["index"]
         agent = rt.specialise(SOLVER_ROLE.agent(names[i]))
@@ -68,15 +66,14 @@ def build_sas_matched(rt: RunContext) -> StateGraph:
         env = rt.environment(task.get("envs"), agent.name)  # each sample acts on its own branch
         tools = rt.toolbox(env)
         res = await agent_turn(own, agent, opening_messages(own, agent, "\n".join(task["notes"]), tools),
-                               answer_event="act", state_id=state_id_of(config), toolbox=tools,
-                               sends=[{"from": agent.name, "to": JUDGE_ACTOR}])
+                               answer_event="act", toolbox=tools, sends=[{"from": agent.name, "to": JUDGE_ACTOR}])
         return {"history": {agent.name: [artifact_of(agent, 0, res, env)]}, "steps_done": res.steps,
                 **log_update(agent.name, env)}
 
-    async def vote(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+    async def vote(state: LoopState) -> dict[str, Any]:
         history = state.get("history") or {}
         arts = [a for a in (latest(history, n) for n in names) if a is not None]
-        return (await publish_vote(rt, arts, state=state, state_id=state_id_of(config))).update()
+        return (await publish_vote(rt, arts, state=state)).update()
 
     g = StateGraph(LoopState)
     g.add_node("sample", sample)

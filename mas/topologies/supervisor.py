@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
@@ -146,10 +145,11 @@ def build_supervisor(rt: RunContext) -> StateGraph:
     boss = rt.specialise(SUPERVISOR)
     names = [w.name for w in workers]
     by_name = {w.name: w for w in workers}
+    graph = agent_graph(rt.cfg.mas)
     roster = "Workers you can delegate to:\n" + "\n".join(
         f"- {w.name} ({w.persona or 'general specialist'})" for w in workers)
 
-    async def outcome_of(state: SupervisorState, answer: dict[str, Any] | None, sid: str | None) -> dict[str, Any]:
+    async def outcome_of(state: SupervisorState, answer: dict[str, Any] | None) -> dict[str, Any]:
         """The state update naming the run's outcome environment (nothing without environments)."""
         if rt.new_environment is None:
             return {}
@@ -158,7 +158,7 @@ def build_supervisor(rt: RunContext) -> StateGraph:
             return {"outcome": MAIN}
         said = normalize_artifact((answer or {}).get("answer_artifact"))
         stating = [a for a in reports if said and normalize_artifact(a["answer_artifact"]) == said]
-        win, _ = await vote_among(rt, stating or reports, state_id=sid)
+        win, _ = await vote_among(rt, stating or reports)
         return {"outcome": win["agent"]}
 
     def handoff(call: ToolCallRequest) -> dict[str, Any]:
@@ -167,32 +167,31 @@ def build_supervisor(rt: RunContext) -> StateGraph:
         to = [w for w in _named(call) if w in by_name]
         return {"handoff": {"from": SUPERVISOR.name, "to": to}, "sends": [{"from": SUPERVISOR.name, "to": w} for w in to]}
 
-    async def supervisor(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
+    async def supervisor(state: SupervisorState) -> dict[str, Any]:
         sync_step_counter(state.get("steps_done", 0))
-        r, notes, sid = state.get("round", 0), state.get("notes") or [], state_id_of(config)
+        r, notes = state.get("round", 0), state.get("notes") or []
         if state.get("phase") == "final":
             reports = [a for a in (latest(state.get("history") or {}, n) for n in names) if a is not None]
             extra = context_block(notes=notes, packets_title="Workers' reports:",
                                   packets=[packet(a) for a in reports], instruction=FINAL)
             res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
-                                   state_id=sid, payload={"round": r}, contract=CONTRACT,
-                                   hints={"reports": report_hints(reports)})
+                                   payload={"round": r}, contract=CONTRACT, hints={"reports": report_hints(reports)})
             answer = {**res.answer.to_dict(), "source_agent": SUPERVISOR.name} if res.answer else None
-            outcome = await outcome_of(state, answer, sid)
+            outcome = await outcome_of(state, answer)
             return {"steps_done": res.steps, "answer": answer, "phase": "done", **outcome,
                     "stages": [_stage({**state, "answer": answer, **outcome}, rt.cfg.mas.max_rounds)]}
         previous = _reports(state, r - 1) if r > 0 else []
         extra = context_block(notes=[*notes, roster], packets_title="Workers' reports so far (they disagree):",
                               packets=[packet(a) for a in previous], instruction=ROUTE_PROTOCOL)
         res = await agent_turn(rt, boss, opening_messages(rt, boss, extra), answer_event="finalize",
-                               state_id=sid, payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
+                               payload={"round": r}, contract=CONTRACT, route_tools=[delegate],
                                on_route=handoff, hints={"workers": names, "reports": report_hints(previous)})
         for call in res.routing_calls:  # the handoff tool's result, as LangGraph's handoff tools return one
             chosen = [w for w in _named(call) if w in by_name]
             current_tracer().emit(SUPERVISOR.name, "tool_result", ToolResult(
                 tool=call.name, ok=bool(chosen), tool_call_id=call.id, tool_protocol=call.protocol,
                 output=f"handed off to {', '.join(chosen)}" if chosen else f"no known worker named; known: {names}",
-            ), state_id=sid)
+            ), state_id=state_id_of())
         targets = [w for w in dict.fromkeys(w for c in res.routing_calls for w in _named(c)) if w in by_name]
         instruction = "; ".join(str(c.arguments.get("instruction", "")) for c in res.routing_calls).strip()
         update: dict[str, Any] = {"steps_done": res.steps, "phase": "route",
@@ -215,20 +214,18 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                                 "steps_done": state.get("steps_done", 0), "envs": state.get("envs") or {}})
                 for w in targets]
 
-    async def worker(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def worker(task: dict[str, Any]) -> dict[str, Any]:
         agent: AgentSpec = by_name[task["agent"]]
         r = task["round"]
         own = latest(task["history"], agent.name, before_round=r)
         peers = [a for a in task["peers"] if a["agent"] != agent.name]
-        extra = context_block(notes=task["notes"], packets_title="Other workers' reports (relayed by the supervisor):",
-                              packets=[packet(a) for a in peers], own=own,
-                              instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
-                                          "Report concisely.")
         # its own fork of the environment, kept across rounds
-        return await take_turn(rt, agent, task, round_index=r, extra=extra, own=own, peers=peers,
-                               state_id=state_id_of(config), sends=[{"from": agent.name, "to": SUPERVISOR.name}])
+        return await take_turn(rt, agent, task, round_index=r, own=own, peers=peers,
+                               peers_title="Other workers' reports (relayed by the supervisor):",
+                               instruction=f"The supervisor asks you: {task['instruction'] or 'solve the task'}. "
+                                           "Report concisely.", sends=graph.sends(agent.name))
 
-    async def controller(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
+    async def controller(state: SupervisorState) -> dict[str, Any]:
         r = state.get("round", 0)
         delegated = (state.get("delegated") or {}).get(str(r), [])
         current = [candidate(a) for a in _reports(state, r)]
@@ -239,10 +236,10 @@ def build_supervisor(rt: RunContext) -> StateGraph:
                          judge=consensus_judge(rt))
         if not delegated:  # say why no worker report arrived; the counts alone read like a failed worker
             d.reason_detail = _undelegated_detail(d.reason_detail, answered=bool(state.get("answer")))
-        emit_decision(d, state_id=state_id_of(config), sends=[{"from": CONTROLLER, "to": SUPERVISOR.name}])
+        emit_decision(d, sends=graph.sends(CONTROLLER))
         update: dict[str, Any] = {"decisions": [d.model_dump()]}
         if d.stop and state.get("answer"):  # the supervisor already answered without delegating
-            outcome = await outcome_of(state, state.get("answer"), state_id_of(config))
+            outcome = await outcome_of(state, state.get("answer"))
             decided = {**state, "decisions": [*(state.get("decisions") or []), d.model_dump()], **outcome}
             update.update(phase="done", stages=[_stage(decided, rt.cfg.mas.max_rounds)], **outcome)
         else:

@@ -33,6 +33,8 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from descriptor.events import Decision
+from mas.topologies.node import state_id_of
+from mas.topologies.usage import Usage
 from mas.tracing import current_tracer
 
 CONSENSUS_THRESHOLD = 0.75
@@ -136,21 +138,22 @@ class JudgeOutcome:
     view: ConsensusView | None
     error: str | None = None
     """Why the reply was unusable or the call failed."""
-    token_in: int = 0
-    token_out: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0
-    model: str | None = None
-    """The judge call's model and route (None: no call was made)."""
-    route: str | None = None
-    usage_source: str | None = None
-    cache_hit: bool | None = None
-    """The reply came from the response cache (the decision event does not carry this yet; see mas.llm.cache)."""
-    cost_usd_saved: float | None = None
+    usage: Usage = Usage()
+    """The call's usage (the decision event carries all of it but ``cache_hit`` and ``cost_usd_saved``)."""
 
 
-ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None], Awaitable[JudgeOutcome]]
-"""``(candidates, previous) -> JudgeOutcome``; see :func:`mas.topologies.judge.consensus_judge`."""
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Work:
+    """The artifacts a loop would revise when they are not the ones voted on (the orchestrator's workers' parts,
+    while the critic and the aggregator vote), with each agent's previous artifact: what progress compares."""
+
+    current: Sequence[Candidate]
+    previous: Sequence[Candidate] | None = None
+
+
+ConsensusJudge = Callable[[Sequence[Candidate], Sequence[Candidate] | None, Work | None], Awaitable[JudgeOutcome]]
+"""``(candidates, previous, work) -> JudgeOutcome``: the artifacts voted on, their agents' previous answers, and
+the work under revision when it differs from them (else None); see :func:`mas.topologies.judge.consensus_judge`."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -220,8 +223,8 @@ def mean_delta(candidates: Sequence[Candidate], previous: Sequence[Candidate] | 
 
 async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candidate],
                 previous: Sequence[Candidate] | None, candidates: Sequence[Candidate],
-                call_judge: bool, judge_previous: Sequence[Candidate] | None) -> tuple[ConsensusView, str,
-                                                                                       JudgeOutcome | None]:
+                call_judge: bool, judge_previous: Sequence[Candidate] | None,
+                work: Work | None) -> tuple[ConsensusView, str, JudgeOutcome | None]:
     lexical = lexical_view(voters, previous, progress_of=candidates)
     if mode != "llm_judge":
         return lexical, "lexical", None
@@ -230,7 +233,7 @@ async def _view(mode: str, judge: ConsensusJudge | None, voters: Sequence[Candid
         return lexical, "lexical", None
     if judge is None:
         return lexical, "lexical_fallback", JudgeOutcome(view=None, error="no judge configured")
-    outcome = await judge(voters, judge_previous)
+    outcome = await judge(voters, judge_previous, work)
     if outcome.view is not None:
         return outcome.view, "llm_judge", outcome
     return lexical, "lexical_fallback", outcome
@@ -253,8 +256,12 @@ async def decide(
     the candidates); lexical progress always compares the candidates with
     ``previous_candidate_artifacts``. The judge sees the artifacts it votes
     on with *their* previous answers (``previous_consensus_artifacts``;
-    without them, the previous candidates of the same agents), so its
-    no-progress verdict compares each agent shown with itself. The judge is only called when a
+    without them, the previous candidates of the same agents) and, when the
+    vote runs over other artifacts than the candidates, the candidates with
+    each agent's previous answer as the work under revision (:class:`Work`),
+    so its progress verdict and the lexical one compare the same artifacts
+    (the harness README: the judge "sees the current candidate artifacts plus
+    each agent's previous answer"). The judge is only called when a
     consensus or progress check could stop the loop (not before
     ``min_rounds``); a judge that is missing (``judge=None`` in ``llm_judge``
     mode) or unusable is recorded as ``consensus_source="lexical_fallback"``
@@ -286,9 +293,11 @@ async def decide(
     has_previous = bool(comparable_pairs(candidate_artifacts, previous_candidate_artifacts))
     voter_valid = sum(c.valid for c in voters)
     if voter_valid > 1 or has_previous:
+        work = (Work(current=list(candidate_artifacts), previous=previous_candidate_artifacts)
+                if consensus_artifacts is not None else None)
         view, source, outcome = await _view(mode, judge, voters, previous_candidate_artifacts, candidate_artifacts,
                                             call_judge=position.round >= position.min_rounds,
-                                            judge_previous=judge_previous)
+                                            judge_previous=judge_previous, work=work)
         _record_view(d, view, source, outcome, voters, has_previous)
         held: list[str] = []
         ratio_ok = d.consensus_valid_count > 1 and d.consensus_ratio >= CONSENSUS_THRESHOLD
@@ -356,10 +365,10 @@ def _record_view(d: Decision, view: ConsensusView, source: str, outcome: JudgeOu
         d.progress_explanation = view.explanation if source == "llm_judge" else (
             f"mean delta {d.mean_delta:.3f} {'<=' if view.should_stop_for_no_progress else '>'} {NO_PROGRESS_DELTA}")
     if outcome is not None:
-        d.judge_error = outcome.error
-        d.judge_token_in, d.judge_token_out = outcome.token_in, outcome.token_out
-        d.judge_latency_ms, d.judge_cost_usd = outcome.latency_ms, outcome.cost_usd
-        d.judge_model, d.judge_route, d.judge_usage_source = outcome.model, outcome.route, outcome.usage_source
+        d.judge_error, u = outcome.error, outcome.usage
+        d.judge_token_in, d.judge_token_out, d.judge_latency_ms, d.judge_cost_usd = (u.token_in, u.token_out,
+                                                                                      u.latency_ms, u.cost_usd)
+        d.judge_model, d.judge_route, d.judge_usage_source = u.model, u.route, u.usage_source
 
 
 def _stop(d: Decision, reason: str, detail: str) -> Decision:
@@ -369,12 +378,14 @@ def _stop(d: Decision, reason: str, detail: str) -> Decision:
 
 def emit_decision(decision: Decision, *, state_id: str | None = None,
                   sends: list[dict[str, str]] | None = None) -> None:
-    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage.
+    """Trace the decision as a ``verify`` event by ``system:controller`` carrying the judge call's usage
+    (``state_id`` default: the running node's checkpoint).
 
     A continuing decision has ``reason`` null, so descriptor stall listings see only stops.
     """
     payload = Decision.model_validate({**decision.model_dump(exclude={"sends"}), "sends": sends or None})
     current_tracer().emit(CONTROLLER, "verify", payload, token_in=decision.judge_token_in,
                           token_out=decision.judge_token_out, latency_ms=decision.judge_latency_ms,
-                          cost_usd=decision.judge_cost_usd, state_id=state_id, model=decision.judge_model,
+                          cost_usd=decision.judge_cost_usd, state_id=state_id_of() if state_id is None else state_id,
+                          model=decision.judge_model,
                           route=decision.judge_route, usage_source=decision.judge_usage_source)

@@ -11,7 +11,7 @@ files must survive all of that, and nothing it does may outlive it.
 
 ``isolation = "namespaces"`` (the default) is the boundary. The child is
 started by ``unshare`` (util-linux) in its own user, PID, network, mount,
-IPC and UTS namespaces, and sees (see :mod:`benchmark.sandbox_child`):
+IPC and UTS namespaces, and sees (see :mod:`benchmark.sandbox.child`):
 
 - a private ``/proc`` showing only its own processes: the sweep and every
   other process on the machine are invisible and unreachable (no
@@ -19,7 +19,7 @@ IPC and UTS namespaces, and sees (see :mod:`benchmark.sandbox_child`):
 - a read-only root made of ``/usr`` (and the ``/bin``, ``/lib*`` links),
   a few ``/etc`` files the dynamic linker and libc read, the Python
   installation with every ``site-packages`` hidden (only numpy and scipy
-  are importable: :mod:`benchmark.sandbox_view`), and ``/dev/null``,
+  are importable: :mod:`benchmark.sandbox.view`), and ``/dev/null``,
   ``zero``, ``full``, ``random``, ``urandom``; nothing else of the host (no
   home directories, no artifacts, no project checkout, no benchmark data);
 - one writable directory, ``/tmp`` (also ``HOME``, ``TMPDIR`` and the
@@ -49,7 +49,7 @@ patching ``builtins`` does not change it.
 Not covered: CPU-heavy loops until the timeout; reading the standard
 library and system files; kernel exploits (no seccomp filter is installed).
 A verdict printed by the code itself is forgeable: code benchmarks judge in
-a separate sandbox (:mod:`benchmark.remote`). When user namespaces are
+a separate sandbox (:mod:`benchmark.sandbox.remote`). When user namespaces are
 unavailable (some containers, ``kernel.unprivileged_userns_clone=0``) or a
 step of building the view fails (the message names the step first),
 ``namespaces`` refuses to run code (:class:`SandboxUnavailable`); the user
@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from benchmark import sandbox_view as view
+import benchmark.sandbox.view as view
 from descriptor.errors import UserError
 
 Isolation = Literal["namespaces", "unsafe-no-namespaces"]
@@ -92,8 +92,8 @@ TMP_BYTES = 64 * 1024 * 1024
 SANDBOX_TMP = "/tmp"
 """The writable working directory as the isolated code sees it."""
 
-_CHILD_SOURCE = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf-8")
-_ISOLATION_FAILED = 121  # benchmark.sandbox_child.ISOLATION_FAILED
+_CHILD_SOURCE = (Path(__file__).parent / "child.py").read_text(encoding="utf-8")
+_ISOLATION_FAILED = 121  # benchmark.sandbox.child.ISOLATION_FAILED
 _UNSHARE_ARGS = ("--user", "--map-root-user", "--pid", "--net", "--mount", "--ipc", "--uts", "--fork",
                  "--kill-child=SIGKILL")
 _STALE_PREFIX = "mas-sandbox-"
@@ -160,7 +160,8 @@ def _die_with_parent_hook() -> object:
     return hook
 
 
-def _memfd(name: str, data: bytes = b"") -> int:
+def memfd(name: str, data: bytes = b"") -> int:
+    """An in-memory file (close-on-exec) holding ``data``, read from its start: a child's code, input or output."""
     fd = os.memfd_create(f"mas-sandbox-{name}", os.MFD_CLOEXEC)
     if data:
         os.write(fd, data)
@@ -169,7 +170,9 @@ def _memfd(name: str, data: bytes = b"") -> int:
 
 
 @dataclass(kw_only=True, slots=True)
-class _Prepared:
+class Prepared:
+    """One sandboxed run ready to spawn (:func:`prepare`): its argv, environment and file descriptors."""
+
     argv: list[str]
     env: dict[str, str]
     cwd: str
@@ -206,8 +209,8 @@ class _Prepared:
             shutil.rmtree(self.host_dir, ignore_errors=True)
 
 
-def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, isolation: str,
-             extra_fds: tuple[int, ...] = ()) -> _Prepared:
+def prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, isolation: str,
+            extra_fds: tuple[int, ...] = ()) -> Prepared:
     """Everything to spawn one sandboxed run; ``extra_fds`` are passed to the code as they are (pipes to a peer)."""
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -224,11 +227,11 @@ def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, iso
         raise SandboxUnavailable(_unavailable_message(missing))
     fds: list[int] = []
     try:
-        code_fd = _memfd("code", code.encode("utf-8"))
+        code_fd = memfd("code", code.encode("utf-8"))
         fds.append(code_fd)
-        stdin_fd = _memfd("stdin", stdin.encode("utf-8")) if stdin is not None else os.open(os.devnull, os.O_RDONLY)
+        stdin_fd = memfd("stdin", stdin.encode("utf-8")) if stdin is not None else os.open(os.devnull, os.O_RDONLY)
         fds.append(stdin_fd)
-        out_fd, err_fd = _memfd("stdout"), _memfd("stderr")
+        out_fd, err_fd = memfd("stdout"), memfd("stderr")
         fds += [out_fd, err_fd]
         status_r = status_w = None
         host_dir = None
@@ -256,8 +259,8 @@ def _prepare(code: str, timeout_s: float, memory_mb: int, stdin: str | None, iso
     if isolate:
         argv = [unshare, *_UNSHARE_ARGS, *argv]
     pass_fds = ((code_fd,) if status_w is None else (code_fd, status_w)) + tuple(extra_fds)
-    return _Prepared(argv=argv, env=_child_env(work), cwd=cwd, isolation=isolation, stdin_fd=stdin_fd,
-                     out_fd=out_fd, err_fd=err_fd, pass_fds=pass_fds, status_r=status_r, host_dir=host_dir, fds=fds)
+    return Prepared(argv=argv, env=_child_env(work), cwd=cwd, isolation=isolation, stdin_fd=stdin_fd,
+                    out_fd=out_fd, err_fd=err_fd, pass_fds=pass_fds, status_r=status_r, host_dir=host_dir, fds=fds)
 
 
 def _clean_stale_dirs() -> None:
@@ -293,7 +296,7 @@ def _read_capped(fd: int) -> str:
     return head[:half] + f"\n[sandbox: output truncated, {size:,} bytes in all]\n" + tail[-half:]
 
 
-def _status(prep: _Prepared) -> bytes:
+def _status(prep: Prepared) -> bytes:
     """What the isolated init reported (``S`` set up, ``X<wait status>``); empty in unsafe mode."""
     if prep.status_r is None:
         return b""
@@ -306,8 +309,8 @@ def _status(prep: _Prepared) -> bytes:
     return b"".join(chunks)
 
 
-def _finish(prep: _Prepared, returncode: int | None, timed_out: bool, start: float,
-            timeout_s: float, memory_mb: int, *, ended_by_parent: bool = False) -> SandboxResult:
+def finish(prep: Prepared, returncode: int | None, timed_out: bool, start: float,
+           timeout_s: float, memory_mb: int, *, ended_by_parent: bool = False) -> SandboxResult:
     """The run's result; ``ended_by_parent``: killed because its work was done (no limit, no isolation check)."""
     duration_ms = (time.perf_counter() - start) * 1000.0
     try:
@@ -343,7 +346,8 @@ def _finish(prep: _Prepared, returncode: int | None, timed_out: bool, start: flo
                          isolation=prep.isolation)
 
 
-def _kill_tree(pid: int) -> None:
+def kill_tree(pid: int) -> None:
+    """SIGKILL the sandboxed process ``pid`` and everything it started."""
     # The child leads its session (start_new_session), so its pgid is its pid; in namespaces mode,
     # killing unshare and the init kills the whole PID namespace.
     try:
@@ -352,7 +356,7 @@ def _kill_tree(pid: int) -> None:
         pass
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def wait_for_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     """``proc.wait(timeout_s)``, woken by the exit itself (a pidfd) instead of ``Popen.wait``'s polling, which
     added up to 50 ms to every call."""
     try:
@@ -378,32 +382,32 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, stdin
     >>> run_python("print(6 * 7)").stdout
     '42\\n'
     """
-    prep = _prepare(code, timeout_s, memory_mb, stdin, isolation)
+    prep = prepare(code, timeout_s, memory_mb, stdin, isolation)
     start = time.perf_counter()
     timed_out = False
     try:
         proc = subprocess.Popen(prep.argv, **prep.spawn_kwargs())  # type: ignore[call-overload]
         prep.after_spawn()
         try:
-            _wait(proc, timeout_s)
+            wait_for_exit(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
             proc.wait()
         finally:
             if proc.returncode is None:  # interrupted (KeyboardInterrupt): never leak the child
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
     except BaseException:
         prep.release()
         raise
-    return _finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
+    return finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
 
 
 async def arun_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, stdin: str | None = None,
                       isolation: Isolation = "namespaces") -> SandboxResult:
     """Async :func:`run_python` on asyncio subprocesses (does not block the event loop while waiting)."""
-    prep = _prepare(code, timeout_s, memory_mb, stdin, isolation)
+    prep = prepare(code, timeout_s, memory_mb, stdin, isolation)
     start = time.perf_counter()
     timed_out = False
     proc = None
@@ -414,19 +418,19 @@ async def arun_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512
             await asyncio.wait_for(proc.wait(), timeout=timeout_s)
         except TimeoutError:
             timed_out = True
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
             await proc.wait()
     except BaseException:
         # Cancelled or failed: kill the child and clean up before propagating.
         if proc is not None and proc.returncode is None:
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
             try:
                 await asyncio.shield(proc.wait())
             except BaseException:
                 pass
         prep.release()
         raise
-    return _finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
+    return finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
 
 
 def _unavailable_message(reason: str) -> str:

@@ -1,6 +1,6 @@
 """Both ends of a remote call between the trusted test process and the sandboxed candidate: program text.
 
-:mod:`benchmark.remote` prepends this file's text to a one-line call of
+:mod:`benchmark.sandbox.remote` prepends this file's text to a one-line call of
 :func:`serve` (the candidate's side) or :func:`judge` (the tests' side) and runs
 each in its own sandbox; importing it does nothing else.
 

@@ -1,6 +1,6 @@
 """What the isolated code sees of the host: read-only binds, hidden package directories, allowed packages.
 
-:mod:`benchmark.sandbox_child` builds the view from these lists. The Python
+:mod:`benchmark.sandbox.child` builds the view from these lists. The Python
 installation is bound whole (its prefixes may sit anywhere: ``/usr``, ``/opt``,
 ``$HOME``, ``/tmp``, ``/var/tmp``), but every ``site-packages``/``dist-packages``
 directory in it is covered by an empty read-only tmpfs, so package data shipped

@@ -4,16 +4,16 @@ Running the candidate's program and the tests in one process lets the program
 forge the verdict: print the end marker it finds among its own constants,
 return an object whose ``__eq__`` is always true, patch ``builtins``, exit
 early or from an ``atexit`` hook. Here the candidate's program runs in one
-sandbox (:mod:`benchmark.sandbox`) as a server of remote function calls, and
+sandbox (:mod:`benchmark.sandbox.process`) as a server of remote function calls, and
 the tests run in another, the *judge*, with every name of the candidate
-replaced by a proxy (:class:`benchmark.remote_child.Ref`): a call ships its
+replaced by a proxy (:class:`benchmark.sandbox.remote_child.Ref`): a call ships its
 arguments as plain data over a pipe, and the reply comes back as plain data,
 parsed with :func:`ast.literal_eval` and rebuilt as builtin values or numpy
 arrays (never an object of the candidate's). Every assertion and comparison
 runs in the judge, whose verdict goes to a file only the parent holds. The
 candidate cannot reach the judge's process, memory or verdict (separate PID,
 mount and user namespaces), and the benchmark data is not in its view
-(:mod:`benchmark.sandbox_view`), so the only way to pass is to return the
+(:mod:`benchmark.sandbox.view`), so the only way to pass is to return the
 right values.
 
 What cannot be expressed this way, and how it is handled:
@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import remote_child
-from benchmark.sandbox import SandboxResult, _finish, _kill_tree, _memfd, _Prepared, _prepare, _wait
+import benchmark.sandbox.remote_child as remote_child
+from benchmark.sandbox.process import Prepared, SandboxResult, finish, kill_tree, memfd, prepare, wait_for_exit
 
 _CHILD_SOURCE = (Path(__file__).parent / "remote_child.py").read_text(encoding="utf-8")
 _CANDIDATE_GRACE_S = 1.0
@@ -148,20 +148,20 @@ def run_remote_tests(program: str, tests: RemoteTests, *, timeout_s: float, memo
     spec = {"tests": tests.tests, "trusted_setup": tests.trusted_setup, "remote": remote, "imports": imports}
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    verdict_fd = _memfd("verdict")
+    verdict_fd = memfd("verdict")
     pipes = [request_r, request_w, reply_r, reply_w]
-    preps: list[_Prepared] = []
-    values_fd = _memfd("values", repr(remote_child.encode(tests.values)).encode("utf-8"))
+    preps: list[Prepared] = []
+    values_fd = memfd("values", repr(remote_child.encode(tests.values)).encode("utf-8"))
     spec["values_fd"] = values_fd
     try:
-        preps.append(_prepare(f"{_CHILD_SOURCE}\nserve({program!r}, {tests.candidate_setup!r}, {request_r}, "
-                              f"{reply_w})\n", timeout_s, memory_mb, None, isolation, (request_r, reply_w)))
-        preps.append(_prepare(f"{_CHILD_SOURCE}\njudge({spec!r}, {request_w}, {reply_r}, {verdict_fd})\n",
-                              timeout_s, memory_mb, None, isolation, (request_w, reply_r, verdict_fd, values_fd)))
+        preps.append(prepare(f"{_CHILD_SOURCE}\nserve({program!r}, {tests.candidate_setup!r}, {request_r}, "
+                             f"{reply_w})\n", timeout_s, memory_mb, None, isolation, (request_r, reply_w)))
+        preps.append(prepare(f"{_CHILD_SOURCE}\njudge({spec!r}, {request_w}, {reply_r}, {verdict_fd})\n",
+                             timeout_s, memory_mb, None, isolation, (request_w, reply_r, verdict_fd, values_fd)))
         candidate, judge, timed_out, start = _run_pair(preps[0], preps[1], pipes, timeout_s)
-        cand_res = _finish(preps[0], candidate.returncode, timed_out, start, timeout_s, memory_mb,
-                           ended_by_parent=candidate.returncode == -9 and not timed_out)
-        judge_res = _finish(preps[1], judge.returncode, timed_out, start, timeout_s, memory_mb)
+        cand_res = finish(preps[0], candidate.returncode, timed_out, start, timeout_s, memory_mb,
+                          ended_by_parent=candidate.returncode == -9 and not timed_out)
+        judge_res = finish(preps[1], judge.returncode, timed_out, start, timeout_s, memory_mb)
         verdict = _verdict(verdict_fd)
     finally:
         for prep in preps:
@@ -174,7 +174,7 @@ def run_remote_tests(program: str, tests: RemoteTests, *, timeout_s: float, memo
     return _outcome(verdict, judge_res, cand_res)
 
 
-def _run_pair(candidate: _Prepared, judge: _Prepared, pipes: list[int],
+def _run_pair(candidate: Prepared, judge: Prepared, pipes: list[int],
               timeout_s: float) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], bool, float]:
     """Spawn both, wait for the judge (within the timeout), then for the candidate briefly; kill what is left."""
     procs: list[subprocess.Popen[bytes]] = []
@@ -188,18 +188,18 @@ def _run_pair(candidate: _Prepared, judge: _Prepared, pipes: list[int],
             os.close(fd)
         pipes.clear()
         try:
-            _wait(procs[1], timeout_s)
+            wait_for_exit(procs[1], timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
         left = timeout_s - (time.perf_counter() - start)
         try:
-            _wait(procs[0], max(0.0, min(left, _CANDIDATE_GRACE_S)) if not timed_out else 0.0)
+            wait_for_exit(procs[0], max(0.0, min(left, _CANDIDATE_GRACE_S)) if not timed_out else 0.0)
         except subprocess.TimeoutExpired:
             pass
     finally:
         for proc in procs:
             if proc.returncode is None and proc.poll() is None:
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
     return procs[0], procs[1], timed_out, start
 
@@ -228,7 +228,7 @@ def capture_value(program: str, name: str, *, timeout_s: float, memory_mb: int,
 
     For values computed from benchmark data (SciCode's targets from its ground truth): the program runs
     sandboxed like any code, and its value comes back over a pipe as the wire's literal tree (rebuild it with
-    :func:`benchmark.remote_child.decode`). A pipe, not a file: the sandbox limits files to 32 MiB, and
+    :func:`benchmark.sandbox.remote_child.decode`). A pipe, not a file: the sandbox limits files to 32 MiB, and
     SciCode's largest targets are about 100 MB encoded.
     """
     read_fd, write_fd = os.pipe()
@@ -242,7 +242,7 @@ def capture_value(program: str, name: str, *, timeout_s: float, memory_mb: int,
     code = (f"{_CHILD_SOURCE}\n{program}\n__out__ = repr(encode({name})).encode('utf-8')\n"
             f"while __out__:\n    __out__ = __out__[os.write({write_fd}, __out__):]\nos.close({write_fd})\n")
     try:
-        prep = _prepare(code, timeout_s, memory_mb, None, isolation, (write_fd,))
+        prep = prepare(code, timeout_s, memory_mb, None, isolation, (write_fd,))
         reader.start()
         start = time.perf_counter()
         timed_out = False
@@ -251,14 +251,14 @@ def capture_value(program: str, name: str, *, timeout_s: float, memory_mb: int,
         os.close(write_fd)
         write_fd = -1
         try:
-            _wait(proc, timeout_s)
+            wait_for_exit(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
             if proc.poll() is None:
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
-        result = _finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
+        result = finish(prep, proc.returncode, timed_out, start, timeout_s, memory_mb)
         reader.join()
     finally:
         for fd in (read_fd, write_fd):

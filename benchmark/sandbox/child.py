@@ -1,6 +1,6 @@
 """The sandbox's child program: its text runs as ``python -I -B -c <this file> <spec JSON>``.
 
-:mod:`benchmark.sandbox` starts it (under ``unshare`` for namespace
+:mod:`benchmark.sandbox.process` starts it (under ``unshare`` for namespace
 isolation) and describes what it guarantees. Importing this module does
 nothing; everything happens in :func:`main`, which runs only as a program.
 
