@@ -95,7 +95,7 @@ def comparison_sentence(row: dict[str, Any], mas: Sequence[dict[str, Any]], base
     >>> comparison_sentence(row, [{"n_success": 4, "n_runs": 6}], [{"n_success": 2, "n_runs": 6}])
     'gsm8k: debate solved 4/6 runs vs sas 2/6 (+33.3 points, 95 % CI +0.0 to +66.7 over 12 tasks) at 7× the tokens.'
     """
-    from descriptor.report.analysis import FEW_TASKS, _pts, _times
+    from descriptor.report.analysis import FEW_TASKS, signed_points, times_text
 
     (k_m, n_m), (k_b, n_b) = _solved(mas), _solved(base)
     n, lo, hi = row["n_shared_tasks"], row["G_ci_low"], row["G_ci_high"]
@@ -103,11 +103,11 @@ def comparison_sentence(row: dict[str, Any], mas: Sequence[dict[str, Any]], base
     if lo is None or hi is None:
         ci = f"no interval over {tasks}"
     else:
-        ci = f"95 % CI {_pts(lo)} to {_pts(hi)} over {tasks}"
+        ci = f"95 % CI {signed_points(lo)} to {signed_points(hi)} over {tasks}"
         if n < FEW_TASKS:  # the report's rule: a percentile bootstrap over so few tasks is too narrow
             ci += ", too few to trust"
     return (f"{row['benchmark']}: {row['system']} solved {k_m}/{n_m} runs vs {row['baseline']} {k_b}/{n_b} "
-            f"({_pts(row['G'])} points, {ci}) at {_times(row.get('token_ratio'))} the tokens.")
+            f"({signed_points(row['G'])} points, {ci}) at {times_text(row.get('token_ratio'))} the tokens.")
 
 
 def comparison_sentences(summary: ExperimentSummary) -> list[str]:
