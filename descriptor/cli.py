@@ -34,7 +34,7 @@ def print_summary(summary: ExperimentSummary) -> None:
         print(f"warning: {note}", file=sys.stderr)
     terminal = sys.stdout.isatty()
     console = Console(highlight=False, width=None if terminal else 10_000)
-    print_summary_table(summary, console)
+    print_summary_table(summary, console, width=console.width if terminal else None)
     for line in error_rate_warnings(summary.rollups):
         print(line, file=sys.stderr)
     for r in summary.rollups:  # budgets reached: finished runs, counted in every rate, named here

@@ -54,7 +54,8 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
 
     from descriptor.console_table import Column, print_columns
 
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
+    terminal = sys.stdout.isatty()
+    console = Console(highlight=False, width=None if terminal else 10_000)
     if not rows:
         console.print(f"{title}: (no rows)", markup=False)
         return
@@ -62,7 +63,7 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
     columns = [Column(header=col, right=isinstance(rows[0][col], int | float),
                       cells=tuple(f"{v:.3f}" if isinstance(v, float) else str(v) for v in (r.get(col) for r in rows)))
                for col in rows[0]]
-    print_columns(console, columns, keys=1)
+    print_columns(console, columns, keys=1, width=console.width if terminal else None)
 
 
 def freeze_startup_heap() -> None:
