@@ -4,7 +4,7 @@ optionally a per-run environment (see :mod:`benchmark.environment`)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -13,6 +13,15 @@ from descriptor.registry import Registry
 
 if TYPE_CHECKING:
     from benchmark.environment import Action, Environment
+
+
+Ask = Callable[[list[tuple[str, str]]], Awaitable[str]]
+"""Sends chat messages, ``(role, text)`` pairs (``system``, ``user``, ``assistant``), to a benchmark's grading route
+and returns the reply's text (:meth:`Benchmark.grade_answer`)."""
+
+
+class GraderUnavailable(Exception):
+    """No model grades here: the grading route is the scripted double in mock mode (``--model scripted``)."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -112,6 +121,25 @@ class Benchmark(ABC):
         default. The runtime sends them with the grading call as its hints, so a test double grades without
         reading the prompt back; no real model sees them."""
         return {}
+
+    def grader_route(self) -> str | None:
+        """The route that must grade this benchmark's answers, or None (the default: a judge grades through
+        :meth:`judge_prompt` only when the experiment configures one).
+
+        A name under ``[models]`` or ``[roles]``, or ``judge``: the judge role's route, which falls back to
+        ``default``. The runtime then always grades, through :meth:`grade_answer`, with that route.
+        """
+        return None
+
+    async def grade_answer(self, task: Task, answer: str, ask: Ask) -> str | None:
+        """The reply :meth:`evaluate` reads as ``judge_reply``, or None (not graded).
+
+        By default :meth:`judge_prompt` sent as one user message. A benchmark whose own scorer talks to a model
+        (Inspect AI's model-graded scorers) overrides it and calls ``ask`` as often as it needs; ``ask`` raises
+        :class:`GraderUnavailable` where no model grades (the scripted double in mock mode).
+        """
+        prompt = self.judge_prompt(task, answer)
+        return None if prompt is None else await ask([("user", prompt)])
 
     def judge_prompt(self, task: Task, answer: str) -> str | None:
         """The prompt an LLM judge grades ``answer`` by, or None (the default: :meth:`evaluate` alone decides).

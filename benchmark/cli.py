@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from benchmark.dataset_spec import beside
 from descriptor.errors import UserError
 from descriptor.redact import redact
 
@@ -36,6 +37,12 @@ def benchmark_options(name: str, config: str | None, sets: list[str] | None = No
         if not isinstance(section, dict):
             raise UserError(f"{path}: [benchmarks.{name}] must be a table of options")
         options.update(section)
+        datasets = data.get("datasets", {})
+        dataset = datasets.get(name) if isinstance(datasets, dict) else None
+        if isinstance(dataset, dict):  # a plain dataset of the config (benchmark/dataset.py)
+            options.update(dataset, adapter="dataset")
+            if isinstance(dataset.get("path"), str):
+                options["path"] = beside(dataset["path"], path.parent)
     prefix = f"benchmarks.{name}."
     for item in sets or []:
         key, sep, raw = item.partition("=")
@@ -50,25 +57,43 @@ def benchmark_options(name: str, config: str | None, sets: list[str] | None = No
     return options
 
 
-def _bench(args: argparse.Namespace):  # -> Benchmark
-    from benchmark.registry import get_benchmark
+def config_datasets(config: str | None) -> list[str]:
+    """The names of the ``[datasets.<name>]`` tables of ``config`` (none without one)."""
+    if config is None:
+        return []
+    try:
+        datasets = tomllib.loads(Path(config).read_text(encoding="utf-8")).get("datasets", {})
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+        return []  # benchmark_options names the problem
+    return sorted(datasets) if isinstance(datasets, dict) else []
 
-    return get_benchmark(args.benchmark, benchmark_options(args.benchmark, args.config, args.set))
+
+def _bench(args: argparse.Namespace):  # -> Benchmark
+    from benchmark.registry import get_benchmark, spec_benchmark
+
+    name, options = spec_benchmark(args.benchmark) or (args.benchmark, {})
+    return get_benchmark(name, {**options, **benchmark_options(name, args.config, args.set)})
 
 
 def cmd_list_benchmarks(args: argparse.Namespace) -> int:
-    from benchmark.registry import BENCHMARKS, list_benchmarks, unavailable_reason
+    from benchmark.registry import BENCHMARKS, generic_adapters, list_benchmarks, unavailable_reason
+    from descriptor.describe import describe, listing, terminal_width
 
-    for name in list_benchmarks():
+    described = []
+    for name in [*list_benchmarks(), *config_datasets(args.config)]:
         options = benchmark_options(name, args.config, [i for i in args.set or [] if i.startswith(f"benchmarks.{name}.")])
         if args.available and (reason := unavailable_reason(name, options)) is not None:
             print(redact(f"skipped {name}: {reason}"), file=sys.stderr)
             continue
+        cls = BENCHMARKS[name] if name in BENCHMARKS else generic_adapters()["dataset"]
         if args.long:
-            cls = BENCHMARKS[name]
             print(f"{name}\t{cls.answer_kind}\t{cls.success_definition}\t{cls.license}")
-        else:
+        elif args.names:
             print(name)  # one name a line: scripts/full_experiment.sh reads this
+        else:
+            described.append((name, describe(cls)))
+    if described:
+        print(listing(described, terminal_width()))
     return 0
 
 
@@ -110,7 +135,8 @@ def cmd_benchmark_check(args: argparse.Namespace) -> int:
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", required=True, help="benchmark name (see list-benchmarks)")
+    p.add_argument("--benchmark", required=True,
+                   help="benchmark name (see list-benchmarks), a [datasets.NAME] of --config, or inspect:FILE.py@TASK")
     p.add_argument("--config", help="experiment TOML; its [benchmarks.<name>] table gives the benchmark's options")
     p.add_argument("--set", action="append", metavar="benchmarks.NAME.OPTION=VALUE",
                    help="override one benchmark option with a TOML value (repeatable)")
@@ -119,6 +145,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
     p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
+    p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.add_argument("--available", action="store_true",
                    help="only benchmarks whose data (or package) is installed; the others on stderr with the reason")
     p.add_argument("--config", help="experiment TOML; with --available, its [benchmarks.<name>] tables give the "

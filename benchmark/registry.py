@@ -22,8 +22,9 @@ import benchmark.scicode  # noqa: F401
 import benchmark.workbench  # noqa: F401
 from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
+from descriptor.suggest import unknown_name, unknown_names
 
-__all__ = ["BENCHMARKS", "get_benchmark", "list_benchmarks", "unavailable_reason"]
+__all__ = ["ADAPTER_KEY", "BENCHMARKS", "get_benchmark", "list_benchmarks", "spec_benchmark", "unavailable_reason"]
 
 
 def list_benchmarks() -> list[str]:
@@ -31,23 +32,58 @@ def list_benchmarks() -> list[str]:
     return BENCHMARKS.names()
 
 
+ADAPTER_KEY = "adapter"
+"""The option naming a generic adapter that serves a benchmark under the benchmark's own name: ``dataset`` (a
+``[datasets.<name>]`` of the config, :mod:`benchmark.dataset`) or ``inspect`` (an Inspect AI task,
+:mod:`benchmark.inspect_task`); written by the runtime, or by hand in ``[benchmarks.<name>]``."""
+
+
+def generic_adapters() -> dict[str, type[Benchmark]]:
+    """Generic adapter name -> class (:data:`ADAPTER_KEY`)."""
+    from benchmark.dataset import DatasetBenchmark
+    from benchmark.inspect_task import InspectBenchmark
+
+    return {"dataset": DatasetBenchmark, "inspect": InspectBenchmark}
+
+
+def spec_benchmark(spec: str) -> tuple[str, dict[str, Any]] | None:
+    """(name, options) of a benchmark given by what it is rather than by name (``inspect:FILE.py@TASK``,
+    ``inspect:REGISTRY/NAME``), or None for a plain name."""
+    from benchmark.inspect_task import benchmark_for
+
+    return benchmark_for(spec)
+
+
 def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark:
     """The adapter for ``name`` built with ``options`` (from ``[benchmarks.<name>]`` in the config).
 
-    Raises ``UserError`` for an unknown name (listing the known ones) or an
-    unknown option (listing the accepted ones).
+    Options naming a generic adapter (:data:`ADAPTER_KEY`) build that adapter under ``name``. Raises
+    ``UserError`` for an unknown name (listing the known ones) or an unknown option (listing the accepted ones).
     """
-    if name not in BENCHMARKS:
-        raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())}")
-    cls = BENCHMARKS.get(name)
     options = dict(options or {})
-    allowed = getattr(cls, "option_names", None)
+    if ADAPTER_KEY in options:
+        kind, adapters = options.pop(ADAPTER_KEY), generic_adapters()
+        if kind not in adapters:
+            raise UserError(f"benchmarks.{name}.{ADAPTER_KEY}: unknown adapter {kind!r}; known: {', '.join(adapters)}")
+        if name in BENCHMARKS:
+            raise UserError(f"benchmark {name!r}: a built-in benchmark's name; give the {kind} another name")
+        cls = adapters[kind]
+        _check_options(name, options, cls.option_names)
+        return cls(name=name, **options)  # type: ignore[call-arg]
+    if name not in BENCHMARKS:
+        raise UserError(unknown_name("benchmark", name, list_benchmarks(),
+                                     hint=" (or a [datasets.NAME] of the config, or inspect:FILE.py@TASK)"))
+    cls = BENCHMARKS.get(name)
+    _check_options(name, options, getattr(cls, "option_names", None))
+    return cls(**options)
+
+
+def _check_options(name: str, options: dict[str, Any], allowed: tuple[str, ...] | None) -> None:
     if allowed is not None:
         unknown = sorted(set(options) - set(allowed))
         if unknown:
-            raise UserError(f"benchmarks.{name}: unknown option(s) {', '.join(unknown)}; "
+            raise UserError(f"benchmarks.{name}: unknown option(s) {unknown_names(unknown, allowed)}; "
                             f"accepted: {', '.join(allowed) or '(none)'}")
-    return cls(**options)
 
 
 def unavailable_reason(name: str, options: dict[str, Any] | None = None) -> str | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from descriptor.errors import UserError
+from descriptor.extras import require_extra
 from descriptor.events import read_trace
 from descriptor.layout import RunPaths, find_task_dirs, run_indices
 
@@ -95,11 +96,7 @@ def load_events(root: str | Path) -> pd.DataFrame:
 def to_parquet(root: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write ``runs.parquet`` and ``events.parquet`` (the two frames) to ``out_dir`` (default: ``root``); each
     written to a temporary file and renamed, so a file there is whole. Needs pyarrow (an optional package)."""
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UserError("to_parquet needs the optional package pyarrow (pip install pyarrow); "
-                        "load_runs/load_events work without it") from None
+    require_extra("parquet", "to_parquet (load_runs/load_events work without it)")
     out = Path(root if out_dir is None else out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

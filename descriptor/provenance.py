@@ -63,3 +63,24 @@ def provenance_notes(root: Path) -> list[str]:
         notes.append(f"{root / MANIFEST_NAME}: the sweep's invocations ran on {len(commits)} versions of the code "
                      f"({used}); this summary mixes their runs (each run's metadata.json names its git_commit)")
     return notes
+
+
+def unpriced_note(route: str, model: str, table: str) -> str:
+    """The line for a route whose model the price table does not know (the sweep's console, summaries, report)."""
+    return (f"models.{route}: model {model!r} is not in {table}'s price table: priced 0 USD, so its cost figures "
+            f"are not measured; set models.{route}.price_input_per_1m and price_output_per_1m (USD per million "
+            "tokens) to price it")
+
+
+def price_notes(root: Path) -> list[str]:
+    """One note per route of the runs' configs that a sweep priced 0 because the price table does not know its
+    model (``models.<route>.price_table`` with no ``model``; :mod:`mas.llm.prices`)."""
+    notes: dict[str, None] = {}
+    for path in sorted((root / CONFIGS_DIR).glob("*.json")):
+        config = _read(path)
+        routes = config.get("models") if isinstance(config, dict) else None
+        for name, route in routes.items() if isinstance(routes, dict) else ():
+            table = route.get("price_table") if isinstance(route, dict) else None
+            if isinstance(table, dict) and table.get("model") is None:
+                notes[unpriced_note(str(name), str(route.get("model")), str(table.get("table")))] = None
+    return list(notes)

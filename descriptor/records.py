@@ -68,6 +68,26 @@ class InjectionPlanRecord(InjectionRecord):
     """With ``position``: steps the run takes without the error (``step`` = floor(fraction × it))."""
 
 
+class PriceRecord(_Record):
+    """The prices a route's calls were charged at, and where they come from."""
+
+    input_per_1m: float
+    """USD per one million input tokens."""
+    output_per_1m: float
+    """USD per one million output tokens."""
+    source: Literal["config", "table", "unknown", "local", "unpriced"]
+    """``config``: the experiment's config gave them; ``table``: a maintained price table (``table``, ``model``,
+    ``date``); ``unknown``: the table does not know the model, priced 0 (its costs are not measured); ``local``: a
+    model served here (embedded, scripted), 0; ``unpriced``: none given and none looked up, since the sweep did
+    not call the route (0 if something did)."""
+    table: str | None = None
+    """The price table and its version (``genai-prices 0.2.5``) when ``source`` is ``table`` or ``unknown``."""
+    model: str | None = None
+    """The table's ``provider:model`` the route matched."""
+    date: str | None = None
+    """UTC day (``YYYY-MM-DD``) the run started, whose table prices it was charged at."""
+
+
 class RunMetadata(RunIdentity):
     """``run_<r>.metadata.json``: what a run was and what it ran with (written first, rewritten at the end)."""
 
@@ -89,6 +109,8 @@ class RunMetadata(RunIdentity):
     """The effective config inline: only in runs written before ``config_sha256`` (issue 33), still read."""
     models: dict[str, str] = Field(default_factory=dict)
     """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
+    prices: dict[str, PriceRecord] | None = None
+    """Route name -> the prices its calls' ``cost_usd`` is computed with, and their source; None in older runs."""
     injection_plan: InjectionPlanRecord | None = None
     personas: dict[str, str] | None = None
     """Agent -> persona generated for this run (``mas.persona_mode = "generated"``); None otherwise."""

@@ -42,7 +42,7 @@ from descriptor.rollback_summary import (
 from descriptor.problems import ROLLUP_FIELDS as PROBLEM_ROLLUP_FIELDS
 from descriptor.problems import TASK_FIELDS as PROBLEM_TASK_FIELDS
 from descriptor.problems import rollup_problem_fields, task_problem_fields
-from descriptor.provenance import provenance_notes
+from descriptor.provenance import price_notes, provenance_notes
 from descriptor.run_files import RunIssue, RunRecord, load_task_runs
 from descriptor.stats import mean
 from descriptor.task_descriptor import (
@@ -391,7 +391,7 @@ def _summarize(root: Path, plots: bool, alongside: Callable[[], object] | None, 
     write_derived_json(root / "topology.json", topology)
     blocks = _benchmark_blocks(rollups)
     _write_benchmark_summaries(root, blocks)
-    notes = provenance_notes(root)
+    notes = provenance_notes(root) + price_notes(root)
     write_derived_json(root / "experiment_summary.json", {
         "n_runs": n_runs,
         "n_errors": n_errors,

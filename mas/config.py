@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
+from benchmark.dataset_spec import DatasetSpec, beside
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env, register_secret_value, url_credentials
 from descriptor.registry import RegistryError, load_plugins
@@ -46,6 +48,15 @@ EMBEDDED_MIN_DECODE_TPS = 1.0
 """The slowest writing an ``embedded`` call is waited for (tokens/s; ~19 on 2 idle cores)."""
 EMBEDDED_SLACK_S = 30.0
 """Added to an ``embedded`` call's longest time (s): connecting, the first token, the reply's parsing."""
+
+
+class TablePrice(_Strict):
+    """Where a route's prices come from when the config gives none (:mod:`mas.llm.prices`)."""
+
+    table: str
+    """The price table and its version, e.g. ``genai-prices 0.2.5``."""
+    model: str | None
+    """The table's ``provider:model`` the route matched; None: the table does not know the model (priced 0)."""
 
 
 class ModelRoute(_Strict):
@@ -79,10 +90,13 @@ class ModelRoute(_Strict):
     :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
-    price_input_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million input tokens, for ``cost_usd``."""
-    price_output_per_1m: float = Field(default=0.0, ge=0)
-    """USD per one million output tokens, for ``cost_usd``."""
+    price_input_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million input tokens, for ``cost_usd``. None with ``price_output_per_1m`` None too: a sweep
+    takes both from a maintained price table (:mod:`mas.llm.prices`; local models cost 0); the config's win."""
+    price_output_per_1m: float | None = Field(default=None, ge=0)
+    """USD per one million output tokens, for ``cost_usd`` (None: see ``price_input_per_1m``)."""
+    price_table: TablePrice | None = None
+    """Set by the sweep when the prices come from the price table (:mod:`mas.llm.prices`), not the config."""
     context_window: int = Field(default=8192, ge=256)
     """Tokens the model accepts; long prompts are fitted to this."""
     scripted_latency_ms: float = Field(default=0.0, ge=0)
@@ -90,8 +104,8 @@ class ModelRoute(_Strict):
     rate_limit: RateLimit = Field(default_factory=RateLimit)
 
     def cost_usd(self, token_in: int, token_out: int) -> float:
-        """Price of one call in USD."""
-        return (token_in * self.price_input_per_1m + token_out * self.price_output_per_1m) / 1e6
+        """Price of one call in USD (a price not set counts 0)."""
+        return (token_in * (self.price_input_per_1m or 0.0) + token_out * (self.price_output_per_1m or 0.0)) / 1e6
 
     def request_timeout_s(self) -> float:
         """The request timeout in seconds: ``timeout_s``, else 120 for endpoints.
@@ -282,6 +296,9 @@ class ExperimentConfig(_Strict):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-benchmark options, passed to the adapter (e.g. ``data_path``)."""
+    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
+    """Plain datasets as benchmarks, by name (``--benchmark NAME``; :mod:`benchmark.dataset`); a relative ``path``
+    is relative to the config file's directory."""
     plugins: list[str] = Field(default_factory=list)
     """Python modules to import when the config is loaded, as ``--plugin MODULE`` does: code that is not installed
     (``my_benchmarks``, a file next to the config) registering benchmarks, systems, methods or scorers with the
@@ -299,6 +316,14 @@ class ExperimentConfig(_Strict):
         except RegistryError as err:
             raise ValueError(str(err)) from None
         return modules
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_names(cls, datasets: dict[str, DatasetSpec]) -> dict[str, DatasetSpec]:
+        for name in datasets:  # a benchmark's name is a directory name, and never a unit's system@model
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name) is None:
+                raise ValueError(f"dataset name {name!r}: expected 1-100 letters, digits, '.', '_' or '-'")
+        return datasets
 
     @field_validator("models")
     @classmethod
@@ -325,8 +350,9 @@ class ExperimentConfig(_Strict):
             return self.models[name]
         if name in BUILTIN_ROUTES:
             return ModelRoute(provider=name, model=name)
-        known = sorted(set(self.models) | set(BUILTIN_ROUTES))
-        raise ConfigError(f"unknown model route {name!r}; known routes: {', '.join(known)}")
+        from descriptor.suggest import unknown_name
+
+        raise ConfigError(unknown_name("model route", name, sorted(set(self.models) | set(BUILTIN_ROUTES))))
 
     def route_for_role(self, role: str) -> ModelRoute:
         """The route an agent in ``role`` uses: ``roles.<role>``, then ``models.<role>``, then default."""
@@ -355,8 +381,10 @@ class ExperimentConfig(_Strict):
 
 
 def _format_validation_error(path: str, err: ValidationError) -> str:
-    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``."""
+    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``; a key
+    the config does not have says which keys it does have there, the close ones first."""
     from descriptor.redact import looks_like_key, named_like_secret
+    from descriptor.suggest import did_you_mean, keys_at
 
     lines = []
     for e in err.errors():
@@ -366,7 +394,10 @@ def _format_validation_error(path: str, err: ValidationError) -> str:
         secret = any(named_like_secret(str(p)) for p in e["loc"]) or (isinstance(got, str) and looks_like_key(got))
         shown = "" if isinstance(got, dict) else " (value not shown: it may be a secret)" if secret else (
             f" (got {got!r:.80})")
-        lines.append(f"{path}: {key}: {e['msg']}{shown}")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden" and (known := keys_at(ExperimentConfig, e["loc"][:-1])):
+            msg = f"unknown key{did_you_mean(str(e['loc'][-1]), known)}; keys here: {', '.join(known)}"
+        lines.append(f"{path}: {key}: {msg}{shown}")
     return "\n".join(lines)
 
 
@@ -401,6 +432,10 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
         raise ConfigError(f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); a config is a UTF-8 TOML file") from None
     except OSError as err:
         raise ConfigError(f"{p}: cannot be read ({err.strerror})") from None
+    for table in (data.get("datasets") or {}).values() if isinstance(data.get("datasets"), dict) else ():
+        path = table.get("path") if isinstance(table, dict) else None
+        if isinstance(path, str):
+            table["path"] = beside(path, p.parent)
     return parse_config(data, str(p))
 
 

@@ -130,8 +130,9 @@ class Chromium:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(base64.b64decode(data))
 
-    def problems(self) -> list[str]:
-        """Console errors, uncaught exceptions and non-local requests seen so far."""
+    def problems(self, allow: tuple[str, ...] = ()) -> list[str]:
+        """Console errors, uncaught exceptions and non-local requests seen so far (``allow``: URL prefixes that
+        count as local too, e.g. a server of the test's own on 127.0.0.1)."""
         out = []
         for ev in self.events:
             m, p = ev.get("method"), ev.get("params", {})
@@ -141,7 +142,7 @@ class Chromium:
                 out.append(f"console.{p['type']}: {[a.get('value', a.get('description')) for a in p.get('args', [])]}")
             elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
                 out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
-            elif m == "Network.requestWillBeSent" and not p["request"]["url"].startswith(LOCAL_SCHEMES):
+            elif m == "Network.requestWillBeSent" and not p["request"]["url"].startswith((*LOCAL_SCHEMES, *allow)):
                 out.append(f"network request: {p['request']['url']}")
         return out
 

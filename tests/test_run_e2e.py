@@ -105,3 +105,17 @@ def test_missing_api_key_fails_before_any_run(tmp_path, capsys, monkeypatch):
                  "--output-root", str(tmp_path), "--experiment-id", "bad"]) == 2
     assert "OPENROUTER_API_KEY" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_benchmark_takes_a_comma_list_like_systems(tmp_path, capsys):
+    """``--benchmark arith,gsm8k`` is one experiment over both benchmarks, as ``--systems sas,debate`` is over both
+    systems; the repeated flag still adds more, and a name given twice runs once."""
+    assert main(["run", "--config", CONFIG, "--benchmark", "arith,gsm8k", "--benchmark", "arith", "--systems",
+                 "sas,debate", "--model", "scripted", "--task-limit", "1", "--output-root", str(tmp_path),
+                 "--experiment-id", "both", "--progress", "none"]) == 0
+    assert "wrote 4 runs" in capsys.readouterr().out
+    results = [json.loads(p.read_text()) for p in (tmp_path / "both").rglob("run_*.result.json")]
+    assert sorted((r["benchmark"], r["system"]) for r in results) == [
+        ("arith", "debate"), ("arith", "sas"), ("gsm8k", "debate"), ("gsm8k", "sas")]
+    manifest = json.loads((tmp_path / "both" / "manifest.json").read_text())
+    assert manifest["invocations"][-1]["request"]["benchmarks"] == ["arith", "gsm8k"]

@@ -20,6 +20,7 @@ from descriptor.io import write_derived_json
 from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
 from descriptor.layout import ATTRIBUTION_DIR, split_unit
 import descriptor.report.collect as collect
+from descriptor.provenance import price_notes, provenance_notes
 from descriptor.report.analysis import (
     FEW_TASKS,
     MATCHED_SAS,
@@ -285,6 +286,7 @@ def _write_index(layout: Layout, root: Path, result: PassResult, attr: Attributi
         pictures=_pictures(root, layout, final_out), grids=[g for g in grids if g["page"] == 1],
         failures=failures[:FAILURES_SHOWN], failures_total=len(failures),
         attribution_sources=attr.sources, attribution_notes=attr.notes, compare=cmp_rows, issues=issues, judges=judges,
+        notes=provenance_notes(root) + price_notes(root),
         n_boot=settings.n_boot, seed=settings.seed, few_tasks=FEW_TASKS, **common)
 
 

@@ -22,15 +22,18 @@ from pathlib import Path
 
 from benchmark.base import Benchmark, check_task_ids
 from descriptor.errors import UserError
+from descriptor.extras import require_extra
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
+from descriptor.suggest import unknown_names
 from descriptor.registry import check_entry_points, loaded_plugins
 from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
 from mas.llm.cache import check_cache
+from mas.llm.prices import price_routes
 from mas.llm.providers import check_provider
 from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
-from mas.sweep.benchmarks import benchmark_options, check_isolation, run_benchmark
+from mas.sweep.benchmarks import benchmark_options, check_isolation, resolve_benchmarks, run_benchmark
 from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.grading import grading_routes
 from mas.sweep.lock import sweep_lock
@@ -94,7 +97,7 @@ def _check_cost_limits(req: ExperimentRequest) -> None:
     if not given:
         return
     routes = req.cfg.used_routes(agent_roles(list(req.systems), req.cfg))
-    if all(r.price_input_per_1m == 0 and r.price_output_per_1m == 0 for r in routes.values()):
+    if all(not r.price_input_per_1m and not r.price_output_per_1m for r in routes.values()):
         raise UserError(f"{' and '.join(given)}: no route this sweep calls has a price ({', '.join(routes)}: "
                         "price_input_per_1m and price_output_per_1m are 0), so every run costs 0 USD and the limit "
                         "never stops anything; set the prices (models.<route>.price_input_per_1m, "
@@ -112,10 +115,11 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
     check_entry_points()  # a broken plugin of any group stops the sweep now, not run after run
+    req.cfg, req.benchmarks = resolve_benchmarks(req.cfg, req.benchmarks)
     unknown = [s for s in req.systems if not known_system(s, req.cfg)]
     if unknown or not req.systems:
         known = sorted([*SYSTEMS, *req.cfg.systems.apps()])
-        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)} "
+        raise UserError(f"unknown system(s) {unknown_names(unknown, known) or '(none given)'}; known: {', '.join(known)} "
                         "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
     shadowing = sorted(n for n in req.cfg.systems.apps() if n in SYSTEMS)
     if shadowing:
@@ -128,11 +132,12 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
                         f"{apps[0]} prompts its agents itself and would never read them: use 'static'")
     check_matching(req.systems, req.cfg.systems.sas_matched.match)
     _check_models(req)
-    _check_cost_limits(req)
     check_experiment_id(req.experiment_id)
     check_output_root(req.output_root)
     if req.executor not in EXECUTORS:
         raise UserError(f"--executor: unknown executor {req.executor!r}; known: {', '.join(EXECUTORS)}")
+    if req.executor == "dask":
+        require_extra("dask", "--executor dask", "distributed")
     if req.scheduler_address and req.executor != "dask":
         raise UserError("--scheduler-address is only used with --executor dask")
     _check_workers(req)
@@ -145,9 +150,20 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     for name, route in routes:
         check_provider(name, route)
         require_api_key(route, name)
+    _price_routes(req, [name for name, _ in routes])
+    _check_cost_limits(req)
     check_isolation(req.cfg, benches)
     check_cache(req.cfg.cache)
     return benches
+
+
+def _price_routes(req: ExperimentRequest, used: list[str]) -> None:
+    """Settle every route's prices (:func:`mas.llm.prices.price_routes`) in ``req.cfg``, the config the runs record;
+    a route the sweep calls whose model the price table does not know is a warning on the console."""
+    used += [split_unit(unit)[1] or "default" for unit in req.units]  # a model matrix's routes run as "default"
+    req.cfg, warnings = price_routes(req.cfg, used)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _check_models(req: ExperimentRequest) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from benchmark.base import Task
 from descriptor.layout import RunKey, RunPaths
-from descriptor.records import InjectionPlanRecord, RunMetadata, TaskRecord
+from descriptor.records import InjectionPlanRecord, PriceRecord, RunMetadata, TaskRecord
 from descriptor.registry import loaded_plugins
 from descriptor.run_config import config_path, store_config
 from mas.config import ExperimentConfig
 from mas.llm.injection import InjectionPlan
+from mas.llm.prices import LOCAL_PROVIDERS
 from mas.sweep.provenance import git_commit
 from mas.tracing import utc_now_iso
 
@@ -62,10 +63,26 @@ def run_metadata(cfg: ExperimentConfig, key: RunKey, task: Task, *, paths: RunPa
         task=TaskRecord(question=task.question, reference=task.reference, metadata=task.metadata),
         thread_id=key.run_id, checkpoint_db=paths.checkpoints.name,
         config_sha256=stored_config(paths.experiment_root, cfg),
-        models={name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()},
+        models={name: f"{r.provider}:{r.model}" for name, r in cfg.models.items()}, prices=price_records(cfg),
         injection_plan=None if injection is None else InjectionPlanRecord(
             agent=injection.agent, step=injection.step, position=injection.position, fraction=injection.fraction,
             probe_steps=injection.probe_steps),
         versions=versions(), plugins=loaded_plugins() or None, git_commit=commit, git_commit_reason=commit_unknown,
         host=platform.node(),
     )
+
+
+def price_records(cfg: ExperimentConfig) -> dict[str, PriceRecord]:
+    """Route name -> the prices its calls are charged at and their source (:mod:`mas.llm.prices`)."""
+    out = {}
+    for name, r in cfg.models.items():
+        table = r.price_table
+        priced = bool(r.price_input_per_1m or r.price_output_per_1m)
+        given = r.price_input_per_1m is not None or r.price_output_per_1m is not None
+        source = ("table" if table.model is not None else "unknown") if table is not None else (
+            "local" if r.provider in LOCAL_PROVIDERS and not priced else "config" if given else "unpriced")
+        out[name] = PriceRecord(input_per_1m=r.price_input_per_1m or 0.0, output_per_1m=r.price_output_per_1m or 0.0,
+                                source=source, table=None if table is None else table.table,
+                                model=None if table is None else table.model,
+                                date=None if table is None else utc_now_iso()[:10])
+    return out
