@@ -42,12 +42,9 @@ class RateLimit(_Strict):
     """Upper bound on requests in flight at once; None means unlimited."""
 
 
-EMBEDDED_MIN_PREFILL_TPS = 10.0
-"""The slowest prompt reading an ``embedded`` call is waited for (tokens/s; ~65 on 2 idle cores)."""
-EMBEDDED_MIN_DECODE_TPS = 1.0
-"""The slowest writing an ``embedded`` call is waited for (tokens/s; ~19 on 2 idle cores)."""
-EMBEDDED_SLACK_S = 30.0
-"""Added to an ``embedded`` call's longest time (s): connecting, the first token, the reply's parsing."""
+EMBEDDED_CALL_RATES = (10.0, 1.0, 30.0)
+"""The slowest prompt reading and writing an ``embedded`` call is waited for (tokens/s; ~65 and ~19 on 2 idle
+cores), and the seconds added for connecting, the first token and the reply's parsing."""
 
 
 class TablePrice(_Strict):
@@ -108,25 +105,16 @@ class ModelRoute(_Strict):
         return (token_in * (self.price_input_per_1m or 0.0) + token_out * (self.price_output_per_1m or 0.0)) / 1e6
 
     def request_timeout_s(self) -> float:
-        """The request timeout in seconds: ``timeout_s``, else 120 for endpoints.
-
-        ``embedded``: the longest call the route can make, a full context
-        window read at :data:`EMBEDDED_MIN_PREFILL_TPS` and ``max_tokens``
-        written at :data:`EMBEDDED_MIN_DECODE_TPS`, plus
-        :data:`EMBEDDED_SLACK_S` (4096 and 512 tokens: 952 s). The clock runs
-        from when the request holds one of the server's slots (the route waits
-        for a slot on the client side, :mod:`mas.llm.providers`), not while it
-        queues; a server that stops producing tokens is restarted by its watch
-        long before (:mod:`mas.serving.stall`), a dead one is detected by its
-        process (:mod:`mas.llm.call`). A server slower than these rates (a
-        machine far busier than its cores) needs ``timeout_s``.
-        """
+        """The request timeout in seconds: ``timeout_s``, else 120 for endpoints; ``embedded``: the longest call
+        the route can make at :data:`EMBEDDED_CALL_RATES` (4096 and 512 tokens: 952 s), from when the request
+        holds a server slot (:mod:`mas.llm.providers`). A stalled server is restarted long before
+        (:mod:`mas.serving.stall`); one slower than these rates needs ``timeout_s``."""
         if self.timeout_s is not None:
             return self.timeout_s
         if self.provider != "embedded":
             return 120.0
-        return (self.context_window / EMBEDDED_MIN_PREFILL_TPS + self.max_tokens / EMBEDDED_MIN_DECODE_TPS
-                + EMBEDDED_SLACK_S)
+        read, write, slack = EMBEDDED_CALL_RATES
+        return self.context_window / read + self.max_tokens / write + slack
 
 
 class EmbeddedSettings(_Strict):
