@@ -24,6 +24,7 @@ from attribution.sources.scorefile import TRAINED_SCORERS, ScorerInfo, TrainSour
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
 from descriptor.io import read_json, write_json_atomic, write_text_atomic
+from descriptor.outputs import OutputKind
 from descriptor.redact import may_hold_secret, redact
 from descriptor.untrusted import parse_json
 from mas.logging import get_logger
@@ -159,6 +160,12 @@ def _progress_bar(total: int, label: str) -> Any:
 
 
 PARTIAL = "predictions.partial.jsonl"
+ATTRIBUTE_OUT = OutputKind("attribution output directory",
+                           files=("predictions.jsonl", "results.json", "settings.json", PARTIAL))
+"""What ``attribute --out`` is: a directory it writes these files into (an earlier one is resumed)."""
+SCORE_FILE = OutputKind("score file", keys=frozenset({"id", "step_scores"}), lines=True)
+"""What ``score-steps --out`` writes: one JSON object a trajectory, with its ``step_scores``."""
+SCORE_METRICS = OutputKind("score-steps metrics file")
 """Finished cases of an unfinished ``attribute`` run, one line each, appended as they finish."""
 
 def _settings(job: AttributeJob | ScoreJob, facts: dict[str, Any], method: Any = None) -> dict[str, Any]:

@@ -103,19 +103,6 @@ def _create(tmp: str, target: Path) -> int:
     return os.open(tmp, flags, 0o644)
 
 
-def check_output_file(path: str | Path, flag: str = "--out") -> None:
-    """Refuse an output file that could not be written, before a command spends anything: a directory at
-    ``path``, or a file where one of its parent directories would be."""
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"{flag} {p}: is a directory; expected a file path")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UserError(f"{flag} {p}: {parent} is a file, not a directory")
-            return
-
-
 def write_text_atomic(path: str | Path, text: str | bytes, *, durable: bool = True, staged: bool = False) -> Path:
     """:func:`write_bytes_atomic` of ``text`` as UTF-8, secrets redacted."""
     if isinstance(text, bytes):

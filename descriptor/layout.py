@@ -46,6 +46,9 @@ MANIFEST_NAME = "manifest.json"
 SUMMARY_CACHE_NAME = ".summary_cache.json"
 """Task descriptors by their run files' fingerprint, so a summary re-reads only the tasks that changed."""
 LOCK_NAME = ".sweep.lock"
+ATTRIBUTION_DIR = "attribution"
+"""``<root>/attribution/``: attribution outputs about the experiment's runs (score files, predictions, labels),
+which the report reads; the one place inside an experiment other commands may write (:mod:`descriptor.outputs`)."""
 CONFIGS_DIR = "configs"
 """``<root>/configs/<sha256>.json``: the experiment configs its runs ran with, each named by its content's SHA-256
 (a run's metadata names its own by ``config_sha256``; see :mod:`descriptor.run_config`)."""

@@ -7,14 +7,18 @@ import argparse
 from descriptor.errors import UserError
 
 
-def _unit(name: str):
+def _unit(name: str, *, open_interval: bool = False):
+    """A parser of a number in [0, 1] (``open_interval``: strictly between 0 and 1, as a level or a power is: at
+    0 or 1 the normal quantile is infinite)."""
+    span = "(0, 1), 0 and 1 excluded" if open_interval else "[0, 1]"
+
     def parse(value: str) -> float:
         try:
             x = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: expected a number in [0, 1], got {value!r}") from None
-        if not 0 <= x <= 1:
-            raise argparse.ArgumentTypeError(f"{name}: expected a number in [0, 1], got {value!r}")
+            raise argparse.ArgumentTypeError(f"{name}: expected a number in {span}, got {value!r}") from None
+        if not (0 < x < 1 if open_interval else 0 <= x <= 1):
+            raise argparse.ArgumentTypeError(f"{name}: expected a number in {span}, got {value!r}")
         return x
 
     return parse
@@ -50,6 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs-per-task", type=int, default=1, metavar="R")
     p.add_argument("--icc", type=_unit("--icc"), default=None, metavar="RHO",
                    help="share of a run's variance that is its task's own (default 0.5)")
-    p.add_argument("--alpha", type=_unit("--alpha"), default=0.05)
-    p.add_argument("--power", type=_unit("--power"), default=0.8)
+    p.add_argument("--alpha", type=_unit("--alpha", open_interval=True), default=0.05)
+    p.add_argument("--power", type=_unit("--power", open_interval=True), default=0.8)
     p.set_defaults(func=cmd_plan)

@@ -8,7 +8,11 @@ A registry maps a name to an entry (a class, a factory, a declaration). Entries 
   entry point's name, or a module, whose import registers its entries with the decorator;
 - modules that are not installed, imported by :func:`load_plugins` (``--plugin MODULE``, config ``plugins``).
 
-Registering a second, different entry under a taken name is an error naming both origins.
+Registering a second, different entry under a taken name is an error naming both origins. A plugin that raises
+anything while it loads (``SystemExit`` included; a ``KeyboardInterrupt`` still interrupts) is an error naming
+it; an entry point that does not load breaks its own registry only, for as long as the process runs (every read
+raises the same error), so a command that reads other registries is not broken by it, and a sweep loads every
+group before its first run (:func:`check_entry_points`) instead of failing run after run.
 
 >>> COLOURS: Registry[str] = Registry("colour", "mas_econ.colours")
 >>> _ = COLOURS.register("red", "#f00")
@@ -27,6 +31,7 @@ import importlib
 import os
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from typing import Any, Generic, TypeVar, overload
@@ -48,6 +53,24 @@ def _origin(entry: object) -> str:
     return f"{module}:{getattr(target, '__qualname__', repr(entry))}"
 
 
+GROUP_PREFIX = "mas_econ."
+"""Every entry-point group of this project starts so (``mas_econ.benchmarks``, ``mas_econ.sweep_hooks``, ...)."""
+
+_REGISTRIES: weakref.WeakSet[Registry[Any]] = weakref.WeakSet()
+"""Every registry alive in this process (the project's are module globals, made once each)."""
+
+
+def _not_loaded(what: str, err: BaseException) -> RegistryError:
+    """The error of a plugin that raised ``err`` while loading (re-raised: a ``KeyboardInterrupt``)."""
+    if isinstance(err, KeyboardInterrupt):
+        raise err
+    if isinstance(err, RegistryError):  # a duplicate name it registers says so itself, naming both origins
+        return err
+    if isinstance(err, ImportError):
+        return RegistryError(f"{what} could not be imported: {err}")
+    return RegistryError(f"{what} did not load: {type(err).__name__}: {err}")
+
+
 class Registry(Generic[T]):
     """Name -> entry for one kind of extension, filled by decorator, entry points and plugins."""
 
@@ -62,6 +85,9 @@ class Registry(Generic[T]):
         self.adapt = adapt
         """Turns what an entry point names into an entry, ``adapt(name, loaded)`` (the systems' registry takes a
         plain LangGraph graph factory there); None: the object is the entry."""
+        self._load_error: str | None = None
+        """Why an entry point did not load, raised again by every read (the registry is incomplete)."""
+        _REGISTRIES.add(self)
 
     @overload
     def register(self, name: str) -> Callable[[T], T]: ...
@@ -130,22 +156,48 @@ class Registry(Generic[T]):
     def _load_entry_points(self) -> None:
         """Import the installed packages' entries of this group, once per process."""
         if self._entry_points_loaded:
+            if self._load_error is not None:
+                raise RegistryError(self._load_error)
             return
         self._entry_points_loaded = True  # first, so an entry point that reads the registry does not recurse
         for ep in _installed_entry_points(tuple(sys.path)).select(group=self.group):
-            dist = ep.dist.name if ep.dist is not None else "?"
-            where = f"{dist}:{ep.value} (entry point {ep.group}/{ep.name})"
             try:
                 loaded = ep.load()
-            except Exception as err:  # a broken plugin must say which one it is, not fail anonymously
-                raise RegistryError(f"{self.kind} plugin {where} did not load: {type(err).__name__}: {err}") from err
-            if not isinstance(loaded, types.ModuleType):  # a module registers its entries itself
-                if self.adapt is not None:
-                    try:
-                        loaded = self.adapt(ep.name, loaded)
-                    except Exception as err:
-                        raise RegistryError(f"{self.kind} plugin {where} is not usable: {err}") from err
-                self.register(ep.name, loaded, origin=where)
+                if not isinstance(loaded, types.ModuleType):  # a module registers its entries itself
+                    if self.adapt is not None:
+                        try:
+                            loaded = self.adapt(ep.name, loaded)
+                        except Exception as err:
+                            raise RegistryError(f"{self.kind} plugin {_where(ep)} is not usable: {err}") from err
+                    self.register(ep.name, loaded, origin=_where(ep))
+            except BaseException as err:  # a broken plugin must say which one it is, not fail anonymously
+                if isinstance(err, KeyboardInterrupt):
+                    self._entry_points_loaded = False
+                failed = _not_loaded(f"{self.kind} plugin {_where(ep)}", err)
+                self._load_error = str(failed)
+                raise failed from err
+
+
+def _where(ep: metadata.EntryPoint) -> str:
+    dist = ep.dist.name if ep.dist is not None else "?"
+    return f"{dist}:{ep.value} (entry point {ep.group}/{ep.name})"
+
+
+def check_entry_points() -> None:
+    """Load every installed entry point of this project's groups now (:class:`RegistryError` naming the first
+    that does not load): a sweep calls this before its first run, so a broken plugin of any group stops it at
+    once instead of failing each run that reaches it. Groups no registry of this process reads yet are imported
+    (what their modules register goes to their registries as they are made)."""
+    installed = _installed_entry_points(tuple(sys.path))
+    for group in sorted(g for g in installed.groups if g.startswith(GROUP_PREFIX)):
+        registries = [r for r in list(_REGISTRIES) if r.group == group]
+        for registry in registries:
+            registry._load_entry_points()
+        for ep in installed.select(group=group) if not registries else ():
+            try:
+                ep.load()
+            except BaseException as err:
+                raise _not_loaded(f"plugin {_where(ep)}", err) from err
 
 
 @functools.lru_cache(maxsize=4)
@@ -172,12 +224,8 @@ def load_plugins(modules: Iterable[str]) -> list[str]:
             sys.path.append(os.getcwd())
         try:
             importlib.import_module(name)
-        except ImportError as err:
-            raise RegistryError(f"plugin {name!r} could not be imported: {err}") from err
-        except RegistryError:  # a duplicate name it registers says so itself, naming both origins
-            raise
-        except Exception as err:  # a plugin that fails as it runs (a SyntaxError, a raise): say which one
-            raise RegistryError(f"plugin {name!r} did not load: {type(err).__name__}: {err}") from err
+        except BaseException as err:  # a plugin that fails as it runs (a SyntaxError, a raise, sys.exit): say which
+            raise _not_loaded(f"plugin {name!r}", err) from err
         _PLUGINS.append(name)
     return list(_PLUGINS)
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from descriptor.events import TraceEvent
 from descriptor.io import write_text_atomic
+from descriptor.outputs import OutputKind, check_output
 from descriptor.records import (
     EvalRecord,
     RollbackRecord,
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale JSON Schema files in {args.out}: {', '.join(bad)} (run python -m descriptor.schemas)",
                   file=sys.stderr)
         return 1 if bad else 0
+    check_output(args.out, OutputKind("schema directory", files=tuple(schema_texts())))
     args.out.mkdir(parents=True, exist_ok=True)
     for name, text in schema_texts().items():
         write_text_atomic(args.out / name, text)

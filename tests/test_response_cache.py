@@ -158,7 +158,7 @@ def test_a_server_the_project_started_is_keyed_by_its_model_not_its_port(tmp_pat
                    settings=CacheSettings(mode="readwrite"), run_seed=1)
 
     def bound(port: int, server: object) -> SimpleNamespace:
-        return SimpleNamespace(provider="embedded", model_label="qwen", server=server,
+        return SimpleNamespace(provider="embedded", model_label="qwen", server=server, cacheable=True,
                                base_url=f"http://127.0.0.1:{port}/v1", route=SimpleNamespace(temperature=0.0, max_tokens=64),
                                model=SimpleNamespace(seed=1))
 

@@ -83,9 +83,16 @@ def _ci(ci: list[float] | None) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
-def _attribute(args: argparse.Namespace) -> int:
-    from attribution.jobs import AttributeJob, run_attribute_job
+def _source_inputs(args: argparse.Namespace) -> list[str | None]:
+    """What a job reads: its source, labels, config and training data (never written over)."""
+    return [args.data_dir, args.runs_dir, args.spans, args.labels, args.config, getattr(args, "train_dir", None)]
 
+
+def _attribute(args: argparse.Namespace) -> int:
+    from attribution.jobs import ATTRIBUTE_OUT, AttributeJob, run_attribute_job
+    from descriptor.outputs import check_output
+
+    check_output(args.out, ATTRIBUTE_OUT, inputs=_source_inputs(args))
     res = run_attribute_job(_job(AttributeJob, method=args.method, out=args.out,
                                  method_options=parse_method_options(args.method_option or []), **_source_kwargs(args)))
     for subset, m in res["metrics"].items():
@@ -107,8 +114,11 @@ def _attribute(args: argparse.Namespace) -> int:
 
 
 def _score_steps(args: argparse.Namespace) -> int:
-    from attribution.jobs import ScoreJob, run_score_job
+    from attribution.jobs import SCORE_FILE, SCORE_METRICS, ScoreJob, run_score_job
+    from descriptor.outputs import check_output
 
+    check_output(args.out, SCORE_FILE, inputs=_source_inputs(args))
+    check_output(f"{args.out}.metrics.json", SCORE_METRICS, flag="--out (metrics)", inputs=_source_inputs(args))
     res = run_score_job(_job(ScoreJob, scorer=args.scorer, out=args.out, train_dir=args.train_dir,
                                  folds=args.folds, **_source_kwargs(args)))
     for subset, m in res["metrics"].items():

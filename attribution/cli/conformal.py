@@ -8,6 +8,7 @@ import sys
 
 from attribution.conformal import AGGREGATORS, DEFAULT_BETA, DEFAULT_LAM, Aggregator, method_names
 from descriptor.cliargs import positive_int
+from descriptor.outputs import OutputKind, check_output
 
 METHOD_HELP = ("conformal algorithm: the paper's vcp (not contiguous), crsvp (tree nodes), lf, rf, twf; "
                "crsvp_released (crsvp as the authors' released code builds it); "
@@ -37,9 +38,27 @@ def _agg(args: argparse.Namespace) -> Aggregator:
     return Aggregator(kind=args.aggregator, lam=args.lam, beta=args.beta)
 
 
+def _method_choices() -> tuple[str, ...] | None:
+    """``--method``'s choices; None when a conformal plugin does not load (the command then says so when it reads
+    the methods: a broken plugin of this group must not break the parser of every command)."""
+    from descriptor.registry import RegistryError
+
+    try:
+        return method_names()
+    except RegistryError:
+        return None
+
+
+CONFORMAL_OUT = OutputKind("conformal output directory", files=("results.json", "coverage_curve.json"))
+CALIBRATION_FILE = OutputKind("calibration file", keys=frozenset({"q_hat", "method"}))
+PREDICTED_SETS = OutputKind("predicted-sets file", keys=frozenset({"id", "set"}), lines=True)
+
+
 def _conformal(args: argparse.Namespace) -> int:
     from attribution.conformal.evaluation import run_conformal
 
+    method_names()  # a conformal plugin that did not load (no --method choices then) says so here
+    check_output(args.out, CONFORMAL_OUT, inputs=[args.scores])
     res = run_conformal(args.scores, args.method, args.alpha, args.splits, args.seed, _agg(args), args.out,
                         plots=not args.no_plots, twf_fallback=args.twf_fallback)
     print(f"{res['method']} alpha={res['alpha']} on {res['n']} labelled trajectories "
@@ -56,6 +75,8 @@ def _conformal(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from attribution.conformal import calibrate_file
 
+    method_names()  # a conformal plugin that did not load (no --method choices then) says so here
+    check_output(args.out, CALIBRATION_FILE, inputs=[args.scores, args.labels])
     cal = calibrate_file(args.scores, args.method, args.alpha, _agg(args), args.seed, args.out, args.twf_fallback,
                          labels=args.labels)
     q = "inf" if cal.q_hat == float("inf") else f"{cal.q_hat:.6g}"
@@ -70,6 +91,8 @@ def _predict_set(args: argparse.Namespace) -> int:
     from attribution.conformal import predict_file
     from descriptor.io import write_text_atomic
 
+    if args.out:
+        check_output(args.out, PREDICTED_SETS, inputs=[args.calibration, args.scores])
     rows = predict_file(args.calibration, args.scores)
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if args.out:
@@ -87,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "DIR/coverage_curve.json and PNG plots. Records with a null "
                                    "mistake_step are skipped.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=method_names(), help=METHOD_HELP)
+    p.add_argument("--method", required=True, choices=_method_choices(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
     p.add_argument("--splits", type=positive_int, default=1000, help="random even calibration/test splits (default 1000)")
     p.add_argument("--out", required=True, help="output directory")
@@ -99,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "file's scorer (and its training data) is recorded, so rollback scores "
                                    "new runs the same way.")
     _add_set_options(p)
-    p.add_argument("--method", required=True, choices=method_names(), help=METHOD_HELP)
+    p.add_argument("--method", required=True, choices=_method_choices(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
     p.add_argument("--labels", default=None,
                    help="labels.jsonl of label-failures: its decisive steps replace the score file's mistake_step "

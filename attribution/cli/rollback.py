@@ -116,8 +116,13 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import check_strategies, rollback_experiment
     from mas.cli import print_table
 
+    from attribution.rollback.progress import ROLLBACK_OUT
+    from descriptor.outputs import check_output
+
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     check_strategies(strategies)
+    check_output(args.out, ROLLBACK_OUT, inputs=[args.experiment_root, args.calibration,
+                                                 getattr(args, "train_dir", None), args.config])
     calibration, setup = _prepared(args, strategies)
     summary = asyncio.run(rollback_experiment(
         args.experiment_root, calibration=calibration, strategies=strategies, setup=setup, out=args.out,
@@ -144,9 +149,11 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 
 
 def cmd_label_failures(args: argparse.Namespace) -> int:
-    from attribution.rollback.labels import label_failures
+    from attribution.rollback.labels import LABELS_FILE, label_failures
+    from descriptor.outputs import check_output
     from mas.cli import print_table
 
+    check_output(args.out, LABELS_FILE, inputs=[args.experiment_root])  # before the replays, which cost
     labels = asyncio.run(label_failures(args.experiment_root, samples=args.samples, out=args.out,
                                         concurrency=args.concurrency, note=args.note))
     done = [lab for lab in labels if lab.status == "labelled"]

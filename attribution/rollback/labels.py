@@ -43,13 +43,17 @@ from attribution.sources.labelfile import Label, Probe
 from attribution.sources.loaders import load_runs_dir
 from attribution.sources.trajectory import Trajectory
 from descriptor.errors import UserError
-from descriptor.io import check_output_file, write_text_atomic
+from descriptor.io import write_text_atomic
+from descriptor.outputs import OutputKind
 from descriptor.records import RollbackRecord
 from descriptor.rollback_summary import readable_rollbacks
 from descriptor.stats import wilson_interval
 from mas.logging import get_logger
 
 log = get_logger(__name__)
+
+LABELS_FILE = OutputKind("labels file", keys=frozenset({"run_id", "status", "decisive_step"}), lines=True)
+"""What ``label-failures --out`` writes: one :class:`Label` a line."""
 
 
 def restart_points(traj: Trajectory) -> list[int]:
@@ -151,7 +155,6 @@ async def label_failures(experiment_root: str | Path, *, samples: int = 1, out: 
     """Label every failed run under ``experiment_root``; write ``out`` (JSONL, one :class:`Label` a line) atomically."""
     if samples < 1:
         raise UserError(f"--samples must be at least 1 (got {samples})")
-    check_output_file(out)  # before the replays, which are what labelling costs
     failed = load_runs_dir(Path(experiment_root).resolve()).trajectories  # a label's run path works from anywhere
     if not failed:
         raise UserError(f"{experiment_root}: no failed run to label")

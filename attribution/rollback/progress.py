@@ -23,10 +23,14 @@ from pydantic import ValidationError
 from descriptor.errors import UserError
 from descriptor.io import json_bytes
 from descriptor.layout import RunPaths
+from descriptor.outputs import OutputKind
 from descriptor.records import RollbackRecord
 from descriptor.run_files import RunFileError, read_record
 
 PROGRESS_FILE = "rollbacks.jsonl"
+ROLLBACK_OUT = OutputKind("rollback output directory", files=(PROGRESS_FILE, "rollback_results.json"))
+"""What ``rollback-experiment --out`` is: a directory of these files (an earlier one of the same experiment is
+resumed)."""
 
 
 class RollbackProgress:

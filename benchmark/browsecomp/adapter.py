@@ -163,7 +163,7 @@ class BrowseCompBenchmark(Benchmark):
             confidence = response.confidence
             details["grader"] = "exact_match"
         else:
-            verdict = judge_verdict(judge_reply)
+            verdict = judge_verdict(judge_reply, answer)  # what the answer wrote cannot be the judge's verdict
             ok = verdict.correct is True  # no verdict counts as wrong, as upstream's default "no"
             confidence = response.confidence if verdict.confidence is None else verdict.confidence
             details.update(grader="llm_judge", judge_correct=verdict.correct,

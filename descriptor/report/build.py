@@ -18,7 +18,7 @@ from descriptor.economics import EconomicsSettings, compute_economics
 from descriptor.errors import UserError
 from descriptor.io import write_derived_json
 from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
-from descriptor.layout import split_unit
+from descriptor.layout import ATTRIBUTION_DIR, split_unit
 import descriptor.report.collect as collect
 from descriptor.provenance import price_notes, provenance_notes
 from descriptor.report.analysis import (
@@ -126,7 +126,7 @@ def report_build(experiment_root: str | Path, *, out: str | Path | None = None, 
     if baseline is not None and baseline not in systems:  # as summarize-experiment refuses it: nothing to compare
         raise UserError(f"--baseline {baseline!r}: no such system under {root}; systems: {', '.join(sorted(systems))}")
     run_keys = [f"{td.benchmark}/{td.system}/{td.task_id}/run_{r}" for td in task_dirs for r in td.finished]
-    attr = load_attribution([root / "attribution"], run_keys, explicit=[Path(a) for a in attribution])
+    attr = load_attribution([root / ATTRIBUTION_DIR], run_keys, explicit=[Path(a) for a in attribution])
     tasks_by_bench: dict[str, list[str]] = {}
     for td in task_dirs:
         tasks_by_bench.setdefault(td.benchmark, []).append(td.task_id)

@@ -8,8 +8,12 @@ from pathlib import Path
 
 
 def _run(args: argparse.Namespace) -> int:
+    from descriptor.outputs import check_output
     from descriptor.report.build import write_report
+    from descriptor.report.render import REPORT_OUT
 
+    if args.out is not None:
+        check_output(args.out, REPORT_OUT, inputs=[*(args.compare or ()), *(args.attribution or ())])
     index = write_report(args.experiment_root, out=args.out, compare=args.compare or (), baseline=args.baseline,
                          attribution=args.attribution or (), lam=args.lam, cost_unit=args.cost_unit, seed=args.seed)
     print_report(index)

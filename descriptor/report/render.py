@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from descriptor.errors import UserError
+from descriptor.outputs import OutputKind
 
 if TYPE_CHECKING:  # imported by environment() only: the pass over the runs (forked workers) renders no template
     import jinja2
@@ -264,6 +265,7 @@ def json_text(obj: Any, limit: int = 4000) -> str:
 
 MARKER = ".mas-report"
 """File in every report directory: only a directory holding it (or an empty one) is ever replaced."""
+REPORT_OUT = OutputKind("report directory", files=(MARKER,), in_experiment=True)
 
 
 @contextlib.contextmanager

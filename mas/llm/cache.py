@@ -13,8 +13,17 @@ Two rules keep the cache from bending measurements:
   ``cache.nondeterministic = true``.
 
 A hit is traced like a call (the same event, ``cache_hit: true``, the original token counts, ``cost_usd`` 0 and
-the original price as ``cost_usd_saved``, ``latency_ms`` the lookup's), so every descriptor stays recomputable.
-SQLite in WAL mode with a busy timeout lets concurrent sweeps and Dask workers on one host share one file.
+the route's price of those tokens as ``cost_usd_saved``, ``latency_ms`` the lookup's), so every descriptor stays
+recomputable. SQLite in WAL mode with a busy timeout lets concurrent sweeps and Dask workers on one host share one
+file.
+
+What is read back is untrusted, as a reply from the endpoint is: a stored entry passes the checks a fresh reply
+passes (:mod:`mas.llm.sanitize`: a reply already clean, usage counts to believe; a reply that decodes to an AI
+message; a known usage source, a price and a latency that are numbers >= 0). We store only entries that pass, so
+one that fails was damaged or written by someone else: it is a miss (the call is made again and its reply
+replaces the entry) and is counted in the ``rejections`` table, which ``cache stats`` shows. A file at the
+cache's path that is not a response cache (another file, another database) is refused when it is opened
+(:class:`CacheFileError`), which a sweep does before its first run.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -34,13 +44,34 @@ from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
+from descriptor.errors import UserError
 from descriptor.redact import redact
+from mas.llm.sanitize import clean_message, sane_usage
 
 if TYPE_CHECKING:
     from mas.study_settings import CacheSettings
 
 CACHE_VERSION = 1
 """Bumped when the key or the stored reply changes shape; older entries are then never hit."""
+
+class CacheFileError(UserError):
+    """The file at the cache's path is not a response cache (or cannot be opened as one)."""
+
+
+_REJECTIONS = """
+CREATE TABLE IF NOT EXISTS rejections (
+    key TEXT NOT NULL,
+    provider TEXT,
+    model TEXT,
+    reason TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+_TABLES = {"responses", "rejections"}
+_COLUMNS = {"key", "version", "created", "provider", "model", "reply", "token_in", "token_out", "usage_source",
+            "cost_usd", "latency_ms", "hits"}
+USAGE_SOURCES = frozenset({"provider", "tokenizer", "estimate"})
+"""Where a call's token counts came from (:attr:`mas.llm.call.LLMResult.usage_source`)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -71,7 +102,7 @@ class CachedReply:
     """Completion tokens of the original call (tokens)."""
     usage_source: str
     cost_usd: float
-    """Price of the original call (USD): what a hit saves."""
+    """Price of the original call (USD), as stored (``cache stats``; a hit is priced at the route's price now)."""
     latency_ms: float
     """Latency of the original call (ms)."""
 
@@ -81,28 +112,45 @@ class ResponseCache:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        _check_file(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A lost last write costs one re-sent request, never a wrong reply: no fsync per entry.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables - _TABLES:
+                raise CacheFileError(f"{self.path}: an SQLite database of something else (tables: "
+                                     f"{', '.join(sorted(tables - _TABLES))}), not a response cache")
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(responses)")}
+            if "responses" in tables and not _COLUMNS <= columns:
+                raise CacheFileError(f"{self.path}: its responses table lacks {', '.join(sorted(_COLUMNS - columns))};"
+                                     " not a response cache")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # A lost last write costs one re-sent request, never a wrong reply: no fsync per entry.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+            self._db.execute(_REJECTIONS)
+        except sqlite3.DatabaseError as err:
+            raise CacheFileError(f"{self.path}: not a response cache ({err})") from None
 
     def get(self, key: str, *, max_age_days: float | None = None) -> CachedReply | None:
-        """The reply stored under ``key`` (counted as a hit), or None; entries older than ``max_age_days`` miss."""
+        """The reply stored under ``key`` (counted as a hit), or None; entries older than ``max_age_days`` miss,
+        and so does an entry that fails the checks of a fresh reply (counted as a rejection)."""
         with self._lock:
             row = self._db.execute(
-                "SELECT reply, token_in, token_out, usage_source, cost_usd, latency_ms, created FROM responses "
-                "WHERE key = ? AND version = ?", (key, CACHE_VERSION)).fetchone()
-            if row is None or (max_age_days is not None and time.time() - row[6] > max_age_days * 86400):
+                "SELECT reply, token_in, token_out, usage_source, cost_usd, latency_ms, created, provider, model "
+                "FROM responses WHERE key = ? AND version = ?", (key, CACHE_VERSION)).fetchone()
+            if row is None or (max_age_days is not None and _older(row[6], max_age_days)):
+                return None
+            try:
+                reply = _read_entry(row)
+            except _Damaged as damaged:
+                self._db.execute("INSERT INTO rejections (key, provider, model, reason, created) "
+                                 "VALUES (?, ?, ?, ?, ?)", (key, str(row[7]), str(row[8]), str(damaged)[:500],
+                                                            time.time()))
                 return None
             self._db.execute("UPDATE responses SET hits = hits + 1 WHERE key = ?", (key,))
-        message = messages_from_dict([json.loads(row[0])])[0]
-        if not isinstance(message, AIMessage):  # written by us as an AI message; anything else is not a reply
-            return None
-        return CachedReply(message=message, token_in=row[1], token_out=row[2], usage_source=row[3],
-                           cost_usd=row[4], latency_ms=row[5])
+        return reply
 
     def put(self, key: str, *, provider: str, model: str, reply: CachedReply) -> None:
         """Store ``reply`` under ``key`` (replacing an expired or older entry), secrets redacted: a model that echoed
@@ -117,20 +165,28 @@ class ResponseCache:
                  reply.usage_source, reply.cost_usd, reply.latency_ms))
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per (provider, model): entries, hits, and the price of the stored replies (USD) and of the hits."""
+        """Per (provider, model): entries, hits, the price of the stored replies (USD) and of the hits, and the
+        entries read back and rejected as damaged (each time, so one entry read twice counts twice)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT provider, model, COUNT(*), SUM(hits), SUM(cost_usd), SUM(cost_usd * hits), "
-                "SUM(token_in + token_out) FROM responses GROUP BY provider, model ORDER BY provider, model"
+                "SELECT provider, model, COUNT(*), SUM(hits), TOTAL(cost_usd), TOTAL(cost_usd * hits), "
+                "TOTAL(token_in + token_out) FROM responses GROUP BY provider, model ORDER BY provider, model"
             ).fetchall()
-        return [{"provider": p, "model": m, "entries": n, "hits": h or 0, "cost_usd_stored": c or 0.0,
-                 "cost_usd_saved": s or 0.0, "tokens_stored": t or 0} for p, m, n, h, c, s, t in rows]
+            rejected = dict(((p, m), n) for p, m, n in self._db.execute(
+                "SELECT provider, model, COUNT(*) FROM rejections GROUP BY provider, model"))
+        out = [{"provider": p, "model": m, "entries": n, "hits": h or 0, "cost_usd_stored": c or 0.0,
+                "cost_usd_saved": s or 0.0, "tokens_stored": t or 0, "rejected": rejected.pop((p, m), 0)}
+               for p, m, n, h, c, s, t in rows]
+        out += [{"provider": p, "model": m, "entries": 0, "hits": 0, "cost_usd_stored": 0.0, "cost_usd_saved": 0.0,
+                 "tokens_stored": 0, "rejected": n} for (p, m), n in sorted(rejected.items())]
+        return out
 
     def clear(self, *, older_than_days: float | None = None) -> int:
         """Remove every entry (or those older than ``older_than_days``); returns how many went."""
         with self._lock:
             if older_than_days is None:
                 cur = self._db.execute("DELETE FROM responses")
+                self._db.execute("DELETE FROM rejections")
             else:
                 cur = self._db.execute("DELETE FROM responses WHERE created < ?",
                                        (time.time() - older_than_days * 86400,))
@@ -147,12 +203,69 @@ class ResponseCache:
                  "usage_source", "cost_usd", "latency_ms", "hits")
         for row in rows:
             entry = dict(zip(names, row, strict=True))
-            entry["reply"] = json.loads(entry["reply"])
+            try:
+                entry["reply"] = json.loads(entry["reply"])
+            except (TypeError, ValueError, RecursionError):  # a damaged entry is exported as the text it holds
+                entry["reply_unreadable"] = True
             yield entry
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_file(path: Path) -> None:
+    """:class:`CacheFileError` unless ``path`` is absent, empty, or an SQLite file (its tables are checked once
+    it is open): SQLite itself would take a file of another kind for an empty database only when it is empty."""
+    if path.is_dir():
+        raise CacheFileError(f"{path}: is a directory; expected the response cache's SQLite file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise CacheFileError(f"{path}: cannot be read as the response cache ({err.strerror})") from None
+    if head and head != SQLITE_HEADER:
+        raise CacheFileError(f"{path}: not a response cache (not an SQLite file); point cache.path elsewhere or "
+                             "remove it")
+
+
+class _Damaged(ValueError):
+    """A stored entry that fails the checks a fresh reply passes (the message says which)."""
+
+
+def _older(created: Any, days: float) -> bool:
+    return not isinstance(created, int | float) or time.time() - created > days * 86400
+
+
+def _read_entry(row: tuple[Any, ...]) -> CachedReply:
+    """The reply of a stored row (reply, token_in, token_out, usage_source, cost_usd, latency_ms, ...) when it is
+    what this module writes; :class:`_Damaged` naming what is wrong otherwise."""
+    reply, token_in, token_out, source, cost, latency = row[:6]
+    try:
+        data = json.loads(reply)
+        message = messages_from_dict([data])[0]
+    except Exception as err:  # noqa: BLE001  (not JSON, too deep, no message: whatever it is, it is no reply)
+        raise _Damaged(f"reply: not a stored message ({type(err).__name__}: {str(err)[:200]})") from None
+    if not isinstance(message, AIMessage):
+        raise _Damaged(f"reply: a {type(message).__name__}, not an AI message")
+    stored = message_to_dict(message)
+    if message_to_dict(clean_message(message)) != stored:
+        raise _Damaged("reply: holds what a reply is cleaned of (lone surrogates, NUL, deep nesting, unsafe tool "
+                       "names); every stored reply was cleaned")
+    if not all(type(n) is int for n in (token_in, token_out)) or sane_usage(token_in, token_out)[1]:
+        raise _Damaged(f"token_in={str(token_in)[:40]!r}, token_out={str(token_out)[:40]!r}: not counts to believe")
+    if source not in USAGE_SOURCES:
+        raise _Damaged(f"usage_source={str(source)[:40]!r}: expected one of {', '.join(sorted(USAGE_SOURCES))}")
+    for name, value in (("cost_usd", cost), ("latency_ms", latency)):
+        if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+            raise _Damaged(f"{name}={str(value)[:40]!r}: expected a number >= 0")
+    return CachedReply(message=message, token_in=token_in, token_out=token_out, usage_source=source,
+                       cost_usd=float(cost), latency_ms=float(latency))
 
 
 def endpoint_label(base_url: str | None) -> str:
@@ -266,6 +379,13 @@ def open_cache(path: Path | str | None) -> ResponseCache:
         if resolved not in _OPEN:
             _OPEN[resolved] = ResponseCache(resolved)
         return _OPEN[resolved]
+
+
+def check_cache(settings: CacheSettings | None) -> None:
+    """Open the cache ``settings`` name, when one is used, so a file that is no response cache is refused
+    (:class:`CacheFileError`) before a sweep's first run rather than failing every run."""
+    if settings is not None and settings.mode != "off":
+        open_cache(settings.path)
 
 
 @contextlib.contextmanager

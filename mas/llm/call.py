@@ -23,10 +23,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from descriptor.events import ErrorInfo
 from mas.llm.cache import CachedReply, CacheUse, current_cache, endpoint_label, request_key
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.limits_run import current_budget
+from mas.llm.limits_run import call_bound, current_budget
 from mas.llm.meter import METER
 from mas.llm.models import BoundModel, MalformedReplyError
-from mas.llm.sanitize import clean_message
+from mas.llm.sanitize import clean_message, sane_usage
 from mas.llm.tool_calls import ToolCallRequest, reply_parts
 from mas.llm.tokens import count_tokens
 from mas.logging import get_logger
@@ -185,39 +185,6 @@ def retry_after_s(err: BaseException) -> float | None:
     return min(RETRY_AFTER_CAP_S, max(0.0, wait))
 
 
-MAX_CALL_TOKENS = 10_000_000
-"""The most tokens one call is counted for, in or out (tokens): ten times the largest context windows."""
-
-
-def sane_usage(*counts: Any, most: int = MAX_CALL_TOKENS) -> tuple[tuple[int | None, ...], str | None]:
-    """The provider's token counts as ints, None for each one not to believe (negative, not a number, above
-    ``most``; an input of 0 beside an output, since no prompt is empty), and what was wrong (None: nothing).
-
-    >>> sane_usage(12, 1e300)
-    ((12, None), 'output_tokens=1e+300')
-    >>> sane_usage(0, 200)
-    ((None, 200), 'input_tokens=0')
-    """
-    out: list[int | None] = []
-    bad = []
-    for name, value in zip(("input_tokens", "output_tokens"), counts, strict=False):
-        try:
-            n = float(value or 0)
-        except OverflowError:  # an int past any float
-            n = float("inf")
-        except (TypeError, ValueError):
-            n = float("nan")
-        if n != n or n < 0 or n > most:
-            bad.append(f"{name}={n:g}" if n == n else f"{name}={str(value)[:40]!r}")
-            out.append(None)
-        else:
-            out.append(int(n))
-    if out and out[0] == 0 and len(out) > 1 and out[1]:
-        bad.append("input_tokens=0")
-        out[0] = None
-    return tuple(out), ", ".join(bad) or None
-
-
 def actor_seed(run_seed: int, actor: str) -> int:
     """The seed sent with ``actor``'s calls in a run whose seed is ``run_seed`` (0 <= seed < 2**31).
 
@@ -282,8 +249,8 @@ async def call_llm(
     tracer = current_tracer()
     meta = {"contract": contract, "mas_actor": actor, "mas_step": step, **(metadata or {})}
     budget = current_budget()
-    if budget is not None:
-        budget.start(tracer)  # refused here when the run has used up a budget (limits.*)
+    # refused here when the run has used up a budget (limits.*), counting what the calls in flight may use
+    reserved = None if budget is None else await budget.admit(tracer, call_bound(bound.route, messages, max_tokens))
     result: LLMResult | None = None
     ticket = METER.call_started()
     try:
@@ -296,7 +263,7 @@ async def call_llm(
         METER.call_finished(ticket, tracer.run_id, used)
         if budget is not None:
             budget.finish(used, 0.0 if result is None else result.cost_usd,
-                          0.0 if result is None else result.cost_usd_saved)
+                          0.0 if result is None else result.cost_usd_saved, reserved or (0, 0.0))
 
 
 async def _call(bound: BoundModel, runnable: Any, kwargs: dict[str, Any], messages: list[BaseMessage], tracer: Any,
@@ -404,7 +371,7 @@ def _cache_key(cache: CacheUse | None, bound: BoundModel, messages: list[BaseMes
                temperature: float | None, max_tokens: int | None, response_format: dict[str, Any] | None,
                meta: dict[str, Any], kwargs: dict[str, Any]) -> str | None:
     """The response-cache key of this call, or None when no cache is in use or the call may not be cached."""
-    if cache is None:
+    if cache is None or not bound.cacheable:
         return None
     temperature = bound.route.temperature if temperature is None else temperature
     sent_seed = kwargs.get("seed", getattr(bound.model, "seed", None))
@@ -423,14 +390,15 @@ def _cache_key(cache: CacheUse | None, bound: BoundModel, messages: list[BaseMes
 
 def _from_cache(bound: BoundModel, hit: CachedReply, tools: list[Any] | None, tool_names: set[str], *,
                 start: str, t0: float) -> LLMResult:
-    """The result of a call answered from the cache: the stored reply, its original usage, nothing paid."""
+    """The result of a call answered from the cache: the stored reply, its original usage, nothing paid (what it
+    saves is the route's price of that usage: the stored price is what the cache file says, not a measurement)."""
     msg = hit.message
     text, calls = reply_parts(msg, tools, tool_names)
     return LLMResult(
         message=msg, text=text, tool_calls=calls, parsed=None if calls else parse_json_object(text),
         token_in=hit.token_in, token_out=hit.token_out, latency_ms=(time.perf_counter() - t0) * 1000,
         cost_usd=0.0, usage_source=hit.usage_source, start=start, end=utc_now_iso(), model_label=bound.model_label,
-        route=bound.name, cache_hit=True, cost_usd_saved=hit.cost_usd,
+        route=bound.name, cache_hit=True, cost_usd_saved=bound.route.cost_usd(hit.token_in, hit.token_out),
     )
 
 

@@ -35,6 +35,8 @@ class MeterReading:
     """Tokens (input + output) of finished calls of runs not yet closed (tokens)."""
     open_calls: int = 0
     """Finished calls of runs not yet closed."""
+    notice: str | None = None
+    """What the model server is going through, when it is not simply working (a stall and its restart)."""
 
 
 class CallMeter:
@@ -47,6 +49,12 @@ class CallMeter:
         self._open: dict[str, int] = {}
         self._calls: dict[str, int] = {}
         self._done = 0
+        self._notice: str | None = None
+
+    def note(self, notice: str | None) -> None:
+        """Say ``notice`` on the progress line from now on (None: nothing more to say); :mod:`mas.serving.stall`."""
+        with self._lock:
+            self._notice = notice
 
     def call_started(self) -> int:
         """Count a call as in flight; returns the ticket to pass to :meth:`call_finished`."""
@@ -80,7 +88,7 @@ class CallMeter:
             calls = self._calls.values() if runs is None else (n for r, n in self._calls.items() if r in runs)
             return MeterReading(calls_done=self._done, in_flight=len(self._started),
                                 oldest_s=None if oldest is None else time.monotonic() - oldest,
-                                open_tokens=sum(tokens), open_calls=sum(calls))
+                                open_tokens=sum(tokens), open_calls=sum(calls), notice=self._notice)
 
 
 METER = CallMeter()

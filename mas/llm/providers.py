@@ -65,6 +65,9 @@ class BoundModel:
     judges: bool = True
     """False: this model does not play the LLM judge; the runtime's judge decides lexically without calling it
     (a test double's mock mode, see :mod:`mas.topologies.judge`)."""
+    cacheable: bool = True
+    """False: its replies depend on per-run state no request shows (the scripted double's injection plan), so the
+    response cache neither answers nor stores its calls (:mod:`mas.llm.cache`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     tool_bindings: dict[tuple[int, ...], tuple[tuple[Any, dict[str, Any]], list[Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -225,8 +228,14 @@ def embedded_provider(req: ProviderRequest) -> BoundModel:
     from mas.serving.server import ensure_server
 
     handle = ensure_server(req.cfg.embedded)
-    # One request can use at most one slot's share of the server's context.
-    route = req.route.model_copy(update={"context_window": min(req.route.context_window, handle.ctx_per_slot)})
+    # One request can use at most one slot's share of the server's context. Requests wait for one of the server's
+    # slots here rather than in its queue, so the request timeout (sized to the longest call, from this context
+    # window) runs only while the server works on the request.
+    slots = handle.record.parallel
+    limit = req.route.rate_limit.max_concurrent
+    route = req.route.model_copy(update={
+        "context_window": min(req.route.context_window, handle.ctx_per_slot),
+        "rate_limit": req.route.rate_limit.model_copy(update={"max_concurrent": min(limit or slots, slots)})})
     # llama-server reads max_tokens; ChatOpenAI sends max_completion_tokens.
     extra_body = {"max_tokens": route.max_tokens, "cache_prompt": True}
     model = _chat_openai(req, route, handle.base_url, handle.model, "sk-local-no-key", extra_body)

@@ -1,4 +1,5 @@
-"""What a model wrote, made safe to store: the one cleaning of replies as they enter the runtime.
+"""What a model wrote, made safe to store: the one cleaning of replies as they enter the runtime, fresh from the
+endpoint or read back from the response cache, and the one judgement of the token counts a reply reports.
 
 Small models split an emoji into a lone surrogate escape (``"\\ud83d"``), emit
 NUL bytes, or nest JSON thousands of levels deep. None of that is an
@@ -76,3 +77,36 @@ def clean_message(msg: Any) -> Any:
     if getattr(msg, "invalid_tool_calls", None):  # sent back too, beside the valid ones
         msg.invalid_tool_calls = [{**c, "name": clean_tool_name(c.get("name") or "")} for c in msg.invalid_tool_calls]
     return msg
+
+
+MAX_CALL_TOKENS = 10_000_000
+"""The most tokens one call is counted for, in or out (tokens): ten times the largest context windows."""
+
+
+def sane_usage(*counts: Any, most: int = MAX_CALL_TOKENS) -> tuple[tuple[int | None, ...], str | None]:
+    """The provider's token counts as ints, None for each one not to believe (negative, not a number, above
+    ``most``; an input of 0 beside an output, since no prompt is empty), and what was wrong (None: nothing).
+
+    >>> sane_usage(12, 1e300)
+    ((12, None), 'output_tokens=1e+300')
+    >>> sane_usage(0, 200)
+    ((None, 200), 'input_tokens=0')
+    """
+    out: list[int | None] = []
+    bad = []
+    for name, value in zip(("input_tokens", "output_tokens"), counts, strict=False):
+        try:
+            n = float(value or 0)
+        except OverflowError:  # an int past any float
+            n = float("inf")
+        except (TypeError, ValueError):
+            n = float("nan")
+        if n != n or n < 0 or n > most:
+            bad.append(f"{name}={n:g}" if n == n else f"{name}={str(value)[:40]!r}")
+            out.append(None)
+        else:
+            out.append(int(n))
+    if out and out[0] == 0 and len(out) > 1 and out[1]:
+        bad.append("input_tokens=0")
+        out[0] = None
+    return tuple(out), ", ".join(bad) or None

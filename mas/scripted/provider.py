@@ -35,8 +35,10 @@ def scripted_provider(req: ProviderRequest) -> BoundModel:
                               player=player_for(req.args.get("benchmark"), req.args.get("task"),
                                                 req.args.get("oracle_actions")),
                               responders=dict(req.args.get("responders") or {}))
+    # A run with an injection plan is not cached: its wrong step is the plan's, not the request's, so a reply
+    # stored by a clean run would answer it honestly (and one of its own would replay without firing the plan).
     return BoundModel(name=req.route_name, route=route, model=model, model_label=variant,
-                      judges=variant in JUDGING_VARIANTS)
+                      judges=variant in JUDGING_VARIANTS, cacheable=req.args.get("injection") is None)
 
 
 def scripted_with(responders: Mapping[str, Answer]) -> Provider:

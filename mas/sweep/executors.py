@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +47,7 @@ from descriptor.registry import load_plugins
 from mas.config import ExperimentConfig
 from mas.logging import get_logger
 from mas.sweep.runner import RunSpec, execute_run
+from mas.sweep.spending import SpendGate
 
 log = get_logger(__name__)
 
@@ -80,12 +81,12 @@ class SweepJob:
     are found there on their own)."""
 
 
-async def run_local(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> None:
-    """Run ``specs`` on this event loop with ``job.concurrency`` workers pulling from one queue."""
-    pending = iter(specs)
+async def run_local(specs: SpendGate, job: SweepJob, on_done: OnDone) -> None:
+    """Run ``specs`` on this event loop with ``job.concurrency`` workers taking runs from one gate (a worker waits
+    there while the runs in flight may spend what is left of the sweep's limit)."""
 
     async def worker() -> None:
-        for spec in pending:  # the iterator is shared: each worker takes the next unstarted run
+        while (spec := await specs.take()) is not None:  # the gate is shared: each worker takes the next run
             try:
                 result = await execute_run(spec, job.cfg, job.benches[spec.benchmark], tracing=job.tracing)
             except Exception as err:  # a broken run must not stop the sweep
@@ -93,7 +94,7 @@ async def run_local(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) ->
             else:
                 on_done(spec, result, None)
 
-    n = min(job.concurrency, len(specs)) if isinstance(specs, Sized) else job.concurrency
+    n = min(job.concurrency, len(specs))
     tasks = [asyncio.create_task(worker()) for _ in range(n)]
     try:
         await asyncio.gather(*tasks)
@@ -227,27 +228,27 @@ async def _dask_client(job: SweepJob) -> tuple[Any, Any]:
     return client, cluster
 
 
-async def run_dask(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> None:
-    """Submit ``specs`` to Dask, at most ``job.concurrency`` in flight, and collect results as they finish."""
+async def run_dask(specs: SpendGate, job: SweepJob, on_done: OnDone) -> None:
+    """Submit ``specs`` to Dask, at most ``job.concurrency`` in flight (and as the gate allows), and collect results
+    as they finish."""
     from distributed import as_completed
 
     client, cluster = await _dask_client(job)
     cfg = per_worker_cfg(job.cfg, job.workers) if cluster is not None else job.cfg
     futures: dict[Any, RunSpec] = {}
-    queue = iter(specs)
 
-    def submit_next() -> Any | None:
-        spec = next(queue, None)
-        if spec is None:
-            return None
-        fut = client.submit(execute_on_worker, spec, cfg, job.bench_options.get(spec.benchmark), job.tracing,
-                            job.plugins, key=f"run-{spec.run_id}", pure=False)
-        futures[fut] = spec
-        return fut
+    def submit_more() -> list[Any]:
+        """Submit runs while a slot is free and the gate hands one out (with none in flight it always decides)."""
+        submitted = []
+        while len(futures) < job.concurrency and isinstance(spec := specs.take_nowait(), RunSpec):
+            fut = client.submit(execute_on_worker, spec, cfg, job.bench_options.get(spec.benchmark), job.tracing,
+                                job.plugins, key=f"run-{spec.run_id}", pure=False)
+            futures[fut] = spec
+            submitted.append(fut)
+        return submitted
 
     try:
-        first = [f for f in (submit_next() for _ in range(job.concurrency)) if f is not None]
-        done_iter = as_completed(first, with_results=False)
+        done_iter = as_completed(submit_more(), with_results=False)
         async for fut in done_iter:
             spec = futures.pop(fut)
             try:
@@ -256,9 +257,7 @@ async def run_dask(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) -> 
                 on_done(spec, None, err)
             else:
                 on_done(spec, RunResult.model_validate(data), None)
-            nxt = submit_next()
-            if nxt is not None:
-                done_iter.add(nxt)
+            done_iter.update(submit_more())
     except asyncio.CancelledError:
         await _cancel_dask(client, list(futures))
         raise
@@ -284,4 +283,4 @@ async def _cancel_dask_now(client: Any, futures: list[Any]) -> None:
     log.info("cancelled dask runs in flight", per_worker=cancelled)
 
 
-EXECUTORS: dict[str, Callable[[list[RunSpec], SweepJob, OnDone], Any]] = {"local": run_local, "dask": run_dask}
+EXECUTORS: dict[str, Callable[[SpendGate, SweepJob, OnDone], Any]] = {"local": run_local, "dask": run_dask}

@@ -26,9 +26,10 @@ from descriptor.extras import require_extra
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
 from descriptor.suggest import unknown_names
-from descriptor.registry import loaded_plugins
+from descriptor.registry import check_entry_points, loaded_plugins
 from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
+from mas.llm.cache import check_cache
 from mas.llm.prices import price_routes
 from mas.llm.providers import check_provider
 from mas.sweep.defaults import DEFAULT_RETRY_ERRORS
@@ -113,6 +114,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
         raise UserError(f"--retry-errors must be 0 or more (got {req.retry_errors})")
     if not req.benchmarks:
         raise UserError("no benchmark given; see `python main.py list-benchmarks`")
+    check_entry_points()  # a broken plugin of any group stops the sweep now, not run after run
     req.cfg, req.benchmarks = resolve_benchmarks(req.cfg, req.benchmarks)
     unknown = [s for s in req.systems if not known_system(s, req.cfg)]
     if unknown or not req.systems:
@@ -151,6 +153,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     _price_routes(req, [name for name, _ in routes])
     _check_cost_limits(req)
     check_isolation(req.cfg, benches)
+    check_cache(req.cfg.cache)
     return benches
 
 

@@ -39,6 +39,7 @@ from mas.sweep.executors import EXECUTORS, SweepJob
 from mas.sweep.manifest import ManifestStore
 from mas.sweep.progress import ProgressMode, SweepStats, make_progress
 from mas.sweep.runner import RunSpec, clear_partial, finished_result
+from mas.sweep.spending import SpendGate
 
 log = get_logger(__name__)
 
@@ -74,26 +75,6 @@ class SweepOutcome:
     over_budget: bool = False
     """The sweep stopped scheduling at ``limits.sweep_cost_usd``: some runs were not started (a later invocation
     with a higher limit runs them)."""
-
-
-class SpendGate:
-    """The runs still to start, handed out until the sweep has spent ``limit`` (USD): the runs in flight then
-    finish, no new one starts. ``spent`` counts every finished run of the sweep, earlier invocations' included,
-    so a resume with the same limit starts nothing and one with a higher limit goes on."""
-
-    def __init__(self, specs: list[RunSpec], limit: float | None, spent: float) -> None:
-        self.specs, self.limit, self.spent = specs, limit, spent
-        self.stopped = False
-
-    def __len__(self) -> int:
-        return len(self.specs)
-
-    def __iter__(self) -> Iterator[RunSpec]:
-        for spec in self.specs:
-            if self.limit is not None and self.spent >= self.limit:
-                self.stopped = True
-                return
-            yield spec
 
 
 class _ThrottledSave:
@@ -232,20 +213,21 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
 
     saver = _ThrottledSave(store, manifest_interval_s, stop_if_full)
     gate = SpendGate(todo, job.cfg.limits.sweep_cost_usd,
-                     spent=spent_before + store.spent_on_errors(specs)
-                     + sum(r.spent_usd for r in results.values()))
+                     spent=spent_before + store.spent_on_errors(specs) + sum(r.spent_usd for r in results.values()),
+                     per_run=job.cfg.limits.cost_usd,
+                     largest=max((r.spent_usd for r in results.values()), default=None))
     view = make_progress(progress, interval_s=progress_interval_s)
     crashed: dict[str, str] = {}
 
     def on_done(spec: RunSpec, result: RunResult | None, err: BaseException | None) -> None:
         calls = METER.close_run(spec.run_id)  # its calls' tokens now come from its result (or it is redone)
+        gate.finished(None if result is None else result.spent_usd)
         if result is None:
             crashed[spec.run_id] = f"{type(err).__name__}: {err}"
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
             stop_if_full(err)  # type: ignore[arg-type]
         else:
             results[spec.run_id] = result
-            gate.spent += result.spent_usd
             store.mark_finished(spec, result, seen_now=True)
             stats.add(result, calls=calls)
             try:

@@ -131,6 +131,7 @@ class LogProgress:
         log.info(event, done=stats.done, total=stats.total, successes=stats.successes, errors=stats.errors,
                  tokens=tokens, calls=calls.calls_done - stats.calls_before, calls_in_flight=calls.in_flight,
                  oldest_call_s=None if calls.oldest_s is None else round(calls.oldest_s, 1),
+                 **({"server": calls.notice} if calls.notice else {}),
                  cost_usd=round(stats.cost_usd, 6), skipped=stats.skipped,
                  elapsed_s=round(time.monotonic() - stats.started, 1), eta_s=None if eta is None else round(eta, 1))
 
@@ -212,9 +213,10 @@ def calls_text(done: int, calls: MeterReading) -> str:
     >>> calls_text(3, MeterReading(calls_done=3, in_flight=2, oldest_s=94.6, open_tokens=0))
     'calls 3, 2 at the model (oldest 95 s)'
     """
+    said = f"; {calls.notice}" if calls.notice else ""
     if not calls.in_flight or calls.oldest_s is None:
-        return f"calls {done}"
-    return f"calls {done}, {calls.in_flight} at the model (oldest {calls.oldest_s:.0f} s)"
+        return f"calls {done}{said}"
+    return f"calls {done}, {calls.in_flight} at the model (oldest {calls.oldest_s:.0f} s){said}"
 
 
 def make_progress(mode: ProgressMode = "auto", *, interval_s: float = 10.0) -> ProgressView:

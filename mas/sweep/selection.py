@@ -1,12 +1,14 @@
 """Which tasks of a benchmark a sweep runs: the first N (default), named ids, a seeded shuffle, strata.
 
 - ``--task-ids a,b`` or ``--task-ids FILE`` (one id a line, ``#`` comments): exactly those tasks, in that order;
-  ``--task-limit`` does not apply. An id the benchmark does not have is an error naming it.
+  ``--task-limit`` does not apply. An id the benchmark does not have is an error naming it; so are an empty
+  value and a file that does not exist (a value written as a path: ``./x``, ``lists/ids.txt``).
 - ``--shuffle``: a permutation seeded by the experiment seed and the benchmark name, so a resumed sweep (same seed)
   selects the same tasks.
 - ``--stratify FIELD``: the ``--task-limit`` tasks are allocated to the values of the tasks' ``metadata[FIELD]``
   (WorkBench ``source``: its domain) in proportion to their sizes (largest remainder), each stratum taken in
-  (shuffled or file) order.
+  (shuffled or file) order. A field holding a list, or a value of its own for every task, groups nothing: an
+  error.
 """
 
 from __future__ import annotations
@@ -39,9 +41,23 @@ class TaskSelection:
                 "stratify": self.stratify}
 
 
+LIST_SUFFIXES = frozenset({".txt", ".lst", ".list", ".ids", ".csv", ".tsv", ".json", ".jsonl"})
+"""Endings of a value of ``--task-ids`` that names a file of ids, not an id (no benchmark's id ends so)."""
+
+
+def _names_a_file(value: str) -> bool:
+    """Whether ``value`` (one item, no comma) is written as a path: it starts like one (``./``, ``../``, ``/``,
+    ``~``) or ends like a list file. Ids may hold a ``/`` (``HumanEval/0``), so that alone says nothing."""
+    return "," not in value and (value.startswith(("./", "../", "/", "~")) or Path(value).suffix in LIST_SUFFIXES)
+
+
 def parse_task_ids(value: str) -> tuple[str, ...]:
     """``a,b,c``, or the path of a file with one id a line (blank lines and ``#`` comments skipped)."""
-    path = Path(value)
+    path = Path(value).expanduser()
+    if value.strip() and path.is_dir():
+        raise UserError(f"--task-ids {value}: is a directory; expected id,id,... or a file of ids")
+    if not path.is_file() and _names_a_file(value.strip()):
+        raise UserError(f"--task-ids {value}: no such file (expected id,id,... or a file of ids, one a line)")
     if path.is_file():
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
@@ -62,6 +78,9 @@ def _stratum(task: Task, field: str, benchmark: str) -> str:
         raise UserError(f"--stratify {field}: {benchmark} task {task.task_id} has no metadata field {field!r}; "
                         f"its fields: {keys}")
     value = task.metadata[field]
+    if isinstance(value, list | tuple | dict | set):
+        raise UserError(f"--stratify {field}: {benchmark} task {task.task_id} holds a {type(value).__name__} there; "
+                        "expected a field with one value per task (text or a number) to group the tasks by")
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
@@ -95,6 +114,10 @@ def select_tasks(bench: Benchmark, name: str, limit: int, *, seed: int, selectio
     strata: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         strata[_stratum(t, selection.stratify, name)].append(t)
+    if len(strata) == len(tasks) > 1:
+        raise UserError(f"--stratify {selection.stratify}: each of {name}'s {len(tasks)} tasks has a value of its own "
+                        "there, so every stratum is one task; expected a field that groups tasks (e.g. workbench: "
+                        "source)")
     share = _allocate({k: len(v) for k, v in strata.items()}, limit)
     chosen = {t.task_id for k, v in strata.items() for t in v[:share[k]]}
     return [t for t in tasks if t.task_id in chosen]
