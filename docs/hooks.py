@@ -11,6 +11,7 @@ import argparse
 import ast
 import inspect
 import os
+import re
 import sys
 import types
 import typing
@@ -18,9 +19,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # the checkout's code, also when mkdocs runs outside an editable install
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (ROOT, HERE):  # the checkout's code (also outside an editable install), and griffe_docstrings beside us
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from griffe_docstrings import ROLE  # noqa: E402
 
 HELP_WIDTH = "100"
 """Columns argparse wraps the help at (it reads ``COLUMNS``), so the page does not depend on the terminal."""
@@ -34,16 +39,32 @@ def cli_reference() -> str:
     os.environ["COLUMNS"] = HELP_WIDTH
     try:
         parser = build_parser(prog="mas-econ")
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parts = ["```text", parser.format_help().rstrip(), "```"]
-        for name, command in sub.choices.items():
-            parts += ["", f"## `mas-econ {name}`", "", "```text", command.format_help().rstrip(), "```"]
+        for name, command in _commands(parser):
+            level = "#" * (name.count(" ") + 1)
+            parts += ["", f"{level} `{name}`", "", "```text", command.format_help().rstrip(), "```"]
     finally:
         if old is None:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = old
     return "\n".join(parts)
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command and sub-command under ``parser`` (``mas-econ model serve`` too), in the parser's order."""
+    out: list[tuple[str, argparse.ArgumentParser]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                out += [(command.prog, command), *_commands(command)]
+    return out
+
+
+def _markdown(text: str) -> str:
+    """A docstring's text for a Markdown table cell: one line, reST roles and double backticks as code."""
+    text = ROLE.sub(lambda m: f"`{m[1]}`", " ".join(text.split()))
+    return re.sub(r"``(.+?)``", r"`\1`", text).replace("|", "\\|")
 
 
 def _field_docstrings(cls: type) -> dict[str, str]:
@@ -59,7 +80,7 @@ def _field_docstrings(cls: type) -> dict[str, str]:
         for a, b in zip(node.body, node.body[1:]):
             if (isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr)
                     and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)):
-                out[a.target.id] = " ".join(inspect.cleandoc(b.value.value).split())
+                out[a.target.id] = _markdown(inspect.cleandoc(b.value.value))
     return out
 
 
@@ -75,11 +96,18 @@ def _model_in(annotation: object) -> tuple[type[BaseModel] | None, str]:
 
 
 def _type_name(annotation: object) -> str:
+    if annotation is type(None):
+        return "None"
     if isinstance(annotation, type):
         return annotation.__name__
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         return " | ".join(_type_name(a) for a in typing.get_args(annotation))
     return str(annotation).replace("typing.", "")
+
+
+def _heading(model: type[BaseModel]) -> str:
+    """The first paragraph of a settings model's docstring, as Markdown."""
+    return _markdown(inspect.cleandoc(model.__doc__ or "").split("\n\n")[0])
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
@@ -95,21 +123,30 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
             nested.append((key + suffix, sub))
             continue
         default = "" if info.is_required() else repr(info.get_default(call_default_factory=True))
-        doc = docs.get(name, "").replace("|", "\\|")
-        rows.append(f"| `{key}` | `{_type_name(info.annotation)}` | `{default}` | {doc} |".replace("``", ""))
-    out = rows
+        # a pipe ends a table cell, even inside code: each member of a union is code of its own
+        kind = " \\| ".join(f"`{part}`" for part in _type_name(info.annotation).split(" | "))
+        rows.append(f"| `{key}` | {kind} | `{default}` | {docs.get(name, '')} |"
+                    .replace("``", ""))
+    extra = model.__annotations__.get("__pydantic_extra__") if model.model_config.get("extra") == "allow" else None
+    if isinstance(extra, str):  # postponed annotations: the keys a table allows beyond its fields
+        extra = typing.get_type_hints(model).get("__pydantic_extra__")
+    sub, _ = _model_in(extra)
+    if sub is not None:
+        nested.append((f"{prefix}NAME", sub))
+    out = [TABLE_HEAD, *rows] if rows else []
     for key, sub in nested:
-        head = (sub.__doc__ or "").strip().splitlines()[0] if sub.__doc__ else ""
-        out += ["", f"### `[{key}]`", "", head, "", "| key | type | default | what it is |", "|---|---|---|---|"]
-        out += _rows(sub, f"{key}.")
+        out += ["", f"### `[{key}]`", "", _heading(sub), "", *_rows(sub, f"{key}.")]
     return out
+
+
+TABLE_HEAD = "| key | type | default | what it is |\n|---|---|---|---|"
 
 
 def config_reference() -> str:
     """Every key of the experiment config, table by table (``[mas]``, ``[models.NAME]``, ...)."""
     from mas.config import ExperimentConfig
 
-    return "\n".join(["| key | type | default | what it is |", "|---|---|---|---|", *_rows(ExperimentConfig, "")])
+    return "\n".join(_rows(ExperimentConfig, ""))
 
 
 MARKERS = {"<!-- cli-reference -->": cli_reference, "<!-- config-reference -->": config_reference}

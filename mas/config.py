@@ -75,6 +75,7 @@ class ModelRoute(_Strict):
     """The key itself, for a ``config/experiment.toml`` kept out of git; the environment variable wins when set.
     A secret: never serialized (a run's recorded config has no key), redacted from every artifact and log."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    """Sampling temperature sent with every call of this route (0 to 2)."""
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
     timeout_s: float | None = Field(default=None, gt=0)
@@ -115,9 +116,11 @@ class EmbeddedSettings(_Strict):
     """The local llama.cpp server behind the ``embedded`` route."""
 
     model: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    """The GGUF model to serve, by its catalogue name (:mod:`mas.serving.catalogue`: which PyPI parts make it)."""
     cache_dir: str | None = None
     """Where the assembled GGUF and the server build live; None: the user cache dir."""
     host: str = "127.0.0.1"
+    """Address the server listens on (loopback by default, so nothing outside the machine can reach it)."""
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port."""
     ctx_size: int = Field(default=16384, ge=512)
@@ -127,6 +130,8 @@ class EmbeddedSettings(_Strict):
     threads: int = Field(default=0, ge=0)
     """CPU threads; 0 means the number of cores."""
     startup_timeout_s: float = Field(default=180.0, gt=0)
+    """How long to wait for the server to answer its health check after starting it, or for a running one
+    that is busy (s)."""
 
 
 class MasSettings(_Strict):
@@ -151,6 +156,8 @@ class MasSettings(_Strict):
     """Upper bound on an answer's ``reasoning`` (characters), enforced by the JSON schema on routes that constrain
     it (the embedded model): the concise-answer lever, about 4 characters a token."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How the termination controller decides that the agents agree: ``llm_judge`` asks the judge route to group
+    their answers, ``lexical`` compares the normalised answers exactly (no model call)."""
     confidence_scale: Literal["clip", "percent"] = "clip"
     """How an answer's ``confidence`` is read (:mod:`mas.llm.confidence`): ``clip``, the harness README's rule
     (a float clipped into [0, 1]; missing or unparsable: 0.5); ``percent`` also reads 1-100 as a percentage and
@@ -193,7 +200,9 @@ class SandboxSettings(_Strict):
     """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
 
     timeout_s: float = Field(default=5.0, gt=0)
+    """Wall-clock limit of one execution of model-written code (s); the process tree is killed at the limit."""
     memory_mb: int = Field(default=512, ge=32)
+    """Address-space limit of that process (MB)."""
     isolation: Literal["namespaces", "unsafe-no-namespaces"] = "namespaces"
     """``namespaces``: model-written code runs in its own user, PID, network and mount namespaces, and a sweep
     refuses to start where they are unavailable. ``unsafe-no-namespaces``: only resource limits and an audit
@@ -253,7 +262,9 @@ class ExperimentConfig(_Strict):
     """Everything a run needs besides the benchmark task."""
 
     seed: int = 0
+    """The experiment's seed: run ``r`` of every task gets ``seed * 10_007 + r``, the same for every system."""
     output_root: str = "artifacts"
+    """Directory that holds the experiments, one directory per experiment id (``--output-root``)."""
     concurrency: int = Field(default=4, ge=1)
     """Runs executing at once."""
     models: dict[str, ModelRoute] = Field(default_factory=lambda: {"default": ModelRoute(provider="embedded")})
