@@ -25,6 +25,7 @@ class DatasetSpec(BaseModel):
     id: str | None = None
     """The field holding each row's id; None: ``<name>_<row>`` with the row counted from 0."""
     scorer: Scorer = "exact"
+    """How an answer is judged: ``exact``, ``numeric``, ``includes``, ``choice`` or ``model`` (a grader model)."""
     choices: str | None = None
     """A field holding the options (a list; in a CSV, a JSON list), shown lettered after the input."""
     grader: str = "judge"

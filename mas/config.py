@@ -23,6 +23,7 @@ from benchmark.dataset_spec import DatasetSpec, beside
 from descriptor.errors import UserError
 from descriptor.redact import register_secret_env, register_secret_value, url_credentials
 from descriptor.registry import RegistryError, load_plugins
+from mas.run_settings import InjectSettings, SandboxSettings, StorageSettings, TracingSettings
 from mas.study_settings import CacheSettings, LimitSettings, SystemsSettings
 from mas.study_settings import Strict as _Strict
 
@@ -80,6 +81,7 @@ class ModelRoute(_Strict):
     """The key itself, for a ``config/experiment.toml`` kept out of git; the environment variable wins when set.
     A secret: never serialized (a run's recorded config has no key), redacted from every artifact and log."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    """Sampling temperature sent with every call of this route (0 to 2)."""
     max_tokens: int = Field(default=512, ge=1)
     """Upper bound on generated tokens per call."""
     timeout_s: float | None = Field(default=None, gt=0)
@@ -121,9 +123,11 @@ class EmbeddedSettings(_Strict):
     """The local llama.cpp server behind the ``embedded`` route."""
 
     model: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    """The GGUF model to serve, by its catalogue name (:mod:`mas.serving.catalogue`: which PyPI parts make it)."""
     cache_dir: str | None = None
     """Where the assembled GGUF and the server build live; None: the user cache dir."""
     host: str = "127.0.0.1"
+    """Address the server listens on (loopback by default, so nothing outside the machine can reach it)."""
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port."""
     ctx_size: int = Field(default=16384, ge=512)
@@ -133,6 +137,8 @@ class EmbeddedSettings(_Strict):
     threads: int = Field(default=0, ge=0)
     """CPU threads; 0 means the number of cores."""
     startup_timeout_s: float = Field(default=180.0, gt=0)
+    """How long to wait for the server to answer its health check after starting it, or for a running one
+    that is busy (s)."""
     stall_timeout_s: float = Field(default=120.0, gt=0)
     """With calls in flight, how long the server may produce no token (its ``/metrics`` counters, else ``/slots``)
     or leave its health check unanswered before it is restarted and the calls retried (s;
@@ -161,6 +167,8 @@ class MasSettings(_Strict):
     """Upper bound on an answer's ``reasoning`` (characters), enforced by the JSON schema on routes that constrain
     it (the embedded model): the concise-answer lever, about 4 characters a token."""
     termination_consensus_mode: Literal["llm_judge", "lexical"] = "llm_judge"
+    """How the termination controller decides that the agents agree: ``llm_judge`` asks the judge route to group
+    their answers, ``lexical`` compares the normalised answers exactly (no model call)."""
     confidence_scale: Literal["clip", "percent"] = "clip"
     """How an answer's ``confidence`` is read (:mod:`mas.llm.confidence`): ``clip``, the harness README's rule
     (a float clipped into [0, 1]; missing or unparsable: 0.5); ``percent`` also reads 1-100 as a percentage and
@@ -191,79 +199,13 @@ class MasSettings(_Strict):
         return self
 
 
-class StorageSettings(_Strict):
-    """What a run keeps on disk."""
-
-    checkpoints: Literal["failed", "all", "none"] = "failed"
-    """LangGraph checkpoints exist for rollback: ``failed`` keeps them for runs that did not succeed (the ones a
-    rollback can repair), ``all`` for every run, ``none`` never writes them (in-memory checkpoints only)."""
-
-
-class SandboxSettings(_Strict):
-    """Limits and isolation of the Python-execution tool and of code evaluation (see :mod:`benchmark.sandbox`)."""
-
-    timeout_s: float = Field(default=5.0, gt=0)
-    memory_mb: int = Field(default=512, ge=32)
-    isolation: Literal["namespaces", "unsafe-no-namespaces"] = "namespaces"
-    """``namespaces``: model-written code runs in its own user, PID, network and mount namespaces, and a sweep
-    refuses to start where they are unavailable. ``unsafe-no-namespaces``: only resource limits and an audit
-    hook, which is no security boundary (the code can read your files); also the default of the code
-    benchmarks' ``isolation`` option."""
-
-
-class InjectSettings(_Strict):
-    """Scripted-model error injection (ground truth for attribution tests)."""
-
-    rate: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Fraction of runs, chosen with the seed, that get one wrong step."""
-    agent: str | None = None
-    """Inject at this agent only (exact name); None: any agent."""
-    step: int | None = Field(default=None, ge=0)
-    """Inject at this trajectory step index; None: a seeded position."""
-    position: Literal["left", "mid", "right", "uniform"] | None = None
-    """Rollback scenario: place the error in the first (``left``), middle or last part of the run's steps, dense
-    there, or ``uniform`` over them (see :mod:`mas.sweep.injection`); None: ``step``, else one of the first four."""
-
-    @model_validator(mode="after")
-    def _one_placement(self) -> InjectSettings:
-        if self.step is not None and self.position is not None:
-            raise ValueError(f"inject.step ({self.step}) and inject.position ({self.position!r}) both place the "
-                             "error; set one of them")
-        return self
-
-
-class TracingSettings(_Strict):
-    """Where traces go besides the run's JSONL, and what they may hold.
-
-    Span ids are always in the JSONL; spans are exported over OTLP/HTTP
-    when ``otlp_endpoint`` is set or the standard variable
-    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    is (see :mod:`mas.otel`); headers (e.g. a backend's key) come from
-    ``OTEL_EXPORTER_OTLP_HEADERS``, never from this file.
-    """
-
-    otlp_endpoint: str | None = None
-    """OTLP/HTTP base URL (spans go to ``<url>/v1/traces``), e.g. ``http://127.0.0.1:6006``; None: the
-    environment decides."""
-    export: bool = True
-    """False: never export, whatever the environment says."""
-    record_inputs: bool = False
-    """Record the model's input messages in the trace (``payload.input_messages``) and message contents in
-    exported spans (off: spans carry names, timing, tokens and decisions, no text)."""
-
-    @field_validator("otlp_endpoint")
-    @classmethod
-    def _http_url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError(f"expected an http:// or https:// URL, got {v!r}")
-        return v
-
-
 class ExperimentConfig(_Strict):
     """Everything a run needs besides the benchmark task."""
 
     seed: int = 0
+    """The experiment's seed: run ``r`` of every task gets ``seed * 10_007 + r``, the same for every system."""
     output_root: str = "artifacts"
+    """Directory that holds the experiments, one directory per experiment id (``--output-root``)."""
     concurrency: int = Field(default=4, ge=1)
     """Runs executing at once."""
     models: dict[str, ModelRoute] = Field(default_factory=lambda: {"default": ModelRoute(provider="embedded")})

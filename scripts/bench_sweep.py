@@ -179,7 +179,7 @@ def measure_overhead(system: str, *, tasks: int, repeats: int, export_url: str |
         b: Variant = (cfg, False, None)
     else:
         block = min(EXPORT_BLOCK, tasks)
-        from mas.config import TracingSettings
+        from mas.run_settings import TracingSettings
         from mas.otel.sidecar import flush_all
 
         a = (cfg.model_copy(update={"tracing": TracingSettings(otlp_endpoint=export_url)}), True, flush_all)

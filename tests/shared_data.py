@@ -19,7 +19,7 @@ WHO_AND_WHEN_HOWTO = (
     "needs the Who&When dev split: Who&When (Zhang et al., ICML 2025; MIT licence) from its authors' release "
     "(GitHub ag2ai/Agents_Failure_Attribution, folder Who&When/; also the Hugging Face dataset Kevin355/Who_and_When), "
     "its JSON logs as DATA/who_and_when/dev/algorithm_generated/*.json and DATA/who_and_when/dev/hand_crafted/*.json, "
-    f"where DATA is ${ENV} or ../shared/data beside the repository (see attribution/README.md, 'Who&When data')"
+    f"where DATA is ${ENV} or ../shared/data beside the repository (see docs/guide/attribution.md, 'Who&When data')"
 )
 
 

@@ -116,8 +116,8 @@ def test_auto_does_not_pick_by_in_sample_removal_rate():
     assert f.n_selection == AUTO_MIN_RECORDS // 2 and f.n == AUTO_MIN_RECORDS // 2
 
 
-def test_readme_does_not_credit_the_position_prior_figure_to_the_paper():
-    text = (ROOT / "attribution" / "README.md").read_text(encoding="utf-8")
+def test_the_measurements_do_not_credit_the_position_prior_figure_to_the_paper():
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     published = text[text.index("### Published reference numbers") : text.index("### Ours")]
     ref = next(p for p in published.split("\n\n") if "Conformal" in p and "0.31" in p)
     assert "0.26" not in ref, ref

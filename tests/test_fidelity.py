@@ -262,7 +262,7 @@ async def test_a_judge_grouping_different_numbers_is_logged_beside_the_lexical_v
 
 def test_the_fidelity_document_lists_every_item_of_the_check():
     text = (ROOT / "docs" / "fidelity.md").read_text()
-    section = text.split("## The independent check (issue 32)", 1)[1]
+    section = text.split("## The independent check", 1)[1]
     for item in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
         assert f"\n| {item} |" in section, item
     assert "letters and digits of every script kept | none" not in text  # the old, untrue claim

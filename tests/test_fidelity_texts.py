@@ -221,7 +221,7 @@ async def test_step_by_step_with_no_step_flagged_predicts_nothing_and_is_counted
 def test_the_baselines_table_labels_g2_binary_search_and_g3_step_by_step():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "attribution" / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "attribution.md").read_text(encoding="utf-8")
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
     assert "G.3" in rows["`step_by_step`"] and "G.2" not in rows["`step_by_step`"]
     assert "G.2" in rows["`binary_search`"] and "G.3" not in rows["`binary_search`"]

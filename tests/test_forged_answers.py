@@ -13,7 +13,7 @@ import pytest
 
 from benchmark.registry import get_benchmark
 from benchmark.sandbox import RemoteTests, run_remote_tests
-from mas.config import SandboxSettings
+from mas.run_settings import SandboxSettings
 from mas.tools.builtin import execute_tool
 from tests.forged_answers import ATTACKS
 

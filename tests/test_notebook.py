@@ -67,7 +67,7 @@ def test_the_json_schema_files_in_docs_follow_the_record_models():
 @pytest.mark.slow
 def test_the_readme_notebook_example_runs(tmp_path, monkeypatch, capsys):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### From a notebook", 1)[1]
+    section = readme.split("## From a notebook", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)[1]
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})

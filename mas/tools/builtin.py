@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.tools import tool
 
 from benchmark.sandbox import SandboxUnavailable
-from mas.config import SandboxSettings
+from mas.run_settings import SandboxSettings
 
 
 @tool

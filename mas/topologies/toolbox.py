@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark.environment import Environment
-from mas.config import SandboxSettings
+from mas.run_settings import SandboxSettings
 from mas.tools.builtin import TOOLS, execute_tool
 from mas.topologies.prompts import TOOL_PROTOCOL
 
