@@ -89,7 +89,7 @@ async def run_local(specs: Iterable[RunSpec], job: SweepJob, on_done: OnDone) ->
     if job.workers > 1:
         from mas.sweep.processes import run_processes
 
-        await run_processes(specs, job, on_done)
+        await run_processes(specs, job, on_done, per_worker_cfg(job.cfg, job.workers))
         return
     pending = iter(specs)
 

@@ -4,7 +4,7 @@ Against a fast endpoint one process cannot keep it busy: a short run's harness (
 path, tracing, the run's files) costs milliseconds of CPU per call on one event loop, so past a few hundred calls
 a second the calls queue behind that loop, not at the endpoint. With ``workers > 1`` the sweep process keeps
 the bookkeeping (manifest, index, progress, resume) and N worker processes of its own run the runs, each on one
-event loop, each with 1/N of every route's limits (:func:`mas.sweep.executors.per_worker_cfg`). A run's files are
+event loop, each with 1/N of every route's limits (``per_worker_cfg`` of :mod:`mas.sweep.executors`). A run's files are
 the ones the in-process executor writes, written by the worker that runs it, so resume works the same.
 
 Only the standard library: each worker is ``python -c ...`` started by this process with one end of a socket
@@ -73,24 +73,24 @@ def _start(index: int, job_state: dict[str, Any]) -> _Worker:
     return _Worker(index=index, proc=proc, conn=conn)
 
 
-def _job_state(job: Any) -> dict[str, Any]:
-    """What a worker needs: its share of the config and the sweep's settings."""
+def _job_state(job: Any, cfg: Any) -> dict[str, Any]:
+    """What a worker needs: its share of the config (``cfg``) and the sweep's settings."""
     from descriptor.redact import registered_secret_env
     from mas.logging import configured_level
-    from mas.sweep.executors import per_worker_cfg
 
-    return {"cfg": per_worker_cfg(job.cfg, job.workers), "bench_options": job.bench_options, "tracing": job.tracing,
+    return {"cfg": cfg, "bench_options": job.bench_options, "tracing": job.tracing,
             "plugins": job.plugins, "secret_env": sorted(registered_secret_env()), "log_level": configured_level(),
             "parent": os.getpid()}
 
 
-async def run_processes(specs: Iterable[Any], job: Any, on_done: Any) -> None:
-    """Run ``specs`` in ``job.workers`` worker processes, at most ``job.concurrency`` in flight across them;
-    ``on_done`` is called here, on this event loop, once per run (see :mod:`mas.sweep.executors`)."""
+async def run_processes(specs: Iterable[Any], job: Any, on_done: Any, cfg: Any) -> None:
+    """Run ``specs`` in ``job.workers`` worker processes, each with the config ``cfg`` (its share of the route
+    limits), at most ``job.concurrency`` in flight across them; ``on_done`` is called here, on this event loop,
+    once per run (see :mod:`mas.sweep.executors`)."""
     if isinstance(specs, Sized) and not len(specs):
         return
     loop = asyncio.get_running_loop()
-    state = _job_state(job)
+    state = _job_state(job, cfg)
     workers = [_start(i, state) for i in range(job.workers)]
     per_worker = -(-job.concurrency // job.workers)
     pending = iter(specs)
