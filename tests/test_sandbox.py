@@ -82,6 +82,7 @@ def test_no_stdin_reads_eof(mode: str) -> None:
     assert r.stdout == "''\n"
 
 
+@pytest.mark.serial  # a time limit of 3 s
 def test_timeout_kills_infinite_loop(mode: str) -> None:
     r = run_python("while True:\n    pass", timeout_s=0.5)
     assert r.timed_out and not r.ok and r.limit == "timeout"

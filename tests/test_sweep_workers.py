@@ -136,6 +136,7 @@ def _stop(tmp_path: Path, sig: int) -> tuple[int, str]:
     return code, err
 
 
+@pytest.mark.serial  # a sweep's worker processes on every core
 def test_a_stopped_sweep_stops_its_workers_and_the_same_command_finishes_it(tmp_path):
     code, err = _stop(tmp_path, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err[-3000:]
@@ -151,6 +152,7 @@ def test_a_stopped_sweep_stops_its_workers_and_the_same_command_finishes_it(tmp_
     assert len(list(root.rglob("run_*.result.json"))) == 12
 
 
+@pytest.mark.serial  # a sweep's worker processes on every core
 def test_no_worker_process_outlives_a_killed_sweep(tmp_path):
     code, _ = _stop(tmp_path, signal.SIGKILL)
     assert code == -signal.SIGKILL
