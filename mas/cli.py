@@ -102,6 +102,16 @@ def benchmark_names(given: list[str] | None) -> list[str]:
     return list(dict.fromkeys(name for item in given or [] for name in _csv(item)))
 
 
+def workers_arg(text: str) -> int | str:
+    """``--workers``: ``auto`` or an integer >= 1."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {text!r}") from None
+
+
 def sweep_request(args: argparse.Namespace) -> ExperimentRequest:
     """The sweep ``run`` asks for: the effective config and the request built from its flags."""
     from descriptor.errors import UserError
@@ -239,9 +249,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="where runs execute: local (asyncio, default) or dask (see mas/sweep/executors.py)")
     p.add_argument("--scheduler-address", metavar="ADDR",
                    help="dask scheduler, e.g. tcp://host:8786 (default: an in-process LocalCluster)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="dask without --scheduler-address: worker processes on this machine (default 1, "
-                        "in-process); each gets 1/N of every route's rate limits")
+    p.add_argument("--workers", type=workers_arg, default=1,
+                   help="worker processes on this machine running the runs (default 1: the sweep's own process); "
+                        "each gets 1/N of every route's rate limits; auto: one per 16 runs in flight, at most one "
+                        "per core (1 for the embedded model); for dask, without --scheduler-address")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
                    help="auto: a progress bar on a terminal, periodic log lines otherwise")
     p.add_argument("--inject-errors", type=float, metavar="RATE",

@@ -68,6 +68,12 @@ def _configure(structlog: ModuleType) -> None:
     )
 
 
+def configured_level() -> str:
+    """The level structlog logs at in this process (:func:`configure_logging`), for a worker process to log as its
+    parent does."""
+    return _level
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Set the level and send the standard library's records and ``warnings`` to stderr, redacted (the command
     line calls this once). structlog takes the level when first used, at once if it is already imported."""

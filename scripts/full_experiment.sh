@@ -17,7 +17,8 @@
 #   CONCURRENCY     runs at once                              (default: the config's, 4)
 #   EXECUTOR        local | dask                              (default local)
 #   SCHEDULER_ADDRESS  dask scheduler, e.g. tcp://host:8786   (default: an in-process LocalCluster)
-#   WORKERS         dask without a scheduler: worker processes on this machine (default 1, in-process)
+#   WORKERS         worker processes on this machine, or auto (default 1: the sweep's own process;
+#                   dask: only without a scheduler)
 #   ROLLBACK        conformal | top1 | restart | oracle: after the sweep, roll back every failed run once
 #                   (`run --rollback`; the summary shows success before and after)   (default: no rollback)
 #   CALIBRATION     calibration.json for ROLLBACK=conformal/top1 (default: calibrated on the sweep's own
@@ -64,7 +65,7 @@ RUNS_PER_TASK="${RUNS_PER_TASK:-3}"
 positive_int TASK_LIMIT "$TASK_LIMIT"
 positive_int RUNS_PER_TASK "$RUNS_PER_TASK"
 [[ -z "${CONCURRENCY:-}" ]] || positive_int CONCURRENCY "$CONCURRENCY"
-[[ -z "${WORKERS:-}" ]] || positive_int WORKERS "$WORKERS"
+[[ -z "${WORKERS:-}" || "$WORKERS" == auto ]] || positive_int WORKERS "$WORKERS"
 TASK_LIMIT=$((10#$TASK_LIMIT)) RUNS_PER_TASK=$((10#$RUNS_PER_TASK))
 
 if ((${#bench_flags[@]})); then

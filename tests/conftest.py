@@ -59,6 +59,18 @@ def _declare_checkout_entry_points() -> None:
 
 _declare_checkout_entry_points()
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n``), leave out the tests marked ``serial``: they cannot share the machine with other
+    tests (a timing, the worker processes of a sweep), so they run after the others, alone
+    (``python -m pytest -q -m serial``)."""
+    if not hasattr(config, "workerinput"):  # not an xdist worker: every selected test runs here
+        return
+    serial = [item for item in items if item.get_closest_marker("serial") is not None]
+    if serial:
+        config.hook.pytest_deselected(items=serial)
+        items[:] = [item for item in items if item.get_closest_marker("serial") is None]
+
+
 SESSION_ENV = "MAS_TEST_SESSION"
 """Environment variable whose value tags processes started by this test session."""
 

@@ -4,7 +4,8 @@
 JSON body, its HTTP headers under ``_headers``, lower-cased) and sends back the ``(status, headers, body)`` it returns
 (``body``: bytes, or an iterable of byte chunks each sent when it comes, with a content-length header given by
 the reply); :func:`completion` builds a 200 chat
-completion. The server runs in a thread of the test process (a CLI started by the test reaches it too) and is
+completion. ``connections`` counts the TCP connections it accepted (with ``keep_alive``, a client that pools its
+connections opens one per request in flight at most). The server runs in a thread of the test process (a CLI started by the test reaches it too) and is
 stopped by :meth:`FakeEndpoint.close`.
 """
 
@@ -47,6 +48,7 @@ class FakeEndpoint:
     def __init__(self, reply: Callable[[int, dict[str, Any]], Reply], *, keep_alive: bool = False) -> None:
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
+        self.connections = 0
         lock = threading.Lock()
         fake = self
 
@@ -56,6 +58,11 @@ class FakeEndpoint:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with lock:
+                    fake.connections += 1
 
             def do_POST(self) -> None:
                 import time
@@ -83,7 +90,10 @@ class FakeEndpoint:
                 except OSError:  # the client gave up
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # tens of clients connecting at once are not refused and retried
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
         self.thread.start()

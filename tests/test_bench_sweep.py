@@ -8,6 +8,7 @@ import pytest
 from tests.scripts_loader import load_script
 
 
+@pytest.mark.serial  # measures the efficiency of sweeps, with a dask cluster of worker processes
 def test_bench_sweep_prints_overhead_and_three_efficiency_variants(capsys):
     argv = ["--runs", "8", "--concurrency", "2", "--latency-ms", "20", "--overhead-tasks", "2", "--repeats", "1",
             "--efficiency-repeats", "2", "--workers", "2", "--skip-embedded"]

@@ -266,6 +266,7 @@ def test_exporter_process_lacks_the_model_keys_and_never_blocks_a_run(tmp_path, 
         car.close(timeout_s=5)
 
 
+@pytest.mark.serial  # a time limit of 8 s
 def test_a_sweep_killed_with_9_leaves_its_exporter_process_a_few_seconds_at_most(tmp_path):
     """At the end of its input the exporter process sent what was queued with the exporter's own timeout (10 s)
     and retries: against an endpoint that accepts and never answers it outlived a SIGKILLed sweep by 11-18 s."""

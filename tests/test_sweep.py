@@ -521,13 +521,12 @@ def test_per_worker_cfg_divides_every_route_limit():
 
 def test_bad_worker_counts_fail_before_any_run(tmp_path):
     cfg = scripted_cfg(tmp_path, rate_limit=RateLimit(max_concurrent=2))
-    with pytest.raises(UserError, match="use it with --executor dask"):
-        asyncio.run(run_experiment(request(cfg, workers=2)))
-    with pytest.raises(UserError, match="without --scheduler-address"):
+    with pytest.raises(UserError, match="leave out --scheduler-address"):
         asyncio.run(run_experiment(request(cfg, executor="dask", workers=2, scheduler_address="tcp://h:8786")))
-    with pytest.raises(UserError, match=r"--workers 3: models\.default\.rate_limit\.max_concurrent is 2"):
-        asyncio.run(run_experiment(request(cfg, executor="dask", workers=3)))
-    with pytest.raises(UserError, match="--workers must be at least 1"):
+    for executor in ("local", "dask"):
+        with pytest.raises(UserError, match=r"--workers 3: models\.default\.rate_limit\.max_concurrent is 2"):
+            asyncio.run(run_experiment(request(cfg, executor=executor, workers=3)))
+    with pytest.raises(UserError, match="--workers must be auto or at least 1"):
         asyncio.run(run_experiment(request(cfg, executor="dask", workers=0)))
     assert not (tmp_path / "e").exists()
 

@@ -7,7 +7,9 @@ files stay behind and are cleared when the run is redone (see
 :func:`mas.sweep.runner.execute_run`).
 
 ``local`` runs ``execute_run`` coroutines on the sweep's own event loop,
-at most ``concurrency`` at once. ``dask`` fans whole runs out to
+at most ``concurrency`` at once; with ``--workers N`` (N > 1, or ``auto``) in N
+worker processes of this machine instead (:mod:`mas.sweep.processes`: the
+standard library only), each with 1/N of every route's limits. ``dask`` fans whole runs out to
 ``dask.distributed`` workers (chosen over Ray: pure Python, a light
 install, an in-process ``LocalCluster`` for CI, and a plain
 ``tcp://host:8786`` scheduler for a real cluster). A worker runs each run
@@ -73,8 +75,9 @@ class SweepJob:
     bench_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Adapter options by benchmark name, so a remote worker can rebuild the adapter."""
     workers: int = 1
-    """``dask`` without ``scheduler_address`` only: 1 = one in-process worker (threads);
-    N > 1 = a LocalCluster of N worker processes, each with 1/N of every route limit."""
+    """Worker processes on this machine, each with 1/N of every route limit: ``local``: 1 = the sweep's own event
+    loop, N > 1 = N worker processes (:mod:`mas.sweep.processes`); ``dask`` without ``scheduler_address``:
+    1 = one in-process worker (threads), N > 1 = a LocalCluster of N worker processes."""
     plugins: list[str] = field(default_factory=list)
     """Plugin modules this process imported (``--plugin``, config ``plugins``): a worker process imports them
     before its first run, so their benchmarks and systems exist there too (installed packages' entry points
@@ -83,7 +86,13 @@ class SweepJob:
 
 async def run_local(specs: SpendGate, job: SweepJob, on_done: OnDone) -> None:
     """Run ``specs`` on this event loop with ``job.concurrency`` workers taking runs from one gate (a worker waits
-    there while the runs in flight may spend what is left of the sweep's limit)."""
+    there while the runs in flight may spend what is left of the sweep's limit), or in ``job.workers`` worker
+    processes when more than one."""
+    if job.workers > 1:
+        from mas.sweep.processes import run_processes
+
+        await run_processes(specs, job, on_done, per_worker_cfg(job.cfg, job.workers))
+        return
 
     async def worker() -> None:
         while (spec := await specs.take()) is not None:  # the gate is shared: each worker takes the next run

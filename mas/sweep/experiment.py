@@ -63,8 +63,9 @@ class ExperimentRequest:
     """``local`` (asyncio in this process) or ``dask``; see :mod:`mas.sweep.executors`."""
     scheduler_address: str | None = None
     """``dask`` only: scheduler to connect to; None starts an in-process LocalCluster."""
-    workers: int = 1
-    """``dask`` without a scheduler address: worker processes on this machine (1: one in-process worker)."""
+    workers: int | str = 1
+    """Worker processes on this machine running the runs (1: the sweep's own process; ``dask``: one in-process
+    worker), or ``auto`` (:func:`sweep_workers`); ``dask`` only without a scheduler address."""
     progress: ProgressMode = "auto"
     """``auto``: a bar on a terminal, log lines otherwise; ``bar``, ``log`` or ``none``."""
     retry_errors: int = DEFAULT_RETRY_ERRORS
@@ -215,14 +216,35 @@ def _check_injection(cfg: ExperimentConfig, roles: tuple[str, ...]) -> None:
                         f"which needs every route scripted (not: {real}); use --model scripted")
 
 
+AUTO_RUNS_PER_WORKER = 16
+"""``--workers auto``: one worker process per this many runs in flight (``concurrency``), at most one per core."""
+
+
+def sweep_workers(req: ExperimentRequest) -> int:
+    """The worker processes the sweep uses: ``req.workers``, or for ``auto`` one per :data:`AUTO_RUNS_PER_WORKER`
+    runs in flight, at most one per usable core and per slot of any route's ``max_concurrent``; 1 with a
+    scheduler address (its workers are the cluster's) or when a route is the embedded model (its server needs
+    the cores: a sweep on it waits for the model, not for its own CPU)."""
+    if req.workers != "auto":
+        return int(req.workers)
+    routes = req.cfg.used_routes(agent_roles(req.systems, req.cfg)).values()
+    if req.scheduler_address or any(r.provider == "embedded" for r in routes):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    limits = [r.rate_limit.max_concurrent for r in routes if r.rate_limit.max_concurrent is not None]
+    return max(1, min(cores, req.cfg.concurrency // AUTO_RUNS_PER_WORKER, *limits))
+
+
 def _check_workers(req: ExperimentRequest) -> None:
-    if req.workers < 1:
-        raise UserError(f"--workers must be at least 1 (got {req.workers})")
+    if req.workers == "auto":
+        return
+    if not isinstance(req.workers, int) or isinstance(req.workers, bool) or req.workers < 1:
+        raise UserError(f"--workers must be auto or at least 1 (got {req.workers!r})")
     if req.workers == 1:
         return
-    if req.executor != "dask" or req.scheduler_address:
-        raise UserError("--workers starts local dask worker processes: use it with --executor dask and "
-                        "without --scheduler-address (a cluster's workers are started with `dask worker`)")
+    if req.scheduler_address:
+        raise UserError("--workers starts worker processes on this machine: leave out --scheduler-address (a "
+                        "cluster's workers are started with `dask worker`)")
     for name, route in req.cfg.used_routes(agent_roles(req.systems, req.cfg)).items():
         if route.rate_limit.max_concurrent is not None and route.rate_limit.max_concurrent < req.workers:
             raise UserError(f"--workers {req.workers}: models.{name}.rate_limit.max_concurrent is "
@@ -295,7 +317,7 @@ async def run_experiment(req: ExperimentRequest) -> list[RunResult]:
         # the GIL long enough to delay the first model calls by 2-4 times its own ~0.1 s per system.
         await asyncio.to_thread(write_system_pictures, req, benches)
         job = SweepJob(cfg=req.cfg, benches=benches, concurrency=req.cfg.concurrency, tracing=req.tracing,
-                       scheduler_address=req.scheduler_address, dask_client=client, workers=req.workers,
+                       scheduler_address=req.scheduler_address, dask_client=client, workers=sweep_workers(req),
                        bench_options={name: benchmark_options(req.cfg, name) for name in benches},
                        plugins=loaded_plugins())
         request = {"benchmarks": list(benches), "systems": list(dict.fromkeys(req.systems)),
