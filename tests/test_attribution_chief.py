@@ -27,7 +27,7 @@ async def test_chief_builds_its_causal_graph_with_a_model_call() -> None:
     traj = TRAJS[1]
     pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(model)))
     graph_calls = [m for m, _ in model.seen if m["contract"] == "attribution.chief.graph"]
-    assert len(graph_calls) == 1 and graph_calls[0]["attr_range"] == [0, traj.n_steps - 1]
+    assert len(graph_calls) == 1 and graph_calls[0]["hints"]["attr_range"] == [0, traj.n_steps - 1]
     assert pred.details["graph_source"] == "model"
     assert pred.details["otar"]["0:planner"]["observation"] == "the previous step"  # the scripted model's tuple
     assert pred.step == traj.mistake_step
@@ -130,7 +130,7 @@ async def test_decomposition_prompt_shows_the_retrieved_exemplars() -> None:
     pred = await METHODS["chief"](variant="project")(TRAJS[0], MethodContext(model=bound(model)))
     meta, prompt = next((m, p) for m, p in model.seen if m["contract"] == "attribution.chief.decompose")
     ids = [e["id"] for e in pred.details["exemplars"]]
-    assert meta["attr_exemplars"] == ids and len(ids) == 2
+    assert meta["hints"]["attr_exemplars"] == ids and len(ids) == 2
     pool = {ex["id"]: ex for ex in load_pool()}
     assert all(pool[i]["log"] in prompt for i in ids) and "Example 2 subtasks:" in prompt
 

@@ -21,7 +21,7 @@ async def test_both_passes_see_the_analysts_context_with_a3s_levels() -> None:
 
     model = RecordingModel(seed=0)
     pred = await METHODS["echo"]()(a3_traj(), MethodContext(model=bound(model)))
-    calls = [(m["attr_pass"], m["attr_role"], p) for m, p in model.seen]
+    calls = [(m["hints"]["attr_pass"], m["hints"]["attr_role"], p) for m, p in model.seen]
     assert sorted(c[0] for c in calls) == ["agent"] * 3 + ["step"] * 3 and pred.nfe == 6
     contexts = set()
     for which, role, prompt in calls:
@@ -46,8 +46,8 @@ class BallotModel(ScriptedChatModel):
 
     def _respond(self, messages, meta, kwargs):
         self.calls += 1
-        ballots = self.agent_ballots if meta["attr_pass"] == "agent" else self.step_ballots
-        kind, agents, step, conf = ballots[self.order.index(meta["attr_role"])]
+        ballots = self.agent_ballots if meta["hints"]["attr_pass"] == "agent" else self.step_ballots
+        kind, agents, step, conf = ballots[self.order.index(meta["hints"]["attr_role"])]
         reply = {"analysis_summary": "s", "agent_evaluations": [{"agent_name": a, "step_index": step,
                                                                  "reasoning": "r", "evidence": "e",
                                                                  "error_likelihood": 0.7} for a in agents],

@@ -101,7 +101,7 @@ class SplitPanelModel(ScriptedChatModel):
         if meta.get("contract") != "attribution.echo.agent_panel":
             return super()._respond(messages, meta, kwargs)
         self.calls += 1
-        first = meta["attr_role"] == self.first_role
+        first = meta["hints"]["attr_role"] == self.first_role
         agent, conf = ("Coder", 0.5) if first else ("Planner", 0.28)
         step = 2 if agent == "Coder" else 1
         reply = {"summary": "s", "agents": [], "conclusion": {"type": "t", "agents": [agent], "step": step,

@@ -1,5 +1,6 @@
 """The house: each package is one stage and imports only the stages below it; no cycles; small modules;
-only public names cross modules; the scripted test double is imported by no production module.
+only public names cross modules; the scripted test double is imported by no production module, and its answers
+are defined in its own package only.
 
 Stages, bottom up: ``descriptor`` (the run-record contract and what is computed from run files),
 ``benchmark`` (tasks and native evaluation), ``mas`` (the runtime), ``attribution`` (on top).
@@ -106,6 +107,34 @@ DOUBLE = "mas.scripted"
 def test_no_production_module_imports_the_scripted_double(name):
     bad = sorted(m for m in imports(MODULES[name]) if m == DOUBLE or m.startswith(DOUBLE + "."))
     assert not bad, f"{name} imports the test double: {bad}"
+
+
+def scripted_answers(tree: ast.AST) -> list[str]:
+    """Where ``tree`` defines a scripted answer: a ``responder(...)`` call or decorator (bare or as an attribute),
+    or a ``RESPONDERS.register`` call; line numbers."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        owner = func.value if isinstance(func, ast.Attribute) else None
+        if name == "responder" or (name == "register" and isinstance(owner, ast.Name) and owner.id == "RESPONDERS"):
+            found.append(node.lineno)
+    return [f"line {n}" for n in sorted(found)]
+
+
+def test_the_answer_check_sees_each_way_of_registering_an_answer():
+    source = ("@responder('a.b')\ndef f(ctx): ...\nscripting.responder('c.d')(f)\n"
+              "RESPONDERS.register('e.f', x)\nBENCHMARKS.register('arith')\n")
+    assert scripted_answers(ast.parse(source)) == ["line 1", "line 3", "line 4"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != DOUBLE and not n.startswith(DOUBLE + ".")))
+def test_no_module_outside_the_double_defines_a_scripted_answer(name):
+    """The double's answers live in its own package, keyed by contract; a production module only sends prompts."""
+    found = scripted_answers(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+    assert not found, f"{name} defines scripted answers ({', '.join(found)}): they belong in mas/scripted/"
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -1,5 +1,5 @@
 """The double's players read the task from its structured fields and the call's hints, picked by the benchmark's
-name; the orchestrator's scripted plan and critique live beside its prompts and never read the prompt."""
+name; the orchestrator's scripted plan and critique read the hints, never the prompt."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import ExperimentConfig, ModelRoute, parse_config
 from mas.llm.models import ModelSet
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
 from mas.scripted.browsecomp import BrowseCompPlayer, grade
 from mas.scripted.players import player_for
 from mas.sweep.runner import RunSpec, execute_run
-from mas.topologies.decomposition import scripted_critique, scripted_plan
+from mas.scripted.orchestrator import critique as scripted_critique
+from mas.scripted.orchestrator import plan as scripted_plan
 from tests.test_browsecomp import bench as browsecomp
 
 CHAIN = {"start": 5, "ops": [["+", 2], ["*", 3]]}  # as a resumed run's record has it: operations as lists

@@ -123,8 +123,8 @@ async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, grap
     if plan is not None:
         fields |= {"followed_plan": YesNo, "plan_was_wrong": YesNo}
     schema = schema_of(contract("CounterfactualReply", **fields, confidence=unit()))
-    meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors, "attr_plan_step": plan}
-    reply = await ledger.ask("counterfactual", build, meta=meta, schema=schema)
+    hints = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors, "attr_plan_step": plan}
+    reply = await ledger.ask("counterfactual", build, hints=hints, schema=schema)
     obj = ledger.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     out = {

@@ -104,7 +104,7 @@ def conversation(traj: Trajectory, budget: int, focus: set[int] | None = None) -
 
 
 async def ask(ledger: CaseLedger, stage: str, traj: Trajectory, header: str, task: str, schema: dict[str, Any],
-              meta: dict[str, Any], before: str | Callable[[int], str] = "", focus: set[int] | None = None) -> str:
+              hints: dict[str, Any], before: str | Callable[[int], str] = "", focus: set[int] | None = None) -> str:
     """One call: the header, ``before`` (exemplars, a listing, a graph; a callable gets the prompt's budget in
     tokens), the fitted conversation, ``task``; the reply text."""
     def build(budget: int):
@@ -114,7 +114,7 @@ async def ask(ledger: CaseLedger, stage: str, traj: Trajectory, header: str, tas
         parts = [header, shown, log, task] if shown else [header, log, task]
         return messages(SYSTEM, "\n\n".join(parts)), report
 
-    return await ledger.ask(stage, build, meta=meta, schema=schema)
+    return await ledger.ask(stage, build, hints=hints, schema=schema)
 
 
 def listing(subtasks: list[Subtask]) -> str:
@@ -178,8 +178,8 @@ async def parse_otar(ledger: CaseLedger, traj: Trajectory, header: str, graph: H
             '"<short>", "thought": "<short>", "result": "<short>"}]}]}'
         )
         focus = {i for k in batch for i in subs[k].steps}
-        meta = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_subtasks": [sid(k) for k in batch]}
-        reply = await ask(ledger, "otar", traj, header, task, schema, meta, focus=focus)
+        hints = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_subtasks": [sid(k) for k in batch]}
+        reply = await ask(ledger, "otar", traj, header, task, schema, hints, focus=focus)
         obj = ledger.parse("otar", reply) or {}
         items = obj.get("subtasks") if isinstance(obj.get("subtasks"), list) else []
         for it in [i for i in items if isinstance(i, dict)]:

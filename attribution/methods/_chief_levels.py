@@ -109,7 +109,7 @@ async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: C
         return messages(SYSTEM, user), report
 
     schema = schema_of(contract("AgentReply", reason=text(), agent=one_of(names), alternatives=many(one_of(names), 2)))
-    reply = await ledger.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
+    reply = await ledger.ask("agent", build, hints={"attr_range": [sub.start, sub.end]}, schema=schema)
     obj = ledger.parse("agent", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [a for a in (resolve_agent(traj, v) for v in [obj.get("agent"), *alts]) if a in names]
@@ -135,7 +135,7 @@ async def pick_steps(ledger: CaseLedger, traj: Trajectory, header: str, sub: Sub
         return messages(SYSTEM, f"{header}\n\nSteps:\n{log}\n\n{ask}"), report
 
     schema = schema_of(contract("StepReply", reason=text(), step=one_of(own), alternatives=many(one_of(own), 2)))
-    reply = await ledger.ask("step", build, meta={"attr_candidates": own}, schema=schema)
+    reply = await ledger.ask("step", build, hints={"attr_candidates": own}, schema=schema)
     obj = ledger.parse("step", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]

@@ -146,8 +146,8 @@ async def model_graph(ledger: CaseLedger, traj: Trajectory, header: str, subtask
             log, report = render_steps(step_views(traj, focus=focus), budget - GRAPH_FIXED_TOKENS, focus=focus)
             return messages(SYSTEM, f"{header}\n\nLog:\n{log}\n\n{ask}"), report
 
-        meta = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_range": [lo, hi]}
-        reply = await ledger.ask("graph", build, meta=meta, schema=schema_of(graph_contract(traj, pairs, lo, hi)))
+        hints = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_range": [lo, hi]}
+        reply = await ledger.ask("graph", build, hints=hints, schema=schema_of(graph_contract(traj, pairs, lo, hi)))
         obj = ledger.parse("graph", reply) or {}
         nodes |= _nodes(traj, obj, pairs)
         edges += _edges(traj, obj, lo, hi)

@@ -123,8 +123,8 @@ async def synthesize(ledger: CaseLedger, system: str, header: str, batch: list[S
     )
     item = contract("Oracle", subtask=one_of([s.index for s in batch]), **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS})
     schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("oracle", lambda budget: (messages(system, f"{header}\n\n{ask}"), None), meta=meta,
+    hints = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
+    reply = await ledger.ask("oracle", lambda budget: (messages(system, f"{header}\n\n{ask}"), None), hints=hints,
                              schema=schema)
     items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
     out = []
@@ -159,8 +159,8 @@ async def judge(ledger: CaseLedger, traj: Trajectory, system: str, header: str, 
 
     item = contract("Verdict", subtask=one_of([s.index for s in batch]), reason=text(60), satisfied=YesNo)
     schema = schema_of(contract("VerdictReply", verdicts=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("verdict", build, meta=meta, schema=schema)
+    hints = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
+    reply = await ledger.ask("verdict", build, hints=hints, schema=schema)
     items = _oracle_items(ledger.parse("verdict", reply) or {}, batch, "verdicts")
     out = {}
     for sub in batch:

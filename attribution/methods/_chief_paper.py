@@ -92,8 +92,8 @@ async def synthesize_oracles(ledger: CaseLedger, traj: Trajectory, header: str, 
             'outputs or environment states>", "key_evidence": "<what to verify>", "acceptance_criteria": "<pass/fail '
             'test>"}]}'
         )
-        meta = {"attr_subtasks": ids, "attr_written": [sid(k) for k in written]}
-        reply = await ask(ledger, "oracles", traj, header, task, schema, meta, before)
+        hints = {"attr_subtasks": ids, "attr_written": [sid(k) for k in written]}
+        reply = await ask(ledger, "oracles", traj, header, task, schema, hints, before)
         obj = ledger.parse("oracles", reply) or {}
         items = [i for i in obj.get("oracles", []) if isinstance(i, dict)] if isinstance(obj.get("oracles"), list) else []
         got: dict[int, dict[str, Any]] = {}
@@ -194,9 +194,9 @@ async def attribute(ledger: CaseLedger, traj: Trajectory, header: str, graph: HC
         "explain in 2-3 sentences which stages support the choice. Reply with JSON only: "
         '{"reason_for_mistake": "<2-3 sentences>", "agent_name": "<agent>", "step_number": <step>}'
     )
-    meta = {"attr_candidate_steps": cands["steps"], "attr_candidate_agents": cands["agents"]}
+    hints = {"attr_candidate_steps": cands["steps"], "attr_candidate_agents": cands["agents"]}
     # A log too long for the window keeps the candidate steps (and their neighbours) in view.
-    reply = await ask(ledger, "counterfactual_attribution", traj, header, task, schema, meta,
+    reply = await ask(ledger, "counterfactual_attribution", traj, header, task, schema, hints,
                       _graph_before(graph, candidate_text(traj, graph, cands)), focus=set(cands["steps"]) or None)
     obj = ledger.parse("counterfactual_attribution", reply) or {}
     step, agent = resolve_step(traj, obj.get("step_number")), resolve_actor(traj, obj.get("agent_name"))

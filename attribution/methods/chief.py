@@ -60,7 +60,6 @@ import json
 from collections import Counter
 from typing import Any
 
-import attribution.methods._chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
 from attribution.methods._chief_counterfactual import screen_candidates, walk
 from attribution.methods._chief_exemplars import is_pool_record, retrieve
 from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks
@@ -127,8 +126,8 @@ async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
         user = f"{shown}\n\n{header}\n\nLog:\n{log}\n\n{ask}" if shown else f"{header}\n\nLog:\n{log}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    meta = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
-    reply = await ledger.ask("decompose", build, meta=meta, schema=_spans_schema(traj, "DecomposeReply", "reason"))
+    hints = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
+    reply = await ledger.ask("decompose", build, hints=hints, schema=_spans_schema(traj, "DecomposeReply", "reason"))
     return (ledger.parse("decompose", reply) or {}).get("subtasks")
 
 
@@ -147,8 +146,8 @@ async def reflect(ledger: CaseLedger, traj: Trajectory, header: str, proposed: A
         log, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(listing))
         return messages(SYSTEM, f"{header}\n\nLog:\n{log}\n\n{ask}"), report
 
-    meta = {"attr_n_steps": traj.n_steps, "attr_proposed": [[i.get("start"), i.get("end")] for i in items]}
-    reply = await ledger.ask("reflect", build, meta=meta, schema=_spans_schema(traj, "ReflectReply", "problems"))
+    hints = {"attr_n_steps": traj.n_steps, "attr_proposed": [[i.get("start"), i.get("end")] for i in items]}
+    reply = await ledger.ask("reflect", build, hints=hints, schema=_spans_schema(traj, "ReflectReply", "problems"))
     return (ledger.parse("reflect", reply) or {}).get("subtasks")
 
 

@@ -59,13 +59,11 @@ the record (``scripts/echo_votes.py``).
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from attribution.llm.scripted_log import agents_in, first_marked, marked
 from attribution.llm.prompt_fit import clip
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods._echo_analysts import analysis_pass
@@ -99,7 +97,6 @@ from attribution.llm.prompting import (
 )
 from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.sources.trajectory import Trajectory
-from mas.llm.scripting import ScriptedContext, responder
 from mas.llm.confidence import parse_confidence
 
 MAX_CANDIDATES = 3
@@ -218,8 +215,8 @@ async def _panel(
     schema: dict[str, Any],
 ) -> list[Analysis]:
     async def one(role: str) -> Analysis:
-        meta = {"attr_role": role, "attr_focus": sorted(focus)}
-        reply = await ledger.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta=meta,
+        hints = {"attr_role": role, "attr_focus": sorted(focus)}
+        reply = await ledger.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], hints=hints,
                                   schema=schema)
         obj = ledger.parse(stage, reply)
         a = parse_analysis(traj, role, obj)
@@ -309,8 +306,8 @@ async def judge_steps(
                     + STEP_ASK.format(step=step, agent=who))
             return messages(_system(role), user), report
 
-        meta = {"attr_role": role, "attr_step": step, "attr_candidates": candidates}
-        reply = await ledger.ask("step_panel", build, temperature=ROLES[role][0], meta=meta, schema=step_schema())
+        hints = {"attr_role": role, "attr_step": step, "attr_candidates": candidates}
+        reply = await ledger.ask("step_panel", build, temperature=ROLES[role][0], hints=hints, schema=step_schema())
         obj = ledger.parse("step_panel", reply)
         judgment = parse_judgment(role, step, obj, agent)
         if obj is None:
@@ -460,35 +457,3 @@ def echo(k: int = 3, variant: str = "paper", vote: str = "paper", delta: float =
     run_project.settings = {"k": k, "variant": variant, "candidates": candidates,  # type: ignore[attr-defined]
                             "vote": vote, "delta": delta, "compare_votes": compare_votes, "context": extraction}
     return run_project
-
-# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
-
-@responder("attribution.echo.agent_panel")
-def _scripted_echo_agents(ctx: ScriptedContext) -> str:
-    step, agent = first_marked(ctx)
-    conf = round(0.6 + 0.3 * ctx.rng.random(), 2)
-    evals = [
-        {"agent": a, "error_likelihood": 0.8 if a == agent else 0.1, "evidence": "marker" if a == agent else "none"}
-        for a in agents_in(ctx)
-    ]
-    others = [a for a in agents_in(ctx) if a != agent]
-    alts = [{"agents": [others[0]], "step": step + 1, "confidence": 0.2}] if others else []
-    return json.dumps({
-        "summary": "one step carries the marker",
-        "agents": evals,
-        "conclusion": {"type": "wrong result", "agents": [agent], "step": step, "confidence": conf},
-        "alternatives": alts,
-    })
-
-
-@responder("attribution.echo.step_panel")
-def _scripted_echo_steps(ctx: ScriptedContext) -> str:
-    # One judgment per candidate step: "yes" when the candidate's own line carries the marker.
-    step = int(ctx.metadata.get("attr_step", -1))
-    hit = any(s == step for s, _ in marked(ctx))
-    return json.dumps({
-        "summary": "the marked step" if hit else "no marker here",
-        "type": "wrong result" if hit else "none",
-        "decisive_error": "yes" if hit else "no",
-        "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2),
-    })

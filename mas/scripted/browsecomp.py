@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage
 
 from benchmark.browsecomp.grading import exact_match, normalise, parse_response
-from mas.llm.scripting import ScriptedContext, responder
+from mas.scripted.scripting import ScriptedContext, responder
 from mas.scripted.replies import Action, answer_json, calls_made, tool_call, tool_outputs
 from mas.scripted.workbench import ActingPlayer, alter
-from mas.topologies.decomposition import Critique
+from mas.scripted.orchestrator import Critique
 
 NOT_FOUND = "Explanation: no part has an answer. Exact Answer: not found Confidence: 10%"
 
