@@ -30,6 +30,7 @@ from mas.scripted.replies import PLAN, answer_json, as_int, discussion, tool_cal
 from mas.tools.calculator import CalculatorError
 from mas.tools.calculator import evaluate as calculate
 from mas.scripted.orchestrator import Critique
+from mas.scripted.players import PLAYERS, TaskFields
 
 Chain = tuple[int, list[tuple[str, int]]]
 """An ``arith`` chain: start value and operations (``[("+", 3), ("*", 2)]``)."""
@@ -193,3 +194,8 @@ def _compose(ctx: ScriptedContext, allowed: bool) -> str | AIMessage | None:
     if ctx.inject and value is not None:
         value += 1
     return answer_json("The first part's number through the later parts' formulas.", str(value), 0.9)
+
+
+@PLAYERS.register("arith")
+def arith_player(fields: TaskFields) -> ArithPlayer | None:
+    return ArithPlayer.of(fields.task)

@@ -36,6 +36,7 @@ from mas.scripted.scripting import ScriptedContext
 from mas.scripted.arith import chunks
 from mas.scripted.replies import Action, answer_json, calls_made, majority, tool_call
 from mas.scripted.orchestrator import Critique
+from mas.scripted.players import PLAYERS, TaskFields
 from mas.topologies.environment import parse_actions, render_action
 
 ANSWERING_ROLES = ("critic", "planner", "supervisor")
@@ -139,3 +140,10 @@ class ActingPlayer:
             parse_actions(p["subtask"].removeprefix("Do: ")) if p["subtask"].startswith("Do: ") else [],
             parse_actions(p["changes"]))]
         return Critique(rejected=rejected, answer=done_text(list(self.actions)))
+
+
+@PLAYERS.register("workbench")
+def acting_player(fields: TaskFields) -> ActingPlayer:
+    """WorkBench's player, and that of any benchmark solved by acting without one of its own
+    (:data:`mas.scripted.players.ACTING`): the task's reference actions, replayed."""
+    return ActingPlayer.of(fields.oracle_actions or [])
