@@ -12,9 +12,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import main
 from attribution.methods import METHODS, MethodContext
-from attribution.methods._chief_exemplars import is_pool_record, load_pool, retrieve
-from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
-from attribution.methods.chief import backtrack
+from attribution.methods.chief.exemplars import is_pool_record, load_pool, retrieve
+from attribution.methods.chief.graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
+from attribution.methods.chief.levels import backtrack
 from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
@@ -159,7 +159,7 @@ def test_attribute_leaves_the_exemplar_pool_records_out_of_the_evaluation(tmp_pa
 def test_the_committed_exemplar_pool_is_what_the_build_script_makes(tmp_path: Path) -> None:
     script = load_script("build_chief_exemplars")
     assert script.main(["--data-dir", str(DEV), "--out", str(tmp_path / "pool.json")]) == 0
-    committed = Path(__file__).resolve().parents[1] / "attribution" / "methods" / "chief_exemplars.json"
+    committed = Path(__file__).resolve().parents[1] / "attribution" / "methods" / "chief" / "exemplars.json"
     assert (tmp_path / "pool.json").read_text() == committed.read_text()
     assert all(script.in_training_part(*ex["id"].split("/")[0:1], int(ex["id"].split("/")[1]), ex["n_steps"])
                for ex in json.loads(committed.read_text())["exemplars"])

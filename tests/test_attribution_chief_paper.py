@@ -135,7 +135,7 @@ async def test_the_decomposition_shows_the_exemplars_as_a_question_and_its_steps
     model = StageModel(seed=0)
     pred = await run(TRAJS[0], model)
     (meta, prompt), = model.prompts("decomposition")
-    from attribution.methods._chief_exemplars import load_pool
+    from attribution.methods.chief.exemplars import load_pool
 
     pool = {ex["id"]: ex for ex in load_pool()}
     ids = [e["id"] for e in pred.details["exemplars"]]
@@ -148,7 +148,7 @@ async def test_the_decomposition_shows_the_exemplars_as_a_question_and_its_steps
 
 
 def test_the_docs_no_longer_say_chiefs_appendices_were_out_of_reach() -> None:
-    for path in ("attribution/README.md", "attribution/methods/chief.py", "attribution/methods/_echo_context.py",
+    for path in ("attribution/README.md", "attribution/methods/chief/method.py", "attribution/methods/echo/context.py",
                  "docs/fidelity.md"):
         text = (ROOT / path).read_text(encoding="utf-8")
         for claim in ("not reachable", "were not reachable", "was not available here", "in none of the sources"):

@@ -11,13 +11,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from attribution.methods import METHODS, MethodContext
-from attribution.methods._echo_vote import Conclusion
+from attribution.methods.echo.vote import Conclusion
 from mas.scripted.model import ScriptedChatModel
 from tests.test_attribution_echo_context import TEXTS, a3_traj
 from tests.test_attribution_methods import RecordingModel, bound, make_traj
 
 async def test_both_passes_see_the_analysts_context_with_a3s_levels() -> None:
-    from attribution.methods._echo_extraction import key_decision, milestone
+    from attribution.methods.echo.extraction import key_decision, milestone
 
     model = RecordingModel(seed=0)
     pred = await METHODS["echo"]()(a3_traj(), MethodContext(model=bound(model)))
@@ -59,7 +59,7 @@ class BallotModel(ScriptedChatModel):
 
 
 async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_from_the_step_pass() -> None:
-    from attribution.methods.echo import sample_panel
+    from attribution.methods.echo.method import sample_panel
 
     traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 4)
     model = BallotModel(
@@ -83,7 +83,7 @@ async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_f
     assert dis == {"high_disagreement": False, "num_different_conclusions": 2, "confidence_spread": 0.55,
                    "requires_review": True}
     assert d["disagreement"]["agent_step_consistent"] is True  # step 4 is the Coder's
-    from attribution.methods._echo_consensus import decide
+    from attribution.methods.echo.consensus import decide
 
     assert (decide(d).agent, decide(d).step) == (pred.agent, pred.step)
     # The project's earlier pipeline elects one agent and judges its steps one call each.
@@ -92,7 +92,7 @@ async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_f
 
 
 def test_a7_high_disagreement_is_more_than_two_conclusion_types_each_voted() -> None:
-    from attribution.methods._echo_consensus import consensus
+    from attribution.methods.echo.consensus import consensus
 
     def c(kind: str, conf: float) -> Conclusion:
         return Conclusion(agents=["A"], step=1, confidence=conf, type=kind)

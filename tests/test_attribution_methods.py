@@ -16,8 +16,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from attribution.methods import METHODS, MethodContext, Prediction
-from attribution.methods import chief as chief_module
-from attribution.methods._chief_graph import (
+import attribution.methods.chief.method as chief_module
+from attribution.methods.chief.graph import (
     Subtask,
     build_graph,
     fallback_subtasks,
@@ -26,9 +26,10 @@ from attribution.methods._chief_graph import (
     self_corrected,
 )
 from attribution.methods.baselines import split_range
-from attribution.methods._echo_context import hierarchical_views, level_of
-from attribution.methods.chief import _oracle_items, oracle_batches, screen_candidates
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.context import hierarchical_views, level_of
+from attribution.methods.chief.counterfactual import screen_candidates
+from attribution.methods.chief.oracle import oracle_batches, oracle_items
+from attribution.methods.echo.vote import (
     Analysis,
     Conclusion,
     Judgment,
@@ -39,7 +40,7 @@ from attribution.methods._echo_vote import (
     step_votes,
     vote,
 )
-from attribution.methods.echo import parse_analysis, sample_panel, step_candidates, step_view
+from attribution.methods.echo.method import parse_analysis, sample_panel, step_candidates, step_view
 from attribution.llm.prompting import case_header, parse_loose, render_steps, step_views
 from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
@@ -491,9 +492,9 @@ def test_oracle_batches_and_reply_matching() -> None:
     assert [[s.index for s in b] for b in oracle_batches(subs, 512, sizes, 1000)] == [[0, 1], [2], [3, 4, 5, 6, 7]]
     batch = subs[5:]
     # Numbered items match by number, unnumbered ones by position; a missing one stays missing.
-    items = _oracle_items({"oracles": [{"subtask": 7, "satisfied": "no"}, {"satisfied": "yes"}]}, batch)
+    items = oracle_items({"oracles": [{"subtask": 7, "satisfied": "no"}, {"satisfied": "yes"}]}, batch)
     assert set(items) == {7, 6} and items[7]["satisfied"] == "no"
-    assert _oracle_items({"goal": "g", "satisfied": "yes"}, subs[:1]) == {0: {"goal": "g", "satisfied": "yes"}}
+    assert oracle_items({"goal": "g", "satisfied": "yes"}, subs[:1]) == {0: {"goal": "g", "satisfied": "yes"}}
 
 
 # ------------------------------------------------------------------ LLM step scorers

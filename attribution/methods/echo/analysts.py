@@ -10,12 +10,12 @@ and pass, so ``2 k`` calls per case:
   a multi-agent conclusion kept: ``details.attribution``);
 - the step pass (``attribution.echo.step_analysis``) weighs the step of the
   mistake; the step comes from its consensus: the ``mistake_step`` of the
-  winning conclusions (:mod:`._echo_consensus`).
+  winning conclusions (:mod:`attribution.methods.echo.consensus`).
 
 Every analyst sees what A.5's ``analyze_conversation`` gives it (its
 ``_create_conversation_summary``): every step of the conversation with its
 agent and content, then the hierarchical context of the first step as an
-example of the levels (A.3's extraction, :mod:`._echo_extraction`), cut to
+example of the levels (A.3's extraction, :mod:`attribution.methods.echo.extraction`), cut to
 1,000 characters. A.5's code shows every step's full content; when the log
 does not fit the route's window the steps are fitted like every prompt of
 this project (:func:`attribution.llm.prompt_fit.render_steps`: texts cut
@@ -46,9 +46,9 @@ from attribution.llm.calls import CaseLedger
 from attribution.llm.prompt_fit import clip, render_steps, step_views
 from attribution.llm.prompting import agent_names, estimate_tokens, messages, resolve_actor, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text, unit
-from attribution.methods._echo_consensus import CONCLUSION_TYPES
-from attribution.methods._echo_extraction import format_context, hierarchical_context
-from attribution.methods._echo_vote import Analysis, Conclusion
+from attribution.methods.echo.consensus import CONCLUSION_TYPES
+from attribution.methods.echo.extraction import format_context, hierarchical_context
+from attribution.methods.echo.vote import Analysis, Conclusion
 from attribution.sources.trajectory import Trajectory
 from mas.llm.confidence import parse_confidence
 

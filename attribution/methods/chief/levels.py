@@ -2,7 +2,7 @@
 
 CHIEF (section 4.2.2) backtracks top-down through the hierarchy under the
 oracles' guidance; Appendix E does it in one call (the paper variant,
-:mod:`._chief_paper`). ``chief(variant="project")`` searches instead: each
+:mod:`attribution.methods.chief.paper`). ``chief(variant="project")`` searches instead: each
 level yields a ranked candidate set, and the search
 (:func:`attribution.methods.chief.locate`) backtracks to the next candidate
 of a level when every candidate below it was rejected:
@@ -25,8 +25,8 @@ from typing import Any
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompting import messages, render_steps, resolve_agent, resolve_step, step_views, steps_of
 from attribution.llm.replies import contract, many, one_of, schema_of, text
-from attribution.methods._chief_graph import CausalGraph, Subtask, actors
-from attribution.methods._chief_model_graph import SYSTEM
+from attribution.methods.chief.graph import CausalGraph, Subtask, actors
+from attribution.methods.chief.model_graph import SYSTEM
 from attribution.sources.trajectory import Trajectory, normalize_agent
 
 LEVEL_WIDTH = 2

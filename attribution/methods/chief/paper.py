@@ -1,6 +1,6 @@
 """CHIEF as its appendices write it: the paper variant of ``chief`` (CHIEF sections 4.1-4.3, Appendices A-F).
 
-After the graph (:mod:`._chief_hcg`: A decomposition, B OTAR, C edges):
+After the graph (:mod:`attribution.methods.chief.hcg`: A decomposition, B OTAR, C edges):
 
 - D, oracle synthesis (``attribution.chief.oracles``): for every subtask, in
   order, a virtual oracle: Goal, Precondition, Key Evidence, Acceptance
@@ -13,7 +13,7 @@ After the graph (:mod:`._chief_hcg`: A decomposition, B OTAR, C edges):
   available at the subtask's start, only essential key evidence, falsifiable
   acceptance criteria). One call when the reply budget holds every oracle,
   else consecutive batches, each shown the oracles already written as the
-  previous oracle constraints (:func:`._chief_oracle.oracle_batches`).
+  previous oracle constraints (:func:`attribution.methods.chief.oracle.oracle_batches`).
 - E, hierarchical backtracking (``attribution.chief.backtracking``, one
   call): on the graph with its oracles, the subtask level in reverse
   topological order (output against Goal and Acceptance Criteria), the agent
@@ -49,9 +49,9 @@ from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.llm.prompt_fit import clip
 from attribution.llm.prompting import agent_names, case_header, finish, heuristic_guess, resolve_actor, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
-from attribution.methods._chief_exemplars import retrieve
-from attribution.methods._chief_hcg import HCG, ask, build_hcg, exemplars_text, graph_text, listing, parse_sid, sid
-from attribution.methods._chief_oracle import ORACLE_REPLY_TOKENS, oracle_batches
+from attribution.methods.chief.exemplars import retrieve
+from attribution.methods.chief.hcg import HCG, ask, build_hcg, exemplars_text, graph_text, listing, parse_sid, sid
+from attribution.methods.chief.oracle import ORACLE_REPLY_TOKENS, oracle_batches
 from attribution.methods.base import MethodContext, Prediction
 from attribution.sources.trajectory import Trajectory
 

@@ -3,7 +3,7 @@
 Two variants (``variant``):
 
 ``paper`` (the default): ECHO as its appendices write it (ECHO A.1, A.3, A.5,
-A.7; :mod:`._echo_analysts`). A panel of ``k`` analysts (default 3, roles
+A.7; :mod:`attribution.methods.echo.analysts`). A panel of ``k`` analysts (default 3, roles
 sampled with the seed from A.5's six) makes two decoupled passes over the
 same context, one call per analyst and pass: ``2 k`` calls per case. The
 context is A.5's conversation summary (every step, then the first step's
@@ -18,7 +18,7 @@ be compared on the same records:
 
 1. agent pass (k calls, one per analyst): the analysts see the whole log
    when it fits the route's window, otherwise the hierarchical view
-   (:mod:`._echo_context`) centred on error hotspots. Each returns JSON:
+   (:mod:`attribution.methods.echo.context`) centred on error hotspots. Each returns JSON:
    summary, per-agent evaluations (error likelihood, evidence), a primary
    conclusion (type in words, agents, step, confidence) and alternative
    hypotheses. Votes elect the responsible agent.
@@ -28,7 +28,7 @@ be compared on the same records:
    before an error cue, then the earliest). Every analyst judges every
    candidate separately, each time seeing the hierarchical context centred
    on *that* step: L1 (±1) full content, L2 (±2-3), L3 (±4-6), L4 (the rest)
-   (:mod:`._echo_context`; ``context=paper`` extracts L2-L4 as A.3 does). A
+   (:mod:`attribution.methods.echo.context`; ``context=paper`` extracts L2-L4 as A.3 does). A
    judgment says whether the step is the decisive error, with a confidence;
    "yes" judgments vote for their step. An agent with a single step skips
    this pass.
@@ -36,7 +36,7 @@ be compared on the same records:
    Model calls per case: at most ``k * (1 + s)``, ``s`` the elected agent's
    steps (or ``candidates`` when set), ``k`` when the agent has one step.
 
-   Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default): δ = 0.3 is a
+   Voting (:mod:`attribution.methods.echo.vote`): ``vote="paper"`` (the default): δ = 0.3 is a
    minimum confidence, the kept ballots vote on the conclusion type (read
    from the number of agents a ballot names) and only the winning type's
    ballots elect one agent (and, in the step pass, the step).
@@ -52,7 +52,7 @@ every prompt is fitted to the route's context window
 trajectory are discarded before voting, and every analyst's parsed output is
 recorded (``details.analyses``; the paper variant's step pass in
 ``details.step_analyses``, the project variant's judgments in
-``details.judgments``), so :func:`._echo_consensus.decide` replays the answer from
+``details.judgments``), so :func:`attribution.methods.echo.consensus.decide` replays the answer from
 the record (``scripts/echo_votes.py``).
 """
 
@@ -66,10 +66,10 @@ from typing import Any
 
 from attribution.llm.prompt_fit import clip
 from attribution.llm.calls import CaseLedger, new_ledger
-from attribution.methods._echo_analysts import analysis_pass
-from attribution.methods._echo_consensus import FALLBACKS, decide_paper
-from attribution.methods._echo_context import EXTRACTIONS, hierarchical_views, hotspots, step_types
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.analysts import analysis_pass
+from attribution.methods.echo.consensus import FALLBACKS, decide_paper
+from attribution.methods.echo.context import EXTRACTIONS, hierarchical_views, hotspots, step_types
+from attribution.methods.echo.vote import (
     DELTA,
     VOTES,
     Analysis,
@@ -114,7 +114,7 @@ ROLES: dict[str, tuple[float, str]] = {
     "liberal": (0.9, "You consider every plausible culprit and say so."),
 }
 """Analyst role -> (temperature, the project variant's instruction); the paper variant instructs each role as A.5
-does (:data:`._echo_analysts.FOCUS`)."""
+does (:data:`attribution.methods.echo.analysts.FOCUS`)."""
 
 
 def sample_panel(k: int, seed: int) -> list[str]:

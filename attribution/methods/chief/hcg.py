@@ -5,17 +5,17 @@ with ground truth), the whole conversation (fitted to the route's window) and
 the number of steps, as every prompt of Appendices A-F carries them:
 
 - A (``attribution.chief.decomposition``, one call): RAG task decomposition.
-  The two most similar reference exemplars (:mod:`._chief_exemplars`) are
+  The two most similar reference exemplars (:mod:`attribution.methods.chief.exemplars`) are
   shown in GAIA's form, a question and its numbered steps; the model
   decomposes the conversation into semantic subtasks with A's self-reflection
   inside the same call (draft, evidence alignment against the dialogue, final
   ranges continuous, covering every step, not overlapping). The reply is made
-  a cover by :func:`._chief_graph.repair_subtasks` (the guard every later stage
+  a cover by :func:`attribution.methods.chief.graph.repair_subtasks` (the guard every later stage
   needs; equal chunks when nothing is usable, recorded).
 - B (``attribution.chief.otar``): for each subtask, the agents acting within
   its step range and each one's Action, Observation, Thought and Result. One
   call when the reply budget holds every subtask's agents, else consecutive
-  batches (:func:`._chief_model_graph.graph_batches`); an agent the replies
+  batches (:func:`attribution.methods.chief.model_graph.graph_batches`); an agent the replies
   leave out gets the regex tuple (recorded).
 - C, subtask and agent edges (``attribution.chief.edges``, one call): edges
   between consecutive subtasks (``data_dependency``, ``logical_prereq``) and
@@ -34,7 +34,7 @@ between consecutive subtasks or agents of one subtask, step edges forward in
 time); the number of edges and patterns per reply is bounded by the reply
 budget (:func:`edge_limits`). Loop groups, which Appendix F's prompt reads
 from the graph without saying how they are found, are the project's: steps
-of one agent repeating an earlier one (:func:`._chief_graph.regex_step_edges`).
+of one agent repeating an earlier one (:func:`attribution.methods.chief.graph.regex_step_edges`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from attribution.llm.calls import CaseLedger
 from attribution.llm.prompt_fit import clip, render_steps, step_views
 from attribution.llm.prompting import estimate_tokens, messages, resolve_agent, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
-from attribution.methods._chief_graph import Subtask, actors, fallback_subtasks, loop_start, regex_otar, regex_step_edges
-from attribution.methods._chief_graph import CausalGraph, repair_subtasks
-from attribution.methods._chief_model_graph import OTAR_CHARS, graph_batches
+from attribution.methods.chief.graph import Subtask, actors, fallback_subtasks, loop_start, regex_otar, regex_step_edges
+from attribution.methods.chief.graph import CausalGraph, repair_subtasks
+from attribution.methods.chief.model_graph import OTAR_CHARS, graph_batches
 from attribution.sources.trajectory import Trajectory, normalize_agent
 
 SYSTEM = ("You analyse the conversation of a multi-agent team that tried to solve a real-world problem and failed. "
