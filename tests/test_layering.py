@@ -218,6 +218,47 @@ def test_a_module_imports_only_public_names_of_another(name):
     assert not bad, f"{name} imports private names {bad}"
 
 
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def diagram(text: str) -> list[tuple[str, list[str]]]:
+    """The stages of the layer diagram (the page's first ``text`` block), top to bottom, each with the
+    subpackages its line lists (``methods/chief/`` as ``methods/chief``)."""
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    stages = []
+    for line in block.splitlines():
+        first, *rest = line.split() or [""]
+        if first in PACKAGES:
+            stages.append((first, [w.rstrip("/") for w in rest]))
+    return stages
+
+
+def subpackages(stage: str) -> list[str]:
+    """The subpackages of ``stage`` on disk (every folder below it holding an ``__init__.py``), as paths."""
+    return sorted(str(p.parent.relative_to(ROOT / stage)) for p in (ROOT / stage).rglob("__init__.py")
+                  if p.parent != ROOT / stage and "__pycache__" not in p.parts)
+
+
+def test_the_diagram_reader_sees_stages_and_their_subpackages():
+    text = "# x\n```text\nmas   llm/  sweep/\n  |  v\ndescriptor    report/\n```\n```text\nbenchmark a/\n```"
+    assert diagram(text) == [("mas", ["llm", "sweep"]), ("descriptor", ["report"])]
+
+
+def test_the_layer_diagram_in_the_docs_matches_the_code():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    stages = diagram(text)
+    order = [name for name, _ in stages]
+    # bottom up, each stage may import itself and exactly the stages below it
+    assert sorted(order) == sorted(PACKAGES), f"the diagram's stages {order} are not the packages {PACKAGES}"
+    below = list(reversed(order))
+    assert {s: set(below[: below.index(s) + 1]) for s in order} == ALLOWED, "stage order differs from ALLOWED"
+    for stage, listed in stages:
+        assert listed == sorted(listed) and listed == subpackages(stage), (stage, listed, subpackages(stage))
+        section = text.split(f"\n### {stage}", 1)[1].split("\n### ", 1)[0]
+        missing = [sub for sub in listed if f"- `{sub}/`:" not in section]
+        assert not missing, f"docs/architecture.md does not say what {stage}'s {missing} hold"
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_modules_stay_small(name):
     lines = MODULES[name].read_text(encoding="utf-8").count("\n")
