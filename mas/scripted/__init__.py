@@ -19,7 +19,10 @@ name in :data:`mas.scripted.scripting.RESPONDERS` (:mod:`mas.scripted.responders
 
 What a call is about travels as its metadata and hints (``metadata["hints"]``: the roster, the reports, the
 subtask, the parts, the own and peers' answers, the grading fields, an attribution case's shown log lines),
-read instead of the prompt's prose. A test scripts its own instance (``responders=``,
+read instead of the prompt's prose. What still comes from the messages, as a model would take it: the
+conversation's own tool calls and their results (:mod:`.replies`; the text tool protocol's results have no
+other channel), SciCode's function header, copied from the step's prompt (:mod:`.scicode`), and, on a task no
+player plays, whether the system prompt asks for code (:func:`mas.scripted.replies.unplayed_turn`). A test scripts its own instance (``responders=``,
 :meth:`ScriptedChatModel.enqueue`, :func:`mas.scripted.provider.scripted_with`) instead of changing a global.
 """
 
