@@ -77,17 +77,23 @@ def _bench(args: argparse.Namespace):  # -> Benchmark
 
 def cmd_list_benchmarks(args: argparse.Namespace) -> int:
     from benchmark.registry import BENCHMARKS, generic_adapters, list_benchmarks, unavailable_reason
+    from descriptor.describe import describe, listing, terminal_width
 
+    described = []
     for name in [*list_benchmarks(), *config_datasets(args.config)]:
         options = benchmark_options(name, args.config, [i for i in args.set or [] if i.startswith(f"benchmarks.{name}.")])
         if args.available and (reason := unavailable_reason(name, options)) is not None:
             print(redact(f"skipped {name}: {reason}"), file=sys.stderr)
             continue
+        cls = BENCHMARKS[name] if name in BENCHMARKS else generic_adapters()["dataset"]
         if args.long:
-            cls = BENCHMARKS[name] if name in BENCHMARKS else generic_adapters()["dataset"]
             print(f"{name}\t{cls.answer_kind}\t{cls.success_definition}\t{cls.license}")
-        else:
+        elif args.names:
             print(name)  # one name a line: scripts/full_experiment.sh reads this
+        else:
+            described.append((name, describe(cls)))
+    if described:
+        print(listing(described, terminal_width()))
     return 0
 
 
@@ -139,6 +145,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
     p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
+    p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.add_argument("--available", action="store_true",
                    help="only benchmarks whose data (or package) is installed; the others on stderr with the reason")
     p.add_argument("--config", help="experiment TOML; with --available, its [benchmarks.<name>] tables give the "

@@ -22,6 +22,7 @@ import benchmark.scicode  # noqa: F401
 import benchmark.workbench  # noqa: F401
 from benchmark.base import BENCHMARKS, Benchmark
 from descriptor.errors import UserError
+from descriptor.suggest import unknown_name, unknown_names
 
 __all__ = ["ADAPTER_KEY", "BENCHMARKS", "get_benchmark", "list_benchmarks", "spec_benchmark", "unavailable_reason"]
 
@@ -70,8 +71,8 @@ def get_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark
         _check_options(name, options, cls.option_names)
         return cls(name=name, **options)  # type: ignore[call-arg]
     if name not in BENCHMARKS:
-        raise UserError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(list_benchmarks())} (or a "
-                        "[datasets.NAME] of the config, or inspect:FILE.py@TASK)")
+        raise UserError(unknown_name("benchmark", name, list_benchmarks(),
+                                     hint=" (or a [datasets.NAME] of the config, or inspect:FILE.py@TASK)"))
     cls = BENCHMARKS.get(name)
     _check_options(name, options, getattr(cls, "option_names", None))
     return cls(**options)
@@ -81,7 +82,7 @@ def _check_options(name: str, options: dict[str, Any], allowed: tuple[str, ...] 
     if allowed is not None:
         unknown = sorted(set(options) - set(allowed))
         if unknown:
-            raise UserError(f"benchmarks.{name}: unknown option(s) {', '.join(unknown)}; "
+            raise UserError(f"benchmarks.{name}: unknown option(s) {unknown_names(unknown, allowed)}; "
                             f"accepted: {', '.join(allowed) or '(none)'}")
 
 

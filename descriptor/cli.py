@@ -17,69 +17,32 @@ def _fmt(v: object, spec: str) -> str:
     return "" if v is None else format(v, spec)
 
 
-def _count(share: float, n: int) -> int:
-    return round(share * n)
-
-
-def economics_line(e: dict) -> str:
-    """One economics row in words: what won on quality and what won on utility are said apart.
-
-    A task where the MAS has the same success but spends more loses on utility
-    through its cost alone; the line never lets that read as a quality loss.
-    """
-    n, unit = e["n_shared_tasks"], e["cost_unit"]
-    ci = "" if e["G_ci_low"] is None else f" [{100 * e['G_ci_low']:+.1f}, {100 * e['G_ci_high']:+.1f}]"
-    cost = f"{e['K']:+,.0f} tokens" if unit == "tokens" else f"{e['K']:+.6f} USD"
-    return (f"{e['benchmark']}: {e['system']} vs {e['baseline']} on {n} tasks: success {100 * e['G']:+.1f} points{ci} (G), "
-            f"cost {cost} per run (K), utility dU={e['dU']:+.4f} at lambda={e['lambda']:g}/{unit.rstrip('s')}; "
-            f"tasks better/same/worse on quality {_count(e['quality_win_share'], n)}/{_count(e['quality_tie_share'], n)}/"
-            f"{_count(e['quality_lose_share'], n)}, on utility {_count(e['win_share'], n)}/{_count(e['tie_share'], n)}/"
-            f"{_count(e['lose_share'], n)}")
-
-
 def print_summary(summary: ExperimentSummary) -> None:
-    """Warnings (to stderr) and a benchmark x system table (rich) of the roll-ups.
+    """Warnings (to stderr), the benchmark x system table of the roll-ups and one sentence per comparison
+    (:mod:`descriptor.console_summary`).
 
-    Names are never cut: off a terminal (a log, a pipe) the table is as wide as
-    its content (rich would otherwise fit it into 80 columns with "…"); on a
-    terminal the name columns keep their full width and the numbers give way.
+    Nothing is cut: on a terminal the table fits its width (split into several tables when it must); off one (a
+    log, a pipe) it is one table as wide as its content (rich would otherwise fit it into 80 columns with "…").
     """
     from rich.console import Console
-    from rich.table import Table
+
+    from descriptor.console_summary import comparison_sentences, print_summary_table
 
     for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
         print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
     for note in summary.notes:
         print(f"warning: {note}", file=sys.stderr)
-    errors = f", {summary.n_errors} errored" if summary.n_errors else ""
-    if summary.count_errors_as_failures:
-        errors += ", errored runs counted as failures"
-    table = Table(title=f"{summary.experiment_root} ({summary.n_runs} runs{errors})")
-    rolled = any(r.get("success_after_rollback") is not None for r in summary.rollups)
-    extra = ("rolled back", "success after rollback", "+tokens/run", "+cost/run (USD)") if rolled else ()
-    for col in ("benchmark", "system"):
-        longest = max([len(col), *(len(str(r[col])) for r in summary.rollups)])
-        table.add_column(col, justify="left", no_wrap=True, min_width=longest)
-    for col in ("tasks", "runs", "errors", "success", "completion", "tokens/run", "cost/run (USD)", *extra):
-        table.add_column(col, justify="right")
-    for r in summary.rollups:
-        cells = [r["benchmark"], r["system"], str(r["n_tasks"]), str(r["n_runs"]),
-                 f"{r['n_errors']} ({_fmt(r['error_rate'], '.3f')})", _fmt(r["success_rate"], ".3f"),
-                 _fmt(r["completion_rate"], ".3f"), _fmt(r["tokens_total"], ".1f"), _fmt(r["cost_total"], ".6f")]
-        if rolled:  # the automatic rollback of `run --rollback`: success before and after, and its extra spend
-            cells += [_fmt(r.get("rolled_back"), "d"), _fmt(r.get("success_after_rollback"), ".3f"),
-                      _fmt(r.get("rollback_tokens"), ".1f"), _fmt(r.get("rollback_cost_usd"), ".6f")]
-        table.add_row(*cells)
     terminal = sys.stdout.isatty()
-    Console(highlight=False, width=None if terminal else 10_000, soft_wrap=not terminal).print(table)
+    console = Console(highlight=False, width=None if terminal else 10_000)
+    print_summary_table(summary, console, width=console.width if terminal else None)
     for line in error_rate_warnings(summary.rollups):
         print(line, file=sys.stderr)
     for r in summary.rollups:  # budgets reached: finished runs, counted in every rate, named here
         if hits := r.get("limits_hit"):
             said = ", ".join(f"{n} at limits.{kind}" for kind, n in hits.items())
             print(f"{r['benchmark']}/{r['system']}: runs stopped by a budget: {said}")
-    for e in summary.economics:
-        print(economics_line(e))
+    for sentence in comparison_sentences(summary):  # wrapped at words on a terminal, one line in a log
+        console.print(sentence, markup=False)
 
 
 def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:

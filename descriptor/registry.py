@@ -32,6 +32,7 @@ from importlib import metadata
 from typing import Any, Generic, TypeVar, overload
 
 from descriptor.errors import UserError
+from descriptor.suggest import unknown_name
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise UserError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}") from None
+            raise UserError(unknown_name(self.kind, name, self.names())) from None
 
     def origin(self, name: str) -> str:
         """Where ``name``'s entry came from (``module:qualname``, or ``distribution:entry point``)."""

@@ -48,19 +48,22 @@ def load_effective_config(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def print_table(rows: list[dict[str, object]], title: str) -> None:
-    """A rich table of ``rows`` (plain text when not on a terminal)."""
+    """``title``, then ``rows`` as a table that cuts no value or header: on a narrow terminal it is split into
+    several tables led by the first column (:mod:`descriptor.console_table`); off a terminal, one table."""
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=title)
+    from descriptor.console_table import Column, print_columns
+
+    terminal = sys.stdout.isatty()
+    console = Console(highlight=False, width=None if terminal else 10_000)
     if not rows:
-        Console().print(f"{title}: (no rows)")
+        console.print(f"{title}: (no rows)", markup=False)
         return
-    for col in rows[0]:
-        table.add_column(col, justify="right" if isinstance(rows[0][col], int | float) else "left")
-    for row in rows:
-        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
-    Console(width=140).print(table)
+    console.print(title, soft_wrap=True, markup=False)
+    columns = [Column(header=col, right=isinstance(rows[0][col], int | float),
+                      cells=tuple(f"{v:.3f}" if isinstance(v, float) else str(v) for v in (r.get(col) for r in rows)))
+               for col in rows[0]]
+    print_columns(console, columns, keys=1, width=console.width if terminal else None)
 
 
 def freeze_startup_heap() -> None:
@@ -234,11 +237,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_list_systems(args: argparse.Namespace) -> int:
-    """``list-systems``: one registered system a line (with ``--long``: its roles and where it comes from)."""
+    """``list-systems``: one registered system a line with what it does (``--names``: the names alone; ``--long``:
+    its roles and where it comes from, tab-separated)."""
+    from descriptor.describe import listing, terminal_width
     from mas.systems import SYSTEMS
 
-    for name, topology in SYSTEMS.items():
-        print(f"{name}\t{','.join(topology.role_names())}\t{SYSTEMS.origin(name)}" if args.long else name)
+    if args.long or args.names:
+        for name, topology in SYSTEMS.items():
+            print(f"{name}\t{','.join(topology.role_names())}\t{SYSTEMS.origin(name)}" if args.long else name)
+        return 0
+    print(listing([(name, topology.summary()) for name, topology in SYSTEMS.items()], terminal_width()))
     return 0
 
 
@@ -299,6 +307,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
     p.add_argument("--long", action="store_true", help="also each system's roles and where it is registered")
+    p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.set_defaults(func=cmd_list_systems)
     p = sub.add_parser("studio-config", help="write langgraph.json serving every registered system in Studio")
     p.add_argument("--out", help="file to write (default: print it), e.g. langgraph.json")

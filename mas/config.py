@@ -328,8 +328,9 @@ class ExperimentConfig(_Strict):
             return self.models[name]
         if name in BUILTIN_ROUTES:
             return ModelRoute(provider=name, model=name)
-        known = sorted(set(self.models) | set(BUILTIN_ROUTES))
-        raise ConfigError(f"unknown model route {name!r}; known routes: {', '.join(known)}")
+        from descriptor.suggest import unknown_name
+
+        raise ConfigError(unknown_name("model route", name, sorted(set(self.models) | set(BUILTIN_ROUTES))))
 
     def route_for_role(self, role: str) -> ModelRoute:
         """The route an agent in ``role`` uses: ``roles.<role>``, then ``models.<role>``, then default."""
@@ -358,8 +359,10 @@ class ExperimentConfig(_Strict):
 
 
 def _format_validation_error(path: str, err: ValidationError) -> str:
-    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``."""
+    """One self-contained line per problem: ``<file>: <dotted key>: <what was expected> (got <value>)``; a key
+    the config does not have says which keys it does have there, the close ones first."""
     from descriptor.redact import looks_like_key, named_like_secret
+    from descriptor.suggest import did_you_mean, keys_at
 
     lines = []
     for e in err.errors():
@@ -369,7 +372,10 @@ def _format_validation_error(path: str, err: ValidationError) -> str:
         secret = any(named_like_secret(str(p)) for p in e["loc"]) or (isinstance(got, str) and looks_like_key(got))
         shown = "" if isinstance(got, dict) else " (value not shown: it may be a secret)" if secret else (
             f" (got {got!r:.80})")
-        lines.append(f"{path}: {key}: {e['msg']}{shown}")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden" and (known := keys_at(ExperimentConfig, e["loc"][:-1])):
+            msg = f"unknown key{did_you_mean(str(e['loc'][-1]), known)}; keys here: {', '.join(known)}"
+        lines.append(f"{path}: {key}: {msg}{shown}")
     return "\n".join(lines)
 
 

@@ -39,6 +39,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from benchmark.registry import BENCHMARKS
+from descriptor.suggest import unknown_name
 from mas.config import ConfigError, ExperimentConfig, load_config
 from mas.overrides import apply_overrides
 from mas.llm.models import ModelSet
@@ -103,7 +104,7 @@ def benchmark_run(cfg: ExperimentConfig, seed: int, state: StudioInput) -> RunCo
 def build_studio_graph(system: str, config: RunnableConfig | None = None) -> CompiledStateGraph:
     """``system``'s graph for one run: ``task`` then the system as a subgraph (input :class:`StudioInput`)."""
     if system not in SYSTEMS:
-        raise ConfigError(f"unknown system {system!r}; known: {', '.join(sorted(SYSTEMS))}")
+        raise ConfigError(unknown_name("system", system, sorted(SYSTEMS)))
     cfg, seed = studio_settings(config)
     conf = (config or {}).get("configurable") or {}
     rt = RunContext(cfg=cfg, models=ModelSet(cfg, seed=seed), question=str(conf.get("question") or ""))

@@ -26,6 +26,7 @@ from typing import Any
 
 from descriptor.errors import UserError
 from descriptor.layout import split_unit
+from descriptor.suggest import unknown_name
 from mas.config import ExperimentConfig
 # The built-in topologies register themselves in SYSTEMS when their modules are imported.
 from mas.topologies import debate, orchestrator, representative_exchange, sas, sas_matched, supervisor  # noqa: F401
@@ -48,8 +49,8 @@ def get_system(name: str, cfg: ExperimentConfig | None = None) -> Topology:
     app = app_system(name, cfg)
     if app is None:
         declared = sorted(cfg.systems.apps()) if cfg is not None else []
-        raise UserError(f"unknown system {name!r}; known: {', '.join([*SYSTEMS.names(), *declared])} "
-                        "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
+        raise UserError(unknown_name("system", name, [*SYSTEMS.names(), *declared],
+                                     hint=" (or app:MODULE:FACTORY for a LangGraph graph of your own)"))
     return app
 
 

@@ -74,7 +74,7 @@ elif [[ -n "${BENCHMARKS:-}" ]]; then
 else
   # Every benchmark whose data is installed; the others are skipped, each named with the reason.
   skipped="$(mktemp)"
-  listing=(list-benchmarks --available)
+  listing=(list-benchmarks --available --names)
   [[ -n "${CONFIG:-}" ]] && listing+=(--config "$CONFIG")
   mapfile -t benchmarks < <("$PY" main.py "${listing[@]}" 2>"$skipped")
   while IFS= read -r line; do

@@ -48,7 +48,7 @@ def test_benchmark_info_reads_the_example_config(capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["benchmark-info", "--benchmark", "nope"], "unknown benchmark 'nope'; known benchmarks: arith"),
+    (["benchmark-info", "--benchmark", "nope"], "unknown benchmark 'nope'; known: arith"),
     (["benchmark-check", "--benchmark", "nope"], "unknown benchmark 'nope'"),
     (["benchmark-check", "--benchmark", "workbench", "--set", "benchmarks.workbench.tools=some"],
      'benchmarks.workbench.tools: expected "domain" or "all"'),

@@ -175,7 +175,7 @@ def test_tool_option(tasks) -> None:
     assert len(get_benchmark("workbench").make_environment(crm_task).tools()) == 27  # default: all
     with pytest.raises(UserError, match=r'benchmarks.workbench.tools: expected "domain" or "all", got \'some\''):
         get_benchmark("workbench", {"tools": "some"})
-    with pytest.raises(UserError, match=r"unknown option\(s\) tool; accepted: tools"):
+    with pytest.raises(UserError, match=r"unknown option\(s\) tool \(did you mean 'tools'\?\); accepted: tools"):
         get_benchmark("workbench", {"tool": "all"})
 
 

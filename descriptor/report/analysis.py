@@ -185,12 +185,13 @@ def paired_rows(economics: Sequence[dict[str, Any]], descriptors: Sequence[dict[
     return out
 
 
-def _pts(x: float) -> str:
-    """A difference in success rate as signed percentage points."""
+def signed_points(x: float) -> str:
+    """A difference in success rate as signed percentage points (``+33.3``)."""
     return f"{100 * x:+.1f}"
 
 
-def _times(r: float | None) -> str:
+def times_text(r: float | None) -> str:
+    """A token ratio as a multiple: ``1.5×``, ``12×``; words for an undefined one (``... the tokens`` follows)."""
     if r is None:
         return "an undefined multiple of"  # the baseline used no tokens
     return f"{r:.2g}×" if r < 10 else f"{r:.0f}×"
@@ -208,17 +209,17 @@ def finding_sentence(row: dict[str, Any]) -> str:
     runs = row.get("runs_per_task") or []
     each = f" ({runs[0]} run{'s' if runs[0] != 1 else ''} each)" if len(runs) == 1 else ""
     where = f"On {n} {row['benchmark']} task{'s' if n != 1 else ''}{each}"
-    sys, base, times = row["system"], row["baseline"], _times(row.get("token_ratio"))
+    sys, base, times = row["system"], row["baseline"], times_text(row.get("token_ratio"))
     t: SignTest = row["sign"]
     sign = f"sign test over tasks: better on {t.better}, worse on {t.worse}, tied on {t.tied} (p = {t.p_value:.2g})"
     if lo is None or hi is None or lo <= 0 <= hi:
-        ci = "" if lo is None else f", 95 % CI {_pts(lo)} to {_pts(hi)}"
-        text = (f"{where}, the difference in success between {sys} and {base} ({_pts(g)} points{ci}) is not "
+        ci = "" if lo is None else f", 95 % CI {signed_points(lo)} to {signed_points(hi)}"
+        text = (f"{where}, the difference in success between {sys} and {base} ({signed_points(g)} points{ci}) is not "
                 f"distinguishable from zero; {sys} uses {times} the tokens of {base}; {sign}.")
     else:
         more = "more" if g > 0 else "fewer"
-        text = (f"{where}, {sys} solves {abs(100 * g):.1f} points {more} than {base} (95 % CI {_pts(lo)} to "
-                f"{_pts(hi)}) at {times} the tokens; {sign}.")
+        text = (f"{where}, {sys} solves {abs(100 * g):.1f} points {more} than {base} (95 % CI {signed_points(lo)} to "
+                f"{signed_points(hi)}) at {times} the tokens; {sign}.")
     if n < FEW_TASKS:
         text += f" With fewer than {FEW_TASKS} tasks the bootstrap interval is too narrow; trust the sign test."
     if (mde := row.get("detectable_effect")) is not None:
@@ -240,9 +241,9 @@ def matching_sentence(plain: dict[str, Any], matched: dict[str, Any]) -> str:
     'Against the compute-matched SAS (sas_matched, 1.1× the tokens), debate differs by +0.0 points (95 % CI -5.0 to +5.0): the gain over sas does not survive matching; spending alone buys it.'
     """
     lo, hi, g = matched["G_ci_low"], matched["G_ci_high"], matched["G"]
-    ci = "" if lo is None else f" (95 % CI {_pts(lo)} to {_pts(hi)})"
-    head = (f"Against the compute-matched SAS ({matched['baseline']}, {_times(matched.get('token_ratio'))} the "
-            f"tokens), {matched['system']} differs by {_pts(g)} points{ci}")
+    ci = "" if lo is None else f" (95 % CI {signed_points(lo)} to {signed_points(hi)})"
+    head = (f"Against the compute-matched SAS ({matched['baseline']}, {times_text(matched.get('token_ratio'))} the "
+            f"tokens), {matched['system']} differs by {signed_points(g)} points{ci}")
     gained = plain.get("G_ci_low") is not None and plain["G_ci_low"] > 0
     if lo is not None and lo > 0:
         verdict = "the gain over sas survives matching" if gained else "it beats the SAS given the same budget"

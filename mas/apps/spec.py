@@ -16,6 +16,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from descriptor.describe import describe
 from descriptor.errors import UserError
 from mas.apps.topology import MESSAGES, AppTopology, Precompiled, agent_graph_of, agents_fn
 from mas.study_settings import AppSettings
@@ -149,4 +150,5 @@ def app_topology(name: str, target: Any, settings: AppSettings, where: str) -> A
     return AppTopology(
         name=name, build=lambda rt: source, roles=tuple(Role(name=p.name, brief="") for p in picture.agents()),
         agents=agents_fn(picture), graph=settings.graph, input_key=settings.input_key,
-        answer_key=settings.answer_key, has_messages=outputs is None or MESSAGES in outputs)
+        answer_key=settings.answer_key, has_messages=outputs is None or MESSAGES in outputs,
+        description=describe(target) or f"a LangGraph application ({settings.graph})")

@@ -33,6 +33,8 @@ class MeterReading:
     """Seconds the oldest call in flight has been waiting (s); None when none is."""
     open_tokens: int
     """Tokens (input + output) of finished calls of runs not yet closed (tokens)."""
+    open_calls: int = 0
+    """Finished calls of runs not yet closed."""
 
 
 class CallMeter:
@@ -43,6 +45,7 @@ class CallMeter:
         self._tickets = itertools.count()
         self._started: dict[int, float] = {}
         self._open: dict[str, int] = {}
+        self._calls: dict[str, int] = {}
         self._done = 0
 
     def call_started(self) -> int:
@@ -57,22 +60,27 @@ class CallMeter:
         with self._lock:
             self._started.pop(ticket, None)
             self._done += 1
+            self._calls[run_id] = self._calls.get(run_id, 0) + 1
             if tokens:
                 self._open[run_id] = self._open.get(run_id, 0) + tokens
 
-    def close_run(self, run_id: str) -> None:
-        """Run ``run_id`` ended (its record now carries its tokens, or it crashed and will be redone)."""
+    def close_run(self, run_id: str) -> int:
+        """Run ``run_id`` ended (its record now carries its tokens, or it crashed and will be redone); returns the
+        calls it finished (the sweep's ETA counts calls per run)."""
         with self._lock:
             self._open.pop(run_id, None)
+            return self._calls.pop(run_id, 0)
 
     def reading(self, runs: Collection[str] | None = None) -> MeterReading:
-        """The counts now; ``open_tokens`` only of ``runs`` when given (a sweep's own runs, not a rollback's)."""
+        """The counts now; ``open_tokens`` and ``open_calls`` only of ``runs`` when given (a sweep's own runs, not
+        a rollback's)."""
         with self._lock:
             oldest = min(self._started.values(), default=None)
             tokens = self._open.values() if runs is None else (n for r, n in self._open.items() if r in runs)
+            calls = self._calls.values() if runs is None else (n for r, n in self._calls.items() if r in runs)
             return MeterReading(calls_done=self._done, in_flight=len(self._started),
                                 oldest_s=None if oldest is None else time.monotonic() - oldest,
-                                open_tokens=sum(tokens))
+                                open_tokens=sum(tokens), open_calls=sum(calls))
 
 
 METER = CallMeter()

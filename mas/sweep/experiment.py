@@ -25,6 +25,7 @@ from descriptor.errors import UserError
 from descriptor.extras import require_extra
 from descriptor.layout import UNIT_SEP, split_unit
 from descriptor.records import RunResult
+from descriptor.suggest import unknown_names
 from descriptor.registry import loaded_plugins
 from mas.apps.topology import AppTopology
 from mas.config import ExperimentConfig, require_api_key
@@ -116,7 +117,7 @@ def validate_request(req: ExperimentRequest) -> dict[str, Benchmark]:
     unknown = [s for s in req.systems if not known_system(s, req.cfg)]
     if unknown or not req.systems:
         known = sorted([*SYSTEMS, *req.cfg.systems.apps()])
-        raise UserError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)} "
+        raise UserError(f"unknown system(s) {unknown_names(unknown, known) or '(none given)'}; known: {', '.join(known)} "
                         "(or app:MODULE:FACTORY for a LangGraph graph of your own)")
     shadowing = sorted(n for n in req.cfg.systems.apps() if n in SYSTEMS)
     if shadowing:

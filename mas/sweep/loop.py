@@ -204,7 +204,8 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     root.mkdir(parents=True, exist_ok=True)
     store = ManifestStore.open(root, experiment_id, job.cfg)
     store.begin(specs, executor=executor, concurrency=job.concurrency, request=request or {})
-    stats = SweepStats(total=len(specs), runs=frozenset(s.run_id for s in specs))
+    stats = SweepStats(total=len(specs), runs=frozenset(s.run_id for s in specs),
+                       groups={s.run_id: (s.benchmark, s.system) for s in specs})
     results: dict[str, RunResult] = {}
     try:
         todo = _split_finished(root, specs, store, stats, results, retry_errors)
@@ -237,7 +238,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
     crashed: dict[str, str] = {}
 
     def on_done(spec: RunSpec, result: RunResult | None, err: BaseException | None) -> None:
-        METER.close_run(spec.run_id)  # its calls' tokens now come from its result (or it is redone)
+        calls = METER.close_run(spec.run_id)  # its calls' tokens now come from its result (or it is redone)
         if result is None:
             crashed[spec.run_id] = f"{type(err).__name__}: {err}"
             log.error("run crashed; it will be redone on the next invocation", run=spec.run_id, error=crashed[spec.run_id])
@@ -246,7 +247,7 @@ async def run_sweep(specs: list[RunSpec], job: SweepJob, *, root: Path, experime
             results[spec.run_id] = result
             gate.spent += result.spent_usd
             store.mark_finished(spec, result, seen_now=True)
-            stats.add(result)
+            stats.add(result, calls=calls)
             try:
                 append_entries(root, [entry(result, spec.paths.result)])
             except OSError as index_err:  # the index is a cache: the next sweep adds the run back

@@ -129,4 +129,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 
 TOPOLOGY = register_system(Topology(name="debate", build=build_debate, roles=(DEBATER_ROLE,), agents=agent_graph,
-                                    uses_judge=True))
+                                    uses_judge=True,
+                                    description="Debaters answer independently, then read each other and revise; "
+                                                "a vote picks the final answer."))

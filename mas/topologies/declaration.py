@@ -116,6 +116,14 @@ class Topology:
     single_agent: bool = False
     """A single-agent baseline (``sas``, ``sas_matched``): no agent talks to another, nothing loops through the
     termination controller."""
+    description: str = ""
+    """What the system does, in one line (``list-systems``); empty: the first paragraph of ``build``'s docstring."""
+
+    def summary(self) -> str:
+        """The one line ``list-systems`` prints for this system (:func:`descriptor.describe.describe`)."""
+        from descriptor.describe import describe
+
+        return describe(self) or describe(self.build)
 
     def role_names(self) -> tuple[str, ...]:
         """Every role whose route a run of this system may call (``judge`` included when it uses one)."""

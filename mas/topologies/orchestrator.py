@@ -270,4 +270,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 TOPOLOGY = register_system(Topology(name="orchestrator", build=build_orchestrator,
                                     roles=(PLANNER_ROLE, WORKER_ROLE, CRITIC_ROLE, AGGREGATOR_ROLE), agents=agent_graph,
-                                    uses_judge=True))
+                                    uses_judge=True,
+                                    description="A planner splits the task, workers solve the parts, a critic "
+                                                "reviews and an aggregator answers, in cycles."))

@@ -199,4 +199,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 TOPOLOGY = register_system(Topology(name=STAGE, build=build_representative_exchange,
                                     roles=(MEMBER_ROLE, REPRESENTATIVE_ROLE),
-                                    agents=agent_graph, uses_judge=True))
+                                    agents=agent_graph, uses_judge=True,
+                                    description="Groups deliberate and elect representatives, who exchange answers "
+                                                "across groups."))

@@ -103,4 +103,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 
 TOPOLOGY = register_system(Topology(name="sas", build=build_sas, roles=(SOLVER_ROLE,), agents=agent_graph,
-                                   single_agent=True))
+                                   single_agent=True,
+                                   description="One agent: a solver with a tool loop (the baseline)."))

@@ -100,4 +100,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 
 TOPOLOGY = register_system(Topology(name="sas_matched", build=build_sas_matched, roles=(SOLVER_ROLE,),
-                                   agents=agent_graph, uses_judge=True, single_agent=True))
+                                   agents=agent_graph, uses_judge=True, single_agent=True,
+                                   description="k independent SAS samples and a final vote: a single agent given a "
+                                               "MAS's budget."))

@@ -271,4 +271,6 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
 
 TOPOLOGY = register_system(Topology(name="supervisor", build=build_supervisor,
                                     roles=(SUPERVISOR_ROLE, WORKER_ROLE),
-                                    agents=agent_graph, uses_judge=True))
+                                    agents=agent_graph, uses_judge=True,
+                                    description="A supervisor hands the task to specialist workers and answers from "
+                                                "their reports."))

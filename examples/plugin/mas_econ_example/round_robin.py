@@ -76,5 +76,5 @@ def agent_graph(mas: MasSettings) -> AgentGraph:
                   *tool_edges(s)))
 
 
-TOPOLOGY = register_system(Topology(name="round_robin", build=build, roles=(SPEAKER,), agents=agent_graph,
-                                    uses_judge=True))
+TOPOLOGY = register_system(Topology(name="round_robin", build=build, roles=(SPEAKER,), agents=agent_graph, uses_judge=True,
+                                    description="Speakers answer in turn, each reading the others' latest answers."))
