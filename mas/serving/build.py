@@ -6,7 +6,7 @@ project builds its server from there: ``pip download`` the sdist, extract it,
 ``cmake`` configure and build only the ``llama-server`` target, then copy the
 binary into ``<cache>/bin``. C++ outside the CPU kernels compiles at ``-O1``
 (:data:`CMAKE_FLAGS`): 416 s of CPU instead of 584 s at ``-O3`` everywhere,
-at the same prefill and decode speed (2026-11-26, issue 33). Every step
+at the same prefill and decode speed. Every step
 logs to ``<cache>/logs/llama-build.log``; progress lines go to the caller.
 """
 
@@ -36,7 +36,7 @@ CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
     # C++ at -O1 except the CPU backend's kernels (KERNELS_O3): the server's HTTP/JSON code, the model
-    # loader and the chat templates are most of the compile time and none of the tokens/s (issue 33).
+    # loader and the chat templates are most of the compile time and none of the tokens/s.
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
 )
 
