@@ -212,7 +212,7 @@ def test_scorer_normalisation():
         get_benchmark("quiz", {"adapter": "dataset", "path": "x.jsonl", "input": "q", "target": "a", "colour": 1})
 
 
-@pytest.mark.parametrize("module", ["benchmark.answers", "benchmark.inspect_task", "descriptor.extras", "mas.cli"])
+@pytest.mark.parametrize("module", ["benchmark.answers", "benchmark.inspect_task", "descriptor.extras", "mas.sweep.options"])
 def test_doctests(module: str) -> None:
     import doctest
     import importlib

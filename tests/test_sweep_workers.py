@@ -199,7 +199,7 @@ async def test_manifest_rewrites_take_a_bounded_share_of_the_sweep():
 def test_workers_option_takes_auto_or_a_positive_count():
     import argparse
 
-    from mas.cli import workers_arg
+    from mas.sweep.options import workers_arg
 
     assert workers_arg("auto") == "auto" and workers_arg("3") == 3
     for bad in ("0", "two", "-1"):

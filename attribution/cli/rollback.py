@@ -114,7 +114,7 @@ def single_step_note(runs: list[dict], strategies: list[str]) -> str | None:
 
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import check_strategies, rollback_experiment
-    from mas.cli import print_table
+    from descriptor.console_table import print_table
 
     from attribution.rollback.progress import ROLLBACK_OUT
     from descriptor.outputs import check_output
@@ -151,7 +151,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 def cmd_label_failures(args: argparse.Namespace) -> int:
     from attribution.rollback.labels import LABELS_FILE, label_failures
     from descriptor.outputs import check_output
-    from mas.cli import print_table
+    from descriptor.console_table import print_table
 
     check_output(args.out, LABELS_FILE, inputs=[args.experiment_root])  # before the replays, which cost
     labels = asyncio.run(label_failures(args.experiment_root, samples=args.samples, out=args.out,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
 def _run(args: argparse.Namespace) -> int:
     from descriptor.outputs import check_output
-    from descriptor.report.build import write_report
+    from descriptor.report.build import print_report, write_report
     from descriptor.report.render import REPORT_OUT
 
     if args.out is not None:
@@ -18,16 +17,6 @@ def _run(args: argparse.Namespace) -> int:
                          attribution=args.attribution or (), lam=args.lam, cost_unit=args.cost_unit, seed=args.seed)
     print_report(index)
     return 0
-
-
-def print_report(index: Path) -> None:
-    """The path of a report just written (``report: ...``), then its judges' audit warnings, one ``warning:``
-    line each on stderr: what ``report``, ``summarize-experiment`` and ``run`` end with."""
-    from descriptor.judge_audit import audit_warnings
-
-    print(f"report: {index}")
-    for warning in audit_warnings(index.parent):
-        print(f"warning: {warning} (the report's \"Judges\")", file=sys.stderr)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
