@@ -57,17 +57,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``summarize-experiment`` to the main parser."""
-    p = sub.add_parser(
-        "summarize-experiment",
-        help="rebuild descriptors, summaries, economics and plots from run files",
-        description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
+def summarize_experiment_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``summarize-experiment``'s parser."""
+    p.description = (
+        "Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
         "(re)write descriptor.json/.csv, analysis.json, task_summary.json per task, summary.json/.csv per system, "
         "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.svg at the root, then "
         "refreshes the HTML report DIR/report/index.html (see `report`). "
-        "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).",
-    )
+        "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).")
     p.add_argument("--experiment-root", type=Path, required=True, metavar="DIR", help="the experiment directory")
     p.add_argument("--lambda", dest="lam", type=float, default=None, metavar="L",
                    help="utility price of cost, U = Q - L*C (default 1e-5 per token, or 1.0 per USD)")

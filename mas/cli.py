@@ -1,4 +1,5 @@
-"""Commands: ``run`` and ``init-config`` (the benchmark commands are in ``benchmark/cli.py``)."""
+"""The runtime's commands: ``list-systems``, ``studio-config``, ``run``, ``init-config`` (declared in
+:mod:`mas.commands`)."""
 
 from __future__ import annotations
 
@@ -185,28 +186,36 @@ def cmd_init_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from descriptor.registry import RegistryError
-    from mas.sweep.hooks import SWEEP_HOOKS
-
-    p = sub.add_parser("list-systems", help="list the systems (topologies) a run can use, plugins' included")
+def list_systems_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``list-systems``'s parser."""
     p.add_argument("--long", action="store_true", help="also each system's roles and where it is registered")
     p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.set_defaults(func=cmd_list_systems)
-    p = sub.add_parser("studio-config", help="write langgraph.json serving every registered system in Studio")
+
+
+def studio_config_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``studio-config``'s parser."""
     p.add_argument("--out", help="file to write (default: print it), e.g. langgraph.json")
     p.set_defaults(func=cmd_studio_config)
 
-    p = sub.add_parser("run", help="run benchmarks × systems × tasks × runs and write artifacts")
+
+def run_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``run``'s parser."""
+    from descriptor.registry import RegistryError
+    from mas.sweep.hooks import SWEEP_HOOKS
+
     add_run_arguments(p)
     try:
         hooks = SWEEP_HOOKS.items()
-    except RegistryError:  # a hook plugin that does not load fails `run` (cmd_run reads them), not list-systems
+    except RegistryError:  # a hook plugin that does not load: `run --help` still helps; cmd_run names the plugin
         hooks = []
     for _, hook in hooks:
         hook.add_arguments(p)
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("init-config", help="write the example experiment config (every key, commented)")
+
+
+def init_config_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``init-config``'s parser."""
     p.add_argument("path", nargs="?", default="experiment.toml",
                    help="where to write it (default: experiment.toml); an existing file is never overwritten")
     p.set_defaults(func=cmd_init_config)

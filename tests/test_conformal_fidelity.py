@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attribution.cli.conformal import register
+from mas_econ.cli import build_parser
 from attribution.conformal import (
     AUTO_CANDIDATES,
     AUTO_MIN_RECORDS,
@@ -67,9 +67,7 @@ def test_lse_segment_is_the_released_codes_normalised_logsumexp():
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser()
-    register(ap.add_subparsers())
-    return ap
+    return build_parser(fill=["conformal", "calibrate", "predict-set"])
 
 
 def test_max_aggregator_lambda_and_lse_beta_defaults():

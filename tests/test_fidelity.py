@@ -102,7 +102,7 @@ async def test_errored_runs_count_as_failures_only_when_asked(tmp_path, monkeypa
 
 
 def test_the_flag_is_on_the_command_line(tmp_path):
-    from attribution.cli.main import build_parser
+    from mas_econ.cli import build_parser
 
     args = build_parser().parse_args(["summarize-experiment", "--experiment-root", str(tmp_path),
                                       "--count-errors-as-failures"])

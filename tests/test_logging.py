@@ -63,7 +63,7 @@ def test_a_logger_used_before_any_set_up_is_configured_then_stderr_json_and_reda
 
 def test_a_command_runs_with_the_real_stdout_and_excepthook(monkeypatch, capsys):
     import benchmark.registry
-    from attribution.cli.main import main
+    from mas_econ.cli import main
 
     seen = []
     monkeypatch.setattr(benchmark.registry, "list_benchmarks", lambda: seen.append((sys.stdout, sys.excepthook)) or [])
@@ -73,7 +73,7 @@ def test_a_command_runs_with_the_real_stdout_and_excepthook(monkeypatch, capsys)
 
 
 def test_the_console_script_prints_a_crash_redacted_and_exits_1(monkeypatch, capsys):
-    import attribution.cli.main as cli
+    import mas_econ.cli as cli
 
     secret = "zz9" + uuid.uuid4().hex + "Q"
     monkeypatch.setenv("SOME_SETTING", secret)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution.cli.main import main
+from mas_econ.cli import main
 from descriptor import ownership
 from mas.sweep.provenance import NOT_A_CHECKOUT, git_commit
 
@@ -46,9 +46,9 @@ def test_init_config_writes_the_example_and_never_overwrites(tmp_path, capsys):
 
 
 def test_the_wheel_installs_a_console_script_and_no_top_level_module():
-    assert PYPROJECT["project"]["scripts"]["mas-econ"] == "attribution.cli.main:console"
+    assert PYPROJECT["project"]["scripts"]["mas-econ"] == "mas_econ.cli:console"
     assert PYPROJECT["tool"]["setuptools"]["py-modules"] == []
-    from attribution.cli.main import console
+    from mas_econ.cli import console
 
     assert callable(console)
 
@@ -57,7 +57,7 @@ def test_every_data_file_of_the_packages_is_package_data():
     """Each non-Python file git tracks in a package (READMEs aside) matches a package-data glob, and each package
     ships py.typed."""
     data = PYPROJECT["tool"]["setuptools"]["package-data"]
-    files = subprocess.run(["git", "ls-files", "descriptor", "benchmark", "mas", "attribution"], cwd=ROOT,
+    files = subprocess.run(["git", "ls-files", *ownership.PACKAGES], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split()
     missing = []
     for f in files:
@@ -69,6 +69,13 @@ def test_every_data_file_of_the_packages_is_package_data():
     assert missing == []
     for pkg in ownership.PACKAGES:
         assert "py.typed" in data[pkg] and (ROOT / pkg / "py.typed").is_file()
+
+
+def test_the_ownership_check_guards_every_top_level_package_the_wheel_installs():
+    include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted({name.split(".")[0] for name in include}) == sorted(ownership.PACKAGES)
+    for pkg in ownership.PACKAGES:  # each one's face runs the check, so importing any of them alone is guarded
+        assert "\ncheck_packages()" in (ROOT / pkg / "__init__.py").read_text(encoding="utf-8"), pkg
 
 
 def _site(tmp_path: Path, dist: str, version: str, package: str, body: bytes, hashed: bytes) -> Path:

@@ -37,6 +37,13 @@ def test_registering_a_different_entry_under_a_taken_name_names_both_origins():
         reg.register("x", second)
 
 
+def test_names_are_sorted_or_in_the_order_registered():
+    reg: Registry[int] = Registry("widget", "mas_econ.test_widgets")
+    reg.register("b", 1)
+    reg.register("a", 2)
+    assert reg.names() == ["a", "b"] and reg.names(in_order=True) == ["b", "a"]
+
+
 def _install_fake_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group: str, value: str) -> None:
     """A distribution on sys.path with one entry point, found by importlib.metadata like an installed one."""
     pkg = tmp_path / "widgetplug"

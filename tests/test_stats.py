@@ -148,7 +148,7 @@ def test_each_statistic_is_defined_once():
     allowed = {"descriptor/stats.py", "attribution/conformal/_calibrate.py",  # the conformal quantile: another rule
                "attribution/conformal/evaluation.py",
                "scripts/eval_conformal_heldout.py"}  # reruns whole evaluations per resample; its interval is ours
-    found = [str(p.relative_to(root)) for d in ("descriptor", "benchmark", "mas", "attribution", "scripts")
+    found = [str(p.relative_to(root)) for d in ("descriptor", "benchmark", "mas", "attribution", "mas_econ", "scripts")
              for p in (root / d).rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]
     assert sorted(set(found) - allowed) == []
 

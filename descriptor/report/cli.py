@@ -19,11 +19,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``report`` to the main parser."""
-    p = sub.add_parser(
-        "report", help="write the experiment's HTML report (opens offline from disk)",
-        description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.* and write <root>/report/index.html: "
+def report_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``report``'s parser."""
+    p.description = (
+        "Read <root>/<benchmark>/<system>/<task_id>/run_<r>.* and write <root>/report/index.html: "
         "the MAS-vs-baseline answer per benchmark (paired differences, intervals, sign test), an overview, plots, "
         "topology pictures, a task x system grid and a run viewer for every run (transcript, verdict, attribution "
         "marks, rollbacks). Attribution results are read from <root>/attribution/ and --attribution; rollbacks from "

@@ -74,8 +74,8 @@ def _act(args: argparse.Namespace, cache: ResponseCache, path: Path) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="the response cache: stats, clear, export")
+def cache_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``cache``'s parser."""
     p.add_argument("action", choices=("stats", "clear", "export"))
     p.add_argument("--path", help="the cache file (default: the config's cache.path, else the user cache dir)")
     p.add_argument("--config", help="experiment TOML whose cache.path to use")

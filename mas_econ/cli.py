@@ -1,8 +1,9 @@
-"""The ``mas-econ`` command (also ``python main.py``): every stage's commands, collected.
+"""The ``mas-econ`` command (also ``python main.py``): the top stage, every stage's commands in one.
 
-Each command lives in a ``cli`` module next to the library code it calls;
-this module only collects them. It sits in the top stage because it loads
-every stage's commands (``mas`` must not know ``attribution``'s).
+Each stage declares its commands in its light ``commands`` module (:mod:`descriptor.commands`): the line ``--help``
+lists and the function that fills the command's parser. This module imports those declarations, lists every
+command, and imports only the module of the command that runs (with the modules that add options to it), so a
+command's start-up does not pay for the others' imports. It imports every stage; no stage imports it.
 """
 
 from __future__ import annotations
@@ -14,57 +15,49 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NoReturn
 
-# Modules that define ``register(subparsers)``, each adding its own commands, or register hooks into another
-# command when imported (attribution.cli.sweep: ``run --rollback``, as mas.sweep.hooks.SWEEP_HOOKS; mas must not
-# import attribution). All are imported before any parser is built, so their order does not matter.
-COMMAND_MODULES = (
-    "benchmark.cli",
-    "mas.cli",
-    "mas.llm.cache_cli",
-    "mas.serving.cli",
-    "mas.otel.cli",
-    "descriptor.cli",
-    "descriptor.plan_cli",
-    "descriptor.report.cli",
-    "descriptor.report.view_cli",
-    "attribution.cli.attribute",
-    "attribution.cli.conformal",
-    "attribution.cli.rollback",
-    "attribution.cli.sweep",
-)
+from descriptor.commands import COMMANDS, Command, hooks_of
 
-COMMANDS = {
-    "list-benchmarks": "benchmark.cli", "benchmark-info": "benchmark.cli", "benchmark-check": "benchmark.cli",
-    "list-systems": "mas.cli", "studio-config": "mas.cli", "run": "mas.cli", "init-config": "mas.cli",
-    "cache": "mas.llm.cache_cli", "model": "mas.serving.cli", "export-otel": "mas.otel.cli",
-    "summarize-experiment": "descriptor.cli", "plan": "descriptor.plan_cli", "report": "descriptor.report.cli",
-    "view": "descriptor.report.view_cli",
-    "attribute": "attribution.cli.attribute", "score-steps": "attribution.cli.attribute",
-    "conformal": "attribution.cli.conformal", "calibrate": "attribution.cli.conformal",
-    "predict-set": "attribution.cli.conformal",
-    "rollback": "attribution.cli.rollback", "rollback-experiment": "attribution.cli.rollback",
-    "label-failures": "attribution.cli.rollback",
-}
-"""Command -> the module registering it: a command's parser is built from its own module only. Why: importing
-all of :data:`COMMAND_MODULES` (numpy and pydantic models for the conformal and rollback options) was ~0.6 s of
-CPU of every command's start-up, half of ``summarize-experiment`` on a small experiment.
-``tests/test_cli_startup.py`` checks this table against the modules."""
-
-HOOKED = {"mas.cli": ("attribution.cli.sweep",)}
-"""Modules whose commands take options from hooks, with the modules registering those hooks when imported."""
+STAGES = ("benchmark", "mas", "descriptor", "attribution")
+"""The stages whose ``commands`` modules declare commands, in the order ``--help`` lists them (the order of the
+work: tasks, runs, what is computed from the run files, attribution); each stage's commands in the order it
+declares them, then the plugins'."""
 
 
-def command_modules(argv: list[str]) -> tuple[str, ...]:
-    """The modules to import for ``argv``: its command's (and their hooks'), or all for ``--help`` or an unknown
-    command (the full parser then lists the commands or names the wrong one)."""
+def _declare() -> None:
+    """Import the stages' declarations (each stage's ``commands`` module)."""
+    for stage in STAGES:
+        importlib.import_module(f"{stage}.commands")
+
+
+def commands() -> list[tuple[str, Command]]:
+    """Every declared command, the stages' (in :data:`STAGES` order) and then the plugins', with its declaration."""
+    _declare()
+    declared = [(name, COMMANDS.get(name)) for name in COMMANDS.names(in_order=True)]
+
+    def rank(module: str) -> int:
+        return next((i for i, s in enumerate(STAGES) if module == s or module.startswith(s + ".")), len(STAGES))
+
+    return sorted(declared, key=lambda item: rank(item[1].module))  # stable: declaration order within a stage
+
+
+def chosen(argv: list[str]) -> str | None:
+    """The command ``argv`` (without ``--plugin`` options) names: its first word that is no option, when declared;
+    None for ``--help`` or ``--version`` before it, or an unknown word (the parser then lists the commands or names
+    the word)."""
     # The top-level parser has no option taking a value once --plugin is removed: the first word is the command.
-    name = next((a for a in argv if not a.startswith("-")), None)
-    if name not in COMMANDS:
-        return COMMAND_MODULES
-    return (COMMANDS[name], *HOOKED.get(COMMANDS[name], ()))
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            break
+    else:
+        return None
+    _declare()
+    # a stage's (or a --plugin module's) command is found without reading every distribution's entry points
+    return word if COMMANDS.peek(word) is not None or word in COMMANDS else None
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -103,8 +96,8 @@ def version_text() -> str:
     return f"mas-econ {version} (git {sha})" if sha else f"mas-econ {version} (git commit unknown: {reason})"
 
 
-def build_parser(prog: str = "main.py", modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
-    """The parser of the commands ``modules`` register (all by default)."""
+def _top(prog: str) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The top-level parser and its (empty) set of commands."""
     parser = OneLineErrors(
         prog=prog,
         description="LangGraph multi-agent runtime: experiments, descriptors, failure attribution.",
@@ -112,21 +105,45 @@ def build_parser(prog: str = "main.py", modules: tuple[str, ...] = COMMAND_MODUL
     parser.add_argument("--version", action=VersionAction)
     parser.add_argument("--plugin", action="append", metavar="MODULE",
                         help="import MODULE first (repeatable; before or after the command): code that is not "
-                             "installed registering benchmarks, systems, methods or scorers; the config key "
-                             "plugins does the same")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    loaded = [importlib.import_module(name) for name in modules]  # hooks register on import
-    for module in loaded:
-        if hasattr(module, "register"):
-            module.register(sub)
+                             "installed registering benchmarks, systems, methods, scorers or commands; the config "
+                             "key plugins does the same")
+    return parser, parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def _add(sub: argparse._SubParsersAction, name: str, command: Command, fill: bool) -> None:
+    """Add command ``name`` with its ``--help`` line; ``fill``: its parser filled by its own module, after the
+    modules adding options to it are imported (they register their options on import)."""
+    parser = sub.add_parser(name, help=command.help)
+    if fill:
+        for module in hooks_of(name):
+            importlib.import_module(module)
+        command.fill(parser)
+
+
+def build_parser(prog: str = "main.py", fill: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser listing every command, with the parsers of the commands in ``fill`` filled (all by default: the
+    reference the docs print); a command not filled has its ``--help`` line only."""
+    parser, sub = _top(prog)
+    declared = commands()
+    wanted = {name for name, _ in declared} if fill is None else set(fill)
+    for name, command in declared:
+        _add(sub, name, command, name in wanted)
+    return parser
+
+
+def command_parser(prog: str, name: str) -> argparse.ArgumentParser:
+    """The parser of command ``name`` alone, filled: what runs a command (listing the others would read every
+    installed distribution's entry points for the plugins' commands, 10-60 ms of each start-up)."""
+    parser, sub = _top(prog)
+    _add(sub, name, COMMANDS.peek(name) or COMMANDS.get(name), True)
     return parser
 
 
 def load_plugin_options(argv: list[str]) -> list[str]:
     """Import the ``--plugin MODULE`` modules named anywhere in ``argv``; the other arguments.
 
-    Plugins load before the parser is built, so what they register (a benchmark, a system, a method, a hook)
-    is known to every command, its choices and its help. The parser keeps ``--plugin`` for ``--help`` only.
+    Plugins load before the parser is built, so what they register (a benchmark, a system, a method, a hook, a
+    command) is known to every command, its choices and its help. The parser keeps ``--plugin`` for ``--help`` only.
     """
     from descriptor.registry import load_plugins
 
@@ -190,7 +207,9 @@ def _dispatch(argv: list[str] | None, prog: str) -> int:
     try:
         try:
             rest = load_plugin_options(sys.argv[1:] if argv is None else argv)  # before the parser: they extend it
-            args = build_parser(prog, command_modules(rest)).parse_args(rest)
+            name = chosen(rest)
+            parser = build_parser(prog, fill=()) if name is None else command_parser(prog, name)
+            args = parser.parse_args(rest)
         except SystemExit as done:  # --help, or a bad flag (already reported in one line)
             return done.code if isinstance(done.code, int) else 2
         return int(args.func(args) or 0)
