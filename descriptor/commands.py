@@ -4,8 +4,8 @@ them and runs the one asked for.
 A stage declares its commands in a light module, ``<stage>/commands.py``, which imports nothing but this one: each
 command's line in ``--help`` and the function filling its parser, named ``module:function`` and imported only when
 that command runs. So ``--help`` lists every command without importing any command's module, and a command
-imports its own module only (importing every command's module cost each command ~0.6 s of CPU at start-up: numpy
-and pydantic models for the conformal and rollback options). This module holds the descriptor stage's own.
+imports its own module only, not the others' (numpy and pydantic models for the conformal and rollback options;
+``scripts/bench_import.py --commands`` times it). This module holds the descriptor stage's own.
 
 A module that adds options to another stage's command when imported is declared with :func:`declare_hook`
 (``attribution.cli.sweep`` adds ``run --rollback`` as a sweep hook; ``mas``, which owns ``run``, must not import
