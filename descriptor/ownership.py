@@ -31,7 +31,8 @@ from pathlib import Path
 
 DISTRIBUTION = "mas-econ"
 PACKAGES = ("descriptor", "benchmark", "mas", "attribution", "mas_econ")
-"""Every top-level package the wheel installs (``[tool.setuptools.packages.find]``; tests/test_packaging.py checks)."""
+"""Every top-level package the wheel installs (``[tool.setuptools.packages.find]``; checked by
+tests/project/test_packaging.py)."""
 _NAME = re.compile(r'^name\s*=\s*"mas-econ"\s*$', re.M)
 
 
