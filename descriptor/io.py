@@ -64,7 +64,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True, s
     if _unchanged(p, data):
         return p
     # A temp name of this process and thread (no other writer uses it) instead of mkstemp's random one, and calls
-    # on the descriptor: 80 against 205 µs a file on tmpfs, a summary writing four per task (issue 33).
+    # on the descriptor: 80 against 205 µs a file on tmpfs, a summary writing four per task.
     tmp = f"{p.parent}{os.sep}.{p.name}.{os.getpid()}-{threading.get_ident()}.tmp"
     try:
         fd = _create(tmp, p)

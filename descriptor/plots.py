@@ -10,7 +10,7 @@ Drawn with the report's SVG toolkit (:mod:`descriptor.report.svg`), styled by
 the chart rules of the report's stylesheet copied into each file (so a plot
 opens alone). Why not matplotlib's PNGs: importing matplotlib and drawing the
 three figures cost ~1.2 s of CPU in a forked child, most of a cold summary's
-start-up (issue 33); these cost a few ms and stay text (searchable, crisp).
+start-up; these cost a few ms and stay text (searchable, crisp).
 """
 
 from __future__ import annotations

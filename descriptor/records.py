@@ -106,7 +106,7 @@ class RunMetadata(RunIdentity):
     """SHA-256 of the effective experiment config (routes name env variables, never keys), stored once per
     experiment as ``<root>/configs/<config_sha256>.json`` (:mod:`descriptor.run_config`); None in older runs."""
     config: dict[str, Any] | None = None
-    """The effective config inline: only in runs written before ``config_sha256`` (issue 33), still read."""
+    """The effective config inline: only in runs written before ``config_sha256`` existed, still read."""
     models: dict[str, str] = Field(default_factory=dict)
     """Route name -> ``provider:model`` (or the label of the model actually called, at the end)."""
     prices: dict[str, PriceRecord] | None = None
@@ -161,7 +161,7 @@ class TraceMetricsRecord(RunMetrics):
     """Per looped stage: rounds used, stop reason, consensus (see the topologies)."""
     digest: TraceDigest | None = None
     """What summaries and the report need of the trace, with its hash (:mod:`descriptor.trace_digest`); absent
-    in runs written before issue 33 (their traces are parsed)."""
+    in runs written before the digest existed (their traces are parsed)."""
     check: str | None = None
     """SHA-256 of this record's other fields (:meth:`content_check`), written with it: a reader takes the record
     in place of its trace only while the two agree, so a record edited by hand (its figures no longer its

@@ -1,4 +1,4 @@
-"""A run's experiment config, stored once per experiment and named by its content (issue 33).
+"""A run's experiment config, stored once per experiment and named by its content.
 
 Every run's ``metadata.json`` used to repeat the whole effective config (~1.6 KB of its 2.5 KB, the same bytes
 in every run of a sweep). A run's config now lives in ``<root>/configs/<sha256>.json``: the redacted config as

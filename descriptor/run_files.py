@@ -69,7 +69,7 @@ def read_record(path: Path, model: type[BaseModel]) -> Any:
 
     Parsed and validated in one pass by pydantic-core (the parser of :func:`~descriptor.untrusted.parse_json`,
     with its depth bound): parsing to Python values first and validating those took ~1.7x as long, and a
-    summary reads four records a run (issue 33). A file that is no JSON object is parsed again only to say why.
+    summary reads four records a run. A file that is no JSON object is parsed again only to say why.
     """
     try:
         raw = path.read_bytes()

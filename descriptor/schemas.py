@@ -67,7 +67,7 @@ def describe_fields() -> None:
     """Set the record models' field descriptions from their docstrings, as pydantic's
     ``use_attribute_docstrings`` would, and rebuild the models.
 
-    Not done at import: reading the modules' source for it was ~0.1 s of every command's start-up (issue 33),
+    Not done at import: reading the modules' source for it was ~0.1 s of every command's start-up,
     and only these schema files show the descriptions. A field keeps the docstring of the class that declares
     it last (a subclass that declares it again without one has none), as pydantic decides."""
     docs = {name: _field_docstrings(sys.modules[name]) for name in DOCUMENTED}

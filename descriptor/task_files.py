@@ -52,7 +52,7 @@ def build_analysis(runs: Sequence[RunRecord], descriptor: dict[str, Any], issues
                 for r in runs
             ],
         },
-        # The descriptor itself is descriptor.json beside it (it was here too: a third of this file; issue 33).
+        # The descriptor itself is descriptor.json beside it (it was here too: a third of this file).
         "bottlenecks": {
             "by_stage": by_stage,
             "by_actor": by_actor,

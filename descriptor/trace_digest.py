@@ -7,7 +7,7 @@ trace is read under the one damage rule as before (:mod:`descriptor.run_files`).
 function of the trace's events (:func:`trace_digest`, which both paths call), so it stays recomputable.
 
 Why: parsing and validating a trace was ~1.3 ms of the ~2.6 ms it took to read a run, and a cold summary read
-every run twice (summaries, then the report); hashing the file takes ~0.05 ms (issue 33).
+every run twice (summaries, then the report); hashing the file takes ~0.05 ms.
 """
 
 from __future__ import annotations

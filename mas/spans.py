@@ -79,7 +79,7 @@ class ChatSpans:
     LangChain run id is chosen there); the event that records the call's output, emitted right after it in
     the same node, takes the call's span id. Not a callback handler: a handler on every call made LangChain
     run its callback machinery for each (run managers, the handlers' events), ~13 % of a scripted debate
-    run's CPU with the usage handler it replaced (issue 33).
+    run's CPU with the usage handler it replaced.
     """
 
     def __init__(self, *, record_inputs: bool = False) -> None:

@@ -260,7 +260,7 @@ def call_config(metadata: dict[str, Any], messages: list[Any]) -> dict[str, Any]
     if not inherited:
         return {"metadata": metadata, "run_id": run_id}
     # What merge_configs(inherited, own) gives for these two keys, without its copy of every key and of the
-    # node's callback manager (the model's own ensure_config copies what it keeps): 0.1 ms a call (issue 33).
+    # node's callback manager (the model's own ensure_config copies what it keeps): 0.1 ms a call.
     return {**inherited, "metadata": {**(inherited.get("metadata") or {}), **metadata}, "run_id": run_id}
 
 

@@ -1,7 +1,7 @@
 """Build CHIEF's exemplar pool from the training part of the Who&When dev split.
 
     python scripts/build_chief_exemplars.py --data-dir ../shared/data/who_and_when/dev \
-        --out attribution/methods/chief_exemplars.json
+        --out attribution/methods/chief/exemplars.json
 
 The training part is fixed by a rule that looks at no label: the records whose
 file number is 1 modulo 10, of at most 40 steps (9 algorithm-generated, 2

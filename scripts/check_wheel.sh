@@ -23,7 +23,7 @@ mkdir -p "$tmp/src" "$tmp/dist" "$tmp/work"
   || { cat "$tmp/build.log" >&2; fail "pip wheel"; }
 wheel="$(ls "$tmp"/dist/mas_econ-*.whl)"
 listing="$("$python" -m zipfile -l "$wheel")"
-for f in attribution/methods/chief_exemplars.json mas/data/experiment.example.toml descriptor/report/templates/index.html.j2 \
+for f in attribution/methods/chief/exemplars.json mas/data/experiment.example.toml descriptor/report/templates/index.html.j2 \
          benchmark/sandbox/child.py benchmark/sandbox/remote_child.py \
          benchmark/workbench/data/emails.csv mas/py.typed descriptor/py.typed benchmark/py.typed attribution/py.typed; do
   grep -q "^$f " <<<"$listing" || fail "the wheel lacks $f"

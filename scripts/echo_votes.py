@@ -5,7 +5,7 @@
 ``OUT`` is an ``attribute --method echo`` output directory (or its
 ``predictions.jsonl``). Every case records its analysts' parsed outputs (and,
 in the project variant, its step judgments and candidates; see
-``attribution/methods/_echo_vote.py`` and ``_echo_consensus.py``); this
+``attribution/methods/echo/vote.py`` and ``echo/consensus.py``); this
 script replays :func:`decide` under ``paper`` and ``weighted_share`` and prints
 agent and step accuracy (exact, ±1, ±3) per subset, side by side, on the
 same model outputs. In the paper variant both rules vote on the same two
@@ -30,8 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attribution.evaluate import agent_correct, step_within  # noqa: E402
-from attribution.methods._echo_consensus import decide  # noqa: E402
-from attribution.methods._echo_vote import DELTA, VOTES  # noqa: E402
+from attribution.methods.echo.consensus import decide  # noqa: E402
+from attribution.methods.echo.vote import DELTA, VOTES  # noqa: E402
 
 TOLERANCES = (0, 1, 3)
 

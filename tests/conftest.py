@@ -20,45 +20,6 @@ import pytest
 
 from tests.fake_endpoint import FakeEndpoint
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _declare_checkout_entry_points() -> None:
-    """Make the entry points this checkout's ``pyproject.toml`` declares visible when the installed project
-    does not declare them yet (an editable install made from another checkout, or before reinstalling).
-
-    Providers such as the scripted double are found only through their entry point (no production module
-    imports them), so a test session of a checkout whose pyproject adds one would otherwise not see it. The
-    missing ones go into a throwaway ``*.dist-info`` put first on ``sys.path`` and ``PYTHONPATH``, so
-    ``importlib.metadata`` finds them in this process and in every ``python main.py ...`` it starts; once the
-    project is reinstalled they are declared already and nothing is added.
-    """
-    import atexit
-    import shutil
-    import tempfile
-    import tomllib
-    from importlib import metadata
-
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"].get("entry-points", {})
-    missing = {group: {name: value for name, value in eps.items()
-                       if not any(ep.name == name and ep.value == value for ep in metadata.entry_points(group=group))}
-               for group, eps in declared.items()}
-    missing = {group: eps for group, eps in missing.items() if eps}
-    if not missing:
-        return
-    site = Path(tempfile.mkdtemp(prefix="mas-econ-entry-points-"))
-    atexit.register(shutil.rmtree, site, ignore_errors=True)
-    info = site / "mas_econ_checkout_entry_points-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mas-econ-checkout-entry-points\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in eps.items()) for group, eps in missing.items()))
-    sys.path.insert(0, str(site))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
-
-
-_declare_checkout_entry_points()
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n``), leave out the tests marked ``serial``: they cannot share the machine with other
     tests (a timing, the worker processes of a sweep), so they run after the others, alone
@@ -135,6 +96,16 @@ def no_llama_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Ite
             os.environ.pop(SESSION_ENV, None)
         else:
             os.environ[SESSION_ENV] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scripted_double() -> None:
+    """Register the scripted double as the provider ``scripted`` in this test process (importing its provider
+    module registers it). An installed project finds it through its entry point anyway; this makes a test
+    session independent of the installed metadata. ``python main.py ...`` subprocesses still find it through
+    the entry point: a checkout whose pyproject declares entry points the installed metadata lacks is
+    reinstalled (``pip install -e .``)."""
+    import mas.scripted.provider  # noqa: F401
 
 
 @pytest.fixture

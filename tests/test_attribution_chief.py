@@ -12,9 +12,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import main
 from attribution.methods import METHODS, MethodContext
-from attribution.methods._chief_exemplars import is_pool_record, load_pool, retrieve
-from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
-from attribution.methods.chief import backtrack
+from attribution.methods.chief.exemplars import is_pool_record, load_pool, retrieve
+from attribution.methods.chief.graph import CausalGraph, Subtask, build_graph, corrected_downstream, repair_subtasks
+from attribution.methods.chief.levels import backtrack
 from attribution.sources.trajectory import Step, Trajectory
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
@@ -27,7 +27,7 @@ async def test_chief_builds_its_causal_graph_with_a_model_call() -> None:
     traj = TRAJS[1]
     pred = await METHODS["chief"](variant="project")(traj, MethodContext(model=bound(model)))
     graph_calls = [m for m, _ in model.seen if m["contract"] == "attribution.chief.graph"]
-    assert len(graph_calls) == 1 and graph_calls[0]["attr_range"] == [0, traj.n_steps - 1]
+    assert len(graph_calls) == 1 and graph_calls[0]["hints"]["attr_range"] == [0, traj.n_steps - 1]
     assert pred.details["graph_source"] == "model"
     assert pred.details["otar"]["0:planner"]["observation"] == "the previous step"  # the scripted model's tuple
     assert pred.step == traj.mistake_step
@@ -130,7 +130,7 @@ async def test_decomposition_prompt_shows_the_retrieved_exemplars() -> None:
     pred = await METHODS["chief"](variant="project")(TRAJS[0], MethodContext(model=bound(model)))
     meta, prompt = next((m, p) for m, p in model.seen if m["contract"] == "attribution.chief.decompose")
     ids = [e["id"] for e in pred.details["exemplars"]]
-    assert meta["attr_exemplars"] == ids and len(ids) == 2
+    assert meta["hints"]["attr_exemplars"] == ids and len(ids) == 2
     pool = {ex["id"]: ex for ex in load_pool()}
     assert all(pool[i]["log"] in prompt for i in ids) and "Example 2 subtasks:" in prompt
 
@@ -159,7 +159,7 @@ def test_attribute_leaves_the_exemplar_pool_records_out_of_the_evaluation(tmp_pa
 def test_the_committed_exemplar_pool_is_what_the_build_script_makes(tmp_path: Path) -> None:
     script = load_script("build_chief_exemplars")
     assert script.main(["--data-dir", str(DEV), "--out", str(tmp_path / "pool.json")]) == 0
-    committed = Path(__file__).resolve().parents[1] / "attribution" / "methods" / "chief_exemplars.json"
+    committed = Path(__file__).resolve().parents[1] / "attribution" / "methods" / "chief" / "exemplars.json"
     assert (tmp_path / "pool.json").read_text() == committed.read_text()
     assert all(script.in_training_part(*ex["id"].split("/")[0:1], int(ex["id"].split("/")[1]), ex["n_steps"])
                for ex in json.loads(committed.read_text())["exemplars"])

@@ -65,7 +65,7 @@ async def test_one_call_per_appendix_stage_and_the_answer_is_f_s() -> None:
 
 
 def four_parts(meta: dict) -> dict:
-    n = meta["attr_n_steps"]
+    n = meta["hints"]["attr_n_steps"]
     q = n // 4
     return {"reflection": "aligned", "subtasks": [{"name": f"part {i + 1}", "start": i * q,
                                                    "end": n - 1 if i == 3 else (i + 1) * q - 1} for i in range(4)]}
@@ -76,7 +76,7 @@ async def test_the_oracle_is_built_from_the_history_the_later_steps_and_the_earl
     model = StageModel(seed=0, replies={"decomposition": four_parts})
     pred = await run(traj, model, max_output_tokens=200)  # a reply holds two oracles: two calls
     calls = model.prompts("oracles")
-    assert [m["attr_subtasks"] for m, _ in calls] == [["S1", "S2"], ["S3", "S4"]]
+    assert [m["hints"]["attr_subtasks"] for m, _ in calls] == [["S1", "S2"], ["S3", "S4"]]
     first, second = calls[0][1], calls[1][1]
     # Eq. 2: the history with the steps after the subtask (tau_>k), the retrieved examples (tau_s), the plan ...
     assert all(f"[{i}] " in first for i in range(traj.n_steps)) and "ERROR here" in first
@@ -84,7 +84,7 @@ async def test_the_oracle_is_built_from_the_history_the_later_steps_and_the_earl
     # ... and the oracles already written (O_<k) as constraints for the later ones.
     assert "previous oracle constraints" not in first
     assert "previous oracle constraints" in second and "goal: goal of S1" in second and "goal: goal of S2" in second
-    assert calls[1][0]["attr_written"] == ["S1", "S2"]
+    assert calls[1][0]["hints"]["attr_written"] == ["S1", "S2"]
     assert list(pred.details["graph"]["oracles"]) == ["S1", "S2", "S3", "S4"]
 
 
@@ -101,7 +101,7 @@ async def test_backtracking_and_attribution_reason_on_the_graph_and_f_decides() 
         assert "oracle: goal: goal of S1" in prompt and "- Verifier: action: acted on it" in prompt
         assert "S1 -> S2 (data_dependency); a wrong value upstream => a wrong result downstream" in prompt
     assert "reverse topological order" in e_prompt and "Acceptance Criteria" in e_prompt
-    assert "candidate error steps: [5] Verifier" in f_prompt and f_meta["attr_candidate_steps"] == [5]
+    assert "candidate error steps: [5] Verifier" in f_prompt and f_meta["hints"]["attr_candidate_steps"] == [5]
     for stage in ("Local attribution", "Planning-control", "Data-flow", "Final screening"):
         assert stage in f_prompt, stage
     assert (pred.agent, pred.step) == ("Coder", 2) and "Data-Flow" in pred.details["attribution"]["reason"]
@@ -135,7 +135,7 @@ async def test_the_decomposition_shows_the_exemplars_as_a_question_and_its_steps
     model = StageModel(seed=0)
     pred = await run(TRAJS[0], model)
     (meta, prompt), = model.prompts("decomposition")
-    from attribution.methods._chief_exemplars import load_pool
+    from attribution.methods.chief.exemplars import load_pool
 
     pool = {ex["id"]: ex for ex in load_pool()}
     ids = [e["id"] for e in pred.details["exemplars"]]
@@ -148,7 +148,7 @@ async def test_the_decomposition_shows_the_exemplars_as_a_question_and_its_steps
 
 
 def test_the_docs_no_longer_say_chiefs_appendices_were_out_of_reach() -> None:
-    for path in ("attribution/README.md", "attribution/methods/chief.py", "attribution/methods/_echo_context.py",
+    for path in ("attribution/README.md", "attribution/methods/chief/method.py", "attribution/methods/echo/context.py",
                  "docs/fidelity.md", "docs/guide/attribution.md", "docs/guide/attribution-methods.md",
                  "docs/benchmarks.md"):
         text = (ROOT / path).read_text(encoding="utf-8")

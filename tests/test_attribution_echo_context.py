@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.methods._echo_context import hierarchical_views
+from attribution.methods.echo.context import hierarchical_views
 from attribution.sources.trajectory import Step, Trajectory
 
 FILLER = "Working on it."
@@ -66,7 +66,7 @@ def a3_traj() -> Trajectory:
 
 
 def test_a3_extracts_by_its_patterns_within_50_20_and_15_words() -> None:
-    from attribution.methods._echo_extraction import brief_summary, key_decision, milestone
+    from attribution.methods.echo.extraction import brief_summary, key_decision, milestone
 
     assert key_decision(TEXTS[2]) == "we should use the 2019 column because it is complete."
     cut = key_decision(TEXTS[3])

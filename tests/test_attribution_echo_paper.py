@@ -11,17 +11,17 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from attribution.methods import METHODS, MethodContext
-from attribution.methods._echo_vote import Conclusion
+from attribution.methods.echo.vote import Conclusion
 from mas.scripted.model import ScriptedChatModel
 from tests.test_attribution_echo_context import TEXTS, a3_traj
 from tests.test_attribution_methods import RecordingModel, bound, make_traj
 
 async def test_both_passes_see_the_analysts_context_with_a3s_levels() -> None:
-    from attribution.methods._echo_extraction import key_decision, milestone
+    from attribution.methods.echo.extraction import key_decision, milestone
 
     model = RecordingModel(seed=0)
     pred = await METHODS["echo"]()(a3_traj(), MethodContext(model=bound(model)))
-    calls = [(m["attr_pass"], m["attr_role"], p) for m, p in model.seen]
+    calls = [(m["hints"]["attr_pass"], m["hints"]["attr_role"], p) for m, p in model.seen]
     assert sorted(c[0] for c in calls) == ["agent"] * 3 + ["step"] * 3 and pred.nfe == 6
     contexts = set()
     for which, role, prompt in calls:
@@ -46,8 +46,8 @@ class BallotModel(ScriptedChatModel):
 
     def _respond(self, messages, meta, kwargs):
         self.calls += 1
-        ballots = self.agent_ballots if meta["attr_pass"] == "agent" else self.step_ballots
-        kind, agents, step, conf = ballots[self.order.index(meta["attr_role"])]
+        ballots = self.agent_ballots if meta["hints"]["attr_pass"] == "agent" else self.step_ballots
+        kind, agents, step, conf = ballots[self.order.index(meta["hints"]["attr_role"])]
         reply = {"analysis_summary": "s", "agent_evaluations": [{"agent_name": a, "step_index": step,
                                                                  "reasoning": "r", "evidence": "e",
                                                                  "error_likelihood": 0.7} for a in agents],
@@ -59,7 +59,7 @@ class BallotModel(ScriptedChatModel):
 
 
 async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_from_the_step_pass() -> None:
-    from attribution.methods.echo import sample_panel
+    from attribution.methods.echo.method import sample_panel
 
     traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 4)
     model = BallotModel(
@@ -83,7 +83,7 @@ async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_f
     assert dis == {"high_disagreement": False, "num_different_conclusions": 2, "confidence_spread": 0.55,
                    "requires_review": True}
     assert d["disagreement"]["agent_step_consistent"] is True  # step 4 is the Coder's
-    from attribution.methods._echo_consensus import decide
+    from attribution.methods.echo.consensus import decide
 
     assert (decide(d).agent, decide(d).step) == (pred.agent, pred.step)
     # The project's earlier pipeline elects one agent and judges its steps one call each.
@@ -92,7 +92,7 @@ async def test_a7_a_multi_agent_conclusion_keeps_its_agents_and_the_step_comes_f
 
 
 def test_a7_high_disagreement_is_more_than_two_conclusion_types_each_voted() -> None:
-    from attribution.methods._echo_consensus import consensus
+    from attribution.methods.echo.consensus import consensus
 
     def c(kind: str, conf: float) -> Conclusion:
         return Conclusion(agents=["A"], step=1, confidence=conf, type=kind)

@@ -12,7 +12,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import main
 from attribution.methods import METHODS, MethodContext
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.vote import (
     Analysis,
     Ballot,
     Conclusion,
@@ -21,7 +21,7 @@ from attribution.methods._echo_vote import (
     conclusion_type,
     elect_agent,
 )
-from attribution.methods._echo_consensus import decide
+from attribution.methods.echo.consensus import decide
 from mas.scripted.model import ScriptedChatModel
 from tests.scripts_loader import load_script
 from tests.test_attribution_methods import TRAJS, bound, make_traj
@@ -101,7 +101,7 @@ class SplitPanelModel(ScriptedChatModel):
         if meta.get("contract") != "attribution.echo.agent_panel":
             return super()._respond(messages, meta, kwargs)
         self.calls += 1
-        first = meta["attr_role"] == self.first_role
+        first = meta["hints"]["attr_role"] == self.first_role
         agent, conf = ("Coder", 0.5) if first else ("Planner", 0.28)
         step = 2 if agent == "Coder" else 1
         reply = {"summary": "s", "agents": [], "conclusion": {"type": "t", "agents": [agent], "step": step,
@@ -113,7 +113,7 @@ class SplitPanelModel(ScriptedChatModel):
 
 async def test_compare_votes_judges_both_rules_agents_and_counts_the_calls() -> None:
     traj = make_traj(["human", "Planner", "Coder", "Computer_terminal", "Coder", "Verifier", "Planner"], 4)
-    from attribution.methods.echo import sample_panel
+    from attribution.methods.echo.method import sample_panel
 
     model = SplitPanelModel(seed=0, first_role=sample_panel(3, 0)[0])
     pred = await METHODS["echo"](variant="project", compare_votes=True)(traj, MethodContext(model=bound(model)))

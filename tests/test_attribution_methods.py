@@ -1,7 +1,7 @@
 """Plumbing of the LLM attribution methods with the scripted model.
 
 Hand-made trajectories mark their decisive step with the word ERROR, which
-the scripted responders (``mas/scripted/attribution.py``) look for. Contexts
+the double's answers (``mas/scripted/attribution/``) look for in the calls' hints. Contexts
 hold a ``BoundModel`` (the chat model with its route), as jobs make them.
 """
 
@@ -11,13 +11,13 @@ import random
 import re
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from attribution.methods import METHODS, MethodContext, Prediction
-from attribution.methods import chief as chief_module
-from attribution.methods._chief_graph import (
+import attribution.methods.chief.method as chief_module
+from attribution.methods.chief.graph import (
     Subtask,
     build_graph,
     fallback_subtasks,
@@ -26,9 +26,10 @@ from attribution.methods._chief_graph import (
     self_corrected,
 )
 from attribution.methods.baselines import split_range
-from attribution.methods._echo_context import hierarchical_views, level_of
-from attribution.methods.chief import _oracle_items, oracle_batches, screen_candidates
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.context import hierarchical_views, level_of
+from attribution.methods.chief.counterfactual import screen_candidates
+from attribution.methods.chief.oracle import oracle_batches, oracle_items
+from attribution.methods.echo.vote import (
     Analysis,
     Conclusion,
     Judgment,
@@ -39,7 +40,7 @@ from attribution.methods._echo_vote import (
     step_votes,
     vote,
 )
-from attribution.methods.echo import parse_analysis, sample_panel, step_candidates, step_view
+from attribution.methods.echo.method import parse_analysis, sample_panel, step_candidates, step_view
 from attribution.llm.prompting import case_header, parse_loose, render_steps, step_views
 from attribution.scorers.base import ScorerContext
 from attribution.scorers.llm import llm_naive, llm_roles, parse_probability, segments
@@ -74,8 +75,6 @@ TRAJS = [
 
 def bound(model: ScriptedChatModel) -> BoundModel:
     """A scripted chat model (or a test double built on it) with its route, as ``make_chat_model`` returns it."""
-    import mas.scripted.responders  # noqa: F401  (registers the attribution contracts, as make_chat_model does)
-
     return BoundModel(name="scripted", route=ModelRoute(provider="scripted", model="scripted"), model=model,
                       model_label="scripted")
 
@@ -96,6 +95,32 @@ async def test_method_end_to_end_finds_marked_step(method: str, with_gt: bool) -
         assert pred.nfe >= 1 and pred.tokens > 0 and pred.seconds >= 0
         assert pred.details["tokens_in"] + pred.details["tokens_out"] == pred.tokens
         assert pred.truncated is False
+
+
+class BlindModel(ScriptedChatModel):
+    """The scripted double shown a blank prompt: only the call's metadata and hints reach its answers."""
+
+    def _respond(self, messages, meta, kwargs):
+        return super()._respond([HumanMessage("")], meta, kwargs)
+
+
+@pytest.mark.parametrize("method", LLM_METHODS)
+async def test_the_double_answers_every_method_from_the_calls_hints_without_the_prompt(method: str) -> None:
+    for traj in TRAJS:
+        pred = await METHODS[method]()(traj, MethodContext(model=bound(BlindModel(seed=0)), route="scripted"))
+        assert pred.step == traj.mistake_step, (method, traj.id, pred.details.get("fallbacks"))
+        assert pred.agent is not None and pred.agent.lower() == traj.mistake_agent.lower()
+
+
+async def test_a_calls_log_hint_is_what_its_fitted_prompt_shows() -> None:
+    traj = chatty_traj(40, 30)
+    model = RecordingModel(seed=0)
+    ctx_small = MethodContext(model=bound(model), route="scripted", context_window=900)
+    await METHODS["all_at_once"](prompts="project")(traj, ctx_small)
+    meta, prompt = model.seen[0]
+    shown = {i: text for i, _, text in meta["hints"]["attr_log"]}
+    assert shown == shown_lines(prompt) and len(shown) < traj.n_steps  # windowed: the omitted steps are not hinted
+    assert all(agent == traj.steps[i].agent for i, agent, _ in meta["hints"]["attr_log"])
 
 
 @pytest.mark.parametrize("lo,hi", [(0, 4), (0, 5), (3, 9), (2, 3), (0, 128)])
@@ -263,14 +288,14 @@ async def test_echo_judges_each_candidate_with_its_own_hierarchical_view() -> No
     assert (pred.agent, pred.step) == ("Coder", 8)
     candidates = pred.details["candidates"]
     assert candidates == [2, 5, 8]  # proposed step first, then the earliest, judged in step order
-    judged = [(m["attr_role"], m["attr_step"]) for m, _ in model.seen if m["contract"] == "attribution.echo.step_panel"]
+    judged = [(m["hints"]["attr_role"], m["hints"]["attr_step"]) for m, _ in model.seen if m["contract"] == "attribution.echo.step_panel"]
     roles = pred.details["panel"]
     assert sorted(judged) == sorted((r, c) for r in roles for c in candidates)  # every analyst, every candidate
     for meta, prompt in model.seen:
         if meta["contract"] == "attribution.echo.step_panel":
             lines = shown_lines(prompt)
-            assert meta["attr_step"] in lines and any(t.startswith("(key ") for t in lines.values())
-            assert_levels(lines, traj, meta["attr_step"])
+            assert meta["hints"]["attr_step"] in lines and any(t.startswith("(key ") for t in lines.values())
+            assert_levels(lines, traj, meta["hints"]["attr_step"])
     assert pred.nfe == len(roles) * (1 + len(candidates)) == 12  # the documented bound, k * (1 + candidates)
     assert pred.details["step_vote"]["basis"] == "consensus"
     assert {j["step"] for j in pred.details["judgments"] if j["decisive"]} == {8}
@@ -467,9 +492,9 @@ def test_oracle_batches_and_reply_matching() -> None:
     assert [[s.index for s in b] for b in oracle_batches(subs, 512, sizes, 1000)] == [[0, 1], [2], [3, 4, 5, 6, 7]]
     batch = subs[5:]
     # Numbered items match by number, unnumbered ones by position; a missing one stays missing.
-    items = _oracle_items({"oracles": [{"subtask": 7, "satisfied": "no"}, {"satisfied": "yes"}]}, batch)
+    items = oracle_items({"oracles": [{"subtask": 7, "satisfied": "no"}, {"satisfied": "yes"}]}, batch)
     assert set(items) == {7, 6} and items[7]["satisfied"] == "no"
-    assert _oracle_items({"goal": "g", "satisfied": "yes"}, subs[:1]) == {0: {"goal": "g", "satisfied": "yes"}}
+    assert oracle_items({"goal": "g", "satisfied": "yes"}, subs[:1]) == {0: {"goal": "g", "satisfied": "yes"}}
 
 
 # ------------------------------------------------------------------ LLM step scorers
@@ -523,6 +548,15 @@ async def test_llm_roles_averages_the_four_roles_and_segments_long_logs() -> Non
     top = max(res.step_scores)
     assert [i for i, s in enumerate(res.step_scores) if s == top] == [6, 7, 8]  # the segment holding step 7
     assert all(0.0 <= s <= 1.0 for s in res.step_scores)
+
+
+async def test_the_double_scores_from_the_calls_hints_without_the_prompt() -> None:
+    sctx = ScorerContext(model=bound(BlindModel(seed=0)), route="scripted")
+    for traj, res in zip(TRAJS, await llm_naive()(TRAJS, sctx), strict=True):
+        assert max(range(res.n_steps), key=res.step_scores.__getitem__) == traj.mistake_step
+    traj = make_traj([f"A{i % 3}" for i in range(12)], 7)
+    (res,) = await llm_roles(max_calls=4)([traj], sctx)
+    assert [i for i, s in enumerate(res.step_scores) if s == max(res.step_scores)] == [6, 7, 8]
 
 
 # ------------------------------------------------------------------ fitting long logs

@@ -133,3 +133,24 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert "mas-econ label-failures" in cli
     assert (tmp_path / "site" / "reference" / "api" / "index.html").stat().st_size > 100_000
     assert not (tmp_path / "site" / "hooks.py").exists()
+
+
+# ---- the code speaks of what it does, not of when --------------------------------------------------------------
+
+HISTORY = re.compile(r"\b[Ii]ssues? #?\d+\b|\(#\d+\)|\bissue-\d+\b")
+"""An issue number: the history a change came from belongs in CHANGELOG.md and the commit, not in the code."""
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b(?![T ]\d\d:)")
+"""A calendar date not part of a timestamp (a dated measurement belongs in docs/benchmarks.md)."""
+DATA_DATES = {"benchmark/workbench/analytics_tools.py", "benchmark/workbench/adapter.py"}
+"""Modules whose dates are the benchmark's data (WorkBench's frozen calendar), not history."""
+
+
+def test_production_code_holds_no_issue_numbers_or_dates():
+    found = []
+    for pkg in ("mas", "benchmark", "descriptor", "attribution"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if HISTORY.search(line) or (rel not in DATA_DATES and DATE.search(line)):
+                    found.append(f"{rel}:{n}: {line.strip()}")
+    assert found == []

@@ -1,5 +1,6 @@
 """The house: each package is one stage and imports only the stages below it; no cycles; small modules;
-only public names cross modules; the scripted test double is imported by no production module.
+only public names cross modules; the scripted test double is imported by no production module, and its answers
+are defined in its own package only.
 
 Stages, bottom up: ``descriptor`` (the run-record contract and what is computed from run files),
 ``benchmark`` (tasks and native evaluation), ``mas`` (the runtime), ``attribution`` (on top).
@@ -33,9 +34,7 @@ MAX_MAS_TOP_LEVEL = 12
 # Modules over the size limit, each with the work that splits it (an empty dict is the goal).
 OVERSIZED: dict[str, str] = {}
 # Modules importing another module's private name, each with the work that ends it (an empty dict is the goal).
-PRIVATE_IMPORTS: dict[str, str] = {
-    "attribution.methods.chief": "re-exports _chief_oracle._oracle_items; ends when CHIEF gets its own folder",
-}
+PRIVATE_IMPORTS: dict[str, str] = {}
 
 
 def modules() -> dict[str, Path]:
@@ -106,6 +105,34 @@ DOUBLE = "mas.scripted"
 def test_no_production_module_imports_the_scripted_double(name):
     bad = sorted(m for m in imports(MODULES[name]) if m == DOUBLE or m.startswith(DOUBLE + "."))
     assert not bad, f"{name} imports the test double: {bad}"
+
+
+def scripted_answers(tree: ast.AST) -> list[str]:
+    """Where ``tree`` defines a scripted answer: a ``responder(...)`` call or decorator (bare or as an attribute),
+    or a ``RESPONDERS.register`` call; line numbers."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        owner = func.value if isinstance(func, ast.Attribute) else None
+        if name == "responder" or (name == "register" and isinstance(owner, ast.Name) and owner.id == "RESPONDERS"):
+            found.append(node.lineno)
+    return [f"line {n}" for n in sorted(found)]
+
+
+def test_the_answer_check_sees_each_way_of_registering_an_answer():
+    source = ("@responder('a.b')\ndef f(ctx): ...\nscripting.responder('c.d')(f)\n"
+              "RESPONDERS.register('e.f', x)\nBENCHMARKS.register('arith')\n")
+    assert scripted_answers(ast.parse(source)) == ["line 1", "line 3", "line 4"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != DOUBLE and not n.startswith(DOUBLE + ".")))
+def test_no_module_outside_the_double_defines_a_scripted_answer(name):
+    """The double's answers live in its own package, keyed by contract; a production module only sends prompts."""
+    found = scripted_answers(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+    assert not found, f"{name} defines scripted answers ({', '.join(found)}): they belong in mas/scripted/"
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -189,6 +216,47 @@ def test_a_module_imports_only_public_names_of_another(name):
     if name in PRIVATE_IMPORTS:
         pytest.xfail(PRIVATE_IMPORTS[name])
     assert not bad, f"{name} imports private names {bad}"
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def diagram(text: str) -> list[tuple[str, list[str]]]:
+    """The stages of the layer diagram (the page's first ``text`` block), top to bottom, each with the
+    subpackages its line lists (``methods/chief/`` as ``methods/chief``)."""
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    stages = []
+    for line in block.splitlines():
+        first, *rest = line.split() or [""]
+        if first in PACKAGES:
+            stages.append((first, [w.rstrip("/") for w in rest]))
+    return stages
+
+
+def subpackages(stage: str) -> list[str]:
+    """The subpackages of ``stage`` on disk (every folder below it holding an ``__init__.py``), as paths."""
+    return sorted(str(p.parent.relative_to(ROOT / stage)) for p in (ROOT / stage).rglob("__init__.py")
+                  if p.parent != ROOT / stage and "__pycache__" not in p.parts)
+
+
+def test_the_diagram_reader_sees_stages_and_their_subpackages():
+    text = "# x\n```text\nmas   llm/  sweep/\n  |  v\ndescriptor    report/\n```\n```text\nbenchmark a/\n```"
+    assert diagram(text) == [("mas", ["llm", "sweep"]), ("descriptor", ["report"])]
+
+
+def test_the_layer_diagram_in_the_docs_matches_the_code():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    stages = diagram(text)
+    order = [name for name, _ in stages]
+    # bottom up, each stage may import itself and exactly the stages below it
+    assert sorted(order) == sorted(PACKAGES), f"the diagram's stages {order} are not the packages {PACKAGES}"
+    below = list(reversed(order))
+    assert {s: set(below[: below.index(s) + 1]) for s in order} == ALLOWED, "stage order differs from ALLOWED"
+    for stage, listed in stages:
+        assert listed == sorted(listed) and listed == subpackages(stage), (stage, listed, subpackages(stage))
+        section = text.split(f"\n### {stage}", 1)[1].split("\n### ", 1)[0]
+        missing = [sub for sub in listed if f"- `{sub}/`:" not in section]
+        assert not missing, f"docs/architecture.md does not say what {stage}'s {missing} hold"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -13,8 +13,9 @@ from mas.config import parse_config
 from mas.scripted.agents import agent_turn
 from mas.sweep.runner import RunSpec, execute_run
 from mas.systems import SYSTEMS
-from mas.topologies.decomposition import scripted_critique, scripted_plan
-from mas.topologies.supervisor import scripted_supervisor
+from mas.scripted.orchestrator import critique as scripted_critique
+from mas.scripted.orchestrator import plan as scripted_plan
+from mas.scripted.supervisor import supervisor as scripted_supervisor
 
 
 async def run(tmp_path: Path, system: str, provider: str):

@@ -1,8 +1,9 @@
 """The double's players read the task from its structured fields and the call's hints, picked by the benchmark's
-name; the orchestrator's scripted plan and critique live beside its prompts and never read the prompt."""
+name; the orchestrator's scripted plan and critique read the hints, never the prompt."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -12,11 +13,12 @@ from benchmark.registry import get_benchmark
 from descriptor.events import read_trace
 from mas.config import ExperimentConfig, ModelRoute, parse_config
 from mas.llm.models import ModelSet
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
 from mas.scripted.browsecomp import BrowseCompPlayer, grade
-from mas.scripted.players import player_for
+from mas.scripted.players import PLAYERS, TaskFields, player_for
 from mas.sweep.runner import RunSpec, execute_run
-from mas.topologies.decomposition import scripted_critique, scripted_plan
+from mas.scripted.orchestrator import critique as scripted_critique
+from mas.scripted.orchestrator import plan as scripted_plan
 from tests.test_browsecomp import bench as browsecomp
 
 CHAIN = {"start": 5, "ops": [["+", 2], ["*", 3]]}  # as a resumed run's record has it: operations as lists
@@ -47,6 +49,25 @@ def test_an_arith_question_without_a_named_benchmark_is_not_played():
     reply = scripted().invoke([HumanMessage(question)], config={"metadata": SOLVER}, tools=["calculator"])
     assert not reply.tool_calls and '"answer_artifact": "0"' in str(reply.content)
     assert player_for("gsm8k", {"start": 5, "ops": [["+", 2]]}, None) is None  # the name picks, not the fields
+
+
+def test_players_come_from_a_registry_by_benchmark_name_and_acting_benchmarks_replay_by_default():
+    assert {"arith", "browsecomp", "scicode", "workbench"} <= set(PLAYERS.names())
+    assert PLAYERS.origin("arith") == "mas.scripted.arith:arith_player"
+    acting = player_for("someone_elses_tools", {}, [{"name": "search", "args": {"query": "q"}}])
+    assert type(acting).__name__ == "ActingPlayer" and acting.actions == [("search", {"query": "q"})]
+
+    @dataclasses.dataclass
+    class Digits:
+        task: dict
+
+    PLAYERS.register("digit_sum", lambda fields: Digits(dict(fields.task)))  # a plugin's benchmark, its player
+    try:
+        assert player_for("digit_sum", {"digits": [1, 2]}, None) == Digits({"digits": [1, 2]})
+        assert player_for("digit_sum", None, None) == Digits({})
+        assert TaskFields().task == {} and TaskFields().oracle_actions is None
+    finally:
+        PLAYERS.unregister("digit_sum")
 
 
 def test_the_orchestrators_double_splits_and_checks_from_the_player_and_hints_alone():

@@ -50,7 +50,7 @@ COMMANDS = {
 }
 """Command -> the module registering it: a command's parser is built from its own module only. Why: importing
 all of :data:`COMMAND_MODULES` (numpy and pydantic models for the conformal and rollback options) was ~0.6 s of
-CPU of every command's start-up, half of ``summarize-experiment`` on a small experiment (issue 33).
+CPU of every command's start-up, half of ``summarize-experiment`` on a small experiment.
 ``tests/test_cli_startup.py`` checks this table against the modules."""
 
 HOOKED = {"mas.cli": ("attribution.cli.sweep",)}

@@ -111,13 +111,17 @@ class CaseLedger:
         return time.perf_counter() - self.started
 
     async def ask(self, stage: str, build: Build, *, temperature: float | None = None,
-                  meta: dict[str, Any] | None = None, schema: dict[str, Any] | None = None) -> str:
+                  hints: dict[str, Any] | None = None, schema: dict[str, Any] | None = None) -> str:
         """The reply text to the prompt ``build(budget)`` makes, by one :func:`call_llm`.
 
-        The contract is ``attribution.<method>.<stage>``; ``meta`` goes along
-        as invoke metadata (the scripted double reads ``attr_*`` keys);
-        ``schema`` constrains decoding where the route supports it (prompts
-        still describe the JSON, and replies are still parsed tolerantly).
+        The contract is ``attribution.<method>.<stage>``; ``hints`` (the
+        caller's ``attr_*`` facts about the call: the step under review, the
+        ranges asked about, ...) go along as the call's ``metadata["hints"]``,
+        with ``attr_log``, the steps the fitted prompt shows
+        (:attr:`~attribution.llm.prompt_fit.FitReport.shown`), so a test double
+        reads them instead of the prompt; ``schema`` constrains decoding where
+        the route supports it (prompts still describe the JSON, and replies are
+        still parsed tolerantly).
         """
         limit = self.prompt_budget
         for attempt in range(MAX_REFITS + 1):
@@ -127,10 +131,12 @@ class CaseLedger:
                 if prompt_tokens > self.prompt_budget and report is not None and report.n_steps:
                     limit = max(64, limit * self.prompt_budget // prompt_tokens - 16)
                     continue
+            shown = {"attr_log": [list(line) for line in report.shown]} if report is not None else {}
             try:
                 result = await call_llm(self.bound, messages, contract=f"attribution.{self.method}.{stage}",
                                         actor=f"attribution:{self.method}", json_schema=schema,
-                                        temperature=temperature, metadata=meta, max_tokens=self.reply_tokens)
+                                        temperature=temperature, metadata={"hints": {**(hints or {}), **shown}},
+                                        max_tokens=self.reply_tokens)
             except LLMCallError as err:
                 self.calls += 1  # the refused call was made
                 if attempt < MAX_REFITS and prompt_too_long(err):

@@ -8,7 +8,7 @@ minimum cap, steps far from the focus collapse into ``… steps a–b omitted �
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from attribution.sources.trajectory import Trajectory
@@ -68,6 +68,9 @@ class FitReport:
     cap_chars: int | None
     budget_tokens: int
     prompt_tokens: int = 0
+    shown: list[tuple[int, str, str]] = field(default_factory=list)
+    """Each shown step as the prompt shows it: (index, agent, text as cut), in prompt order. It travels with the
+    call as its ``attr_log`` hint (:meth:`attribution.llm.calls.CaseLedger.ask`), not in :meth:`as_dict`."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,11 +83,17 @@ class FitReport:
         }
 
 
-def _line(v: StepView, cap: int | None) -> str:
+def _shown(v: StepView, cap: int | None) -> tuple[int, str, str]:
+    """(index, agent, text) of ``v`` with its text cut to ``cap`` (weighted; None: whole)."""
     body = v.text
     if cap is not None:
         body = clip(body, max(MIN_STEP_CHARS // 2, int(cap * v.weight)))
-    return f"[{v.index}] {v.agent}: {body}"
+    return v.index, v.agent, body
+
+
+def _line(v: StepView, cap: int | None) -> str:
+    index, agent, body = _shown(v, cap)
+    return f"[{index}] {agent}: {body}"
 
 
 def _cap_for(views: Sequence[StepView], budget_chars: int) -> int | None:
@@ -101,7 +110,7 @@ def _cap_for(views: Sequence[StepView], budget_chars: int) -> int | None:
     return lo
 
 
-def _window(views: Sequence[StepView], budget_chars: int, focus: set[int]) -> tuple[list[str], int]:
+def _window(views: Sequence[StepView], budget_chars: int, focus: set[int]) -> tuple[list[str], list[StepView]]:
     """Keep steps by priority (focus, near focus, first, last) at the minimum cap; collapse the rest."""
     anchors = sorted(focus) or [views[0].index, views[-1].index]
 
@@ -130,7 +139,7 @@ def _window(views: Sequence[StepView], budget_chars: int, focus: set[int]) -> tu
             gap.append(v.index)
     if gap:
         lines.append(f"… steps {gap[0]}–{gap[-1]} omitted …")
-    return lines, len(kept)
+    return lines, [v for v in views if v.index in kept]
 
 
 def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] | None = None) -> tuple[str, FitReport]:
@@ -150,13 +159,16 @@ def render_steps(views: Sequence[StepView], budget_tokens: int, focus: set[int] 
     n = len(views)
     full = "\n".join(_line(v, None) for v in views)
     if len(full) <= budget_chars:
-        return full, FitReport(mode="full", n_steps=n, shown_steps=n, cap_chars=None, budget_tokens=budget_tokens)
+        return full, FitReport(mode="full", n_steps=n, shown_steps=n, cap_chars=None, budget_tokens=budget_tokens,
+                               shown=[_shown(v, None) for v in views])
     cap = _cap_for(views, budget_chars)
     if cap is not None:
         text = "\n".join(_line(v, cap) for v in views)
-        return text, FitReport(mode="compressed", n_steps=n, shown_steps=n, cap_chars=cap, budget_tokens=budget_tokens)
-    lines, shown = _window(views, budget_chars, focus or set())
-    report = FitReport(mode="windowed", n_steps=n, shown_steps=shown, cap_chars=MIN_STEP_CHARS, budget_tokens=budget_tokens)
+        return text, FitReport(mode="compressed", n_steps=n, shown_steps=n, cap_chars=cap, budget_tokens=budget_tokens,
+                               shown=[_shown(v, cap) for v in views])
+    lines, kept = _window(views, budget_chars, focus or set())
+    report = FitReport(mode="windowed", n_steps=n, shown_steps=len(kept), cap_chars=MIN_STEP_CHARS,
+                       budget_tokens=budget_tokens, shown=[_shown(v, MIN_STEP_CHARS) for v in kept])
     return "\n".join(lines), report
 
 

@@ -36,11 +36,9 @@ and the fallback is recorded in ``details["fallbacks"]``.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Any
 
-from attribution.llm.scripted_log import first_marked, marked
 import attribution.methods._whowhen_paper as paper
 from descriptor.errors import UserError
 from attribution.llm.calls import CaseLedger, new_ledger
@@ -61,7 +59,6 @@ from attribution.llm.prompting import (
     steps_of,
 )
 from attribution.llm.replies import Reply, YesNo, contract, one_of, schema_of, step_in, text
-from mas.llm.scripting import ScriptedContext, responder
 from attribution.sources.trajectory import Trajectory
 
 SYSTEM = (
@@ -118,7 +115,7 @@ async def _all_at_once_paper(traj: Trajectory, ctx: MethodContext) -> Prediction
         steps, report = render_steps(step_views(traj), budget - estimate_tokens(empty))
         return messages(paper.ALL_AT_ONCE_SYSTEM, paper.all_at_once_prompt(traj, ctx.with_ground_truth, steps)), report
 
-    reply = await ledger.ask("answer", build, meta={"attr_prompts": "paper"})
+    reply = await ledger.ask("answer", build, hints={"attr_prompts": "paper"})
     name, step_text, reason = paper.read_all_at_once(reply)
     if name is None or step_text is None:
         ledger.note_fallback("answer", "format")
@@ -204,7 +201,7 @@ async def _step_by_step_paper(traj: Trajectory, ctx: MethodContext, no_flag: str
                                          focus={i})
             return messages(paper.STEP_SYSTEM, paper.step_prompt(traj, ctx.with_ground_truth, steps)), report
 
-        reply = await ledger.ask("judge_step", build, meta={"attr_step": i, "attr_prompts": "paper"})
+        reply = await ledger.ask("judge_step", build, hints={"attr_step": i, "attr_prompts": "paper"})
         flagged = paper.read_step_verdict(reply)
         if flagged is None:
             ledger.note_fallback("judge_step", "format_read_as_no")
@@ -232,7 +229,7 @@ async def _step_by_step(traj: Trajectory, ctx: MethodContext, no_flag: str = "no
             user = f"{header}\n\nLog up to the step under review:\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await ledger.ask("judge_step", build, meta={"attr_step": i}, schema=JUDGE_SCHEMA)
+        reply = await ledger.ask("judge_step", build, hints={"attr_step": i}, schema=JUDGE_SCHEMA)
         obj = ledger.parse("judge_step", reply) or {}
         flagged = _yes(obj.get("error"), reply)
         verdicts.append({"step": i, "error": flagged})
@@ -281,7 +278,7 @@ async def _binary_search_paper(traj: Trajectory, ctx: MethodContext) -> Predicti
             segment, report = render_steps(step_views(traj, range(lo, hi + 1)), budget - estimate_tokens(empty))
             return messages(paper.HALVE_SYSTEM, paper.halve_prompt(traj, ctx.with_ground_truth, segment, lo, mid, hi)), report
 
-        reply = await ledger.ask("halve", build, meta={"attr_range": [lo, a1, hi], "attr_prompts": "paper"})
+        reply = await ledger.ask("halve", build, hints={"attr_range": [lo, a1, hi], "attr_prompts": "paper"})
         part = paper.read_half(reply)
         if part is None:
             part = paper.random_half(ctx.seed, traj.id, lo, hi)
@@ -310,7 +307,7 @@ async def _binary_search(traj: Trajectory, ctx: MethodContext) -> Prediction:
             user = f"{header}\n\nLog (steps numbered from 0):\n{steps}\n\n{ask}"
             return messages(SYSTEM, user), report
 
-        reply = await ledger.ask("halve", build, meta={"attr_range": [lo, a1, hi]}, schema=HALVE_SCHEMA)
+        reply = await ledger.ask("halve", build, hints={"attr_range": [lo, a1, hi]}, schema=HALVE_SCHEMA)
         part = _part(ledger, reply)
         path.append({"range": [lo, hi], "part": part})
         lo, hi = (a0, a1) if part == "A" else (b0, b1)
@@ -336,31 +333,3 @@ def binary_search(prompts: str = "paper") -> Method:
     """About log2(n_steps) calls; see :func:`split_range` for odd lengths; ``prompts``: ``paper`` (G.2, only the
     segment shown) or ``project`` (the log up to the range's end, with a reason)."""
     return _binary_search_paper if _prompt_set(prompts) == "paper" else _binary_search
-
-# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
-
-@responder("attribution.all_at_once.answer")
-def _scripted_all_at_once(ctx: ScriptedContext) -> str:
-    step, agent = first_marked(ctx)
-    if ctx.metadata.get("attr_prompts") == "paper":
-        return f"Agent Name: {agent}\n Step Number: {step}\n Reason for Mistake: the marked step is wrong"
-    return json.dumps({"reason": "the marked step is wrong", "agent": agent, "step": step})
-
-
-@responder("attribution.step_by_step.judge_step")
-def _scripted_judge_step(ctx: ScriptedContext) -> str:
-    i = int(ctx.metadata.get("attr_step", -1))
-    flagged = any(s == i for s, _ in marked(ctx))
-    if ctx.metadata.get("attr_prompts") == "paper":
-        return f"1. {'Yes' if flagged else 'No'}.\n2. Reason: checked the step"
-    return json.dumps({"reason": "checked the step", "error": "yes" if flagged else "no"})
-
-
-@responder("attribution.binary_search.halve")
-def _scripted_halve(ctx: ScriptedContext) -> str:
-    lo, mid, hi = ctx.metadata.get("attr_range", [0, 0, 0])
-    inside = [s for s, _ in marked(ctx) if lo <= s <= hi]
-    part = "B" if inside and inside[0] > mid else "A"
-    if ctx.metadata.get("attr_prompts") == "paper":
-        return "lower half" if part == "B" else "upper half"
-    return f'Looking at it... {{"reason": "the marker", "part": "{part}"}}'

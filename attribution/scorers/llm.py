@@ -22,6 +22,7 @@ and is recorded in ``details["unusable"]``. NFE is the number of model calls (``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -31,7 +32,6 @@ from attribution.llm.calls import new_ledger
 from attribution.llm.prompt_fit import FitReport
 from attribution.llm.prompting import ANSWER_CHARS, QUERY_CHARS, clip, messages, one_line, render_steps, step_views
 from attribution.llm.replies import contract, many, schema_of, step_in, text, unit
-from attribution.llm.scripted_log import marked
 from attribution.scorers.base import (
     Scorer,
     ScorerContext,
@@ -41,7 +41,6 @@ from attribution.scorers.base import (
 )
 from attribution.sources.trajectory import Trajectory
 from mas.llm.confidence import parse_confidence
-from mas.llm.scripting import ScriptedContext, responder
 
 SCORE_REPLY_TOKENS = 24
 """Completion budget per naive scoring call (tokens): the answer is one number."""
@@ -128,11 +127,13 @@ def _label(seg: range) -> str:
 
 def _segment_and_log(traj: Trajectory, seg: range, budget: int) -> tuple[str, str, FitReport]:
     """The segment's own lines (a third of ``budget`` at most) and the whole conversation fitted in the rest; the
-    report of the whole conversation's fit, else of the segment's when only that was cut."""
+    report of the whole conversation's fit, else of the segment's when only that was cut (its ``shown``: the
+    segment's lines, then the whole's, as the prompt shows them)."""
     focus = set(seg)
     part, part_report = render_steps(step_views(traj, seg, focus=focus), max(32, budget // 3), focus=focus)
     whole, report = render_steps(step_views(traj, focus=focus), max(32, budget - len(part) // 4 - 8), focus=focus)
-    return part, whole, report if report.mode != "full" else part_report
+    fit = report if report.mode != "full" else part_report
+    return part, whole, dataclasses.replace(fit, shown=part_report.shown + report.shown)
 
 
 def naive_prompt(traj: Trajectory, with_ground_truth: bool, seg: range, part: str, whole: str) -> str:
@@ -212,7 +213,7 @@ class SegmentScores:
             return messages(NAIVE_SYSTEM, naive_prompt(self.traj, self.with_ground_truth, seg, part, whole)), report
 
         self.ledger.reply_tokens = SCORE_REPLY_TOKENS
-        p = parse_probability(await self.ledger.ask("score", build, meta={"attr_steps": list(seg)}))
+        p = parse_probability(await self.ledger.ask("score", build, hints={"attr_steps": list(seg)}))
         if p is None:
             self.unusable += 1
             return 0.5
@@ -240,7 +241,7 @@ class SegmentScores:
 
             self.ledger.reply_tokens = ROLE_REPLY_TOKENS
             reply = await self.ledger.ask("score", build, schema=schema,
-                                          meta={"attr_steps": list(seg), "attr_role": role})
+                                          hints={"attr_steps": list(seg), "attr_role": role})
             obj = self.ledger.parse("score", reply) or {}
             conclusion = obj.get("primary_conclusion")
             raw = conclusion.get("confidence") if isinstance(conclusion, dict) else obj.get("confidence")
@@ -304,30 +305,3 @@ def llm_roles(max_calls: int = MAX_CALLS) -> Scorer:
         return await score_trajectory(lazy_scores("llm_roles", traj, ctx, max_calls=max_calls))
 
     return per_trajectory(one)
-
-# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
-
-def _scripted_probability(ctx: ScriptedContext, noise: float) -> float:
-    steps = set(ctx.metadata.get("attr_steps", []))
-    hit = any(s in steps for s, _ in marked(ctx))
-    return min(1.0, max(0.0, (0.85 if hit else 0.1) + noise * (ctx.rng.random() - 0.5)))
-
-
-@responder("attribution.llm_naive.score")
-def _scripted_naive_score(ctx: ScriptedContext) -> str:
-    return f"{_scripted_probability(ctx, 0.0):.2f}"
-
-
-@responder("attribution.llm_roles.summary")
-def _scripted_roles_summary(ctx: ScriptedContext) -> str:
-    hits = marked(ctx)
-    return f"The team failed at step {hits[0][0]} ({hits[0][1]})." if hits else "No step stands out."
-
-
-@responder("attribution.llm_roles.score")
-def _scripted_roles_score(ctx: ScriptedContext) -> str:
-    steps = list(ctx.metadata.get("attr_steps", [0]))
-    p = _scripted_probability(ctx, 0.1)
-    return json.dumps({"investigation_summary": f"{ctx.metadata.get('attr_role')} view of the segment",
-                       "primary_conclusion": {"agent": "unknown", "mistake_step": steps[0], "confidence": round(p, 2),
-                                              "evidence": [], "reason": "the marker", "alternative_explanations": []}})

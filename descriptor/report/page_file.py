@@ -8,13 +8,13 @@ the trace, but only while the trace's SHA-256 (checked once, by the trace digest
 trace is parsed as before, under the same damage rule (:mod:`descriptor.run_files`).
 
 Why: parsing a trace and building its rows was ~5 ms of the ~7 ms per run a report took (cProfile, 400
-scripted runs), so the report's cost per run followed its traces' length (issue 33). Gzipped (~1 KB a debate
+scripted runs), so the report's cost per run followed its traces' length. Gzipped (~1 KB a debate
 run) because a sweep writes one per run.
 
 The file holds two lines: a header (format, hash, steps, event count) and the rows' JSON, which the report
 embeds in its data file as written (:class:`~descriptor.report.run_data.JsonText`) after checking that it
 parses as a list: decoding the rows and encoding them again was ~0.3 ms of the ~1.5 ms a run cost a summary
-with its report (400 vs 1,200 scripted runs, issue 33). The marks are not in the rows: the viewer places them.
+with its report (400 vs 1,200 scripted runs). The marks are not in the rows: the viewer places them.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def environment() -> jinja2.Environment:
     """The jinja2 environment: templates from ``templates/``, HTML autoescaped, undefined names an error.
 
     One per process, its compiled templates kept by jinja2's bytecode cache (keyed by the template's source):
-    compiling the five templates was ~0.1 s of every report's start-up (issue 33)."""
+    compiling the five templates was ~0.1 s of every report's start-up."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,

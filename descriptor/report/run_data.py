@@ -42,7 +42,7 @@ def _js_text(value: Any) -> str:
 
 class JsonText(str):
     """JSON text a data file embeds as it is (a run's transcript rows from its page data file, already checked to
-    parse): encoding what was just decoded cost more than the rest of the run's view (issue 33)."""
+    parse): encoding what was just decoded cost more than the rest of the run's view."""
 
 
 def _view_text(view: Mapping[str, Any]) -> str:

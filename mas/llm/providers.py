@@ -84,7 +84,7 @@ class BoundModel:
         carries a config of its own, the binding itself and none.
 
         Invoking the model with a plain binding's kwargs is what invoking the binding does, without its two
-        config merges (~0.1 ms of each call, issue 33). Bound once per list of tool objects: binding converts
+        config merges (~0.1 ms of each call). Bound once per list of tool objects: binding converts
         every tool's schema, and an agent offers the same tools on each of its calls."""
         key = tuple(map(id, tools))
         hit = self.tool_bindings.get(key)

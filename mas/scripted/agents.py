@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from mas.llm.scripting import ScriptedContext, responder
+from mas.scripted.scripting import ScriptedContext, responder
 from mas.scripted.replies import tools_allowed, unplayed_turn
 
 

@@ -5,7 +5,7 @@ the double by the runner as its per-run argument ``task``), never from the promp
 adopts a strict majority of its peers' answers (:func:`mas.scripted.replies.discussion`); the planner gives a
 fixed plan. An injected step computes one wrong value (an off-by-one operand), which then propagates.
 
-In the orchestrator (:class:`mas.topologies.decomposition.Decomposer`) it splits the chain into contiguous
+In the orchestrator (:class:`mas.scripted.orchestrator.Decomposer`) it splits the chain into contiguous
 segments, one per worker: the first worker computes its segment from the start value with the calculator, each
 later one writes its segment as a formula in ``x`` (the value before it), workers beyond the operations check
 the whole chain; the aggregator composes the parts with the calculator; the critic recomputes every part and
@@ -25,11 +25,12 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from benchmark import arith
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
 from mas.scripted.replies import PLAN, answer_json, as_int, discussion, tool_call, tool_outputs, tools_allowed
 from mas.tools.calculator import CalculatorError
 from mas.tools.calculator import evaluate as calculate
-from mas.topologies.decomposition import Critique
+from mas.scripted.orchestrator import Critique
+from mas.scripted.players import PLAYERS, TaskFields
 
 Chain = tuple[int, list[tuple[str, int]]]
 """An ``arith`` chain: start value and operations (``[("+", 3), ("*", 2)]``)."""
@@ -193,3 +194,8 @@ def _compose(ctx: ScriptedContext, allowed: bool) -> str | AIMessage | None:
     if ctx.inject and value is not None:
         value += 1
     return answer_json("The first part's number through the later parts' formulas.", str(value), 0.9)
+
+
+@PLAYERS.register("arith")
+def arith_player(fields: TaskFields) -> ArithPlayer | None:
+    return ArithPlayer.of(fields.task)

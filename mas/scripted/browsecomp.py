@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage
 
 from benchmark.browsecomp.grading import exact_match, normalise, parse_response
-from mas.llm.scripting import ScriptedContext, responder
+from mas.scripted.scripting import ScriptedContext, responder
 from mas.scripted.replies import Action, answer_json, calls_made, tool_call, tool_outputs
 from mas.scripted.workbench import ActingPlayer, alter
-from mas.topologies.decomposition import Critique
+from mas.scripted.orchestrator import Critique
+from mas.scripted.players import PLAYERS, TaskFields
 
 NOT_FOUND = "Explanation: no part has an answer. Exact Answer: not found Confidence: 10%"
 
@@ -122,3 +123,8 @@ def grade(ctx: ScriptedContext) -> str:
     return (f"extracted_final_answer: {parsed.exact_answer or 'None'}\n"
             f"reasoning: the answers {'match' if ok else 'differ'} after normalisation.\n"
             f"correct: {'yes' if ok else 'no'}\nconfidence: {round(parsed.confidence * 100)}")
+
+
+@PLAYERS.register("browsecomp")
+def browsecomp_player(fields: TaskFields) -> BrowseCompPlayer:
+    return BrowseCompPlayer.of(fields.oracle_actions or [])

@@ -2,8 +2,7 @@
 
 It answers every contract the runtime sends (agent turns, judges, attribution
 prompts) through responders registered per contract name
-(:data:`mas.llm.scripting.RESPONDERS`, filled by the modules that own the
-prompts). A test scripts its own instance instead: ``responders`` (contract ->
+(:data:`mas.scripted.scripting.RESPONDERS`, filled by this package's modules). A test scripts its own instance instead: ``responders`` (contract ->
 answer) or :meth:`ScriptedChatModel.enqueue` (fixed replies in order). The
 contract, actor, step index and the caller's hints reach it as invoke metadata,
 never inside the prompt, so real models see the same prompts. What it knows of
@@ -45,7 +44,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from mas.llm.injection import INJECTED_KEY, InjectionPlan
 from mas.llm.limits import endpoint_slot
-from mas.llm.scripting import RESPONDERS, Answer, ScriptedContext, responder
+from mas.scripted.scripting import RESPONDERS, Answer, ScriptedContext, responder
 from mas.llm.tokens import estimate_tokens
 
 __all__ = ["InjectionPlan", "ScriptedChatModel", "ScriptedContext", "ScriptedModelError", "responder"]

@@ -1,22 +1,43 @@
-"""Which player the double puts on a run's task: chosen by the benchmark's name (never by the prompt's text).
+"""Which player the double puts on a run's task: a registry by benchmark name (never by the prompt's text).
 
 The runner hands the double the benchmark's name and the task's structured fields as its per-run arguments
 (``benchmark``, ``task``: the benchmark's own task record, ``Task.metadata``; ``oracle_actions``: the task's
-reference actions on a benchmark solved by acting). Each player is the double's own code, in this package: a
-provider's behaviour lives in its package, and ``benchmark/`` (a lower stage) cannot hold answers that need
-the runtime's message types. A benchmark without a player gets the double's valid but uninformed answers
+reference actions on a benchmark solved by acting). Each player is the double's own code, in this package,
+registered under its benchmark's name in :data:`PLAYERS` (an installed package adds the player of its own
+benchmark through the entry-point group ``mas_econ.scripted_players``): a provider's behaviour lives in its
+package, and ``benchmark/`` (a lower stage) cannot hold answers that need the runtime's message types. A
+benchmark solved by acting without a player of its own gets WorkBench's, which replays any task's reference
+actions; any other benchmark without one gets the double's valid but uninformed answers
 (:func:`mas.scripted.replies.unplayed_turn`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from mas.scripted.arith import ArithPlayer
-from mas.scripted.browsecomp import BrowseCompPlayer
-from mas.scripted.scicode import SciCodePlayer
-from mas.scripted.workbench import ActingPlayer
+from descriptor.registry import Registry
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFields:
+    """What the double is told of a run's task: its record and, on a benchmark solved by acting, its reference
+    actions (each ``{"name", "args"}``)."""
+
+    task: Mapping[str, Any] = field(default_factory=dict)
+    oracle_actions: list[dict[str, Any]] | None = None
+
+
+PlayerFactory = Callable[[TaskFields], Any]
+"""``(task fields) -> player``, or None when the fields hold nothing to play (a player answers ``turn(ctx, role,
+allowed)``, and may implement :class:`mas.scripted.orchestrator.Decomposer`)."""
+
+PLAYERS: Registry[PlayerFactory] = Registry("scripted player", "mas_econ.scripted_players")
+"""Benchmark name -> the factory of its player (the player modules of this package register theirs)."""
+
+ACTING = "workbench"
+"""The player of a benchmark solved by acting that has none of its own: WorkBench's replays any reference actions."""
 
 
 def player_for(benchmark: str | None, task: Mapping[str, Any] | None,
@@ -28,10 +49,9 @@ def player_for(benchmark: str | None, task: Mapping[str, Any] | None,
     >>> player_for("gsm8k", {}, None) is None
     True
     """
+    fields = TaskFields(task=dict(task or {}), oracle_actions=oracle_actions)
+    if benchmark is not None and benchmark in PLAYERS:
+        return PLAYERS.get(benchmark)(fields)
     if oracle_actions is not None:  # a benchmark solved by acting: replay its reference actions
-        return BrowseCompPlayer.of(oracle_actions) if benchmark == "browsecomp" else ActingPlayer.of(oracle_actions)
-    if benchmark == "arith":
-        return ArithPlayer.of(task or {})
-    if benchmark == "scicode":
-        return SciCodePlayer()
+        return PLAYERS.get(ACTING)(fields)
     return None

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from mas.llm.providers import PROVIDERS, BoundModel, Provider, ProviderRequest
-from mas.llm.scripting import Answer
+from mas.scripted.scripting import Answer
 from mas.scripted.model import ScriptedChatModel
 from mas.scripted.players import player_for
 
@@ -26,8 +26,6 @@ JUDGING_VARIANTS = ("scripted:judge", "scripted:nojudge")
 @PROVIDERS.register("scripted")
 def scripted_provider(req: ProviderRequest) -> BoundModel:
     """The deterministic double; the route's ``model`` picks the variant (see :mod:`mas.scripted.model`)."""
-    import mas.scripted.responders  # noqa: F401  (registers the double's own answers: agents' turns, grading)
-
     route = req.route
     variant = route.model if route.model.startswith("scripted") else "scripted"
     model = ScriptedChatModel(seed=req.seed, variant=variant, latency_ms=route.scripted_latency_ms,

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from mas.llm.jsonparse import parse_json_object
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
 from mas.topologies.prompts import CODE_HINT
 
 Action = tuple[str, dict[str, Any]]

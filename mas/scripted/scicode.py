@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmark.scicode.prompts import next_step_header
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
+from mas.scripted.players import PLAYERS, TaskFields
 from mas.scripted.replies import PLAN, answer_json, discussion
 
 WHY = "The scripted double writes no scientific code: a stub of the step's function (SciCode scores 0 here)."
@@ -37,3 +38,8 @@ class SciCodePlayer:
         if role == "planner":
             return PLAN
         return scicode_turn(ctx)
+
+
+@PLAYERS.register("scicode")
+def scicode_player(fields: TaskFields) -> SciCodePlayer:
+    return SciCodePlayer()

@@ -9,7 +9,7 @@ Per role:
 - an agent of a parallel stage (solver, debater, worker, group member)
   makes every reference action on its own environment, then answers
   ``Done: <actions>`` (or ``Nothing to do.``);
-- in the orchestrator (:class:`mas.topologies.decomposition.Decomposer`), the planner splits the reference
+- in the orchestrator (:class:`mas.scripted.orchestrator.Decomposer`), the planner splits the reference
   actions not yet in the run's environment into contiguous chunks (``Do: <actions>``; workers beyond them
   check a part and change nothing), a worker makes the actions its subtask names (this player's own plan,
   read back), the critic rejects the parts whose changes differ from their subtask, and the aggregator
@@ -32,10 +32,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from mas.llm.scripting import ScriptedContext
+from mas.scripted.scripting import ScriptedContext
 from mas.scripted.arith import chunks
 from mas.scripted.replies import Action, answer_json, calls_made, majority, tool_call
-from mas.topologies.decomposition import Critique
+from mas.scripted.orchestrator import Critique
+from mas.scripted.players import PLAYERS, TaskFields
 from mas.topologies.environment import parse_actions, render_action
 
 ANSWERING_ROLES = ("critic", "planner", "supervisor")
@@ -139,3 +140,10 @@ class ActingPlayer:
             parse_actions(p["subtask"].removeprefix("Do: ")) if p["subtask"].startswith("Do: ") else [],
             parse_actions(p["changes"]))]
         return Critique(rejected=rejected, answer=done_text(list(self.actions)))
+
+
+@PLAYERS.register("workbench")
+def acting_player(fields: TaskFields) -> ActingPlayer:
+    """WorkBench's player, and that of any benchmark solved by acting without one of its own
+    (:data:`mas.scripted.players.ACTING`): the task's reference actions, replayed."""
+    return ActingPlayer.of(fields.oracle_actions or [])

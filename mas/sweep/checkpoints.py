@@ -18,13 +18,13 @@ every secret (:func:`descriptor.redact.mask_secret_bytes`, same length, so
 msgpack stays valid and LangGraph's stock savers still read it). A sweep's
 in-memory checkpoints are masked as :func:`persist_thread` writes them out.
 
-Measured on a scripted debate run (2026-11-24): its database held ~25 KB
+Measured on a scripted debate run: its database held ~25 KB
 of checkpoints and writes in a 64 KB file of 4 KB pages (four B-trees and
 the WAL's slack); with 1 KB pages and a VACUUM when it is kept, ~30 KB.
 A kept database is then gzipped (:func:`pack_database`,
 ``run_<r>.checkpoints.sqlite.gz``): msgpack of repeated messages and half-empty
 pages compress 6-8x (a 21-86 KB database of a scripted failed run became
-3-11 KB; 50 KB a failed run on average, 9 KB a run of the issue-33 sweep, was
+3-11 KB; 50 KB a failed run on average, 9 KB a run of a scripted sweep, was
 the largest part of its disk after the trace). ``gunzip -k`` gives back the
 stock database; a rollback decompresses it into its own copy.
 """

@@ -35,7 +35,7 @@ def versions() -> dict[str, str | None]:
 
 _STORED: dict[tuple[Path, int], tuple[ExperimentConfig, str]] = {}
 """(experiment root, id of a config object) -> (that object, its stored hash): a sweep's runs share one config
-object, whose dump, hash and stat were ~0.1 ms of every run (issue 33). The object is kept with its hash, so its
+object, whose dump, hash and stat were ~0.1 ms of every run. The object is kept with its hash, so its
 id cannot be reused by another config while the entry lives. Configs are not changed once a sweep has them."""
 
 

@@ -374,7 +374,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
     run's files before it are written in place (``staged``: see :func:`descriptor.io.write_bytes_atomic`),
     ``metadata.json`` too: until ``result.json`` exists nothing reads a run's metadata, and a crash that cuts
     it short leaves a run that is redone. A temporary file and a rename
-    each time were two more file creations a run, 0.1-1.2 ms of kernel CPU each on a VM's disk (issue 33)."""
+    each time were two more file creations a run, 0.1-1.2 ms of kernel CPU each on a VM's disk."""
     paths = spec.paths
     models = rt.models
     answer = final_answer(state) if error is None else None
@@ -386,7 +386,7 @@ def finish_run(spec: RunSpec, cfg: ExperimentConfig, bench: Benchmark, *, state:
         candidate_success=candidate_verdicts(bench, spec.task, rt, state, error, grading)), indent=None,
         durable=False, staged=True)
     metrics = compute_run_metrics(events)
-    # the trace is closed by now: its digest and page data spare every summary and report a parse (issue 33)
+    # the trace is closed by now: its digest and page data spare every summary and report a parse
     digest = trace_digest(events, paths.trace.read_bytes()) if paths.trace.exists() else None
     record = TraceMetricsRecord(success=evaluation.success, completion=completion, **metrics.model_dump(),
                                 stages=stage_metrics(state), digest=digest).sealed()

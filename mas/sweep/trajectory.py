@@ -130,8 +130,8 @@ def write_trajectory(paths: RunPaths, events: list[Event], question: str, answer
     rows = trajectory(events)
     # Compact: the Markdown transcript is the one people read; indentation was half of this file's bytes. The
     # events are a table, its column names once and a row of values per event (pandas' "split" orient:
-    # ``pd.DataFrame(**data["events"])``): the names repeated in every event were a third of the file (issue 33,
-    # 4.2 -> 2.9 KB a run of the scripted sweep), and no field is dropped.
+    # ``pd.DataFrame(**data["events"])``): the names repeated in every event were a third of the file
+    # (4.2 -> 2.9 KB a run of a scripted sweep), and no field is dropped.
     table = {"columns": list(TRAJECTORY_COLUMNS), "data": [[r[c] for c in TRAJECTORY_COLUMNS] for r in rows]}
     # Not fsynced: result.json, written after it with an fsync, is the run's commit.
     write_json_atomic(paths.trajectory_json, {"question": question, "expected": reference, "final_answer": answer,

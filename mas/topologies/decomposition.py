@@ -9,25 +9,17 @@
 - On a benchmark solved by acting, :func:`merge_parts` applies the state changes of the accepted parts to the
   run's environment, in worker order, each as the aggregator's traced tool call.
 
-The test double's answers to both contracts live here, beside their prompts (:func:`scripted_plan`,
-:func:`scripted_critique`): they read the call's hints (``workers``, ``parts``), never the prompt. How a task
-splits and how a part is checked is knowledge of the task, not of the orchestrator: the double hands its play
-of the run's task over as ``ctx.player``, and these answers ask it through :class:`Decomposer`; a task without
-one gets generic subtasks, and a critic that accepts every part.
+The planner is told the number of workers and the critic the parts as the calls' hints (``workers``, ``parts``),
+which a test double reads instead of the prompt (:mod:`mas.scripted.orchestrator`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
-
-from langchain_core.messages import AIMessage
+from typing import Any
 
 from benchmark.environment import Environment
 from descriptor.events import ToolCall, ToolResult
-from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import CONTENT_LIMIT, AgentSpec
 from mas.topologies.environment import MAIN
 from mas.topologies.node import state_id_of
@@ -134,60 +126,3 @@ def merge_parts(agent: AgentSpec, env: Environment, parts: Sequence[tuple[str, S
                 state_changing=result.ok and env.changes_state(call["name"])), state_id=state_id)
             lines.append(f"{call['name']} from {worker} -> {result.output[:300]}")
     return lines
-
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class Critique:
-    """A scripted critic's verdict on the parts: the workers it rejects and the answer it finds correct."""
-
-    rejected: list[str] = field(default_factory=list)
-    answer: str
-    reasoning: str | None = None
-    """None: said from ``rejected`` (the wrong parts, or that every part is right)."""
-
-
-@runtime_checkable
-class Decomposer(Protocol):
-    """What the test double's play of a task (``ctx.player``) tells the orchestrator's scripted planner and
-    critic; :mod:`mas.scripted` implements it for the benchmarks it plays."""
-
-    def subtasks(self, ctx: ScriptedContext, workers: int) -> list[str]:
-        """One subtask per worker."""
-        ...
-
-    def critique(self, ctx: ScriptedContext, parts: list[dict[str, str]]) -> Critique | AIMessage:
-        """The verdict on the workers' parts (the ``parts`` hint), or a tool call on the way to it."""
-        ...
-
-
-GENERIC = ("Work out what the task asks and solve it.", "Check each step of the solution.",
-           "Check that the final answer has the form the task asks for.")
-"""The subtasks of a task the double cannot split (numbered, cycled)."""
-
-
-def _decomposer(ctx: ScriptedContext) -> Decomposer | None:
-    return ctx.player if isinstance(ctx.player, Decomposer) else None
-
-
-@responder(PLAN_CONTRACT)
-def scripted_plan(ctx: ScriptedContext) -> str:
-    """The double's planner: one subtask per worker (``hints["workers"]``), as the task's player splits it."""
-    n = int(ctx.hints.get("workers") or 3)
-    player = _decomposer(ctx)
-    subtasks = (player.subtasks(ctx, n) if player is not None
-                else [f"Part {k + 1}: {GENERIC[k % len(GENERIC)]}" for k in range(n)])
-    return json.dumps({"reasoning": f"{n} parts, one per worker.", "subtasks": subtasks,
-                       "answer_artifact": " | ".join(subtasks), "confidence": 0.8})
-
-
-@responder(CRITIQUE_CONTRACT)
-def scripted_critique(ctx: ScriptedContext) -> str | AIMessage:
-    """The double's critic: the task's player checks the parts (``hints["parts"]``) and gives the answer."""
-    player = _decomposer(ctx)
-    verdict = player.critique(ctx, list(ctx.hints.get("parts") or [])) if player is not None else Critique(answer="0")
-    if isinstance(verdict, AIMessage):
-        return verdict
-    rejected = list(verdict.rejected)
-    reasoning = verdict.reasoning or (f"Wrong parts: {', '.join(rejected)}." if rejected else "Every part is right.")
-    return json.dumps({"reasoning": reasoning, "rejected": rejected, "answer_artifact": verdict.answer,
-                       "confidence": 0.85})

@@ -33,7 +33,6 @@ from pydantic import BaseModel, ValidationError
 
 from mas.llm.call import actor_seed, call_llm
 from mas.llm.schema import bounded_schema
-from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
 from mas.topologies.termination import (
     Candidate,
@@ -342,37 +341,3 @@ async def final_vote(rt: RunContext, candidates: Sequence[Candidate], mode: str 
     return VoteOutcome(winner_index=order[r.winner_index], groups=[[order[i] for i in g] for g in r.groups],
                        invalid_indices=[order[i] for i in r.invalid_indices], explanation=r.explanation[:1000],
                        source="llm_judge", shown_order=order, usage=usage)
-
-
-# ---- the scripted double's answers (beside the prompts they answer; see mas.llm.scripting) ----
-# A good judge: answers grouped by normalised equality. The candidates arrive as the calls' metadata.
-
-def _scripted_candidates(ctx: ScriptedContext) -> tuple[list[Candidate], list[dict[str, Any]]]:
-    rows = ctx.metadata["judge_candidates"]
-    return [Candidate(agent=r["agent"], artifact=r["answer"], confidence=r.get("confidence", 0.5),
-                      evidence=r.get("tool_results_received", 0)) for r in rows], rows
-
-
-@responder("judge.consensus", judge=True)
-def scripted_consensus(ctx: ScriptedContext) -> str:
-    cands, rows = _scripted_candidates(ctx)
-    view = lexical_view(cands, None)
-    # progress as the lexical fallback measures it: over the work under revision when there is one
-    changed = [normalize_artifact(r["answer"]) != normalize_artifact(r["previous_answer"])
-               for r in ctx.metadata.get("judge_work") or rows if "previous_answer" in r]
-    stalled = bool(changed) and not any(changed)
-    return json.dumps({
-        "groups": view.groups, "invalid_indices": view.invalid_indices, "is_substantive": view.is_substantive,
-        "progress_status": "unclear" if not changed else "stalled" if stalled else "improving",
-        "expected_improvement": "low" if stalled else "medium", "should_stop_for_no_progress": stalled,
-        "explanation": f"{len(view.groups)} distinct answers; " + ("no agent changed its answer" if stalled
-                                                                   else "answers are still moving"),
-    })
-
-
-@responder("judge.vote", judge=True)
-def scripted_vote(ctx: ScriptedContext) -> str:
-    cands, _ = _scripted_candidates(ctx)
-    out = vote_artifacts(cands)
-    return json.dumps({"groups": out.groups, "winner_index": out.winner_index,
-                       "invalid_indices": out.invalid_indices, "explanation": out.explanation})

@@ -31,7 +31,6 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from descriptor.events import PersonaAssignment
 from mas.llm.call import call_llm, llm_event_fields
-from mas.llm.scripting import ScriptedContext, responder
 from mas.topologies.agent import RunContext
 from mas.topologies.declaration import Topology
 from mas.tracing import current_tracer
@@ -102,24 +101,3 @@ async def generate_personas(rt: RunContext, topology: Topology) -> dict[str, str
         error=None if personas else "the reply assigned no persona to any agent of the system",
     ), **llm_event_fields(res))
     return personas
-
-
-# ---- the scripted double's answer (beside the prompt; see mas.llm.scripting) ----
-PERSPECTIVES = ("who checks every number twice", "who looks for the shortest correct route",
-                "who questions each assumption", "who keeps to the task's exact wording",
-                "who works backwards from the goal", "who tests the answer on an example",
-                "who lists what is known first", "who looks for edge cases")
-
-
-@responder(CONTRACT)
-def scripted_personas(ctx: ScriptedContext) -> str:
-    """``<role> <perspective>``, the perspectives taken in turn within each role (so peers differ); the agents
-    arrive as the call's ``persona_agents`` metadata."""
-    seen: dict[str, int] = {}
-    out = []
-    for a in ctx.metadata["persona_agents"]:
-        k = seen.get(a["role"], 0)
-        seen[a["role"]] = k + 1
-        lap = f" (view {k // len(PERSPECTIVES) + 1})" if k >= len(PERSPECTIVES) else ""
-        out.append({"agent": a["agent"], "persona": f"a {a['role']} {PERSPECTIVES[k % len(PERSPECTIVES)]}{lap}"})
-    return json.dumps({"personas": out})

@@ -187,7 +187,7 @@ def _png_bytes(edges: tuple[Message, ...], title: str, nodes: tuple[str, ...] | 
                rows: tuple[tuple[str, int], ...] | None) -> bytes:
     """The PNG of one picture, drawn once per process: a picture is a function of its edges, nodes and title,
     and drawing the two of a system with matplotlib took 0.3-0.7 s of CPU per sweep (2-3 ms a run of a 200-run
-    sweep, issue 33), again in every sweep of a process that runs several (a notebook, a benchmark); a memo
+    sweep), again in every sweep of a process that runs several (a notebook, a benchmark); a memo
     hit takes ~10 ms."""
     buf = io.BytesIO()
     layout(edges, title, nodes, None if rows is None else dict(rows)).figure.savefig(buf, format="png", dpi=130)

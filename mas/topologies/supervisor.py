@@ -9,12 +9,8 @@ reports. Output contract of the supervisor: ``supervisor.route``.
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections import Counter
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
@@ -55,7 +51,6 @@ from mas.topologies.kit import (
     vote_among,
 )
 from mas.llm.tool_calls import ToolCallRequest
-from mas.llm.scripting import ScriptedContext, responder
 
 SUPERVISOR_ROLE = Role(name="supervisor",
                        brief="You are the supervisor. Route the task to specialist workers, then give the final answer.")
@@ -279,45 +274,3 @@ TOPOLOGY = register_system(Topology(name="supervisor", build=build_supervisor,
                                     agents=agent_graph, uses_judge=True,
                                     description="A supervisor hands the task to specialist workers and answers from "
                                                 "their reports."))
-
-
-def _plurality(reports: list[dict[str, Any]]) -> tuple[str, float] | None:
-    """The answer most workers reported (ties: the larger total confidence, then first seen) and its mean
-    confidence."""
-    if not reports:
-        return None
-    votes: Counter[str] = Counter()
-    conf: Counter[str] = Counter()
-    first: dict[str, str] = {}
-    for rep in reports:
-        key = normalize_artifact(rep["answer"])
-        votes[key] += 1
-        conf[key] += rep["confidence"]
-        first.setdefault(key, rep["answer"])
-    best = max(votes, key=lambda k: (votes[k], conf[k]))
-    return first[best], conf[best] / votes[best]
-
-
-@responder(CONTRACT)
-def scripted_supervisor(ctx: ScriptedContext) -> str | AIMessage:
-    """The test double's supervisor: delegates to every worker of the roster (``hints["workers"]``); asked for
-    the final answer, gives the workers' plurality (``hints["reports"]``).
-
-    Injected: routes to a worker that does not exist, or reports a wrong final value.
-    """
-    if "tools" in ctx.kwargs:
-        workers = list(ctx.hints.get("workers") or [])
-        if ctx.inject:  # the wrong routing step: a worker that does not exist, so nobody gets the task
-            workers = [f"worker_{len(workers) + 6}"]
-        args = {"workers": workers, "instruction": "Solve the task step by step with the calculator and report the number."}
-        if ctx.text_tools:
-            return AIMessage(content="```json\n" + json.dumps({"name": "delegate", "arguments": args}) + "\n```")
-        return AIMessage(content="", tool_calls=[{"name": "delegate", "args": args, "id": f"call_{uuid.uuid4().hex[:10]}"}])
-    best = _plurality(list(ctx.hints.get("reports") or []))
-    if best is None:
-        return json.dumps({"reasoning": "No reports arrived.", "answer_artifact": "0", "confidence": 0.1})
-    answer, conf = best
-    if ctx.inject:
-        answer = str(int(answer) + 1) if answer.lstrip("-").isdigit() else answer + " (unchecked)"
-    return json.dumps({"reasoning": "Most workers reported this value.", "answer_artifact": answer,
-                       "confidence": round(conf, 2)})

@@ -1,6 +1,6 @@
 """CHIEF's causal graph in the project variant, by the model: OTAR tuples per agent and subtask, edges between steps.
 
-The paper variant builds its graph by Appendix B's and C's calls (:mod:`._chief_hcg`).
+The paper variant builds its graph by Appendix B's and C's calls (:mod:`attribution.methods.chief.hcg`).
 
 One call (``attribution.chief.graph``) per batch of consecutive subtasks:
 the prompt shows the whole fitted log (the batch's steps as focus), lists
@@ -16,9 +16,9 @@ Replies are checked: a tuple must name a pair that was asked for, an edge
 must point forward in time inside the log and end in the batch. The graph is
 the model's when at least one tuple or edge is valid; pairs it left out get
 the regex tuple (recorded as fallback ``otar_regex``). A graph with nothing
-valid falls back to the regex graph (:func:`._chief_graph.build_graph`),
+valid falls back to the regex graph (:func:`attribution.methods.chief.graph.build_graph`),
 recorded as fallback ``regex_graph``. Handoff and subtask edges are
-structural and added to either graph (:func:`._chief_graph.assemble_graph`).
+structural and added to either graph (:func:`attribution.methods.chief.graph.assemble_graph`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from attribution.llm.calls import CaseLedger
-from attribution.methods._chief_graph import (
+from attribution.methods.chief.graph import (
     CORRECTS,
     PATTERNS,
     PROPAGATES,
@@ -146,8 +146,8 @@ async def model_graph(ledger: CaseLedger, traj: Trajectory, header: str, subtask
             log, report = render_steps(step_views(traj, focus=focus), budget - GRAPH_FIXED_TOKENS, focus=focus)
             return messages(SYSTEM, f"{header}\n\nLog:\n{log}\n\n{ask}"), report
 
-        meta = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_range": [lo, hi]}
-        reply = await ledger.ask("graph", build, meta=meta, schema=schema_of(graph_contract(traj, pairs, lo, hi)))
+        hints = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_range": [lo, hi]}
+        reply = await ledger.ask("graph", build, hints=hints, schema=schema_of(graph_contract(traj, pairs, lo, hi)))
         obj = ledger.parse("graph", reply) or {}
         nodes |= _nodes(traj, obj, pairs)
         edges += _edges(traj, obj, lo, hi)

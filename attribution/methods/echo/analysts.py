@@ -10,12 +10,12 @@ and pass, so ``2 k`` calls per case:
   a multi-agent conclusion kept: ``details.attribution``);
 - the step pass (``attribution.echo.step_analysis``) weighs the step of the
   mistake; the step comes from its consensus: the ``mistake_step`` of the
-  winning conclusions (:mod:`._echo_consensus`).
+  winning conclusions (:mod:`attribution.methods.echo.consensus`).
 
 Every analyst sees what A.5's ``analyze_conversation`` gives it (its
 ``_create_conversation_summary``): every step of the conversation with its
 agent and content, then the hierarchical context of the first step as an
-example of the levels (A.3's extraction, :mod:`._echo_extraction`), cut to
+example of the levels (A.3's extraction, :mod:`attribution.methods.echo.extraction`), cut to
 1,000 characters. A.5's code shows every step's full content; when the log
 does not fit the route's window the steps are fitted like every prompt of
 this project (:func:`attribution.llm.prompt_fit.render_steps`: texts cut
@@ -40,20 +40,17 @@ as the paper's setup varies them across the sampled analysts.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompt_fit import clip, render_steps, step_views
 from attribution.llm.prompting import agent_names, estimate_tokens, messages, resolve_actor, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text, unit
-from attribution.llm.scripted_log import agents_in, first_marked
-from attribution.methods._echo_consensus import CONCLUSION_TYPES
-from attribution.methods._echo_extraction import format_context, hierarchical_context
-from attribution.methods._echo_vote import Analysis, Conclusion
+from attribution.methods.echo.consensus import CONCLUSION_TYPES
+from attribution.methods.echo.extraction import format_context, hierarchical_context
+from attribution.methods.echo.vote import Analysis, Conclusion
 from attribution.sources.trajectory import Trajectory
 from mas.llm.confidence import parse_confidence
-from mas.llm.scripting import ScriptedContext, responder
 
 FOCUS: dict[str, str] = {
     "conservative": "You hold a high bar of proof. Attribute an error only on strong, clear evidence, prefer one "
@@ -172,8 +169,8 @@ async def analysis_pass(ledger: CaseLedger, traj: Trajectory, roles: list[str], 
             context, report = conversation_context(traj, budget - estimate_tokens(system + header) - FIXED_TOKENS)
             return messages(system, f"{header}\n\n{context}\n\n{request}"), report
 
-        meta = {"attr_role": role, "attr_pass": which}
-        reply = await ledger.ask(f"{which}_analysis", build, temperature=temperatures[role], meta=meta, schema=schema)
+        hints = {"attr_role": role, "attr_pass": which}
+        reply = await ledger.ask(f"{which}_analysis", build, temperature=temperatures[role], hints=hints, schema=schema)
         obj = ledger.parse(f"{which}_analysis", reply)
         analysis = parse_paper_analysis(traj, role, obj)
         if obj is None:
@@ -218,26 +215,3 @@ def parse_paper_analysis(traj: Trajectory, role: str, obj: dict[str, Any] | None
         if (c := _conclusion(traj, alt, a)) is not None:
             a.alternatives.append(c)
     return a
-
-
-# ---- the scripted double's answers to these prompts (see attribution.llm.scripted_log) ----
-
-
-def _scripted_analysis(ctx: ScriptedContext) -> str:
-    step, agent = first_marked(ctx)
-    others = [a for a in agents_in(ctx) if a != agent]
-    conf = round(0.6 + 0.3 * ctx.rng.random(), 2)
-    return json.dumps({
-        "analysis_summary": "one step carries the marker",
-        "agent_evaluations": [{"agent_name": a, "step_index": step, "reasoning": "marker" if a == agent else "none",
-                               "evidence": "the marked line" if a == agent else "none",
-                               "error_likelihood": 0.8 if a == agent else 0.1} for a in agents_in(ctx)[:3]],
-        "primary_conclusion": {"reasoning": "the marked step", "type": "single_agent", "attribution": [agent],
-                               "mistake_step": step, "confidence": conf},
-        "alternative_hypotheses": [{"reasoning": "next step", "type": "single_agent", "attribution": others[:1],
-                                    "mistake_step": step + 1, "confidence": 0.2}] if others else [],
-    })
-
-
-responder("attribution.echo.agent_analysis")(_scripted_analysis)
-responder("attribution.echo.step_analysis")(_scripted_analysis)

@@ -1,6 +1,6 @@
 """CHIEF's exemplar retrieval: the most similar decompositions from a small pool, never the case's own.
 
-The pool (``chief_exemplars.json``, built by ``scripts/build_chief_exemplars.py``)
+The pool (``exemplars.json`` beside this module, built by ``scripts/build_chief_exemplars.py``)
 holds 11 records of the Who&When dev split's training part (file number 1
 mod 10, at most 40 steps), each with its log as prompts render it and subtasks
 written by hand. A case is compared with an exemplar by the question, the
@@ -32,7 +32,7 @@ from sklearn.metrics.pairwise import linear_kernel
 
 from attribution.sources.trajectory import Trajectory
 
-POOL_PATH = Path(__file__).with_name("chief_exemplars.json")
+POOL_PATH = Path(__file__).with_name("exemplars.json")
 _WORD_RE = re.compile(r"[a-z]{3,}")
 
 

@@ -2,7 +2,7 @@
 
 CHIEF (section 4.2.2) backtracks top-down through the hierarchy under the
 oracles' guidance; Appendix E does it in one call (the paper variant,
-:mod:`._chief_paper`). ``chief(variant="project")`` searches instead: each
+:mod:`attribution.methods.chief.paper`). ``chief(variant="project")`` searches instead: each
 level yields a ranked candidate set, and the search
 (:func:`attribution.methods.chief.locate`) backtracks to the next candidate
 of a level when every candidate below it was rejected:
@@ -25,8 +25,8 @@ from typing import Any
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompting import messages, render_steps, resolve_agent, resolve_step, step_views, steps_of
 from attribution.llm.replies import contract, many, one_of, schema_of, text
-from attribution.methods._chief_graph import CausalGraph, Subtask, actors
-from attribution.methods._chief_model_graph import SYSTEM
+from attribution.methods.chief.graph import CausalGraph, Subtask, actors
+from attribution.methods.chief.model_graph import SYSTEM
 from attribution.sources.trajectory import Trajectory, normalize_agent
 
 LEVEL_WIDTH = 2
@@ -109,7 +109,7 @@ async def pick_agent(ledger: CaseLedger, traj: Trajectory, header: str, graph: C
         return messages(SYSTEM, user), report
 
     schema = schema_of(contract("AgentReply", reason=text(), agent=one_of(names), alternatives=many(one_of(names), 2)))
-    reply = await ledger.ask("agent", build, meta={"attr_range": [sub.start, sub.end]}, schema=schema)
+    reply = await ledger.ask("agent", build, hints={"attr_range": [sub.start, sub.end]}, schema=schema)
     obj = ledger.parse("agent", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [a for a in (resolve_agent(traj, v) for v in [obj.get("agent"), *alts]) if a in names]
@@ -135,7 +135,7 @@ async def pick_steps(ledger: CaseLedger, traj: Trajectory, header: str, sub: Sub
         return messages(SYSTEM, f"{header}\n\nSteps:\n{log}\n\n{ask}"), report
 
     schema = schema_of(contract("StepReply", reason=text(), step=one_of(own), alternatives=many(one_of(own), 2)))
-    reply = await ledger.ask("step", build, meta={"attr_candidates": own}, schema=schema)
+    reply = await ledger.ask("step", build, hints={"attr_candidates": own}, schema=schema)
     obj = ledger.parse("step", reply) or {}
     alts = obj.get("alternatives") if isinstance(obj.get("alternatives"), list) else []
     picked = [s for s in (resolve_step(traj, v) for v in [obj.get("step"), *alts]) if s is not None]

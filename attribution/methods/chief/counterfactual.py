@@ -2,7 +2,7 @@
 
 CHIEF's progressive causal screening (section 4.3) as ``chief(variant="project")``
 does it, by rules and one call per visited step; Appendix F does it in one call
-over the candidate set (the paper variant, :mod:`._chief_paper`). In order:
+over the candidate set (the paper variant, :mod:`attribution.methods.chief.paper`). In order:
 
 1. deviation-aware pruning (:func:`screen_candidates`): an error the agent
    corrected itself later, with no error after the fix, or whose output a
@@ -24,7 +24,7 @@ over the candidate set (the paper variant, :mod:`._chief_paper`). In order:
    once, until a step's input was fine. A walk whose last step the
    counterfactual rejects (fixing it would not have helped, its input was
    fine) is ``rejected``, and the search backtracks to the next candidate
-   (:mod:`._chief_levels`).
+   (:mod:`attribution.methods.chief.levels`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompting import ENVIRONMENT_KEYS, messages, render_steps, resolve_step, step_views
 from attribution.llm.replies import YesNo, contract, one_of, schema_of, text, unit
-from attribution.methods._chief_graph import PROPAGATES, CausalGraph, corrected_downstream, loop_start, self_corrected
-from attribution.methods._chief_model_graph import SYSTEM
-from attribution.methods._chief_oracle import yes
+from attribution.methods.chief.graph import PROPAGATES, CausalGraph, corrected_downstream, loop_start, self_corrected
+from attribution.methods.chief.model_graph import SYSTEM
+from attribution.methods.chief.oracle import yes
 from attribution.sources.trajectory import Trajectory
 from mas.llm.confidence import parse_confidence
 
@@ -123,8 +123,8 @@ async def counterfactual(ledger: CaseLedger, traj: Trajectory, header: str, grap
     if plan is not None:
         fields |= {"followed_plan": YesNo, "plan_was_wrong": YesNo}
     schema = schema_of(contract("CounterfactualReply", **fields, confidence=unit()))
-    meta = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors, "attr_plan_step": plan}
-    reply = await ledger.ask("counterfactual", build, meta=meta, schema=schema)
+    hints = {"attr_step": step, "attr_sources": sources, "attr_ancestors": ancestors, "attr_plan_step": plan}
+    reply = await ledger.ask("counterfactual", build, hints=hints, schema=schema)
     obj = ledger.parse("counterfactual", reply) or {}
     src = resolve_step(traj, obj.get("source_step"))
     out = {

@@ -1,6 +1,6 @@
 """CHIEF as its appendices write it: the paper variant of ``chief`` (CHIEF sections 4.1-4.3, Appendices A-F).
 
-After the graph (:mod:`._chief_hcg`: A decomposition, B OTAR, C edges):
+After the graph (:mod:`attribution.methods.chief.hcg`: A decomposition, B OTAR, C edges):
 
 - D, oracle synthesis (``attribution.chief.oracles``): for every subtask, in
   order, a virtual oracle: Goal, Precondition, Key Evidence, Acceptance
@@ -13,7 +13,7 @@ After the graph (:mod:`._chief_hcg`: A decomposition, B OTAR, C edges):
   available at the subtask's start, only essential key evidence, falsifiable
   acceptance criteria). One call when the reply budget holds every oracle,
   else consecutive batches, each shown the oracles already written as the
-  previous oracle constraints (:func:`._chief_oracle.oracle_batches`).
+  previous oracle constraints (:func:`attribution.methods.chief.oracle.oracle_batches`).
 - E, hierarchical backtracking (``attribution.chief.backtracking``, one
   call): on the graph with its oracles, the subtask level in reverse
   topological order (output against Goal and Acceptance Criteria), the agent
@@ -49,9 +49,9 @@ from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.llm.prompt_fit import clip
 from attribution.llm.prompting import agent_names, case_header, finish, heuristic_guess, resolve_actor, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
-from attribution.methods._chief_exemplars import retrieve
-from attribution.methods._chief_hcg import HCG, ask, build_hcg, exemplars_text, graph_text, listing, parse_sid, sid
-from attribution.methods._chief_oracle import ORACLE_REPLY_TOKENS, oracle_batches
+from attribution.methods.chief.exemplars import retrieve
+from attribution.methods.chief.hcg import HCG, ask, build_hcg, exemplars_text, graph_text, listing, parse_sid, sid
+from attribution.methods.chief.oracle import ORACLE_REPLY_TOKENS, oracle_batches
 from attribution.methods.base import MethodContext, Prediction
 from attribution.sources.trajectory import Trajectory
 
@@ -92,8 +92,8 @@ async def synthesize_oracles(ledger: CaseLedger, traj: Trajectory, header: str, 
             'outputs or environment states>", "key_evidence": "<what to verify>", "acceptance_criteria": "<pass/fail '
             'test>"}]}'
         )
-        meta = {"attr_subtasks": ids, "attr_written": [sid(k) for k in written]}
-        reply = await ask(ledger, "oracles", traj, header, task, schema, meta, before)
+        hints = {"attr_subtasks": ids, "attr_written": [sid(k) for k in written]}
+        reply = await ask(ledger, "oracles", traj, header, task, schema, hints, before)
         obj = ledger.parse("oracles", reply) or {}
         items = [i for i in obj.get("oracles", []) if isinstance(i, dict)] if isinstance(obj.get("oracles"), list) else []
         got: dict[int, dict[str, Any]] = {}
@@ -194,9 +194,9 @@ async def attribute(ledger: CaseLedger, traj: Trajectory, header: str, graph: HC
         "explain in 2-3 sentences which stages support the choice. Reply with JSON only: "
         '{"reason_for_mistake": "<2-3 sentences>", "agent_name": "<agent>", "step_number": <step>}'
     )
-    meta = {"attr_candidate_steps": cands["steps"], "attr_candidate_agents": cands["agents"]}
+    hints = {"attr_candidate_steps": cands["steps"], "attr_candidate_agents": cands["agents"]}
     # A log too long for the window keeps the candidate steps (and their neighbours) in view.
-    reply = await ask(ledger, "counterfactual_attribution", traj, header, task, schema, meta,
+    reply = await ask(ledger, "counterfactual_attribution", traj, header, task, schema, hints,
                       _graph_before(graph, candidate_text(traj, graph, cands)), focus=set(cands["steps"]) or None)
     obj = ledger.parse("counterfactual_attribution", reply) or {}
     step, agent = resolve_step(traj, obj.get("step_number")), resolve_actor(traj, obj.get("agent_name"))

@@ -3,7 +3,7 @@
 Two variants (``variant``):
 
 ``paper`` (the default): ECHO as its appendices write it (ECHO A.1, A.3, A.5,
-A.7; :mod:`._echo_analysts`). A panel of ``k`` analysts (default 3, roles
+A.7; :mod:`attribution.methods.echo.analysts`). A panel of ``k`` analysts (default 3, roles
 sampled with the seed from A.5's six) makes two decoupled passes over the
 same context, one call per analyst and pass: ``2 k`` calls per case. The
 context is A.5's conversation summary (every step, then the first step's
@@ -18,7 +18,7 @@ be compared on the same records:
 
 1. agent pass (k calls, one per analyst): the analysts see the whole log
    when it fits the route's window, otherwise the hierarchical view
-   (:mod:`._echo_context`) centred on error hotspots. Each returns JSON:
+   (:mod:`attribution.methods.echo.context`) centred on error hotspots. Each returns JSON:
    summary, per-agent evaluations (error likelihood, evidence), a primary
    conclusion (type in words, agents, step, confidence) and alternative
    hypotheses. Votes elect the responsible agent.
@@ -28,7 +28,7 @@ be compared on the same records:
    before an error cue, then the earliest). Every analyst judges every
    candidate separately, each time seeing the hierarchical context centred
    on *that* step: L1 (±1) full content, L2 (±2-3), L3 (±4-6), L4 (the rest)
-   (:mod:`._echo_context`; ``context=paper`` extracts L2-L4 as A.3 does). A
+   (:mod:`attribution.methods.echo.context`; ``context=paper`` extracts L2-L4 as A.3 does). A
    judgment says whether the step is the decisive error, with a confidence;
    "yes" judgments vote for their step. An agent with a single step skips
    this pass.
@@ -36,7 +36,7 @@ be compared on the same records:
    Model calls per case: at most ``k * (1 + s)``, ``s`` the elected agent's
    steps (or ``candidates`` when set), ``k`` when the agent has one step.
 
-   Voting (:mod:`._echo_vote`): ``vote="paper"`` (the default): δ = 0.3 is a
+   Voting (:mod:`attribution.methods.echo.vote`): ``vote="paper"`` (the default): δ = 0.3 is a
    minimum confidence, the kept ballots vote on the conclusion type (read
    from the number of agents a ballot names) and only the winning type's
    ballots elect one agent (and, in the step pass, the step).
@@ -52,26 +52,24 @@ every prompt is fitted to the route's context window
 trajectory are discarded before voting, and every analyst's parsed output is
 recorded (``details.analyses``; the paper variant's step pass in
 ``details.step_analyses``, the project variant's judgments in
-``details.judgments``), so :func:`._echo_consensus.decide` replays the answer from
+``details.judgments``), so :func:`attribution.methods.echo.consensus.decide` replays the answer from
 the record (``scripts/echo_votes.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from attribution.llm.scripted_log import agents_in, first_marked, marked
 from attribution.llm.prompt_fit import clip
 from attribution.llm.calls import CaseLedger, new_ledger
-from attribution.methods._echo_analysts import analysis_pass
-from attribution.methods._echo_consensus import FALLBACKS, decide_paper
-from attribution.methods._echo_context import EXTRACTIONS, hierarchical_views, hotspots, step_types
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.analysts import analysis_pass
+from attribution.methods.echo.consensus import FALLBACKS, decide_paper
+from attribution.methods.echo.context import EXTRACTIONS, hierarchical_views, hotspots, step_types
+from attribution.methods.echo.vote import (
     DELTA,
     VOTES,
     Analysis,
@@ -99,7 +97,6 @@ from attribution.llm.prompting import (
 )
 from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, step_in, text, unit
 from attribution.sources.trajectory import Trajectory
-from mas.llm.scripting import ScriptedContext, responder
 from mas.llm.confidence import parse_confidence
 
 MAX_CANDIDATES = 3
@@ -117,7 +114,7 @@ ROLES: dict[str, tuple[float, str]] = {
     "liberal": (0.9, "You consider every plausible culprit and say so."),
 }
 """Analyst role -> (temperature, the project variant's instruction); the paper variant instructs each role as A.5
-does (:data:`._echo_analysts.FOCUS`)."""
+does (:data:`attribution.methods.echo.analysts.FOCUS`)."""
 
 
 def sample_panel(k: int, seed: int) -> list[str]:
@@ -218,8 +215,8 @@ async def _panel(
     schema: dict[str, Any],
 ) -> list[Analysis]:
     async def one(role: str) -> Analysis:
-        meta = {"attr_role": role, "attr_focus": sorted(focus)}
-        reply = await ledger.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], meta=meta,
+        hints = {"attr_role": role, "attr_focus": sorted(focus)}
+        reply = await ledger.ask(stage, lambda budget: user_for(role, budget), temperature=ROLES[role][0], hints=hints,
                                   schema=schema)
         obj = ledger.parse(stage, reply)
         a = parse_analysis(traj, role, obj)
@@ -309,8 +306,8 @@ async def judge_steps(
                     + STEP_ASK.format(step=step, agent=who))
             return messages(_system(role), user), report
 
-        meta = {"attr_role": role, "attr_step": step, "attr_candidates": candidates}
-        reply = await ledger.ask("step_panel", build, temperature=ROLES[role][0], meta=meta, schema=step_schema())
+        hints = {"attr_role": role, "attr_step": step, "attr_candidates": candidates}
+        reply = await ledger.ask("step_panel", build, temperature=ROLES[role][0], hints=hints, schema=step_schema())
         obj = ledger.parse("step_panel", reply)
         judgment = parse_judgment(role, step, obj, agent)
         if obj is None:
@@ -460,35 +457,3 @@ def echo(k: int = 3, variant: str = "paper", vote: str = "paper", delta: float =
     run_project.settings = {"k": k, "variant": variant, "candidates": candidates,  # type: ignore[attr-defined]
                             "vote": vote, "delta": delta, "compare_votes": compare_votes, "context": extraction}
     return run_project
-
-# ---- the scripted double's answers to this module's prompts (see attribution.llm.scripted_log) ----
-
-@responder("attribution.echo.agent_panel")
-def _scripted_echo_agents(ctx: ScriptedContext) -> str:
-    step, agent = first_marked(ctx)
-    conf = round(0.6 + 0.3 * ctx.rng.random(), 2)
-    evals = [
-        {"agent": a, "error_likelihood": 0.8 if a == agent else 0.1, "evidence": "marker" if a == agent else "none"}
-        for a in agents_in(ctx)
-    ]
-    others = [a for a in agents_in(ctx) if a != agent]
-    alts = [{"agents": [others[0]], "step": step + 1, "confidence": 0.2}] if others else []
-    return json.dumps({
-        "summary": "one step carries the marker",
-        "agents": evals,
-        "conclusion": {"type": "wrong result", "agents": [agent], "step": step, "confidence": conf},
-        "alternatives": alts,
-    })
-
-
-@responder("attribution.echo.step_panel")
-def _scripted_echo_steps(ctx: ScriptedContext) -> str:
-    # One judgment per candidate step: "yes" when the candidate's own line carries the marker.
-    step = int(ctx.metadata.get("attr_step", -1))
-    hit = any(s == step for s, _ in marked(ctx))
-    return json.dumps({
-        "summary": "the marked step" if hit else "no marker here",
-        "type": "wrong result" if hit else "none",
-        "decisive_error": "yes" if hit else "no",
-        "confidence": round(0.5 + 0.4 * ctx.rng.random(), 2),
-    })

@@ -5,7 +5,7 @@ Hierarchical Failure Attribution for LLM-based Multi-Agent Systems", arXiv
 2602.23701): its sections 4.1-4.3 and Appendices A-F. Two variants
 (``variant``):
 
-``paper`` (the default; :mod:`._chief_hcg`, :mod:`._chief_paper`): the
+``paper`` (the default; :mod:`attribution.methods.chief.hcg`, :mod:`attribution.methods.chief.paper`): the
 appendices' pipeline, one prompt per stage, each with the problem, the
 correct answer (with ground truth), the whole conversation and its step
 count: A decomposition with the two most similar reference exemplars and
@@ -24,23 +24,23 @@ compared on the same records (model calls in brackets):
 1. [1] decompose the log into subtasks, with the ``exemplars`` (default 2)
    most similar decompositions as few-shot (logs and subtask ranges);
 2. [1, ``reflect=True``] reflection in a call of its own, the deterministic
-   repair (:func:`._chief_graph.repair_subtasks`) its fallback;
+   repair (:func:`attribution.methods.chief.graph.repair_subtasks`) its fallback;
 3. [1 per batch of subtasks, usually 1] the causal graph by the model: OTAR
    tuples per agent and subtask, step ``data``/``control`` edges, each with
    one of the project's patterns (``propagates``, ``corrects``, ``repeats``;
-   :mod:`._chief_model_graph`), plus structural handoff and subtask edges;
-   the regex graph (:func:`._chief_graph.build_graph`) when the model's is
+   :mod:`attribution.methods.chief.model_graph`), plus structural handoff and subtask edges;
+   the regex graph (:func:`attribution.methods.chief.graph.build_graph`) when the model's is
    unusable, or always with ``graph="regex"``;
 4. [1 to #subtasks, twice] a virtual oracle per subtask written from the task
    and the decomposition alone (no step text: CHIEF D's inputs include the
    history and the later steps), then judged in calls of their own against
-   the subtasks' steps (:mod:`._chief_oracle`);
+   the subtasks' steps (:mod:`attribution.methods.chief.oracle`);
 5. a deterministic search instead of E's and F's single calls: candidate sets
-   per level (:mod:`._chief_levels`, :func:`locate`; [≤ 1] an agent call and
+   per level (:mod:`attribution.methods.chief.levels`, :func:`locate`; [≤ 1] an agent call and
    [≤ 1] a step call per candidate), screening by rules (deviation-aware
    pruning, loops to their first step, the planner-vs-executor rule) and [1 per
    visited step] a local + data-flow counterfactual walk
-   (:mod:`._chief_counterfactual`), LEVEL_WIDTH = 2 per level, MAX_WALK_CALLS
+   (:mod:`attribution.methods.chief.counterfactual`), LEVEL_WIDTH = 2 per level, MAX_WALK_CALLS
    counterfactual calls per case.
 
    Model calls per case: at most 2 + G + 2 * #subtasks + 2 * LEVEL_WIDTH +
@@ -49,7 +49,7 @@ compared on the same records (model calls in brackets):
 In both, re-sends after a length refusal or a transient failure are counted,
 and ``attribute`` leaves the exemplar pool's own records out of an evaluation
 (``run.is_training_record``). The pool is 11 Who&When records decomposed by
-hand (:mod:`._chief_exemplars`), where CHIEF A's knowledge base holds 165 GAIA
+hand (:mod:`attribution.methods.chief.exemplars`), where CHIEF A's knowledge base holds 165 GAIA
 and 33 AssistantBench solutions retrieved by embeddings: neither data set nor
 an embedding model is shipped here.
 """
@@ -60,14 +60,13 @@ import json
 from collections import Counter
 from typing import Any
 
-import attribution.methods._chief_scripted  # noqa: F401  (registers the double's answers to CHIEF's prompts)
-from attribution.methods._chief_counterfactual import screen_candidates, walk
-from attribution.methods._chief_exemplars import is_pool_record, retrieve
-from attribution.methods._chief_graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks
-from attribution.methods._chief_levels import LEVEL_WIDTH, backtrack, candidate_subtasks, pick_agent, pick_steps
-from attribution.methods._chief_model_graph import SYSTEM, model_graph
-from attribution.methods._chief_oracle import _oracle_items, oracle_batches, oracles  # noqa: F401  (re-exported)
-from attribution.methods._chief_paper import chief_paper
+from attribution.methods.chief.counterfactual import screen_candidates, walk
+from attribution.methods.chief.exemplars import is_pool_record, retrieve
+from attribution.methods.chief.graph import CausalGraph, Subtask, build_graph, fallback_subtasks, repair_subtasks
+from attribution.methods.chief.levels import LEVEL_WIDTH, backtrack, candidate_subtasks, pick_agent, pick_steps
+from attribution.methods.chief.model_graph import SYSTEM, model_graph
+from attribution.methods.chief.oracle import oracles
+from attribution.methods.chief.paper import chief_paper
 from attribution.llm.calls import CaseLedger, new_ledger
 from attribution.methods.base import Method, MethodContext, Prediction, register_method
 from attribution.llm.prompting import (
@@ -85,7 +84,7 @@ from attribution.sources.trajectory import Trajectory
 MAX_WALK_CALLS = 8
 """Cost guard on counterfactual calls per case (one per visited step, over every candidate the search tries)."""
 
-__all__ = ["backtrack", "chief", "screen_candidates"]
+__all__ = ["chief"]
 
 
 def _log(traj: Trajectory, indices: range | list[int], budget: int) -> tuple[str, Any]:
@@ -127,8 +126,8 @@ async def decompose(ledger: CaseLedger, traj: Trajectory, header: str,
         user = f"{shown}\n\n{header}\n\nLog:\n{log}\n\n{ask}" if shown else f"{header}\n\nLog:\n{log}\n\n{ask}"
         return messages(SYSTEM, user), report
 
-    meta = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
-    reply = await ledger.ask("decompose", build, meta=meta, schema=_spans_schema(traj, "DecomposeReply", "reason"))
+    hints = {"attr_n_steps": traj.n_steps, "attr_exemplars": [ex["id"] for ex, _ in exemplars]}
+    reply = await ledger.ask("decompose", build, hints=hints, schema=_spans_schema(traj, "DecomposeReply", "reason"))
     return (ledger.parse("decompose", reply) or {}).get("subtasks")
 
 
@@ -147,8 +146,8 @@ async def reflect(ledger: CaseLedger, traj: Trajectory, header: str, proposed: A
         log, report = _log(traj, range(traj.n_steps), budget - 350 - estimate_tokens(listing))
         return messages(SYSTEM, f"{header}\n\nLog:\n{log}\n\n{ask}"), report
 
-    meta = {"attr_n_steps": traj.n_steps, "attr_proposed": [[i.get("start"), i.get("end")] for i in items]}
-    reply = await ledger.ask("reflect", build, meta=meta, schema=_spans_schema(traj, "ReflectReply", "problems"))
+    hints = {"attr_n_steps": traj.n_steps, "attr_proposed": [[i.get("start"), i.get("end")] for i in items]}
+    reply = await ledger.ask("reflect", build, hints=hints, schema=_spans_schema(traj, "ReflectReply", "problems"))
     return (ledger.parse("reflect", reply) or {}).get("subtasks")
 
 

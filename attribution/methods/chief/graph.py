@@ -1,6 +1,6 @@
 """CHIEF's hierarchical causal graph: its structure, the regex extraction (the fallback) and the helpers.
 
-The model builds the graph (:mod:`._chief_model_graph`); this module holds
+The model builds the graph (:mod:`attribution.methods.chief.model_graph`); this module holds
 the graph itself, the structure every graph shares (handoffs, subtask
 edges: :func:`assemble_graph`) and the regex graph (:func:`build_graph`), used
 when the model's graph is unusable or with ``chief(graph="regex")``.
@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from attribution.methods._echo_context import HANDOFF_RE, key_decisions, summary
+from attribution.methods.echo.context import HANDOFF_RE, key_decisions, summary
 from attribution.llm.prompting import ENVIRONMENT_KEYS, ERROR_CUE_RE, clip, display_agent
 from attribution.sources.trajectory import Trajectory
 

@@ -1,12 +1,13 @@
-"""What the scripted double answers, registered beside the code that owns each prompt.
+"""What the scripted double answers: a registry of answers by prompt contract, and what an answer sees of a call.
 
-A module that sends a prompt contract (``judge.vote``, ``personas.generate``, ``attribution.chief.graph``, ...)
-may register how a scripted model answers it, with :func:`responder`; the double (a provider found through
-its entry point, :mod:`mas.scripted`) looks answers up here by the call's ``contract``. Production modules
-register into this registry without importing the double, and real models never see any of it: the
-contract, actor, step and any hint a responder needs travel as invoke metadata, not inside the prompt (the
-caller's facts about the call in ``metadata["hints"]``, :attr:`ScriptedContext.hints`; see
-:func:`mas.topologies.agent.agent_step`).
+The double's modules register how it answers each contract (``judge.vote``, ``personas.generate``,
+``attribution.chief.graph``, ...) with :func:`responder`, keyed by the contract's name; the double looks answers
+up here by the call's ``contract``. Installed packages add answers to contracts of their own through the
+entry-point group ``mas_econ.scripted_responders``. Real models never see any of it: the contract, actor, step
+and any hint an answer needs travel as invoke metadata, not inside the prompt (the caller's facts about the
+call in ``metadata["hints"]``, :attr:`ScriptedContext.hints`; see :func:`mas.topologies.agent.agent_step` and
+:meth:`attribution.llm.calls.CaseLedger.ask`). No module outside :mod:`mas.scripted` registers an answer
+(``tests/test_layering.py`` checks).
 
 >>> @responder("example.echo")
 ... def _echo(ctx: ScriptedContext) -> str:
@@ -45,7 +46,7 @@ class ScriptedContext:
     player: Any = None
     """The double's play of this run's task (its own object, built by :mod:`mas.scripted` from the task's
     structured fields); None outside a benchmark's run. A responder whose answer depends on the task asks it
-    through a protocol of its own (:class:`mas.topologies.decomposition.Decomposer`)."""
+    through a protocol of its own (:class:`mas.scripted.orchestrator.Decomposer`)."""
 
     @property
     def contract(self) -> str:
@@ -79,7 +80,7 @@ class Responder:
 
 
 RESPONDERS: Registry[Responder] = Registry("scripted responder", "mas_econ.scripted_responders")
-"""Contract -> its scripted answer (module that owns the prompt owns this too)."""
+"""Contract -> its scripted answer (the double's modules, one per family of contracts, fill it)."""
 
 
 def responder(contract: str, *, judge: bool = False) -> Callable[[Answer], Answer]:

@@ -3,7 +3,7 @@
 CHIEF (section 4.2.1) prunes the search with virtual oracles: what each
 subtask should have achieved. This is ``chief(variant="project")``'s version:
 the oracle comes from the task and the decomposition alone, where D's prompt (the paper variant,
-:mod:`._chief_paper`) also gives the history with the later steps, the
+:mod:`attribution.methods.chief.paper`) also gives the history with the later steps, the
 exemplars and the earlier oracles. Two stages:
 
 1. synthesis (``attribution.chief.oracle``): from the task and the
@@ -28,7 +28,7 @@ from typing import Any
 from attribution.llm.calls import CaseLedger
 from attribution.llm.prompting import clip, estimate_tokens, messages, render_steps, step_views
 from attribution.llm.replies import YesNo, contract, many, one_of, schema_of, text
-from attribution.methods._chief_graph import Subtask
+from attribution.methods.chief.graph import Subtask
 from attribution.sources.trajectory import Trajectory
 
 ORACLE_FIELDS = ("goal", "preconditions", "key_evidence", "acceptance")
@@ -80,7 +80,7 @@ def resolve_index(value: Any, allowed: set[int]) -> int | None:
     return int(m.group()) if m and int(m.group()) in allowed else None
 
 
-def _oracle_items(obj: dict[str, Any], batch: list[Subtask], key: str = "oracles") -> dict[int, dict[str, Any]]:
+def oracle_items(obj: dict[str, Any], batch: list[Subtask], key: str = "oracles") -> dict[int, dict[str, Any]]:
     """Subtask index -> its reply item (under ``key``), matched by the item's ``subtask`` number, else by position."""
     items = obj.get(key)
     if not isinstance(items, list):
@@ -123,10 +123,10 @@ async def synthesize(ledger: CaseLedger, system: str, header: str, batch: list[S
     )
     item = contract("Oracle", subtask=one_of([s.index for s in batch]), **{k: text(ORACLE_FIELD_CHARS) for k in ORACLE_FIELDS})
     schema = schema_of(contract("OracleReply", oracles=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("oracle", lambda budget: (messages(system, f"{header}\n\n{ask}"), None), meta=meta,
+    hints = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
+    reply = await ledger.ask("oracle", lambda budget: (messages(system, f"{header}\n\n{ask}"), None), hints=hints,
                              schema=schema)
-    items = _oracle_items(ledger.parse("oracle", reply) or {}, batch)
+    items = oracle_items(ledger.parse("oracle", reply) or {}, batch)
     out = []
     for sub in batch:
         if sub.index not in items:
@@ -159,9 +159,9 @@ async def judge(ledger: CaseLedger, traj: Trajectory, system: str, header: str, 
 
     item = contract("Verdict", subtask=one_of([s.index for s in batch]), reason=text(60), satisfied=YesNo)
     schema = schema_of(contract("VerdictReply", verdicts=many(item, len(batch), len(batch))))
-    meta = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
-    reply = await ledger.ask("verdict", build, meta=meta, schema=schema)
-    items = _oracle_items(ledger.parse("verdict", reply) or {}, batch, "verdicts")
+    hints = {"attr_subtasks": [[s.index, s.start, s.end] for s in batch]}
+    reply = await ledger.ask("verdict", build, hints=hints, schema=schema)
+    items = oracle_items(ledger.parse("verdict", reply) or {}, batch, "verdicts")
     out = {}
     for sub in batch:
         if sub.index not in items:

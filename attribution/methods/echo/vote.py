@@ -2,7 +2,7 @@
 
 This is the vote of ``echo`` with ``variant=project`` (the project's earlier
 pipeline: one agent pass, then a judgment per step of the elected agent). The
-paper variant votes by :mod:`._echo_consensus` (ECHO A.7 as written: the stated
+paper variant votes by :mod:`attribution.methods.echo.consensus` (ECHO A.7 as written: the stated
 conclusion type, every agent of a multi-agent conclusion, the step from the
 winning conclusions' ``mistake_step``); the records of both share
 :class:`Analysis`.
@@ -319,7 +319,7 @@ class Decision:
 
 def decide(details: dict[str, Any], rule: str = "paper", delta: float = DELTA) -> Decision:
     """The project variant's answer under ``rule`` from a prediction's recorded ``details`` (see the module
-    docstring); :func:`._echo_consensus.decide` takes a record of either variant."""
+    docstring); :func:`attribution.methods.echo.consensus.decide` takes a record of either variant."""
     analyses = [Analysis.from_record(a) for a in details["analyses"]]
     h_agent, h_step = details.get("heuristic") or (None, None)
     agent, agent_vote, agent_basis = elect_agent(analyses, rule, delta, h_agent)

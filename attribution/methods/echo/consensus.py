@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attribution.methods._echo_vote import (
+from attribution.methods.echo.vote import (
     ALT_WEIGHT,
     DELTA,
     REVIEW_SPREAD,
@@ -54,7 +54,7 @@ from attribution.methods._echo_vote import (
     by_likelihood,
     weighted_share,
 )
-from attribution.methods._echo_vote import decide as decide_project
+from attribution.methods.echo.vote import decide as decide_project
 
 SINGLE, MULTI = "single_agent", "multi_agent"
 CONCLUSION_TYPES = (SINGLE, MULTI)

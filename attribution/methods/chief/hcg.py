@@ -5,17 +5,17 @@ with ground truth), the whole conversation (fitted to the route's window) and
 the number of steps, as every prompt of Appendices A-F carries them:
 
 - A (``attribution.chief.decomposition``, one call): RAG task decomposition.
-  The two most similar reference exemplars (:mod:`._chief_exemplars`) are
+  The two most similar reference exemplars (:mod:`attribution.methods.chief.exemplars`) are
   shown in GAIA's form, a question and its numbered steps; the model
   decomposes the conversation into semantic subtasks with A's self-reflection
   inside the same call (draft, evidence alignment against the dialogue, final
   ranges continuous, covering every step, not overlapping). The reply is made
-  a cover by :func:`._chief_graph.repair_subtasks` (the guard every later stage
+  a cover by :func:`attribution.methods.chief.graph.repair_subtasks` (the guard every later stage
   needs; equal chunks when nothing is usable, recorded).
 - B (``attribution.chief.otar``): for each subtask, the agents acting within
   its step range and each one's Action, Observation, Thought and Result. One
   call when the reply budget holds every subtask's agents, else consecutive
-  batches (:func:`._chief_model_graph.graph_batches`); an agent the replies
+  batches (:func:`attribution.methods.chief.model_graph.graph_batches`); an agent the replies
   leave out gets the regex tuple (recorded).
 - C, subtask and agent edges (``attribution.chief.edges``, one call): edges
   between consecutive subtasks (``data_dependency``, ``logical_prereq``) and
@@ -34,7 +34,7 @@ between consecutive subtasks or agents of one subtask, step edges forward in
 time); the number of edges and patterns per reply is bounded by the reply
 budget (:func:`edge_limits`). Loop groups, which Appendix F's prompt reads
 from the graph without saying how they are found, are the project's: steps
-of one agent repeating an earlier one (:func:`._chief_graph.regex_step_edges`).
+of one agent repeating an earlier one (:func:`attribution.methods.chief.graph.regex_step_edges`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from attribution.llm.calls import CaseLedger
 from attribution.llm.prompt_fit import clip, render_steps, step_views
 from attribution.llm.prompting import estimate_tokens, messages, resolve_agent, resolve_step
 from attribution.llm.replies import contract, many, one_of, schema_of, step_in, text
-from attribution.methods._chief_graph import Subtask, actors, fallback_subtasks, loop_start, regex_otar, regex_step_edges
-from attribution.methods._chief_graph import CausalGraph, repair_subtasks
-from attribution.methods._chief_model_graph import OTAR_CHARS, graph_batches
+from attribution.methods.chief.graph import Subtask, actors, fallback_subtasks, loop_start, regex_otar, regex_step_edges
+from attribution.methods.chief.graph import CausalGraph, repair_subtasks
+from attribution.methods.chief.model_graph import OTAR_CHARS, graph_batches
 from attribution.sources.trajectory import Trajectory, normalize_agent
 
 SYSTEM = ("You analyse the conversation of a multi-agent team that tried to solve a real-world problem and failed. "
@@ -104,7 +104,7 @@ def conversation(traj: Trajectory, budget: int, focus: set[int] | None = None) -
 
 
 async def ask(ledger: CaseLedger, stage: str, traj: Trajectory, header: str, task: str, schema: dict[str, Any],
-              meta: dict[str, Any], before: str | Callable[[int], str] = "", focus: set[int] | None = None) -> str:
+              hints: dict[str, Any], before: str | Callable[[int], str] = "", focus: set[int] | None = None) -> str:
     """One call: the header, ``before`` (exemplars, a listing, a graph; a callable gets the prompt's budget in
     tokens), the fitted conversation, ``task``; the reply text."""
     def build(budget: int):
@@ -114,7 +114,7 @@ async def ask(ledger: CaseLedger, stage: str, traj: Trajectory, header: str, tas
         parts = [header, shown, log, task] if shown else [header, log, task]
         return messages(SYSTEM, "\n\n".join(parts)), report
 
-    return await ledger.ask(stage, build, meta=meta, schema=schema)
+    return await ledger.ask(stage, build, hints=hints, schema=schema)
 
 
 def listing(subtasks: list[Subtask]) -> str:
@@ -178,8 +178,8 @@ async def parse_otar(ledger: CaseLedger, traj: Trajectory, header: str, graph: H
             '"<short>", "thought": "<short>", "result": "<short>"}]}]}'
         )
         focus = {i for k in batch for i in subs[k].steps}
-        meta = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_subtasks": [sid(k) for k in batch]}
-        reply = await ask(ledger, "otar", traj, header, task, schema, meta, focus=focus)
+        hints = {"attr_pairs": [[s.index, name] for s, name in pairs], "attr_subtasks": [sid(k) for k in batch]}
+        reply = await ask(ledger, "otar", traj, header, task, schema, hints, focus=focus)
         obj = ledger.parse("otar", reply) or {}
         items = obj.get("subtasks") if isinstance(obj.get("subtasks"), list) else []
         for it in [i for i in items if isinstance(i, dict)]:

@@ -2,7 +2,7 @@
 
 Two extractions of levels L2-L4 (``extraction``):
 
-- ``paper``: ECHO's appendix A.3 (:mod:`._echo_extraction`): its regular
+- ``paper``: ECHO's appendix A.3 (:mod:`attribution.methods.echo.extraction`): its regular
   expressions, the capture of the first pattern that matches, cut to 50 / 20 /
   15 words (L2 / L3 / L4), the first sentence when nothing matches;
 - ``project``: this project's own extraction, written from the paper's
@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 
 from attribution.llm.prompting import ERROR_CUE_RE, StepView, clip, display_agent
-from attribution.methods._echo_extraction import extract_level
+from attribution.methods.echo.extraction import extract_level
 from attribution.sources.trajectory import Trajectory
 
 HANDOFF_RE = re.compile(
@@ -81,7 +81,7 @@ _FENCE_RE = re.compile(r"```.*?(?:```|$)", re.S)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 LEVEL_LIMITS = {2: 400, 3: 160, 4: 70}
 """Characters kept per step at levels L2-L4 by the ``project`` extraction (L1 keeps everything); A.3's limits are
-words (50, 20, 15: :data:`._echo_extraction.WORD_LIMITS`)."""
+words (50, 20, 15: :data:`attribution.methods.echo.extraction.WORD_LIMITS`)."""
 EXTRACTIONS = ("paper", "project")
 LEVEL_WEIGHTS = {1: 3.0, 2: 1.5, 3: 1.0, 4: 0.6}
 """Share of the prompt budget per level when texts must be cut further."""
@@ -114,7 +114,7 @@ def sentences(text: str) -> list[str]:
 
 def key_decisions(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[2]) -> str:
     """Sentences matching ``ctype`` (general: the ones with numbers), first sentence always kept: CHIEF's regex
-    OTAR "thought" (:mod:`._chief_graph`); ECHO's L2 is :func:`local_context`."""
+    OTAR "thought" (:mod:`attribution.methods.chief.graph`); ECHO's L2 is :func:`local_context`."""
     sents = sentences(text)
     if not sents:
         return ""
@@ -125,7 +125,7 @@ def key_decisions(text: str, ctype: str, max_chars: int = LEVEL_LIMITS[2]) -> st
 
 def summary(text: str, max_chars: int = LEVEL_LIMITS[3]) -> str:
     """First sentence plus error-cue sentences, then numeric ones, within ``max_chars``: CHIEF's regex OTAR
-    observation and result (:mod:`._chief_graph`); ECHO's L3 is :func:`distant_context`."""
+    observation and result (:mod:`attribution.methods.chief.graph`); ECHO's L3 is :func:`distant_context`."""
     sents = sentences(text)
     if not sents:
         return ""
