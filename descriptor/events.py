@@ -114,7 +114,8 @@ class AgentOutput(_AgentPayload):
     """The agent's stated confidence in [0, 1]."""
     reasoning: str = ""
     parse: str = "json"
-    """How the answer was read from the reply: json, salvaged, tool_call_as_answer or fallback."""
+    """How the answer was read from the reply: json, salvaged, tool_call_as_answer, cut_at_max_tokens (the reply
+    ended at the token limit with no complete answer: no answer), boxed or fallback."""
 
 
 class PersonaAssignment(Payload):

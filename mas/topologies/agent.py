@@ -158,11 +158,16 @@ _BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _CALL_SHAPE_RE = re.compile(r'^\s*(```(?:json)?\s*)?\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"arguments"\s*:', re.DOTALL)
 
 
-def parse_answer(parsed: dict[str, Any] | None, text: str, confidence_scale: Scale = "clip") -> Answer:
+def parse_answer(parsed: dict[str, Any] | None, text: str, confidence_scale: Scale = "clip", *,
+                 cut: bool = False) -> Answer:
     """Answer from the reply's JSON, else a salvage, else the whole reply (each recorded in ``parse``).
 
     The JSON's ``confidence`` is read on ``confidence_scale`` (``mas.confidence_scale``; default the harness
     README's rule: clipped into [0, 1], 0.5 when missing or unparsable).
+
+    ``cut``: the reply ended at the call's ``max_tokens``. Without a complete answer field in it, it has no answer
+    (``cut_at_max_tokens``): a reply that loops until the limit would otherwise be graded by whatever its text
+    ends with, e.g. its last number.
 
     Small models cut their JSON short at the token limit (``salvaged``: the
     ``answer_artifact`` field read from the broken JSON) or write a tool call
@@ -189,9 +194,16 @@ def parse_answer(parsed: dict[str, Any] | None, text: str, confidence_scale: Sca
         return Answer(answer_artifact=str(artifact).strip(), confidence=MISSING_CONFIDENCE, parse="salvaged")
     if _CALL_SHAPE_RE.match(text):
         return Answer(answer_artifact="", confidence=MISSING_CONFIDENCE, parse="tool_call_as_answer")
+    if cut:
+        return Answer(answer_artifact="", confidence=MISSING_CONFIDENCE, parse="cut_at_max_tokens")
     if boxed := _BOXED_RE.findall(text):
         return Answer(answer_artifact=boxed[-1].strip(), confidence=MISSING_CONFIDENCE, parse="boxed")
     return Answer(answer_artifact=text.strip(), confidence=MISSING_CONFIDENCE, parse="fallback")
+
+
+def cut_at_limit(message: BaseMessage) -> bool:
+    """Whether the reply stopped at the call's ``max_tokens`` (the provider's ``finish_reason`` ``length``)."""
+    return message.response_metadata.get("finish_reason") == "length"
 
 
 def _render_calls(calls: Sequence[ToolCallRequest]) -> str:
@@ -264,7 +276,7 @@ async def agent_step(
         _record_injection(rt, res, first)
         reply = res.message if res.tool_calls[0].protocol == "native" else AIMessage(content=res.text)
         return StepOutcome(answer=None, tool_calls=res.tool_calls, routing_calls=routing, new_messages=[reply])
-    answer = parse_answer(res.parsed, res.text, rt.cfg.mas.confidence_scale)
+    answer = parse_answer(res.parsed, res.text, rt.cfg.mas.confidence_scale, cut=cut_at_limit(res.message))
     event_type = answer_event(answer) if callable(answer_event) else answer_event
     redo = True if redo_revise and event_type == "revise" else None
     ev = tracer.emit(agent.name, event_type, AgentOutput(**common, **answer.to_dict(), sends=sends, redo=redo),

@@ -118,3 +118,36 @@ def test_timeout_s_is_a_deadline_for_the_whole_call(tmp_path, endpoint):
     assert [e["payload"]["will_retry"] for e in attempts] == [True, False]
     # each attempt's time, as the trace measured it: 1.5 s and scheduling (30 s when only reads were timed)
     assert max(e["latency_ms"] for e in attempts) < slow * 1000 / 3, attempts
+
+
+def cut_at_the_limit(content: str, n: int = 0) -> Reply:
+    """A 200 completion that stopped at max_tokens (``finish_reason: length``)."""
+    code, headers, body = completion(content, n)
+    data = json.loads(body)
+    data["choices"][0]["finish_reason"] = "length"
+    return code, headers, json.dumps(data).encode()
+
+
+def test_a_reply_looping_until_max_tokens_is_a_visible_failure_not_graded_by_its_last_number(tmp_path, endpoint):
+    """A reply that repeats itself until the token limit and happens to end on the right number: no answer
+    (``parse: cut_at_max_tokens`` on the step), so the run fails (it was graded by its last number and passed),
+    while a cut reply whose answer field was complete keeps that answer."""
+    tasks = get_benchmark("arith").load_tasks(2, seed=0)
+    looping, complete = str(tasks[0].reference), str(tasks[1].reference)
+
+    def reply(n: int, request: dict) -> Reply:
+        if tasks[0].question in prompt_text(request):
+            return cut_at_the_limit("Let me add again: " * 40 + looping, n)
+        return cut_at_the_limit('{"reasoning": "r", "answer_artifact": "' + complete + '", "confidence": 0.9, "no', n)
+
+    server = endpoint(reply)
+    proc = run_cli(tmp_path, write_config(tmp_path, server.base_url), planted_key(), benchmark="arith",
+                   systems="sas", extra=("--task-limit", "2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    root = tmp_path / "out" / "e"
+    by_task = {r["task_id"]: r for r in results(root)}
+    cut, kept = by_task[tasks[0].task_id], by_task[tasks[1].task_id]
+    assert (cut["status"], cut["success"], cut["answer"]) == ("finished", False, "")
+    [step] = [e for e in trace_events(root, cut) if "parse" in (e.get("payload") or {})]
+    assert (step["payload"]["parse"], step["payload"]["answer_artifact"]) == ("cut_at_max_tokens", "")
+    assert (kept["success"], kept["answer"]) == (True, complete)
