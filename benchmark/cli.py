@@ -142,8 +142,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
                    help="override one benchmark option with a TOML value (repeatable)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list-benchmarks", help="list the benchmark adapters")
+def list_benchmarks_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``list-benchmarks``'s parser."""
     p.add_argument("--long", action="store_true", help="also answer kind, success definition and licence")
     p.add_argument("--names", action="store_true", help="the names alone, one a line (for scripts)")
     p.add_argument("--available", action="store_true",
@@ -154,12 +154,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override one benchmark option with a TOML value (repeatable)")
     p.set_defaults(func=cmd_list_benchmarks)
 
-    p = sub.add_parser("benchmark-info", help="describe one benchmark (success definition, licence, example)")
+
+def benchmark_info_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``benchmark-info``'s parser."""
     _add_options(p)
     p.set_defaults(func=cmd_benchmark_info)
 
-    p = sub.add_parser("benchmark-check",
-                       help="run every task's reference solution and an empty answer through the evaluation")
+
+def benchmark_check_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``benchmark-check``'s parser."""
     _add_options(p)
     p.add_argument("--task-limit", type=int, help="check only the first N tasks (default: all)")
     p.add_argument("--json", action="store_true", help='print {"n", "oracle_solved", "empty_solved"} as JSON')

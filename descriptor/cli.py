@@ -7,62 +7,6 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from descriptor.summaries import ExperimentSummary
-
-
-def _fmt(v: object, spec: str) -> str:
-    return "" if v is None else format(v, spec)
-
-
-def print_summary(summary: ExperimentSummary) -> None:
-    """Warnings (to stderr), the benchmark x system table of the roll-ups and one sentence per comparison
-    (:mod:`descriptor.console_summary`).
-
-    Nothing is cut: on a terminal the table fits its width (split into several tables when it must); off one (a
-    log, a pipe) it is one table as wide as its content (rich would otherwise fit it into 80 columns with "…").
-    """
-    from rich.console import Console
-
-    from descriptor.console_summary import comparison_sentences, print_summary_table
-
-    for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
-        print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
-    for note in summary.notes:
-        print(f"warning: {note}", file=sys.stderr)
-    terminal = sys.stdout.isatty()
-    console = Console(highlight=False, width=None if terminal else 10_000)
-    print_summary_table(summary, console, width=console.width if terminal else None)
-    for line in error_rate_warnings(summary.rollups):
-        print(line, file=sys.stderr)
-    for r in summary.rollups:  # budgets reached: finished runs, counted in every rate, named here
-        if hits := r.get("limits_hit"):
-            said = ", ".join(f"{n} at limits.{kind}" for kind, n in hits.items())
-            print(f"{r['benchmark']}/{r['system']}: runs stopped by a budget: {said}")
-    for sentence in comparison_sentences(summary):  # wrapped at words on a terminal, one line in a log
-        console.print(sentence, markup=False)
-
-
-def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
-    """One warning per benchmark whose systems differ in their rate of errored runs (infrastructure failures).
-
-    Success rates are over finished runs only; when one system lost more runs
-    to errors than another, the two rates rest on different sets of tasks and
-    draws, so the comparison is weaker than it looks.
-    """
-    by_bench: dict[str, list[dict[str, object]]] = {}
-    for r in rollups:
-        by_bench.setdefault(str(r["benchmark"]), []).append(r)
-    out = []
-    for bench, rows in sorted(by_bench.items()):
-        if len({r["error_rate"] for r in rows}) > 1:
-            rates = ", ".join(f"{r['system']} {_fmt(r['error_rate'], '.3f')}" for r in rows)
-            out.append(f"warning: {bench}: systems differ in their error rate ({rates}); success rates count "
-                       "finished runs only, so they compare different sets of runs: run the sweep again to "
-                       "retry the errored runs")
-    return out
 
 
 def prepare_after_pass(report: bool) -> None:
@@ -102,26 +46,25 @@ def _run(args: argparse.Namespace) -> int:
                           cost_unit=args.cost_unit, seed=args.seed) as build:
             summary = summarize_experiment(args.experiment_root, reader=functools.partial(
                 build.read, meanwhile=meanwhile), **options)
+    from descriptor.console_summary import print_summary
+
     print_summary(summary)
     if not args.no_report:
-        from descriptor.report.cli import print_report
+        from descriptor.report.build import print_report
 
         print_report(build.index)
     sys.stdout.flush()
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``summarize-experiment`` to the main parser."""
-    p = sub.add_parser(
-        "summarize-experiment",
-        help="rebuild descriptors, summaries, economics and plots from run files",
-        description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
+def summarize_experiment_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``summarize-experiment``'s parser."""
+    p.description = (
+        "Read <root>/<benchmark>/<system>/<task_id>/run_<r>.{trace.jsonl,eval.json,result.json} and "
         "(re)write descriptor.json/.csv, analysis.json, task_summary.json per task, summary.json/.csv per system, "
         "and experiment_summary.json/.csv, economics.json/.csv, topology.json and plots/*.svg at the root, then "
         "refreshes the HTML report DIR/report/index.html (see `report`). "
-        "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).",
-    )
+        "Idempotent; damaged or unfinished runs are reported and skipped (a damaged last trace line keeps the valid prefix).")
     p.add_argument("--experiment-root", type=Path, required=True, metavar="DIR", help="the experiment directory")
     p.add_argument("--lambda", dest="lam", type=float, default=None, metavar="L",
                    help="utility price of cost, U = Q - L*C (default 1e-5 per token, or 1.0 per USD)")

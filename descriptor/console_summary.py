@@ -13,6 +13,7 @@ report's comparison (:func:`descriptor.report.analysis.paired_rows`). U, G and K
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -128,4 +129,49 @@ def comparison_sentences(summary: ExperimentSummary) -> list[str]:
                     and d["task_id"] in shared]
 
         out.append(comparison_sentence(row, of(row["system"]), of(row["baseline"])))
+    return out
+
+
+def print_summary(summary: ExperimentSummary) -> None:
+    """Warnings (to stderr), the benchmark x system table of the roll-ups and one sentence per comparison.
+
+    Nothing is cut: on a terminal the table fits its width (split into several tables when it must); off one (a
+    log, a pipe) it is one table as wide as its content (rich would otherwise fit it into 80 columns with "…").
+    """
+    from rich.console import Console
+
+    for issue in summary.issues:  # plain print: one unwrapped line per issue, easy to grep
+        print(issue.warning().replace("warning: ", f"warning: {summary.experiment_root}/", 1), file=sys.stderr)
+    for note in summary.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    terminal = sys.stdout.isatty()
+    console = Console(highlight=False, width=None if terminal else 10_000)
+    print_summary_table(summary, console, width=console.width if terminal else None)
+    for line in error_rate_warnings(summary.rollups):
+        print(line, file=sys.stderr)
+    for r in summary.rollups:  # budgets reached: finished runs, counted in every rate, named here
+        if hits := r.get("limits_hit"):
+            said = ", ".join(f"{n} at limits.{kind}" for kind, n in hits.items())
+            print(f"{r['benchmark']}/{r['system']}: runs stopped by a budget: {said}")
+    for sentence in comparison_sentences(summary):  # wrapped at words on a terminal, one line in a log
+        console.print(sentence, markup=False)
+
+
+def error_rate_warnings(rollups: list[dict[str, object]]) -> list[str]:
+    """One warning per benchmark whose systems differ in their rate of errored runs (infrastructure failures).
+
+    Success rates are over finished runs only; when one system lost more runs
+    to errors than another, the two rates rest on different sets of tasks and
+    draws, so the comparison is weaker than it looks.
+    """
+    by_bench: dict[str, list[dict[str, object]]] = {}
+    for r in rollups:
+        by_bench.setdefault(str(r["benchmark"]), []).append(r)
+    out = []
+    for bench, rows in sorted(by_bench.items()):
+        if len({r["error_rate"] for r in rows}) > 1:
+            rates = ", ".join(f"{r['system']} {_fmt(r['error_rate'], '.3f')}" for r in rows)
+            out.append(f"warning: {bench}: systems differ in their error rate ({rates}); success rates count "
+                       "finished runs only, so they compare different sets of runs: run the sweep again to "
+                       "retry the errored runs")
     return out

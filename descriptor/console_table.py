@@ -26,6 +26,7 @@ sas       1,320
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -116,3 +117,21 @@ def print_columns(console: Console, columns: Sequence[Column], keys: int, width:
         if i:
             console.print()
         console.print(_table(group, fixed=True), width=width)
+
+
+def print_table(rows: list[dict[str, object]], title: str) -> None:
+    """``title``, then ``rows`` as a table that cuts no value or header: on a narrow terminal it is split into
+    several tables led by the first column; off a terminal, one table."""
+    from rich.console import Console
+
+    terminal = sys.stdout.isatty()
+    console = Console(highlight=False, width=None if terminal else 10_000)
+    if not rows:
+        console.print(f"{title}: (no rows)", markup=False)
+        return
+    console.print(title, soft_wrap=True, markup=False)
+    columns = [Column(header=col, right=isinstance(rows[0][col], int | float),
+                      cells=tuple(f"{v:.3f}" if isinstance(v, float) else str(v) for v in (r.get(col) for r in rows)))
+               for col in rows[0]]
+    print_columns(console, columns, keys=1, width=console.width if terminal else None)
+

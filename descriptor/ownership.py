@@ -1,9 +1,11 @@
-"""Are the packages ``descriptor``, ``benchmark``, ``mas`` and ``attribution`` this project's? Checked at import.
+"""Are the packages ``descriptor``, ``benchmark``, ``mas``, ``attribution`` and ``mas_econ`` this project's? Checked
+at import.
 
 PyPI has unrelated distributions that install top-level ``mas``, ``attribution`` or
 ``benchmark`` packages; pip installing one after ``mas-econ`` overwrites our files without a
 word, and ``import mas`` then runs someone else's code. Each package's ``__init__`` calls
-:func:`check_packages`, which checks all four once per process:
+:func:`check_packages`, which checks all five once per process (``mas_econ``, the command line, is named like
+the distribution, so no other should install it, but a guard that skipped it would be the one gap):
 
 - a package beside a ``pyproject.toml`` naming ``mas-econ`` is a source checkout (or an editable
   install of one): ours;
@@ -12,9 +14,10 @@ word, and ``import mas`` then runs someone else's code. Each package's ``__init_
   package is named in an ``ImportError`` (that search, over all distributions, runs only then; when no
   other claims it, nothing clashes and the import goes on).
 
-Cost, once per process (``scripts/bench_import.py``, load average 16.5 on 2 cores, so several times the idle
-figure): 0.5 ms in a checkout (four ``find_spec`` look-ups, one small file read); 9.8 ms from an installed
-wheel (its RECORD read directly, four sha256 of small files), ``importlib.metadata`` never imported. What it cannot catch: a
+Cost, once per process, measured with the first four packages (``scripts/bench_import.py``, load average 16.5 on
+2 cores, so several times the idle figure): 0.5 ms in a checkout (four ``find_spec`` look-ups, one small file
+read); 9.8 ms from an installed wheel (its RECORD read directly, four sha256 of small files),
+``importlib.metadata`` never imported. What it cannot catch: a
 foreign ``mas/__init__.py`` imported on its own (``import mas`` and nothing of ours after it) runs
 before any of our code; the ``mas-econ`` command and every module of ours catch it.
 """
@@ -27,7 +30,9 @@ from functools import cache
 from pathlib import Path
 
 DISTRIBUTION = "mas-econ"
-PACKAGES = ("descriptor", "benchmark", "mas", "attribution")
+PACKAGES = ("descriptor", "benchmark", "mas", "attribution", "mas_econ")
+"""Every top-level package the wheel installs (``[tool.setuptools.packages.find]``; checked by
+tests/project/test_packaging.py)."""
 _NAME = re.compile(r'^name\s*=\s*"mas-econ"\s*$', re.M)
 
 

@@ -45,8 +45,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="tasks needed for 80 %% power to detect a difference in success rate")
+def plan_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``plan``'s parser."""
     p.add_argument("--baseline-rate", type=_unit("--baseline-rate"), required=True, metavar="P",
                    help="the SAS's expected success rate")
     p.add_argument("--effect", type=float, required=True, metavar="D",

@@ -14,7 +14,7 @@ print with an interval comes from here. The rules:
 
 Why not scipy here: ``scipy.stats`` takes ~1 s to import on the project's 2-core machine (measured
 0.99 s after numpy, 1.4 s with ``scipy.special``), and every ``run`` writes a report; Wilson and the
-sign test are closed forms, the sign test exact in integers. ``tests/test_stats.py`` holds them equal to
+sign test are closed forms, the sign test exact in integers. ``tests/descriptor/test_stats.py`` holds them equal to
 ``scipy.stats.binomtest`` on fixed data. scipy's own ``bootstrap`` draws its resamples differently and
 would change every published interval, so the resampling scheme stays this one (the report's, since
 the start).

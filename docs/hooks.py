@@ -33,7 +33,7 @@ HELP_WIDTH = "100"
 
 def cli_reference() -> str:
     """``## mas-econ COMMAND`` and its ``--help`` text, for every command, in the parser's order."""
-    from attribution.cli.main import build_parser
+    from mas_econ.cli import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_WIDTH

@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> _Parser:
     """``mas-econ run``'s parser: the run arguments and every registered sweep hook's."""
-    from mas.cli import add_run_arguments
+    from mas.sweep.options import add_run_arguments
     from mas.sweep.hooks import SWEEP_HOOKS
 
     p = _Parser(prog="run_experiment", add_help=False)
@@ -104,7 +104,7 @@ def run_experiment(*, plugins: list[str] | tuple[str, ...] = (), report: bool = 
     a sweep stopped by a signal or by ``limits.sweep_cost_usd`` raises the sweep's own exception.
     """
     from descriptor.summaries import summarize_experiment
-    from mas.cli import sweep_request
+    from mas.sweep.options import sweep_request
     from mas.sweep.experiment import run_experiment as run_sweep
     from mas.sweep.hooks import SWEEP_HOOKS
 

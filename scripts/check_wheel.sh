@@ -25,7 +25,8 @@ wheel="$(ls "$tmp"/dist/mas_econ-*.whl)"
 listing="$("$python" -m zipfile -l "$wheel")"
 for f in attribution/methods/chief/exemplars.json mas/data/experiment.example.toml descriptor/report/templates/index.html.j2 \
          benchmark/sandbox/child.py benchmark/sandbox/remote_child.py \
-         benchmark/workbench/data/emails.csv mas/py.typed descriptor/py.typed benchmark/py.typed attribution/py.typed; do
+         benchmark/workbench/data/emails.csv mas/py.typed descriptor/py.typed benchmark/py.typed attribution/py.typed \
+         mas_econ/py.typed mas_econ/cli.py; do
   grep -q "^$f " <<<"$listing" || fail "the wheel lacks $f"
 done
 if grep -qE "^main\.py " <<<"$listing"; then fail "the wheel installs a top-level main.py"; fi
@@ -39,7 +40,7 @@ bin="$tmp/venv/bin"
 # Everything below runs in $tmp/work with no PYTHONPATH: the checkout is not importable from there.
 cd "$tmp/work"
 run() { env -u PYTHONPATH "$@"; }
-where="$(run "$bin/python" -c 'import mas, attribution; print(mas.__file__); print(attribution.__file__)')"
+where="$(run "$bin/python" -c 'import mas, attribution, mas_econ; print(mas.__file__); print(attribution.__file__); print(mas_econ.__file__)')"
 case "$where" in *"$tmp/venv/"*) ;; *) fail "import mas did not load the installed wheel: $where" ;; esac
 
 step "mas-econ --version"

@@ -1,1 +1,1 @@
-"""Attribution's commands, and the ``mas-econ`` entry point that collects every stage's (:mod:`.main`)."""
+"""Attribution's commands (declared in :mod:`attribution.commands`) and the sweep hook adding ``run --rollback``."""

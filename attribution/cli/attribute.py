@@ -155,14 +155,13 @@ def _registered(kind: str) -> Callable[[str], str]:
     return check
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``attribute`` and ``score-steps`` (names are checked when parsed: the registries import sklearn)."""
-    p = sub.add_parser("attribute", help="name the responsible agent and decisive step of failed runs",
-                       description="Runs one attribution method on every failed trajectory and writes "
-                                   "OUT/predictions.jsonl (one case per line, with the labels) and "
-                                   "OUT/results.json (agent/step accuracy, ±1..±5, tokens, wall time, per subset). "
-                                   "Resumable: finished cases are kept in OUT as they finish, and the same "
-                                   "command again (or with a larger --max-cases) runs only the cases not yet done.")
+def attribute_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``attribute``'s parser (the method's name is checked when parsed: the registries import sklearn)."""
+    p.description = ("Runs one attribution method on every failed trajectory and writes "
+                     "OUT/predictions.jsonl (one case per line, with the labels) and "
+                     "OUT/results.json (agent/step accuracy, ±1..±5, tokens, wall time, per subset). "
+                     "Resumable: finished cases are kept in OUT as they finish, and the same "
+                     "command again (or with a larger --max-cases) runs only the cases not yet done.")
     _add_source(p)
     p.add_argument("--method", required=True, type=_registered("method"),
                    help="attribution method: random, all_at_once, step_by_step, binary_search, echo, chief, learned "
@@ -174,13 +173,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_attribute)
 
-    p = sub.add_parser("score-steps", help="score every step of failed runs (input of conformal prediction)",
-                       description="Writes one JSON object per trajectory: id, n_steps, step_scores (each in "
-                                   "[0, 1]), mistake_step, mistake_agent, nfe (plus subset, raw_scores, fold). "
-                                   "Trained scorers (position, learned) are cross-fitted: a record is never "
-                                   "scored by a model trained on it. Metrics go to OUT.metrics.json. "
-                                   "Model-based scorers are resumable: the same command keeps the "
-                                   "trajectories an interrupted run finished.")
+
+def score_steps_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``score-steps``'s parser (the scorer's name is checked when parsed, as ``attribute``'s method)."""
+    p.description = ("Writes one JSON object per trajectory: id, n_steps, step_scores (each in "
+                     "[0, 1]), mistake_step, mistake_agent, nfe (plus subset, raw_scores, fold). "
+                     "Trained scorers (position, learned) are cross-fitted: a record is never "
+                     "scored by a model trained on it. Metrics go to OUT.metrics.json. "
+                     "Model-based scorers are resumable: the same command keeps the "
+                     "trajectories an interrupted run finished.")
     _add_source(p)
     p.add_argument("--scorer", required=True, type=_registered("scorer"),
                    help="step scorer: llm_naive, llm_roles, position, learned (see attribution/README.md)")

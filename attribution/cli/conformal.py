@@ -103,12 +103,11 @@ def _predict_set(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``conformal``, ``calibrate`` and ``predict-set``."""
-    p = sub.add_parser("conformal", help="evaluate a conformal method over random calibration/test splits",
-                       description="Writes DIR/results.json (EC, RR, NFE mean ± std over splits), "
-                                   "DIR/coverage_curve.json and PNG plots. Records with a null "
-                                   "mistake_step are skipped.")
+def conformal_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``conformal``'s parser."""
+    p.description = ("Writes DIR/results.json (EC, RR, NFE mean ± std over splits), "
+                     "DIR/coverage_curve.json and PNG plots. Records with a null "
+                     "mistake_step are skipped.")
     _add_set_options(p)
     p.add_argument("--method", required=True, choices=_method_choices(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, default=0.2, help="miscoverage level; target coverage 1 - alpha (default 0.2)")
@@ -117,10 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the coverage curve and PNG plots")
     p.set_defaults(func=_conformal)
 
-    p = sub.add_parser("calibrate", help="fit a conformal threshold on a score file",
-                       description='Writes calibration.json; an infinite threshold is written as "inf". The score '
-                                   "file's scorer (and its training data) is recorded, so rollback scores "
-                                   "new runs the same way.")
+
+def calibrate_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``calibrate``'s parser."""
+    p.description = ('Writes calibration.json; an infinite threshold is written as "inf". The score '
+                     "file's scorer (and its training data) is recorded, so rollback scores "
+                     "new runs the same way.")
     _add_set_options(p)
     p.add_argument("--method", required=True, choices=_method_choices(), help=METHOD_HELP)
     p.add_argument("--alpha", type=float, required=True, help="miscoverage level; target coverage 1 - alpha")
@@ -130,9 +131,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="calibration.json to write")
     p.set_defaults(func=_calibrate)
 
-    p = sub.add_parser("predict-set", help="conformal step sets for new failed runs",
-                       description="Prints one JSON object per record: id, set, set_size, restart_step, nfe, "
-                                   "covered (null when mistake_step is unknown).")
+
+def predict_set_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``predict-set``'s parser."""
+    p.description = ("Prints one JSON object per record: id, set, set_size, restart_step, nfe, "
+                     "covered (null when mistake_step is unknown).")
     p.add_argument("--calibration", required=True, help="calibration.json from calibrate")
     p.add_argument("--scores", required=True, help="score file of the runs to predict on")
     p.add_argument("--out", help="write the JSON lines here instead of stdout")

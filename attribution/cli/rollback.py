@@ -114,7 +114,7 @@ def single_step_note(runs: list[dict], strategies: list[str]) -> str | None:
 
 def cmd_rollback_experiment(args: argparse.Namespace) -> int:
     from attribution.rollback.experiment import check_strategies, rollback_experiment
-    from mas.cli import print_table
+    from descriptor.console_table import print_table
 
     from attribution.rollback.progress import ROLLBACK_OUT
     from descriptor.outputs import check_output
@@ -151,7 +151,7 @@ def cmd_rollback_experiment(args: argparse.Namespace) -> int:
 def cmd_label_failures(args: argparse.Namespace) -> int:
     from attribution.rollback.labels import LABELS_FILE, label_failures
     from descriptor.outputs import check_output
-    from mas.cli import print_table
+    from descriptor.console_table import print_table
 
     check_output(args.out, LABELS_FILE, inputs=[args.experiment_root])  # before the replays, which cost
     labels = asyncio.run(label_failures(args.experiment_root, samples=args.samples, out=args.out,
@@ -198,8 +198,8 @@ def _add_scoring(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="scorer seed (default 0)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rollback", help="fork a failed run before its flagged steps and resume it")
+def rollback_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``rollback``'s parser."""
     p.add_argument("--run-dir", required=True, help="the run: <task_dir>/run_<r> (or one of its files)")
     p.add_argument("--calibration", help="calibration.json from `calibrate` (strategy conformal)")
     p.add_argument("--strategy", choices=ROLLBACK_STRATEGIES, default="conformal",
@@ -212,7 +212,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_scoring(p)
     p.set_defaults(func=cmd_rollback)
 
-    p = sub.add_parser("rollback-experiment", help="roll back every failed run of a sweep with each strategy")
+
+def rollback_experiment_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``rollback-experiment``'s parser."""
     p.add_argument("--experiment-root", required=True)
     p.add_argument("--calibration", help="calibration.json from `calibrate`")
     p.add_argument("--strategies", default="conformal,top1,restart",
@@ -225,13 +227,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_note(p)
     p.set_defaults(func=cmd_rollback_experiment)
 
-    p = sub.add_parser("label-failures", help="find each failed run's decisive step by replay from its checkpoints",
-                       description="Restarts each failed run at step k (re-executing k onward, as a rollback does) "
-                                   "and re-evaluates it; the decisive step is the latest k whose restart succeeds, "
-                                   "found by bisection over the restart points (about log2(steps) + 1 probed points "
-                                   "per run). Writes one JSON line per failed run: run_id, status, decisive_step, "
-                                   "decisive_agent, flip_probability and its Wilson interval flip_ci, replays, "
-                                   "tokens, probes. score-steps --labels and calibrate --labels read it.")
+
+def label_failures_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``label-failures``'s parser."""
+    p.description = ("Restarts each failed run at step k (re-executing k onward, as a rollback does) "
+                     "and re-evaluates it; the decisive step is the latest k whose restart succeeds, "
+                     "found by bisection over the restart points (about log2(steps) + 1 probed points "
+                     "per run). Writes one JSON line per failed run: run_id, status, decisive_step, "
+                     "decisive_agent, flip_probability and its Wilson interval flip_ci, replays, "
+                     "tokens, probes. score-steps --labels and calibrate --labels read it.")
     p.add_argument("--experiment-root", required=True, help="the sweep whose failed runs are labelled")
     p.add_argument("--samples", type=positive_int, default=1,
                    help="replays per probed point, each with its own seed (default 1; more for a stochastic "

@@ -7,7 +7,7 @@ appendix C.3, :func:`rollback_note`) and resuming to the end. The fork runs on a
 copy of the checkpoint database; the original run's files are never touched.
 
 Only top-level checkpoints are used: LangGraph's time travel into a subgraph
-re-runs the whole subgraph (pinned by ``tests/test_rollback.py``).
+re-runs the whole subgraph (pinned by ``tests/attribution/test_rollback.py``).
 
 Steps that share a ``state_id`` ran in one super-step (workers fanned out
 with ``Send``, or several tool-call steps of one node): forking that

@@ -9,6 +9,7 @@ rows and task descriptors.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from descriptor.economics import EconomicsSettings, compute_economics
 from descriptor.errors import UserError
 from descriptor.io import write_derived_json
-from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit
+from descriptor.judge_audit import JUDGE_AUDIT_FILE, AuditRow, audit, audit_warnings
 from descriptor.layout import ATTRIBUTION_DIR, split_unit
 import descriptor.report.collect as collect
 from descriptor.provenance import price_notes, provenance_notes
@@ -323,3 +324,11 @@ def _pictures(root: Path, layout: Layout, final_out: Path) -> list[dict[str, Any
         write_file(dest, pic.path.read_bytes())
         g["images"].append({"name": pic.path.name, "href": href(dest, layout.out)})
     return [groups[k] for k in sorted(groups)]
+
+
+def print_report(index: Path) -> None:
+    """The path of a report just written (``report: ...``), then its judges' audit warnings, one ``warning:``
+    line each on stderr: what ``report``, ``summarize-experiment`` and ``run`` end with."""
+    print(f"report: {index}")
+    for warning in audit_warnings(index.parent):
+        print(f"warning: {warning} (the report's \"Judges\")", file=sys.stderr)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
 def _run(args: argparse.Namespace) -> int:
     from descriptor.outputs import check_output
-    from descriptor.report.build import write_report
+    from descriptor.report.build import print_report, write_report
     from descriptor.report.render import REPORT_OUT
 
     if args.out is not None:
@@ -20,21 +19,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_report(index: Path) -> None:
-    """The path of a report just written (``report: ...``), then its judges' audit warnings, one ``warning:``
-    line each on stderr: what ``report``, ``summarize-experiment`` and ``run`` end with."""
-    from descriptor.judge_audit import audit_warnings
-
-    print(f"report: {index}")
-    for warning in audit_warnings(index.parent):
-        print(f"warning: {warning} (the report's \"Judges\")", file=sys.stderr)
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``report`` to the main parser."""
-    p = sub.add_parser(
-        "report", help="write the experiment's HTML report (opens offline from disk)",
-        description="Read <root>/<benchmark>/<system>/<task_id>/run_<r>.* and write <root>/report/index.html: "
+def report_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``report``'s parser."""
+    p.description = (
+        "Read <root>/<benchmark>/<system>/<task_id>/run_<r>.* and write <root>/report/index.html: "
         "the MAS-vs-baseline answer per benchmark (paired differences, intervals, sign test), an overview, plots, "
         "topology pictures, a task x system grid and a run viewer for every run (transcript, verdict, attribution "
         "marks, rollbacks). Attribution results are read from <root>/attribution/ and --attribution; rollbacks from "

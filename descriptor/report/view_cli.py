@@ -24,13 +24,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``view`` to the main parser."""
+def view_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``view``'s parser."""
     from descriptor.report.view import DEFAULT_INTERVAL_S, DEFAULT_PORT
 
-    p = sub.add_parser(
-        "view", help="serve the experiments under an output root on 127.0.0.1, updated as runs finish",
-        description="Serve OUTPUT_ROOT's experiments on 127.0.0.1 (nothing is sent anywhere): a list of them, each "
+    p.description = (
+        "Serve OUTPUT_ROOT's experiments on 127.0.0.1 (nothing is sent anywhere): a list of them, each "
         "one's report (index, grid, run viewer with every run's transcript) and its run files. While a page is "
         "open, the report is rebuilt into <experiment>/.view/report/ when runs finish, and the page reloads.")
     p.add_argument("output_root", nargs="?", default="artifacts", metavar="OUTPUT_ROOT",

@@ -22,7 +22,7 @@ CACHE_EXPORT = OutputKind("cache export (JSON Lines)", keys=frozenset({"key", "r
 
 def _cache_path(args: argparse.Namespace) -> Path:
     """The cache file named by ``--path``, else the config's ``cache.path``, else the default."""
-    from mas.cli import load_effective_config
+    from mas.sweep.options import load_effective_config
     from mas.llm.cache import default_path
 
     if args.path:
@@ -56,7 +56,7 @@ def _act(args: argparse.Namespace, cache: ResponseCache, path: Path) -> int:
         if args.json:
             print(json.dumps({"path": str(path), "models": rows}, indent=2))
             return 0
-        from mas.cli import print_table
+        from descriptor.console_table import print_table
 
         print(f"response cache: {path}")
         print_table(rows, "entries, hits, money saved and entries rejected as damaged, by model")
@@ -74,8 +74,8 @@ def _act(args: argparse.Namespace, cache: ResponseCache, path: Path) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="the response cache: stats, clear, export")
+def cache_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``cache``'s parser."""
     p.add_argument("action", choices=("stats", "clear", "export"))
     p.add_argument("--path", help="the cache file (default: the config's cache.path, else the user cache dir)")
     p.add_argument("--config", help="experiment TOML whose cache.path to use")

@@ -29,14 +29,13 @@ def _export_otel(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``export-otel``."""
-    p = sub.add_parser("export-otel", help="send finished runs' traces to an OpenTelemetry backend (OTLP/HTTP)",
-                       description="Replays every run's JSONL trace under the experiment root as one OpenTelemetry "
-                                   "trace (GenAI semantic conventions) with the original timestamps; runs written "
-                                   "before span ids existed get derived ids. Message contents are sent only with "
-                                   "--record-inputs. Headers (e.g. a backend's key) come from "
-                                   "OTEL_EXPORTER_OTLP_HEADERS.")
+def export_otel_parser(p: argparse.ArgumentParser) -> None:
+    """Fill ``export-otel``'s parser."""
+    p.description = ("Replays every run's JSONL trace under the experiment root as one OpenTelemetry "
+                     "trace (GenAI semantic conventions) with the original timestamps; runs written "
+                     "before span ids existed get derived ids. Message contents are sent only with "
+                     "--record-inputs. Headers (e.g. a backend's key) come from "
+                     "OTEL_EXPORTER_OTLP_HEADERS.")
     p.add_argument("--experiment-root", required=True, help="experiment directory (or one task directory)")
     p.add_argument("--endpoint", default=None,
                    help="OTLP/HTTP base URL, e.g. http://127.0.0.1:6006 (spans go to URL/v1/traces); "

@@ -7,7 +7,7 @@ entry-point group ``mas_econ.scripted_responders``. Real models never see any of
 and any hint an answer needs travel as invoke metadata, not inside the prompt (the caller's facts about the
 call in ``metadata["hints"]``, :attr:`ScriptedContext.hints`; see :func:`mas.topologies.agent.agent_step` and
 :meth:`attribution.llm.calls.CaseLedger.ask`). No module outside :mod:`mas.scripted` registers an answer
-(``tests/test_layering.py`` checks).
+(``tests/project/test_layering.py`` checks).
 
 >>> @responder("example.echo")
 ... def _echo(ctx: ScriptedContext) -> str:

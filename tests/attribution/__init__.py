@@ -1,0 +1,1 @@
+"""Tests of attribution: methods, scorers, conformal sets, rollback."""

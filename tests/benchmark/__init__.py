@@ -1,0 +1,1 @@
+"""Tests of the benchmark stage: adapters, native evaluation, the sandbox."""

@@ -1,0 +1,1 @@
+"""Tests of the descriptor stage: the run-record contract, summaries, the report, the registry."""

@@ -1,0 +1,1 @@
+"""Tests of the runtime: topologies, the model-call layer, sweeps, tracing, the embedded model."""
