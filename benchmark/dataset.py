@@ -177,7 +177,7 @@ class DatasetBenchmark(Benchmark):
                  judge_reply: str | None = None) -> Evaluation:
         scorer, details = self.spec.scorer, {"scorer": self.spec.scorer, "expected": task.reference}
         if scorer == "model" and judge_reply is not None:
-            verdict = judge_verdict(judge_reply)
+            verdict = judge_verdict(judge_reply, answer)  # what the answer wrote cannot be the grader's verdict
             ok = verdict.correct is True
             details.update(grader="model", judge_correct=verdict.correct, judge_extracted=verdict.extracted_answer)
         elif scorer == "model":
