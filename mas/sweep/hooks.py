@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from descriptor.registry import Registry
+from mas.logging import get_logger
 
 if TYPE_CHECKING:
     from descriptor.records import RunMetadata, RunResult
     from mas.config import ExperimentConfig
     from mas.tracing import TraceProcessor
+
+log = get_logger(__name__)
 
 AfterSweep = Callable[["list[RunResult]"], int]
 """Runs after the sweep, before its summary, with the sweep's results; returns an exit status (0: fine)."""
@@ -57,5 +60,20 @@ printers); a processor that fails is logged and skipped by the tracer, never bre
 
 
 def registered_processors(cfg: ExperimentConfig, meta: RunMetadata) -> list[TraceProcessor]:
-    """The processors every registered factory gives run ``meta``, in the order of their names."""
-    return [p for _, factory in TRACE_PROCESSORS.items() for p in factory(cfg, meta)]
+    """The processors every registered factory gives run ``meta``, in the order of their names.
+
+    A factory that raises, or gives anything but processors (objects with ``on_event`` and ``close``), is
+    logged and skipped like a processor that fails: a plugin's exporter never breaks the run it would observe."""
+    out: list[TraceProcessor] = []
+    for name, factory in TRACE_PROCESSORS.items():
+        try:
+            made = list(factory(cfg, meta))
+            bad = [p for p in made if not all(callable(getattr(p, m, None)) for m in ("on_event", "close"))]
+            if bad:
+                raise TypeError(f"{type(bad[0]).__name__} is no trace processor (it needs on_event and close)")
+        except Exception as err:  # a plugin's factory, not the run, failed
+            log.warning("trace processor factory failed; its processors are skipped", factory=name,
+                        error=f"{type(err).__name__}: {err}")
+            continue
+        out += made
+    return out

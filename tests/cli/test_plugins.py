@@ -239,6 +239,23 @@ def test_a_registered_trace_processor_receives_every_event_of_a_sweep_run(tmp_pa
     assert seen[-1] == "closed" and len(seen) - 1 == len(written) and "finalize" in seen
 
 
+
+@pytest.mark.parametrize("factory", [lambda cfg, meta: 1 / 0, 42, lambda cfg, meta: [42]],
+                         ids=["raises", "not-callable", "no-processor"])
+def test_a_broken_trace_processor_factory_is_skipped_and_the_run_is_measured(tmp_path, factory):
+    """A factory that fails when called is logged and skipped, as a failing processor is: the run finishes
+    and is recorded; it used to crash every run of the sweep outside its graph."""
+    TRACE_PROCESSORS.register("test_broken", factory, origin="tests.cli.test_plugins:broken")
+    try:
+        cfg = ExperimentConfig(output_root=str(tmp_path), models={"default": ModelRoute(provider="scripted",
+                                                                                          model="scripted")})
+        spec = RunSpec(experiment_id="x", output_root=tmp_path, benchmark="arith", system="sas",
+                       task=Task(task_id="t", question="What is 2 + 3?", reference=5), run_index=0, seed=0)
+        result = asyncio.run(execute_run(spec, cfg, get_benchmark("arith")))
+    finally:
+        TRACE_PROCESSORS.unregister("test_broken")
+    assert result.status == "finished" and result.error is None and spec.paths.trace.read_text()
+
 def test_a_registered_conformal_method_is_calibrated_and_predicted_like_a_built_in_one():
     import numpy as np
 
